@@ -1,0 +1,92 @@
+"""The product space V^n and its mixed-radix indexing.
+
+A state x = (x_0, ..., x_{n-1}) with x_i in V = {0, ..., q-1} is stored as the integer
+``index(x) = sum_i x_i * q**(n - 1 - i)`` (site 0 most significant), so ``np.arange(q**n)``
+enumerates V^n in lexicographic order.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+#: Largest |V|^n that exact constructions accept unless the caller raises the limit.
+DEFAULT_MAX_STATES = 4**10
+
+
+@dataclass(frozen=True)
+class StateSpace:
+    """V^n with |V| = ``vocab_size`` >= 2 and n = ``length`` >= 1."""
+
+    vocab_size: int
+    length: int
+
+    def __post_init__(self) -> None:
+        for name in ("vocab_size", "length"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+                raise TypeError(f"{name} must be an int, got {type(value).__name__}")
+        if self.vocab_size < 2:
+            raise ValueError(f"vocab_size must be >= 2, got {self.vocab_size}")
+        if self.length < 1:
+            raise ValueError(f"length must be >= 1, got {self.length}")
+        object.__setattr__(self, "vocab_size", int(self.vocab_size))
+        object.__setattr__(self, "length", int(self.length))
+
+    @property
+    def size(self) -> int:
+        """|V|^n."""
+        return self.vocab_size**self.length
+
+    @property
+    def place_values(self) -> np.ndarray:
+        """q**(n-1-i) for each site i (int64); only defined while |V|^n fits in int64."""
+        if self.size >= 2**63:
+            raise ValueError(f"|V|^n = {self.vocab_size}^{self.length} does not fit in int64 indices")
+        return self.vocab_size ** np.arange(self.length - 1, -1, -1, dtype=np.int64)
+
+    def check_size(self, max_states: int = DEFAULT_MAX_STATES) -> None:
+        """Refuse exact enumeration when |V|^n exceeds ``max_states``."""
+        if self.size > max_states:
+            raise ValueError(
+                f"|V|^n = {self.vocab_size}^{self.length} = {self.size} states exceeds the exact "
+                f"limit of {max_states}; pass a larger max_states if you have the memory"
+            )
+
+    def encode(self, sequences: np.ndarray) -> np.ndarray:
+        """Integer indices of sequences of shape (..., n)."""
+        seq = np.asarray(sequences)
+        if seq.shape[-1:] != (self.length,):
+            raise ValueError(f"sequences must have last dimension n = {self.length}, got {seq.shape}")
+        if seq.size and (seq.min() < 0 or seq.max() >= self.vocab_size):
+            raise ValueError(f"symbols must lie in [0, {self.vocab_size})")
+        return seq.astype(np.int64) @ self.place_values
+
+    def decode(self, indices: np.ndarray | int) -> np.ndarray:
+        """Sequences of shape (..., n) for integer indices."""
+        idx = np.asarray(indices, dtype=np.int64)
+        if idx.size and (idx.min() < 0 or idx.max() >= self.size):
+            raise ValueError(f"state indices must lie in [0, {self.size})")
+        return (idx[..., None] // self.place_values) % self.vocab_size
+
+    def all_states(self) -> np.ndarray:
+        """Every sequence of V^n, shape (|V|^n, n), in index order."""
+        return self.decode(np.arange(self.size, dtype=np.int64))
+
+    def check_site(self, site: int) -> int:
+        if not 0 <= int(site) < self.length:
+            raise ValueError(f"site {site} out of range for length {self.length}")
+        return int(site)
+
+    def neighbours(self, indices: np.ndarray | int, site: int) -> np.ndarray:
+        """Indices of x^{i<-v} for v in V: shape (..., |V|); column x_i is x itself."""
+        site = self.check_site(site)
+        idx = np.asarray(indices, dtype=np.int64)
+        place = int(self.place_values[site])
+        base = idx - ((idx // place) % self.vocab_size) * place
+        return base[..., None] + place * np.arange(self.vocab_size, dtype=np.int64)
+
+    def hamming(self, a: np.ndarray | int, b: np.ndarray | int) -> np.ndarray:
+        """Hamming distance between states given by index."""
+        return (self.decode(a) != self.decode(b)).sum(axis=-1)

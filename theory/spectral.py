@@ -1,0 +1,286 @@
+"""Stationary law, reversibility, reversibilizations, Dirichlet form, gaps and Poincaré constants.
+
+Notation: pi P = pi, D = diag(pi), time reversal P* = D^{-1} P^T D, additive reversibilization
+S = (P + P*)/2, multiplicative P* P. Self-adjoint operators on L^2(pi) are diagonalised through
+the symmetric matrix D^{1/2} A D^{-1/2}. Dense LAPACK below :data:`theory.matrices.DENSE_LIMIT`
+states, ARPACK (eigs / eigsh) above; a solver that does not converge raises ConvergenceError.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import scipy.sparse as sp
+import scipy.sparse.linalg as spla
+from scipy.sparse.csgraph import connected_components
+
+from theory.matrices import Matrix, check_transition_matrix, prefer_dense, to_dense
+
+
+class ConvergenceError(ValueError):
+    """An iterative eigen- or linear solver did not reach its tolerance."""
+
+
+class ReducibleChainError(ValueError):
+    """The chain is not irreducible, so a unique positive stationary law does not exist."""
+
+    def __init__(self, message: str, closed_classes: list[np.ndarray]) -> None:
+        super().__init__(message)
+        self.closed_classes = closed_classes
+
+
+def communicating_classes(P: Matrix) -> tuple[list[np.ndarray], list[bool]]:
+    """Strongly connected components of the transition graph and whether each is closed."""
+    P = check_transition_matrix(P)
+    G = sp.csr_array(P)
+    G.eliminate_zeros()
+    count, labels = connected_components(G, directed=True, connection="strong")
+    coo = G.tocoo()
+    leaving = np.zeros(count, dtype=bool)
+    leaving[labels[coo.row][labels[coo.row] != labels[coo.col]]] = True
+    classes = [np.flatnonzero(labels == c) for c in range(count)]
+    return classes, [not leaving[c] for c in range(count)]
+
+
+def check_irreducible(P: Matrix) -> None:
+    """Raise ReducibleChainError naming the closed classes when P is not irreducible."""
+    classes, closed = communicating_classes(P)
+    if len(classes) > 1:
+        closed_cls = [c for c, is_closed in zip(classes, closed) if is_closed]
+        shown = "; ".join(f"{{{', '.join(map(str, c[:8]))}{', ...' if c.size > 8 else ''}}} ({c.size} states)"
+                          for c in closed_cls[:5])
+        raise ReducibleChainError(
+            f"chain is reducible: {len(classes)} communicating classes, {len(closed_cls)} closed: {shown}",
+            closed_cls)
+
+
+@dataclass(frozen=True)
+class StationaryResult:
+    """Stationary law with the solver used and the residual ||pi P - pi||_1."""
+
+    pi: np.ndarray
+    method: str
+    residual: float
+
+
+def stationary(P: Matrix, tol: float = 1e-10) -> StationaryResult:
+    """The unique stationary law of an irreducible chain: pi P = pi, sum pi = 1.
+
+    Dense: LU solve of (I - P)^T pi = 0 with one equation replaced by sum pi = 1.
+    Sparse: ARPACK eigs on P^T for the eigenvalue of largest modulus; if its residual exceeds
+    ``tol`` (tiny gaps), BiCGSTAB on the non-singular system (I - P^T + u 1^T) pi = u, u = 1/N.
+    Raises ReducibleChainError (naming closed classes) or ConvergenceError.
+    """
+    P = check_transition_matrix(P)
+    check_irreducible(P)
+    N = P.shape[0]
+    if prefer_dense(P):
+        A = np.eye(N) - to_dense(P).T
+        A[-1, :] = 1.0
+        b = np.zeros(N)
+        b[-1] = 1.0
+        pi, method = np.linalg.solve(A, b), "dense LU solve"
+    else:
+        PT = sp.csr_array(P.T)
+        try:
+            vals, vecs = spla.eigs(PT, k=1, which="LM", v0=np.full(N, 1.0 / N), tol=tol / 10, ncv=min(N, 32))
+            pi, method = np.real(vecs[:, 0]), "ARPACK eigs on P^T"
+        except spla.ArpackNoConvergence:
+            pi, method = np.full(N, 1.0 / N), "ARPACK eigs on P^T (not converged)"
+        pi = pi / pi.sum()
+        if _residual(P, pi) > tol:
+            u = np.full(N, 1.0 / N)
+            op = spla.LinearOperator((N, N), matvec=lambda v: v - PT @ v + u * v.sum(), dtype=np.float64)
+            sol, info = spla.bicgstab(op, u, x0=np.clip(pi, 0, None), rtol=tol / 10, maxiter=20 * N)
+            pi, method = sol, "BiCGSTAB on (I - P^T + u 1^T) pi = u"
+            if info != 0:
+                raise ConvergenceError(f"stationary law: {method} did not converge (info={info})")
+    pi = np.clip(np.real(pi), 0.0, None)
+    pi /= pi.sum()
+    res = _residual(P, pi)
+    if res > max(tol, 1e-12) * 100:
+        raise ConvergenceError(f"stationary law: residual ||pi P - pi||_1 = {res:.3g} after {method}")
+    return StationaryResult(pi, method, res)
+
+
+def stationary_distribution(P: Matrix, tol: float = 1e-10) -> np.ndarray:
+    """pi with pi P = pi for irreducible P (see :func:`stationary` for the method and residual)."""
+    return stationary(P, tol).pi
+
+
+def _residual(P: Matrix, pi: np.ndarray) -> float:
+    return float(np.abs(P.T @ pi - pi).sum())
+
+
+def _pi_or_compute(P: Matrix, pi: np.ndarray | None) -> np.ndarray:
+    if pi is None:
+        return stationary_distribution(P)
+    pi = np.asarray(pi, dtype=np.float64)
+    if pi.shape != (P.shape[0],) or not np.isfinite(pi).all() or (pi <= 0).any() or abs(pi.sum() - 1) > 1e-9:
+        raise ValueError("pi must be a strictly positive probability vector over the states")
+    return pi
+
+
+def flow_matrix(P: Matrix, pi: np.ndarray | None = None) -> Matrix:
+    """Q(x, y) = pi(x) P(x, y) (ergodic flow)."""
+    P = check_transition_matrix(P)
+    pi = _pi_or_compute(P, pi)
+    return sp.csr_array(P.multiply(pi[:, None])) if sp.issparse(P) else P * pi[:, None]
+
+
+def is_reversible(P: Matrix, pi: np.ndarray | None = None, rtol: float = 1e-10) -> bool:
+    """Detailed balance pi(x)P(x,y) = pi(y)P(y,x), to ``rtol`` times max_xy pi(x)P(x,y)."""
+    Q = flow_matrix(P, pi)
+    diff = Q - Q.T
+    scale = abs(Q).max()
+    return bool(abs(diff).max() <= rtol * scale)
+
+
+def time_reversal(P: Matrix, pi: np.ndarray | None = None) -> Matrix:
+    """P*(x, y) = pi(y) P(y, x) / pi(x)."""
+    P = check_transition_matrix(P)
+    pi = _pi_or_compute(P, pi)
+    if sp.issparse(P):
+        return sp.csr_array(sp.diags_array(1.0 / pi) @ sp.csr_array(P.T) @ sp.diags_array(pi))
+    return (P.T * pi[None, :]) / pi[:, None]
+
+
+def additive_reversibilization(P: Matrix, pi: np.ndarray | None = None) -> Matrix:
+    """S = (P + P*)/2: same stationary law and same Dirichlet form as P."""
+    P = check_transition_matrix(P)
+    pi = _pi_or_compute(P, pi)
+    return (P + time_reversal(P, pi)) / 2
+
+
+def multiplicative_reversibilization(P: Matrix, pi: np.ndarray | None = None) -> Matrix:
+    """P* P (first P*, then P): self-adjoint on L^2(pi), eigenvalues = squared singular values of P."""
+    P = check_transition_matrix(P)
+    pi = _pi_or_compute(P, pi)
+    return time_reversal(P, pi) @ P
+
+
+def dirichlet_form(P: Matrix, f: np.ndarray, g: np.ndarray | None = None, pi: np.ndarray | None = None) -> float:
+    """E(f, g) = (1/2) sum_{x,y} pi(x) P(x,y) (f(x) - f(y)) (g(x) - g(y))
+             = <f, g>_pi - (<f, P g>_pi + <g, P f>_pi) / 2 = <f, (I - S) g>_pi.
+    """
+    P = check_transition_matrix(P)
+    pi = _pi_or_compute(P, pi)
+    f = np.asarray(f, dtype=np.float64)
+    g = f if g is None else np.asarray(g, dtype=np.float64)
+    if f.shape != (P.shape[0],) or g.shape != (P.shape[0],):
+        raise ValueError(f"f and g must be vectors over the {P.shape[0]} states")
+    return float(pi @ (f * g) - 0.5 * (pi @ (f * (P @ g)) + pi @ (g * (P @ f))))
+
+
+def _symmetrized(P: Matrix, pi: np.ndarray) -> Matrix:
+    """B = D^{1/2} P D^{-1/2} (so D^{1/2} P* D^{-1/2} = B^T)."""
+    if sp.issparse(P):
+        coo = sp.coo_array(P)
+        data = coo.data * np.sqrt(pi[coo.row] / pi[coo.col])
+        return sp.csr_array((data, (coo.row, coo.col)), shape=P.shape)
+    s = np.sqrt(pi)
+    return P * s[:, None] / s[None, :]
+
+
+def _symmetric_extremes(A: Matrix, which: str, k: int, v0: np.ndarray, tol: float) -> np.ndarray:
+    """k largest ('LA') or smallest ('SA') eigenvalues of a symmetric matrix, descending/ascending."""
+    if not sp.issparse(A):
+        vals = np.linalg.eigvalsh((A + A.T) / 2)
+        return vals[::-1][:k] if which == "LA" else vals[:k]
+    try:
+        vals = spla.eigsh(A, k=k, which=which, v0=v0, tol=tol, ncv=min(A.shape[0], max(4 * k + 1, 24)),
+                          return_eigenvectors=False, maxiter=50 * A.shape[0])
+    except spla.ArpackNoConvergence as err:
+        raise ConvergenceError(f"ARPACK eigsh ({which}, k={k}) did not converge: {err}") from err
+    return np.sort(vals)[::-1] if which == "LA" else np.sort(vals)
+
+
+def reversible_eigenvalues(P: Matrix, pi: np.ndarray | None = None, which: str = "LA", k: int = 2,
+                           tol: float = 1e-12) -> np.ndarray:
+    """Extreme eigenvalues of a reversible P via the symmetric D^{1/2} P D^{-1/2}."""
+    P = check_transition_matrix(P)
+    pi = _pi_or_compute(P, pi)
+    if not is_reversible(P, pi):
+        raise ValueError("P is not reversible with respect to its stationary law; "
+                         "use additive_gap / poincare_constant for non-reversible chains")
+    B = _symmetrized(to_dense(P) if prefer_dense(P) else P, pi)
+    B = (B + B.T) / 2
+    return _symmetric_extremes(B, which, k, np.sqrt(pi), tol)
+
+
+def spectral_gap(P: Matrix, pi: np.ndarray | None = None) -> float:
+    """1 - lambda_2 for reversible P (ValueError otherwise)."""
+    return float(1.0 - reversible_eigenvalues(P, pi, "LA", 2)[1])
+
+
+def additive_gap(P: Matrix, pi: np.ndarray | None = None, tol: float = 1e-12) -> float:
+    """1 - lambda_2((P + P*)/2): the largest c with E(f, f) >= c Var_pi(f); equals the spectral gap
+    when P is reversible."""
+    P = check_transition_matrix(P)
+    pi = _pi_or_compute(P, pi)
+    B = _symmetrized(to_dense(P) if prefer_dense(P) else P, pi)
+    A = (B + B.T) / 2
+    return float(1.0 - _symmetric_extremes(A, "LA", 2, np.sqrt(pi), tol)[1])
+
+
+def poincare_constant(P: Matrix, pi: np.ndarray | None = None) -> float:
+    """C = sup_f Var_pi(f) / E(f, f) = 1 / gap((P + P*)/2) (inf when that gap is 0)."""
+    gap = additive_gap(P, pi)
+    return float(np.inf) if gap <= 0 else 1.0 / gap
+
+
+def multiplicative_gap(P: Matrix, pi: np.ndarray | None = None, tol: float = 1e-12) -> float:
+    """1 - lambda_2(P* P) = 1 - sigma_2(P)^2, sigma_2 the second singular value of P on L^2(pi)."""
+    P = check_transition_matrix(P)
+    pi = _pi_or_compute(P, pi)
+    B = _symmetrized(to_dense(P) if prefer_dense(P) else P, pi)
+    if sp.issparse(B):
+        N = B.shape[0]
+        op = spla.LinearOperator((N, N), matvec=lambda v: B.T @ (B @ v), dtype=np.float64)
+        try:
+            vals = spla.eigsh(op, k=2, which="LA", v0=np.sqrt(pi), tol=tol, return_eigenvectors=False)
+        except spla.ArpackNoConvergence as err:
+            raise ConvergenceError(f"ARPACK eigsh on P*P did not converge: {err}") from err
+        lam2 = np.sort(vals)[0]
+    else:
+        lam2 = np.linalg.svd(B, compute_uv=False)[1] ** 2
+    return float(1.0 - lam2)
+
+
+def eigenvalues(P: Matrix, k: int = 6, tol: float = 1e-12) -> np.ndarray:
+    """The k eigenvalues of P of largest modulus (complex), sorted by decreasing modulus."""
+    P = check_transition_matrix(P)
+    N = P.shape[0]
+    if prefer_dense(P) or k >= N - 1:
+        vals = np.linalg.eigvals(to_dense(P))
+    else:
+        try:
+            vals = spla.eigs(sp.csr_array(P), k=k, which="LM", tol=tol, ncv=min(N, max(2 * k + 1, 32)),
+                             return_eigenvectors=False)
+        except spla.ArpackNoConvergence as err:
+            raise ConvergenceError(f"ARPACK eigs (k={k}) did not converge: {err}") from err
+    order = np.argsort(-np.abs(vals), kind="stable")
+    return vals[order][:k]
+
+
+def absolute_spectral_gap(P: Matrix, pi: np.ndarray | None = None) -> float:
+    """1 - lambda_*, lambda_* = max{|lambda| : lambda eigenvalue of P, lambda != 1}.
+
+    Reversible: lambda_* = max(lambda_2, |lambda_min|) from the symmetric matrix; otherwise from
+    the eigenvalue moduli of P (a rate for the spectrum, not a Poincaré constant).
+    """
+    P = check_transition_matrix(P)
+    pi = _pi_or_compute(P, pi)
+    if is_reversible(P, pi):
+        top = reversible_eigenvalues(P, pi, "LA", 2)
+        bottom = reversible_eigenvalues(P, pi, "SA", 1)
+        return float(1.0 - max(top[1], abs(bottom[0])))
+    vals = eigenvalues(P, k=2)
+    return float(1.0 - abs(vals[1]))
+
+
+def relaxation_time(P: Matrix, pi: np.ndarray | None = None) -> float:
+    """t_rel = 1 / absolute spectral gap (inf when the gap is 0)."""
+    gap = absolute_spectral_gap(P, pi)
+    return float(np.inf) if gap <= 0 else 1.0 / gap
