@@ -12,9 +12,6 @@ settings.register_profile("mlmix", deadline=None, derandomize=True, print_blob=T
                           suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 settings.load_profile("mlmix")
 
-try:
-    import torch  # noqa: E402
+import torch  # noqa: E402
 
-    torch.set_num_threads(1)
-except ImportError:  # the exact-theory tests do not need torch
-    pass
+torch.set_num_threads(1)

@@ -40,19 +40,34 @@ def glauber_kernel(source: Conditionals, max_states: int = DEFAULT_MAX_STATES) -
         P_T(x, y) = (1/n) sum_i 1[y_{-i} = x_{-i}] pi_i^T(y_i | x_{-i}).
 
     Each site's conditionals are queried once per context x_{-i} (|V|^(n-1) queries per site).
+    The CSR arrays are written in place: row x holds its n(|V|-1) single-site moves, then the
+    diagonal P_T(x, x) = (1/n) sum_i pi_i^T(x_i | x_{-i}); indices are int32 when they fit, so
+    4^10 states take about 12 bytes per stored entry (~0.4 GB) with small temporaries.
     """
     space = source.space
     space.check_size(max_states)
-    n, q = space.length, space.vocab_size
-    rows, cols, vals = [], [], []
+    n, q, N = space.length, space.vocab_size, space.size
+    width = n * (q - 1) + 1
+    index_dtype = np.int32 if N * width < 2**31 else np.int64
+    indices = np.empty((N, width), dtype=index_dtype)
+    data = np.empty((N, width))
+    diagonal = np.zeros(N)
     for i in range(n):
         base = _zero_digit_states(space, [i])
         probs = np.exp(source.log_conditionals(space.decode(base), i)) / n  # (N/q, q)
-        members = base[:, None] + int(space.place_values[i]) * np.arange(q)  # (N/q, q)
-        rows.append(np.repeat(members, q, axis=1).ravel())  # every member x ...
-        cols.append(np.tile(members, (1, q)).ravel())  # ... to every y in its fibre
-        vals.append(np.tile(probs, (1, q)).ravel())
-    return _assemble(space.size, rows, cols, vals)
+        members = base[:, None] + int(space.place_values[i]) * np.arange(q)  # (N/q, q): the fibre of each base
+        cols = slice(i * (q - 1), (i + 1) * (q - 1))
+        for a in range(q):  # rows x with x_i = a move to the other q - 1 members of their fibre
+            others = np.delete(np.arange(q), a)
+            indices[members[:, a], cols] = members[:, others]
+            data[members[:, a], cols] = probs[:, others]
+            diagonal[members[:, a]] += probs[:, a]
+    indices[:, -1] = np.arange(N)
+    data[:, -1] = diagonal
+    indptr = np.arange(0, N * width + 1, width, dtype=index_dtype)
+    P = sp.csr_array((data.ravel(), indices.ravel(), indptr), shape=(N, N))
+    P.sort_indices()
+    return P
 
 
 def _assemble(size: int, rows: list, cols: list, vals: list) -> sp.csr_array:
@@ -190,7 +205,7 @@ def adaptive_block_kernel(source: Conditionals, blocks: Sequence[Sequence[int]],
     size = space.size * m if extended else space.size
     P = _assemble(size, rows, cols, vals)
     P.eliminate_zeros()
-    if extended:  # pairs (x, K) with p_K(K|x) = 0 are never entered; give them the row of a fresh draw
+    if extended:  # a pair (x, K) whose whole fibre has p_K(K|.) = 0 would get an empty row: refuse
         dead = np.flatnonzero(np.asarray(P.sum(axis=1)).ravel() == 0)
         if dead.size:
             raise ValueError("extended adaptive kernel needs p_K(K|x) > 0 wherever a block is listed; "

@@ -4,11 +4,16 @@ from __future__ import annotations
 
 import numpy as np
 import scipy.sparse as sp
+import scipy.sparse.linalg as spla
 
 #: Below this many states the chain algorithms convert to dense LAPACK, which is faster there.
 DENSE_LIMIT = 2048
 
 Matrix = np.ndarray | sp.sparray | sp.spmatrix
+
+
+class ConvergenceError(ValueError):
+    """An iterative eigen- or linear solver did not reach its tolerance."""
 
 
 def check_transition_matrix(P: object, tol: float = 1e-9) -> Matrix:
@@ -52,3 +57,60 @@ def to_csr(P: Matrix) -> sp.csr_array:
 def prefer_dense(P: Matrix) -> bool:
     """True when the dense algorithms are the faster choice for this matrix."""
     return P.shape[0] <= DENSE_LIMIT
+
+
+def state_mask(S: np.ndarray | list | tuple, n_states: int) -> np.ndarray:
+    """A set of states as a boolean mask of length ``n_states``, from a mask or an index array.
+
+    Raises TypeError for non-integer, non-boolean input and ValueError for out-of-range indices or
+    a mask of the wrong length. The set may be empty or everything; callers decide.
+    """
+    arr = np.asarray(S)
+    if arr.ndim == 0:  # a single state index
+        arr = arr.reshape(1)
+    if arr.dtype == bool:
+        if arr.shape != (n_states,):
+            raise ValueError(f"boolean set mask must have shape ({n_states},), got {arr.shape}")
+        return arr.copy()
+    if arr.size == 0:
+        return np.zeros(n_states, dtype=bool)
+    if not np.issubdtype(arr.dtype, np.integer):
+        raise TypeError(f"a set of states must be a boolean mask or integer indices, got dtype {arr.dtype}")
+    if arr.ndim != 1:
+        raise ValueError(f"state indices must be a 1-d array, got shape {arr.shape}")
+    if arr.min() < 0 or arr.max() >= n_states:
+        raise ValueError(f"state indices must lie in [0, {n_states})")
+    mask = np.zeros(n_states, dtype=bool)
+    mask[arr] = True
+    return mask
+
+
+def krylov_solve(A: Matrix | spla.LinearOperator, b: np.ndarray, *, spd: bool, diagonal: np.ndarray | None = None,
+                 rtol: float = 1e-10, maxiter: int = 20_000, what: str = "linear system") -> tuple[np.ndarray, str]:
+    """Solve A x = b with a Krylov method: CG when A is symmetric positive definite (``spd``), else
+    GMRES(60) then BiCGSTAB if GMRES stalls. ``diagonal`` (diag of A) gives a Jacobi preconditioner.
+
+    Never factorises A (sparse LU fills in catastrophically on Hamming graphs). Returns the
+    solution and the method used; raises :class:`ConvergenceError` when the true residual
+    ||A x - b|| exceeds 100 * rtol * ||b||.
+    """
+    n = b.shape[0]
+    M = None
+    if diagonal is not None:
+        inv = 1.0 / np.where(np.abs(diagonal) > 0, diagonal, 1.0)
+        M = spla.LinearOperator((n, n), matvec=lambda v: inv * v, dtype=np.float64)
+    norm_b = float(np.linalg.norm(b))
+    if norm_b == 0:
+        return np.zeros(n), "zero right-hand side"
+    attempts = [("CG", spla.cg)] if spd else [("GMRES(60)", spla.gmres), ("BiCGSTAB", spla.bicgstab)]
+    worst = np.inf
+    for name, solver in attempts:
+        kwargs = {"restart": 60} if solver is spla.gmres else {}
+        x, _ = solver(A, b, rtol=rtol, atol=0.0, maxiter=maxiter, M=M, **kwargs)
+        residual = float(np.linalg.norm(A @ x - b))
+        if residual <= 100 * rtol * norm_b:
+            return x, f"{name} (Jacobi preconditioned, relative residual {residual / norm_b:.1e})" \
+                if M is not None else f"{name} (relative residual {residual / norm_b:.1e})"
+        worst = min(worst, residual / norm_b)
+    raise ConvergenceError(f"{what}: {' and '.join(n for n, _ in attempts)} did not converge "
+                           f"(best relative residual {worst:.3g}, target {rtol:g}, maxiter {maxiter})")

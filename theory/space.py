@@ -57,6 +57,8 @@ class StateSpace:
     def encode(self, sequences: np.ndarray) -> np.ndarray:
         """Integer indices of sequences of shape (..., n)."""
         seq = np.asarray(sequences)
+        if seq.size and not (np.issubdtype(seq.dtype, np.integer) or seq.dtype == bool):
+            raise TypeError(f"sequences must hold integer symbols, got dtype {seq.dtype}")
         if seq.shape[-1:] != (self.length,):
             raise ValueError(f"sequences must have last dimension n = {self.length}, got {seq.shape}")
         if seq.size and (seq.min() < 0 or seq.max() >= self.vocab_size):
@@ -65,7 +67,10 @@ class StateSpace:
 
     def decode(self, indices: np.ndarray | int) -> np.ndarray:
         """Sequences of shape (..., n) for integer indices."""
-        idx = np.asarray(indices, dtype=np.int64)
+        raw = np.asarray(indices)
+        if raw.size and not np.issubdtype(raw.dtype, np.integer):
+            raise TypeError(f"state indices must be integers, got dtype {raw.dtype}")
+        idx = raw.astype(np.int64)
         if idx.size and (idx.min() < 0 or idx.max() >= self.size):
             raise ValueError(f"state indices must lie in [0, {self.size})")
         return (idx[..., None] // self.place_values) % self.vocab_size
@@ -75,6 +80,9 @@ class StateSpace:
         return self.decode(np.arange(self.size, dtype=np.int64))
 
     def check_site(self, site: int) -> int:
+        """Return ``site`` as an int after checking it is an integer in [0, n)."""
+        if isinstance(site, bool) or not isinstance(site, (int, np.integer)):
+            raise TypeError(f"site must be an int, got {type(site).__name__}")
         if not 0 <= int(site) < self.length:
             raise ValueError(f"site {site} out of range for length {self.length}")
         return int(site)

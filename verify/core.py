@@ -29,7 +29,8 @@ class Verdict:
 
     slack: how far the inequality is from failing, in the units of the two sides
         (rhs - lhs for '<=', lhs - rhs for '>=', -|lhs - rhs| for '==').
-    tightness: bound / exact value (>= 1 for a valid upper bound), None when not meaningful.
+    tightness: looseness factor, bound / exact for an upper bound and exact / bound for a lower
+        bound (>= 1 whenever the bound holds, 1 = tight), None when not meaningful.
     """
 
     holds: bool
@@ -80,6 +81,10 @@ class Theorem(ABC):
     paper: str  # a key of PAPERS
     number: str  # e.g. "Theorem 5"
     statement: str  # words and formula
+    #: Where a documented counterexample to the statement as published lives (docs section), or
+    #: None. A refuted theorem is still searched and its counterexample printed, but its failure
+    #: is expected: it does not make ``mlmix verify`` exit 1.
+    refuted_in: str | None = None
 
     @abstractmethod
     def strategy(self) -> st.SearchStrategy:
@@ -129,6 +134,12 @@ class TheoremReport:
     tightness_median: float | None
     tightness_max: float | None
     counterexample: Any = None
+    refuted_in: str | None = None
+
+    @property
+    def unexpected(self) -> bool:
+        """A failure of a theorem not documented as refuted."""
+        return not self.holds and self.refuted_in is None
 
     def as_dict(self) -> dict:
         return dict(self.__dict__)
@@ -149,7 +160,11 @@ def search(theorem: Theorem, examples: int = 100, seed: int = 0,
     @given(strategy if strategy is not None else theorem.strategy())
     def probe(instance: Any) -> None:
         assume(bool(theorem.hypotheses(instance)))
-        verdict = theorem.check(instance)
+        try:
+            verdict = theorem.check(instance)
+        except Exception as err:  # a crashing check is a failure on this instance, shrunk and reported
+            verdict = Verdict(False, math.nan, math.nan, "==", -math.inf, None,
+                              {"error": f"{type(err).__name__}: {err}"})
         if on_verdict is not None:
             on_verdict(instance, verdict)
         if not verdict.holds:
@@ -175,4 +190,4 @@ def search(theorem: Theorem, examples: int = 100, seed: int = 0,
         min_slack=min(slacks) if slacks else None,
         tightness_median=tight[len(tight) // 2] if tight else None,
         tightness_max=tight[-1] if tight else None,
-        counterexample=counterexample)
+        counterexample=counterexample, refuted_in=theorem.refuted_in)

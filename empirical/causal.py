@@ -1,0 +1,83 @@
+"""The compatible control: conditionals of an autoregressive (GPT-2 style) language model's joint.
+
+A causal LM defines a joint on the content x in S^n (S the support) after a fixed start
+(BOS token and optional prefix):
+
+    log p(x) = sum_{t=0}^{n-1} log p_LM(x_t | start, x_0 .. x_{t-1}),
+
+with each factor normalised over the model's whole vocabulary; mu(x) ∝ p(x) on S^n. Its
+single-site scores are s_i(v | x_{-i}) = log p(x^{i<-v}), so pi_i^T ∝ p(x^{i<-v})^{1/T} are
+the conditionals of the tempered joint mu_T ∝ p^{1/T}: a compatible source. Every rectangle
+statistic vanishes by telescoping (paper G, Prop. 4; the "GPT-2" control row of Table 1), up to
+float rounding of the four log-probabilities.
+
+One query at site i costs |S| forward passes (one per replacement), so restrict the support with
+``candidates`` for large vocabularies.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+from transformers import AutoModelForCausalLM, PreTrainedModel
+
+from empirical.mlm import TokenConditionals
+
+
+class CausalLMConditionals(TokenConditionals):
+    """Compatible conditionals from an ``AutoModelForCausalLM``; ``log_joint`` is available.
+
+    The content follows the tokenizer's start tokens (a BOS token is prepended when the tokenizer
+    adds none) and the optional prefix; a model without BOS token needs a prefix.
+    """
+
+    auto_class = AutoModelForCausalLM
+
+    def __init__(self, model: PreTrainedModel, tokenizer, length: int, **kwargs) -> None:
+        super().__init__(model, tokenizer, length, **kwargs)
+        if self.offset == 0:
+            raise ValueError("the causal model needs a start: its tokenizer has no BOS token, so pass a prefix")
+
+    def _special_template(self) -> tuple[list[int], list[int]]:
+        head, _ = super()._special_template()
+        bos = self.tokenizer.bos_token_id
+        return (head if head or bos is None else [int(bos)]), []
+
+    def _scored_positions(self) -> int:
+        return self.space.length + 1
+
+    def _sequence_log_probs(self, token_ids: torch.Tensor) -> torch.Tensor:
+        """log p(content | start) for full inputs (N, L) whose content is the last n positions: (N,)."""
+        n = self.space.length
+        targets = token_ids[:, -n:]
+
+        def compute(chunk: torch.Tensor) -> torch.Tensor:
+            # Unknown kwargs are ignored by models without logits_to_keep; the slice is right either way.
+            logits = self._forward(input_ids=token_ids[chunk], logits_to_keep=n + 1).logits[:, -(n + 1):-1]
+            logp = torch.log_softmax(logits.float(), dim=-1)
+            return logp.gather(-1, targets[chunk, :, None])[..., 0].sum(-1)
+
+        return self._batched(token_ids.shape[0], compute)
+
+    def log_prob_torch(self, symbols: torch.Tensor) -> torch.Tensor:
+        """log p(x) of each content sequence (B, n) on the device: float32 (B,)."""
+        return self._sequence_log_probs(self.token_ids(symbols))
+
+    def log_prob(self, sequences: np.ndarray) -> np.ndarray:
+        """log p(x) of each sequence of symbols (B, n): float64 (B,)."""
+        return self.log_prob_torch(self.to_tensor(sequences)).double().cpu().numpy()
+
+    def scores_torch(self, symbols: torch.Tensor, sites: int | torch.Tensor) -> torch.Tensor:
+        """s_i(v | x_{-i}) = log p(x^{i<-v}) for every support symbol v: float32 (B, |V|)."""
+        ids = self.token_ids(symbols)
+        batch, q = ids.shape[0], self.space.vocab_size
+        site_t = self._check_sites_torch(sites, batch)
+        variants = ids.repeat_interleave(q, dim=0)
+        rows = torch.arange(batch * q, device=self.device)
+        variants[rows, self.offset + site_t.repeat_interleave(q)] = self._support_t.repeat(batch)
+        return self._sequence_log_probs(variants).reshape(batch, q)
+
+    def log_joint(self) -> np.ndarray:
+        """log mu_T(x) = log p(x) / T up to a constant, for every state in index order (exact limit applies)."""
+        self.space.check_size()
+        return self.log_prob(self.space.all_states()) / self.temperature

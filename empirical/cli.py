@@ -1,0 +1,205 @@
+"""``mlmix estimate``: bound constants of a masked language model (paper G), estimated from sampled
+contexts and, when |V|^n is small (the shipped default model), computed exactly next to them.
+
+    mlmix estimate                                  # the shipped default model, table
+    mlmix estimate --json --convergence             # + exact values and convergence with N
+    mlmix estimate --model bert-base-uncased --length 16 --contexts 64 --device cuda --json
+    mlmix estimate --model ./my-model --candidates "the a of ! ." --length 8
+
+A hub id is only looked up offline when HF_HUB_OFFLINE is set; give a local folder (config,
+tokenizer files, *.safetensors) otherwise.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import time
+from pathlib import Path
+
+import numpy as np
+
+from empirical import estimate as est
+from theory.local import TopK
+
+DEFAULT_LENGTH = 16
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    """Arguments of ``mlmix estimate``."""
+    model = parser.add_argument_group("model")
+    model.add_argument("--model", default=None, metavar="ID_OR_PATH",
+                       help="Hugging Face id or local folder of a masked LM (default: the shipped model)")
+    model.add_argument("--causal", action="store_true",
+                       help="the model is an autoregressive LM: use the compatible causal control (R = 0)")
+    model.add_argument("--length", type=int, default=None,
+                       help=f"n, content tokens per sequence (default: the shipped model's, else {DEFAULT_LENGTH})")
+    model.add_argument("--temperature", type=float, default=1.0, help="T > 0 (default 1)")
+    model.add_argument("--candidates", default=None, metavar="TOKENS",
+                       help="restrict the support to these whitespace-separated tokens")
+    model.add_argument("--prefix", default=None, metavar="TEXT", help="fixed text before the content, never resampled")
+    model.add_argument("--device", choices=("cpu", "cuda"), default=None, help="default: cuda when available")
+    model.add_argument("--precision", choices=("auto", "float32", "bfloat16", "float16"), default="auto",
+                       help="autocast dtype (auto: bf16 on CUDA, float32 on CPU)")
+    model.add_argument("--batch-size", type=int, default=None, help="rows per forward pass (default: from free memory)")
+    model.add_argument("--compile", action="store_true", help="torch.compile the model")
+    model.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's choice)")
+    model.add_argument("--trust-remote-code", action="store_true",
+                       help="allow the model repository's own Python code (off by default)")
+    sample = parser.add_argument_group("contexts and statistics")
+    sample.add_argument("--contexts", type=int, default=est.DEFAULT_CONTEXTS, help="number of sampled contexts")
+    sample.add_argument("--text", type=Path, default=None,
+                        help="draw contexts as windows of this text file instead of uniformly from V^n")
+    sample.add_argument("--seed", type=int, default=0)
+    sample.add_argument("--rectangles", type=int, default=est.DEFAULT_RECTANGLES)
+    sample.add_argument("--top-k", type=int, default=est.DEFAULT_TOP_K,
+                        help="rectangle replacements from the model's own top-k (0: uniform)")
+    sample.add_argument("--replacements", type=int, default=None,
+                        help="replacements b per site for rho/Delta: the model's top-k (0: all symbols; "
+                             f"default: all when |V| <= {est.ALL_REPLACEMENTS_UP_TO}, else "
+                             f"top-{est.DEFAULT_REPLACEMENT_TOP_K})")
+    sample.add_argument("--drift-token", action="append", default=None, metavar="TOKEN",
+                        help="token(s) counted by the drift statistic (default: '!' when in the support)")
+    sample.add_argument("--drift-k", type=int, default=None, help="states with exactly k such tokens (default n // 2)")
+    sample.add_argument("--drift-states", type=int, default=est.DEFAULT_DRIFT_STATES)
+    sample.add_argument("--state", default=None, metavar="TEXT", help="report the local margins of this state")
+    out = parser.add_argument_group("exact values and output")
+    out.add_argument("--exact", choices=("auto", "yes", "no"), default="auto",
+                     help=f"exact values over all contexts (auto: when |V|^n <= --exact-limit)")
+    out.add_argument("--exact-limit", type=int, default=est.EXACT_LIMIT)
+    out.add_argument("--convergence", action="store_true", help="estimates against the number of contexts")
+    out.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    out.add_argument("--output", type=Path, default=None, help="also write the JSON report to this file")
+    out.add_argument("--no-records", action="store_true", help="leave the per-rectangle records out of the JSON")
+    out.add_argument("--no-progress", action="store_true", help="no progress bar")
+
+
+def load_source(args: argparse.Namespace):
+    """The conditionals object described by the model arguments."""
+    from empirical.causal import CausalLMConditionals
+    from empirical.mlm import DEFAULT_MODEL_DIR, MaskedLMConditionals
+
+    model = args.model if args.model is not None else str(DEFAULT_MODEL_DIR)
+    length = args.length
+    if length is None:
+        law = Path(model) / "law.json"
+        length = json.loads(law.read_text())["law"]["length"] if law.is_file() else DEFAULT_LENGTH
+    cls = CausalLMConditionals if args.causal else MaskedLMConditionals
+    return cls.from_pretrained(model, length, trust_remote_code=args.trust_remote_code,
+                               candidates=args.candidates.split() if args.candidates else None,
+                               prefix=args.prefix, temperature=args.temperature, device=args.device,
+                               precision=args.precision, batch_size=args.batch_size, compile=args.compile)
+
+
+def _contexts(source, args: argparse.Namespace) -> int | np.ndarray:
+    if args.text is None:
+        return args.contexts
+    symbols = source.encode(args.text.read_text(), skip_outside=True)
+    return est.windows(symbols, source.space.length, args.contexts, np.random.default_rng(args.seed))
+
+
+def _drift_symbols(source, args: argparse.Namespace) -> list[int] | None:
+    if args.drift_token is not None:
+        return source.encode(args.drift_token).tolist()
+    try:
+        return source.encode(["!"]).tolist()
+    except ValueError:  # no '!' in the support: no default drift statistic
+        return None
+
+
+def _recorded_law(args: argparse.Namespace, source):
+    """The true law of a model trained by ``empirical.train_default`` (its folder has law.json)."""
+    from empirical.mlm import DEFAULT_MODEL_DIR
+    from empirical.train_default import load_law
+
+    folder = Path(args.model) if args.model is not None else DEFAULT_MODEL_DIR
+    if args.causal or args.candidates or args.prefix or not (folder / "law.json").is_file():
+        return None
+    law = load_law(folder)
+    return law.at_temperature(source.temperature) if law.space == source.space else None
+
+
+def run(args: argparse.Namespace) -> int:
+    """Load the model, estimate, print a table or JSON; returns the exit status."""
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.disable_progress_bar()
+    start = time.perf_counter()
+    if args.contexts < 1:
+        raise ValueError(f"--contexts must be >= 1, got {args.contexts}")
+    if args.threads is not None:
+        if args.threads < 1:
+            raise ValueError(f"--threads must be >= 1, got {args.threads}")
+        import torch
+
+        torch.set_num_threads(args.threads)
+    source = load_source(args)
+    replacements = "auto" if args.replacements is None else (None if args.replacements == 0 else
+                                                           TopK(args.replacements))
+    state = source.encode(args.state) if args.state is not None else None
+    report = est.estimate(
+        source, contexts=_contexts(source, args), seed=args.seed, rectangles=args.rectangles,
+        top_k=args.top_k or None, replacements=replacements, drift_symbols=_drift_symbols(source, args),
+        drift_k=args.drift_k, drift_states=args.drift_states, state=state,
+        exact={"auto": None, "yes": True, "no": False}[args.exact], exact_limit=args.exact_limit,
+        with_convergence=args.convergence, records=not args.no_records, progress=not args.no_progress)
+    report = {"model": source.name, **source.describe(), **report}
+    law = _recorded_law(args, source) if report["exact"] is not None else None
+    if law is not None:  # the shipped model: the exact constants of the law it was trained on
+        report["true_law"] = est.constants(law, None, np.random.default_rng(args.seed), records=False,
+                                           drift_symbols=_drift_symbols(source, args), drift_k=args.drift_k)
+    report["seconds"] = time.perf_counter() - start  # loading included
+    text = json.dumps(report, indent=1)
+    if args.output is not None:
+        tmp = args.output.with_name(args.output.name + ".tmp")
+        tmp.write_text(text + "\n")
+        os.replace(tmp, args.output)
+    print(text if args.json else format_table(report))
+    return 0
+
+
+def _fmt(value) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, float):
+        return f"{value:.4g}"
+    return str(value)
+
+
+def format_table(report: dict) -> str:
+    """Estimate and exact value side by side for the main constants."""
+    ex = report.get("exact") or {}
+    law = report.get("true_law") or {}
+    rows = [
+        ("rho (Thm 5 aggregate)", "rho_hat"), ("alpha (Dobrushin row sum)", "alpha_hat"),
+        ("Delta aggregate", "delta_hat"), ("T* (Cor 7)", "contraction_temperature"),
+        ("R mean", ("rectangle", "mean")), ("R median", ("rectangle", "median")), ("R q90", ("rectangle", "q90")),
+        ("R max", ("rectangle", "max")), ("R count", ("rectangle", "count")),
+        ("drift min", ("drift", "min")), ("drift median", ("drift", "median")),
+        ("trap gamma (best margin)", ("trap", "gamma")), ("local modes", ("trap", "local_modes")),
+        ("contexts", "n_contexts"),
+    ]
+
+    def get(d: dict, key):
+        if isinstance(key, tuple):
+            inner = d.get(key[0]) or {}
+            return inner.get(key[1])
+        return d.get(key)
+
+    lines = [f"model {report['model']} ({report['architecture']}), |V| = {report['vocab_size']}, "
+             f"n = {report['length']}, T = {report['temperature']:g}, device {report['device']}, "
+             f"{report['seconds']:.1f} s",
+             f"{'quantity':<28}{'estimate':>14}{'exact' if ex else '':>14}{'true law' if law else '':>14}"]
+    lines += [f"{name:<28}{_fmt(get(report, key)):>14}{_fmt(get(ex, key)) if ex else '':>14}"
+              f"{_fmt(get(law, key)) if law else '':>14}" for name, key in rows]
+    lines.append(f"contraction: {report['contraction']}" + (f"; exact: {ex['contraction']}" if ex else ""))
+    lines.append(f"note: {report['lower_bounds']}")
+    if "margins" in report:
+        m = report["margins"]
+        lines.append(f"state {' '.join(m.get('tokens', map(str, m['state'])))}: gamma {m['gamma']:.4g}, "
+                     f"all argmax {m['all_argmax']}, escape bound {_fmt(m['escape_bound'])}")
+    for row in report.get("convergence", []):
+        lines.append(f"N = {row['n_contexts']:>6}: rho_hat {row['rho_hat']:.4f}, T* {row['contraction_temperature']:.4f}, "
+                     f"R mean {row['rectangle_mean']:.4f}")
+    return "\n".join(lines)

@@ -1,0 +1,285 @@
+"""Paper G's constants for a source of conditionals, estimated from sampled contexts and, when
+|V|^n is small, computed exactly over all contexts -- side by side.
+
+Every number comes from :mod:`theory.local` (one implementation; this module only chooses the
+context set and summarises):
+
+* influence rho_ij, aggregate rho = max_j sum_{i != j} rho_ij (Thm 5) and the contraction verdict;
+* score oscillation Delta_ij, its aggregate max_j sum_{i != j} Delta_ij and Cor. 7's temperature
+  T* = (1/4) max_j sum_{i != j} Delta_ij;
+* the rectangle statistic R (section 4) over sampled rectangles (replacements from the source's own
+  top-k, Table 1 protocol) or over every rectangle of V^n;
+* the one-step drift of N(x) = #{i : x_i in A} (section 5.4) over states with exactly k symbols in A;
+* local margins (Assumption 1) and Thm 8's escape bound, for a given state and for the
+  best-margin state ("trap") of the context set.
+
+On a sample, suprema (rho, Delta, R max, the best margin) are maxima over a subset: LOWER bounds of
+the exact values. A sampled rho >= 1 therefore certifies that the contraction condition fails,
+while a sampled rho < 1 is only consistent with contraction.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Sequence
+
+import numpy as np
+from tqdm.auto import tqdm
+
+from theory import local
+from theory.conditionals import Conditionals, ScoreTable
+
+DEFAULT_CONTEXTS = 256
+DEFAULT_RECTANGLES = 300
+DEFAULT_TOP_K = 50
+DEFAULT_DRIFT_STATES = 200
+#: Largest |V|^n for which the exact values are computed next to the estimates.
+EXACT_LIMIT = 2**14
+#: Replacement symbols b at site j for rho/Delta: all of V below this |V|, else the source's top-k.
+ALL_REPLACEMENTS_UP_TO = 64
+DEFAULT_REPLACEMENT_TOP_K = 8
+
+
+# ------------------------------------------------------------------------------------ context sets
+
+
+def uniform_contexts(space, count: int, rng: np.random.Generator) -> np.ndarray:
+    """``count`` states drawn uniformly from V^n: int64 (count, n)."""
+    _check_count(count, "contexts")
+    return rng.integers(0, space.vocab_size, size=(count, space.length))
+
+
+def windows(symbols: np.ndarray, length: int, count: int, rng: np.random.Generator) -> np.ndarray:
+    """``count`` windows of ``length`` consecutive symbols at uniform offsets of a 1-D sequence."""
+    _check_count(count, "contexts")
+    seq = np.asarray(symbols, dtype=np.int64)
+    if seq.ndim != 1 or seq.size < length:
+        raise ValueError(f"the text gives {seq.size} tokens in the support, fewer than the length {length}")
+    starts = rng.integers(0, seq.size - length + 1, size=count)
+    return seq[starts[:, None] + np.arange(length)]
+
+
+def states_with_count(space, symbols_A: Sequence[int], k: int, count: int, rng: np.random.Generator) -> np.ndarray:
+    """``count`` states drawn uniformly from {x : #{i : x_i in A} = k}: k uniform sites get uniform
+    symbols of A, the others uniform symbols of V minus A (every site set has the same number of
+    completions, so this is uniform on the level set)."""
+    _check_count(count, "states")
+    A, rest = _split_symbols(space, symbols_A, k)
+    out = rest[rng.integers(0, rest.size, size=(count, space.length))]
+    sites = np.argsort(rng.random((count, space.length)), axis=1)[:, :k]
+    out[np.arange(count)[:, None], sites] = A[rng.integers(0, A.size, size=(count, k))]
+    return out
+
+
+def level_set(space, symbols_A: Sequence[int], k: int) -> np.ndarray:
+    """Every state with exactly k symbols in A (for the exact drift)."""
+    A, _ = _split_symbols(space, symbols_A, k)
+    states = space.all_states()
+    return states[np.isin(states, A).sum(axis=1) == k]
+
+
+def _split_symbols(space, symbols_A: Sequence[int], k: int) -> tuple[np.ndarray, np.ndarray]:
+    A = np.unique(np.asarray(symbols_A, dtype=np.int64))
+    if A.size == 0 or A.min() < 0 or A.max() >= space.vocab_size:
+        raise ValueError(f"target symbols must be a non-empty set in [0, {space.vocab_size})")
+    rest = np.setdiff1d(np.arange(space.vocab_size), A)
+    if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or not 0 <= k <= space.length:
+        raise ValueError(f"k must be an int in [0, {space.length}], got {k!r}")
+    if rest.size == 0 and k < space.length:
+        raise ValueError("the target set is all of V: only k = n is possible")
+    return A, rest
+
+
+def _check_count(count: int, what: str) -> None:
+    if isinstance(count, bool) or not isinstance(count, (int, np.integer)) or count < 1:
+        raise ValueError(f"the number of {what} must be an int >= 1, got {count!r}")
+
+
+# ------------------------------------------------------------------------------------ summaries
+
+
+def summarise(values: np.ndarray) -> dict:
+    """mean, median, q90, max and count of a sample of values."""
+    v = np.asarray(values, dtype=np.float64)
+    if v.size == 0:
+        return {"mean": None, "median": None, "q90": None, "max": None, "count": 0}
+    return {"mean": float(v.mean()), "median": float(np.median(v)), "q90": float(np.quantile(v, 0.9)),
+            "max": float(v.max()), "count": int(v.size)}
+
+
+def contraction_verdict(rho: float, exact: bool) -> str:
+    """Thm 5's condition rho < 1, worded for an exact value or a sampled lower bound."""
+    if exact:
+        return "contracts (rho < 1: Thm 5 applies)" if rho < 1 else "no certificate (rho >= 1)"
+    if rho >= 1:
+        return "fails (rho_hat >= 1 is a lower bound, so rho >= 1)"
+    return "not refuted (rho_hat < 1 is only a lower bound of rho)"
+
+
+def margin_report(source: Conditionals, states: np.ndarray, decode=None) -> list[dict]:
+    """Margins of each state (Assumption 1 for the singleton basin {x}) and Thm 8's bounds.
+
+    gap_i = s_i(x_i|x_{-i}) - max_{v != x_i} s_i(v|x_{-i}); gamma = min_i gap_i. When x is a strict
+    local mode (gamma > 0, every x_i an argmax) every site is exit-causing (m_x = n) and
+    P_T(x, leave) <= (|V|-1) e^{-gamma/T}; a chain started at x stays for about e^{gamma/T}/(|V|-1)
+    steps, and t_mix >= e^{gamma/T} / (4(|V|-1)) when mu_T({x}) <= 1/2.
+    """
+    margins = local.state_margins(source, states)
+    T, q = source.temperature, source.space.vocab_size
+    out = []
+    for b, st in enumerate(np.asarray(states)):
+        gamma = float(margins.gamma[b])
+        holds = gamma > 0 and bool(margins.all_argmax[b])
+        rec = {"state": st.tolist(), "gap": margins.gap[b].tolist(), "gamma": gamma,
+               "all_argmax": bool(margins.all_argmax[b]), "assumption_1": holds,
+               "escape_bound": local.escape_bound(gamma, T, q) if holds else None,
+               "mixing_lower_bound": local.mixing_lower_bound(gamma, T, q) if holds else None}
+        if decode is not None:
+            rec["tokens"] = decode(st)
+        out.append(rec)
+    return out
+
+
+# ------------------------------------------------------------------------------------ the constants
+
+
+def constants(source: Conditionals, contexts: np.ndarray | None, rng: np.random.Generator, *,
+              rectangles: int = DEFAULT_RECTANGLES, top_k: int | None = DEFAULT_TOP_K,
+              replacements: local.Replacements = None, drift_symbols: Sequence[int] | None = None,
+              drift_k: int | None = None, drift_states: int = DEFAULT_DRIFT_STATES,
+              records: bool = True, decode=None, progress: tqdm | None = None) -> dict:
+    """rho, Delta, T*, R, drift and the best-margin state over a context set (None: all of V^n, exactly).
+
+    The exact path tabulates the source once (``ScoreTable.from_conditionals``) and evaluates
+    every quantity of :mod:`theory.local` with all contexts, all replacements and all rectangles.
+    ``replacements`` (sampled path) chooses the y = x^{j<-b} of rho_ij and Delta_ij.
+    """
+    exact = contexts is None
+    src = ScoreTable.from_conditionals(source) if exact else source
+    ctx = src.space.all_states() if exact else np.asarray(contexts)
+    step = progress.update if progress is not None else (lambda _=1: None)
+
+    infl = local.influence_matrix(src, None if exact else ctx, None if exact else replacements, rng,
+                                  max_states=src.space.size)
+    agg = local.aggregate_influence(infl.rho_ij)
+    step()
+    osc = local.score_oscillation(src, None if exact else ctx, None if exact else replacements, rng,
+                                  max_states=src.space.size)
+    delta_cols = (osc.delta_ij - np.diag(np.diag(osc.delta_ij))).sum(axis=0)
+    step()
+    if exact:
+        rects = local.all_rectangles(src, max_states=src.space.size)
+    else:
+        rects = local.sample_rectangles(src, ctx, rectangles, rng, top_k=top_k)
+    rect = summarise(rects.values)
+    if rects.count:
+        worst = int(np.argmax(rects.values))
+        rect["worst"] = rects.record(worst)
+        if records and not exact:
+            rect["records"] = [rects.record(k) for k in range(rects.count)]
+    rect["protocol"] = ("all rectangles of V^n (i < j, a' != x_i, b' != x_j)" if exact else
+                        f"{rectangles} rectangles: uniform context and sites, replacements from the "
+                        f"model's top-{top_k}" if top_k else f"{rectangles} rectangles, uniform replacements")
+    step()
+    drift = None
+    if drift_symbols is not None:
+        k = src.space.length // 2 if drift_k is None else drift_k
+        states = (level_set(src.space, drift_symbols, k) if exact
+                  else states_with_count(src.space, drift_symbols, k, drift_states, rng))
+        values = local.count_drift(src, states, drift_symbols)
+        drift = {"symbols": sorted(int(a) for a in np.unique(drift_symbols)), "k": int(k),
+                 **summarise(values), "min": float(values.min()), "positive_fraction": float((values > 0).mean())}
+    step()
+    margins = local.state_margins(src, ctx)
+    best = int(np.argmax(margins.gamma))
+    trap = margin_report(src, ctx[best:best + 1], decode)[0]
+    trap["local_modes"] = int(((margins.gamma > 0) & margins.all_argmax).sum())
+    step()
+    return {
+        "kind": "exact" if exact else "estimate",
+        "n_contexts": int(ctx.shape[0]),
+        "rho_hat": agg.rho, "alpha_hat": agg.alpha, "rho_ij": infl.rho_ij.tolist(),
+        "contraction": contraction_verdict(agg.rho, exact),
+        "delta_hat": float(delta_cols.max()), "delta_ij": osc.delta_ij.tolist(),
+        "contraction_temperature": local.contraction_temperature(osc.delta_ij),
+        "rectangle": rect, "drift": drift, "trap": trap,
+        "pairs": infl.pairs,
+    }
+
+
+def convergence(source: Conditionals, contexts: np.ndarray, seed: int, *, rectangles: int = DEFAULT_RECTANGLES,
+                top_k: int | None = DEFAULT_TOP_K, replacements: local.Replacements = None) -> list[dict]:
+    """rho_hat, T*_hat and the mean R against the number of contexts, on nested prefixes
+    (16, 64, 256, ... and all) of one context sample: the suprema are non-decreasing in N."""
+    sizes = sorted({*[m for m in 4 ** np.arange(2, 12) if m < contexts.shape[0]], contexts.shape[0]})
+    out = []
+    for m in sizes:
+        rng = np.random.default_rng(seed)
+        sub = contexts[:m]
+        infl = local.influence_matrix(source, sub, replacements, rng)
+        osc = local.score_oscillation(source, sub, replacements, rng)
+        rects = local.sample_rectangles(source, sub, rectangles, rng, top_k=top_k)
+        out.append({"n_contexts": int(m), "rho_hat": infl.rho,
+                    "contraction_temperature": local.contraction_temperature(osc.delta_ij),
+                    "rectangle_mean": rects.mean, "rectangle_max": rects.max})
+    return out
+
+
+def default_replacements(source: Conditionals) -> local.Replacements:
+    """All symbols for small vocabularies, else the source's own top-k (k = 8)."""
+    if source.space.vocab_size <= ALL_REPLACEMENTS_UP_TO:
+        return None
+    return local.TopK(DEFAULT_REPLACEMENT_TOP_K)
+
+
+def estimate(source: Conditionals, *, contexts: int | np.ndarray = DEFAULT_CONTEXTS, seed: int = 0,
+             rectangles: int = DEFAULT_RECTANGLES, top_k: int | None = DEFAULT_TOP_K,
+             replacements: local.Replacements | str = "auto", drift_symbols: Sequence[int] | None = None,
+             drift_k: int | None = None, drift_states: int = DEFAULT_DRIFT_STATES, state: np.ndarray | None = None,
+             exact: bool | None = None, exact_limit: int = EXACT_LIMIT, with_convergence: bool = False,
+             records: bool = True, progress: bool = False) -> dict:
+    """The full report: estimates from ``contexts`` (a count of uniform contexts or an array), the
+    exact values next to them when |V|^n <= ``exact_limit`` (``exact=None``) or when asked, the
+    margins of ``state``, and optionally the convergence of the estimates with the context count.
+
+    At the source's temperature; ``seed`` fixes contexts, rectangles and drift states.
+    """
+    start = time.perf_counter()
+    rng = np.random.default_rng(seed)
+    space = source.space
+    ctx = uniform_contexts(space, contexts, rng) if np.ndim(contexts) == 0 else np.asarray(contexts)
+    rule = default_replacements(source) if isinstance(replacements, str) and replacements == "auto" else replacements
+    do_exact = space.size <= exact_limit if exact is None else bool(exact)
+    if do_exact and space.size > exact_limit:
+        raise ValueError(f"|V|^n = {space.vocab_size}^{space.length} = {space.size} states exceeds the exact "
+                         f"limit of {exact_limit}; raise the limit (--exact-limit) or skip the exact values")
+    decode = getattr(source, "decode", None)
+    options = dict(rectangles=rectangles, top_k=top_k, drift_symbols=drift_symbols, drift_k=drift_k,
+                   drift_states=drift_states, decode=decode)
+    stages = 5 * (1 + do_exact) + bool(with_convergence)  # five step() calls per constants()
+    with tqdm(total=stages, desc="mlmix estimate", disable=not progress, leave=False) as bar:
+        report = constants(source, ctx, rng, replacements=rule, records=records, progress=bar, **options)
+        report["replacements"] = _describe_replacements(rule)
+        report["lower_bounds"] = ("rho_hat, alpha_hat, delta_hat, contraction_temperature, rectangle max and the "
+                                  "trap's gamma are maxima over the sampled contexts: lower bounds of the exact suprema")
+        report["exact"] = (constants(source, None, np.random.default_rng(seed), records=False, progress=bar, **options)
+                           if do_exact else None)
+        if state is not None:
+            report["margins"] = margin_report(source, np.atleast_2d(state), decode)[0]
+        if with_convergence:
+            report["convergence"] = convergence(source, ctx, seed, rectangles=rectangles, top_k=top_k,
+                                                replacements=rule)
+            bar.update()
+    report.update({"temperature": source.temperature, "vocab_size": space.vocab_size, "length": space.length})
+    report["seconds"] = time.perf_counter() - start
+    return report
+
+
+def _describe_replacements(rule: local.Replacements) -> str:
+    if rule is None:
+        return "all symbols"
+    if isinstance(rule, local.TopK):
+        return f"the source's top-{rule.k}"
+    if isinstance(rule, (int, np.integer)):
+        return f"{rule} uniform symbols"
+    return "given candidates"

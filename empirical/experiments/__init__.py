@@ -1,0 +1,190 @@
+"""The paper's experiments as reproducible commands (paper G; reported numbers in docs/experiments.md).
+
+Each module is a command ``python -m empirical.experiments.NAME --out DIR [--model ...]`` that
+writes JSON, CSV and a PNG figure into DIR:
+
+- :mod:`~empirical.experiments.rectangle_table` — mean rectangle statistic R per model (section 4,
+  Table 1), with a compatible control;
+- :mod:`~empirical.experiments.drift_certificate` — drift of the count of a token on states with
+  exactly k copies (section 5.4);
+- :mod:`~empirical.experiments.mixing_crossover` — hitting time of an embedding-distance threshold
+  versus n, and the coupling-time map over (T, n) (section 6.1);
+- :mod:`~empirical.experiments.traps` — trap states of long chains and Theorem 8 (appendix A.1).
+
+Without ``--model`` they run on the shipped small model (``empirical/default_model``). This module
+holds what they share: arguments, model loading, start states, decoding, atomic output.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import io
+import json
+import sys
+from pathlib import Path
+from typing import Callable, Sequence
+
+import numpy as np
+import torch
+
+from empirical.drift import ConcatEmbedder, Embedder, SentenceTransformerEmbedder, TokenBagEmbedder
+from empirical.mlm import DEFAULT_MODEL_DIR, MaskedLMConditionals, TokenConditionals, load_pretrained
+from empirical.sweep import write_atomic
+
+
+def add_common_arguments(parser: argparse.ArgumentParser, many_models: bool = False) -> None:
+    """--out, --model, --texts, --seed, --device, --precision, --trust-remote-code, --threads, --no-progress."""
+    parser.add_argument("--out", required=True, type=Path, help="output folder (created; reruns resume)")
+    if many_models:
+        parser.add_argument("--model", nargs="+", default=[str(DEFAULT_MODEL_DIR)],
+                            help="masked LMs: hub ids (local cache) or folders with safetensors weights")
+    else:
+        parser.add_argument("--model", default=str(DEFAULT_MODEL_DIR),
+                            help="masked LM: hub id (local cache) or folder with safetensors weights")
+    parser.add_argument("--texts", type=Path, default=None,
+                        help="seed passages, one per line (e.g. MS MARCO); default: uniformly random tokens")
+    parser.add_argument("--seed", type=int, default=0, help="seed of start states and chains")
+    parser.add_argument("--device", default=None, help="cpu or cuda (default: cuda when available)")
+    parser.add_argument("--precision", default=None, help="float32, bfloat16 or float16 (default: auto)")
+    parser.add_argument("--trust-remote-code", action="store_true", help="allow custom model code (off by default)")
+    parser.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's choice)")
+    parser.add_argument("--no-progress", action="store_true", help="hide progress bars")
+
+
+def command(configure: Callable[[argparse.ArgumentParser], None], run: Callable[[argparse.Namespace], int],
+            description: str) -> Callable[[Sequence[str] | None], int]:
+    """A ``main(argv)`` that parses the arguments and prints ValueError/TypeError as clean errors."""
+
+    def main(argv: Sequence[str] | None = None) -> int:
+        parser = argparse.ArgumentParser(description=description)
+        configure(parser)
+        args = parser.parse_args(argv)
+        try:
+            return int(run(args) or 0)
+        except (ValueError, TypeError, FileNotFoundError) as err:
+            print(f"{parser.prog}: error: {err}", file=sys.stderr)
+            return 2
+
+    return main
+
+
+def set_threads(threads: int | None) -> None:
+    """torch.set_num_threads(threads) unless None (each worker process sets its own)."""
+    if threads is not None:
+        if threads < 1:
+            raise ValueError(f"--threads must be positive, got {threads}")
+        torch.set_num_threads(threads)
+
+
+def load_model(model: str, length: int | None, args: argparse.Namespace, temperature: float = 1.0,
+               max_length: int = 20) -> MaskedLMConditionals:
+    """The masked LM at ``model`` as conditionals on ``length`` content tokens (None: the longest
+    the model allows, at most ``max_length``)."""
+    set_threads(getattr(args, "threads", None))
+    mdl, tok = load_pretrained(MaskedLMConditionals.auto_class, model, trust_remote_code=args.trust_remote_code)
+    options = dict(temperature=temperature, device=args.device, precision=args.precision)
+    if length is None:
+        probe = MaskedLMConditionals(mdl, tok, 1, **options)
+        room = probe.max_positions()
+        length = max_length if room is None else min(max_length, room - (probe._template.numel() - 1))
+        if length < 2:
+            raise ValueError(f"model {model} leaves room for {length} content tokens; at least 2 are needed")
+    return MaskedLMConditionals(mdl, tok, int(length), **options)
+
+
+def start_states(source: TokenConditionals, count: int, rng: np.random.Generator,
+                 texts: Path | None = None) -> np.ndarray:
+    """``count`` start states (count, n): the first n tokens of passages of ``texts`` (drawn with
+    replacement from those with at least n tokens in the support), else uniform random symbols."""
+    n = source.space.length
+    if texts is None:
+        return rng.integers(0, source.space.vocab_size, size=(count, n))
+    pool = []
+    for line in Path(texts).read_text(encoding="utf-8").splitlines():
+        if line.strip():
+            try:
+                sym = source.encode(line.strip())
+            except ValueError:  # tokens outside the support (e.g. unknown words)
+                continue
+            if sym.size >= n:
+                pool.append(sym[:n])
+    if not pool:
+        raise ValueError(f"no passage in {texts} has {n} tokens inside the model's support")
+    pool_arr = np.stack(pool)
+    return pool_arr[rng.integers(0, len(pool_arr), size=count)]
+
+
+def decoder(source: TokenConditionals) -> Callable[[np.ndarray], list[str]]:
+    """States (B, n) -> texts, through the model's tokenizer."""
+    def decode(states: np.ndarray) -> list[str]:
+        ids = source.support_ids[np.asarray(states)]
+        return [source.tokenizer.decode(row.tolist()) for row in ids]
+    return decode
+
+
+def add_embedder_argument(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--embedder", default="bag",
+                        help="'bag' (mean of the MLM's input embeddings), 'hamming' (one-hot concatenation: "
+                             "distance = normalised Hamming distance) or a local sentence-transformers model")
+
+
+def make_embedder(name: str, source: TokenConditionals) -> Embedder:
+    """The embedder named by ``--embedder`` for a language-model source."""
+    if name == "bag":
+        return TokenBagEmbedder.from_mlm(source)
+    if name == "hamming":
+        return ConcatEmbedder.one_hot(source.space.vocab_size)
+    return SentenceTransformerEmbedder(name, decoder(source))
+
+
+def write_json(path: Path, obj: object) -> None:
+    write_atomic(path, json.dumps(obj, indent=2, default=_plain) + "\n")
+
+
+def write_csv(path: Path, rows: list[dict]) -> None:
+    buf = io.StringIO()
+    fields = list(dict.fromkeys(k for r in rows for k in r))
+    writer = csv.DictWriter(buf, fieldnames=fields)
+    writer.writeheader()
+    writer.writerows([{k: _cell(v) for k, v in r.items()} for r in rows])
+    write_atomic(path, buf.getvalue())
+
+
+def save_figure(fig, path: Path) -> None:
+    """Save a matplotlib figure atomically (PNG) and close it."""
+    import matplotlib.pyplot as plt
+
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=120, bbox_inches="tight")
+    plt.close(fig)
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_bytes(buf.getvalue())
+    tmp.replace(path)
+
+
+def pyplot():
+    """matplotlib.pyplot on the non-interactive Agg backend."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def _cell(value: object) -> object:
+    """A CSV cell: sequences as JSON lists, numpy scalars as Python numbers."""
+    if isinstance(value, (list, tuple, np.ndarray)):
+        return json.dumps(value, default=_plain)
+    return value.item() if isinstance(value, np.generic) else value
+
+
+def _plain(value: object) -> object:
+    if isinstance(value, np.generic):
+        return value.item()
+    if isinstance(value, np.ndarray):
+        return value.tolist()
+    if isinstance(value, Path):
+        return str(value)
+    raise TypeError(f"cannot serialise {type(value).__name__}")

@@ -1,0 +1,454 @@
+"""Conditionals of a Hugging Face masked language model on V^n (paper G, section 3.1).
+
+A state is a sequence of n *symbols*; symbol k stands for the token id ``support_ids[k]``. The
+support is the model's vocabulary minus special and unused tokens, or a restricted candidate set.
+The model sees ``[specials] prefix x_0 .. x_{n-1} [specials]`` exactly as its tokenizer would wrap
+the content; the prefix is fixed and never resampled. For site i the score is the MLM logit at the
+masked position,
+
+    s_i(v | x_{-i}) = logit_v( encoder(x with x_i := [MASK]) at position i ),
+
+restricted to the support, so pi_i^T(v | x_{-i}) = softmax_v(s_i / T) over the support.
+
+Only the masked positions go through the LM head (the encoder's hidden states are gathered at
+the masked positions first), which gives the same logits as the full forward pass at a fraction
+of the cost for large vocabularies. All numbers come from ONE torch implementation
+(:meth:`TokenConditionals.scores_torch` and friends, tensors on the model's device, for chain
+code); the numpy ``Conditionals`` API wraps it and returns float64.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+from abc import abstractmethod
+from pathlib import Path
+from typing import Callable, Sequence
+
+import numpy as np
+import torch
+from scipy.special import log_softmax
+from transformers import AutoModelForMaskedLM, AutoTokenizer, PreTrainedModel
+
+from theory.conditionals import Conditionals
+from theory.space import StateSpace
+
+#: The model shipped with mlmix (trained by ``empirical/train_default.py``).
+DEFAULT_MODEL_DIR = Path(__file__).resolve().parent / "default_model"
+
+PRECISIONS = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+
+#: Tokens that are placeholders in common vocabularies ([unused17], <unused3>, ...).
+_UNUSED = re.compile(r"^(\[unused\d+\]|<unused\d+>|\[UNUSED_?\d+\]|<\|unused_?\d+\|>)$")
+
+#: Largest rows per forward pass when the batch size is chosen from free GPU memory.
+_MAX_AUTO_BATCH = 8192
+_CPU_BATCH = 256
+
+
+def hub_offline() -> bool:
+    """True when the Hugging Face hub must not be contacted (HF_HUB_OFFLINE / TRANSFORMERS_OFFLINE)."""
+    return any(os.environ.get(var, "").strip().lower() in {"1", "true", "yes", "on"}
+               for var in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE"))
+
+
+def load_pretrained(auto_class: type, model_id_or_path: str | Path, *, trust_remote_code: bool = False,
+                    local_files_only: bool | None = None, revision: str | None = None):
+    """Load (model, tokenizer) with safetensors weights only; returns the model in eval mode.
+
+    A local folder must hold ``*.safetensors`` weights (pickled ``.bin`` files can execute code and
+    are refused). A hub id is looked up in the local cache only when offline (``HF_HUB_OFFLINE``)
+    or when ``local_files_only`` is set; if it is not there the error says how to provide a folder.
+    ``trust_remote_code`` stays False unless the caller opts in.
+    """
+    name = str(model_id_or_path)
+    path = Path(name).expanduser()
+    if path.is_dir():
+        if not any(path.glob("*.safetensors")):
+            raise ValueError(
+                f"model folder {path} holds no *.safetensors weights; mlmix loads safetensors only "
+                f"(pickled .bin weights can run arbitrary code). Re-save the model with "
+                f"model.save_pretrained(folder, safe_serialization=True)")
+        source, local = str(path), True
+    else:
+        if name.startswith((".", "/", "~")) or name.count("/") > 1 or os.sep != "/" and os.sep in name:
+            raise ValueError(f"model folder {name} does not exist")
+        source = name
+        local = hub_offline() if local_files_only is None else bool(local_files_only)
+    options = dict(trust_remote_code=bool(trust_remote_code), local_files_only=local, revision=revision)
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(source, **options)
+        model = auto_class.from_pretrained(source, use_safetensors=True, **options)
+    except (OSError, ValueError) as err:
+        if local and not path.is_dir():
+            raise ValueError(
+                f"model {name!r} is not available offline (HF_HUB_OFFLINE / local_files_only): on a machine "
+                f"with network run `hf download {name} --local-dir DIR` (it needs the config, tokenizer files "
+                f"and *.safetensors weights), copy DIR here and pass its path instead, e.g. "
+                f"`mlmix estimate --model DIR`") from err
+        raise ValueError(f"could not load model {name!r}: {err}") from err
+    return model.eval(), tokenizer
+
+
+def resolve_device(device: str | torch.device | None) -> torch.device:
+    """``None`` -> CUDA when available, else CPU; a requested CUDA device must exist."""
+    if device is None:
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    try:
+        dev = torch.device(device)
+    except (RuntimeError, TypeError) as err:
+        raise ValueError(f"unknown device {device!r}") from err
+    if dev.type == "cuda" and not torch.cuda.is_available():
+        raise ValueError("device 'cuda' requested but torch sees no CUDA device")
+    if dev.type not in {"cpu", "cuda"}:
+        raise ValueError(f"device must be cpu or cuda, got {device!r}")
+    return dev
+
+
+def resolve_precision(precision: str | None, device: torch.device) -> torch.dtype:
+    """Autocast dtype: ``None`` -> bf16 on CUDA (fp16 where bf16 is unsupported), float32 on CPU."""
+    if precision is None or precision == "auto":
+        if device.type != "cuda":
+            return torch.float32
+        return torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
+    if precision not in PRECISIONS:
+        raise ValueError(f"precision must be one of {sorted(PRECISIONS)} or 'auto', got {precision!r}")
+    return PRECISIONS[precision]
+
+
+class TokenConditionals(Conditionals):
+    """Shared machinery of language-model sources: support, special-token template, prefix, device.
+
+    Subclasses implement :meth:`scores_torch`. ``length`` is n (content tokens); ``candidates``
+    (a list of tokens or ids, or a text to tokenize) restricts the support, in that order; ``prefix`` (text or tokens) is placed before the
+    content and never resampled; ``batch_size`` rows per forward pass (``None``: chosen from free
+    GPU memory on CUDA, 256 on CPU; results do not depend on it beyond dtype rounding).
+    """
+
+    auto_class: type = AutoModelForMaskedLM
+
+    def __init__(self, model: PreTrainedModel, tokenizer, length: int, *, candidates: Sequence | None = None,
+                 prefix: str | Sequence[str] | None = None, temperature: float = 1.0,
+                 device: str | torch.device | None = None, precision: str | None = None,
+                 batch_size: int | None = None, compile: bool = False) -> None:
+        if isinstance(length, bool) or not isinstance(length, (int, np.integer)) or length < 1:
+            raise ValueError(f"length must be a positive int, got {length!r}")
+        self.model = model.eval()
+        self.tokenizer = tokenizer
+        self.name = str(getattr(model, "name_or_path", "") or type(model).__name__)
+        self.device = resolve_device(device)
+        self.precision = resolve_precision(precision, self.device)
+        self.model.to(self.device)
+        self.support_ids = self._support(candidates)
+        super().__init__(StateSpace(len(self.support_ids), int(length)), temperature)
+        head, tail = self._special_template()
+        self.prefix_ids = self._known_ids(prefix, what="prefix") if prefix is not None else []
+        self.offset = len(head) + len(self.prefix_ids)
+        self._template = torch.tensor(head + self.prefix_ids + [0] * self.space.length + tail,
+                                      dtype=torch.long, device=self.device)
+        limit = self.max_positions()
+        if limit is not None and self._template.numel() > limit:
+            raise ValueError(
+                f"sequence of {self._template.numel()} positions (n = {self.space.length} content tokens, "
+                f"prefix {len(self.prefix_ids)}, specials {len(head) + len(tail)}) is longer than the "
+                f"{limit} positions the model allows")
+        self._support_t = torch.as_tensor(self.support_ids, device=self.device)
+        self._symbol_of = {int(t): k for k, t in enumerate(self.support_ids)}
+        if batch_size is not None and (isinstance(batch_size, bool) or int(batch_size) < 1):
+            raise ValueError(f"batch_size must be a positive int, got {batch_size!r}")
+        self.batch_size = int(batch_size) if batch_size is not None else self._auto_batch_size()
+        self._encoder = torch.compile(self.model.base_model) if compile else self.model.base_model
+        self._forward = torch.compile(self.model) if compile else self.model
+
+    # ------------------------------------------------------------------ construction
+    @classmethod
+    def from_pretrained(cls, model_id_or_path: str | Path, length: int, *, trust_remote_code: bool = False,
+                        local_files_only: bool | None = None, revision: str | None = None,
+                        **kwargs) -> "TokenConditionals":
+        """Load a hub id or local folder (safetensors only, see :func:`load_pretrained`)."""
+        model, tokenizer = load_pretrained(cls.auto_class, model_id_or_path, trust_remote_code=trust_remote_code,
+                                           local_files_only=local_files_only, revision=revision)
+        return cls(model, tokenizer, length, **kwargs)
+
+    def _vocab_limit(self) -> int:
+        return min(len(self.tokenizer), int(self.model.get_output_embeddings().weight.shape[0]))
+
+    def _special_ids(self) -> set[int]:
+        ids = set(self.tokenizer.all_special_ids)
+        ids.update(i for i, t in getattr(self.tokenizer, "added_tokens_decoder", {}).items() if t.special)
+        return ids
+
+    def _support(self, candidates: Sequence | None) -> np.ndarray:
+        limit, special = self._vocab_limit(), self._special_ids()
+        if candidates is None:
+            tokens = self.tokenizer.convert_ids_to_tokens(list(range(limit)))
+            ids = [i for i, t in enumerate(tokens) if i not in special and t is not None and not _UNUSED.match(t)]
+        else:
+            ids = self._known_ids(candidates if isinstance(candidates, str) else list(candidates), what="candidate")
+            bad = [self.tokenizer.convert_ids_to_tokens(i) for i in ids if i in special or i >= limit]
+            if bad:
+                raise ValueError(f"candidates must be ordinary tokens of the model, got special/out-of-range {bad}")
+            if len(set(ids)) != len(ids):
+                raise ValueError("candidates contain duplicates")
+        if len(ids) < 2:
+            raise ValueError(f"the support needs at least 2 tokens, got {len(ids)}")
+        return np.asarray(ids, dtype=np.int64)
+
+    def _known_ids(self, tokens: str | Sequence, what: str) -> list[int]:
+        """Token ids of a text (tokenized without specials) or of a list of tokens / ids."""
+        unk = self.tokenizer.unk_token_id
+        if isinstance(tokens, str):
+            ids = list(self.tokenizer(tokens, add_special_tokens=False)["input_ids"])
+            if unk is not None and unk in ids and self.tokenizer.unk_token not in tokens:
+                raise ValueError(f"{what} text {tokens!r} contains tokens unknown to the tokenizer")
+            return ids
+        ids = []
+        for tok in tokens:
+            if isinstance(tok, (int, np.integer)) and not isinstance(tok, bool):
+                if not 0 <= int(tok) < len(self.tokenizer):
+                    raise ValueError(f"{what} token id {tok} is outside the vocabulary")
+                ids.append(int(tok))
+                continue
+            if not isinstance(tok, str):
+                raise TypeError(f"{what} tokens must be strings or ints, got {type(tok).__name__}")
+            tid = self.tokenizer.convert_tokens_to_ids(tok)
+            if tid is None or (tid == unk and tok != self.tokenizer.unk_token):
+                raise ValueError(f"unknown {what} token {tok!r}: not in the tokenizer's vocabulary")
+            ids.append(int(tid))
+        return ids
+
+    def _special_template(self) -> tuple[list[int], list[int]]:
+        """Special tokens the tokenizer puts before and after a single sequence (e.g. [CLS], [SEP])."""
+        probe = self.tokenizer.convert_ids_to_tokens(int(self.support_ids[0]))
+        plain = list(self.tokenizer(probe, add_special_tokens=False)["input_ids"])
+        full = list(self.tokenizer(probe, add_special_tokens=True)["input_ids"])
+        for start in range(len(full) - len(plain) + 1):
+            if plain and full[start:start + len(plain)] == plain:
+                return full[:start], full[start + len(plain):]
+        cls, sep = self.tokenizer.cls_token_id, self.tokenizer.sep_token_id
+        return ([cls] if cls is not None else []), ([sep] if sep is not None else [])
+
+    @property
+    def positions(self) -> int:
+        """L, the number of input positions: specials + prefix + n content tokens."""
+        return int(self._template.numel())
+
+    def max_positions(self) -> int | None:
+        """Most input positions the model accepts (RoBERTa-style padding offsets subtracted)."""
+        limit = getattr(self.model.config, "max_position_embeddings", None)
+        embeddings = getattr(self.model.base_model, "embeddings", None)
+        pad = getattr(embeddings, "padding_idx", None)
+        if limit is not None and pad is not None and hasattr(embeddings, "position_embeddings"):
+            limit -= pad + 1
+        tok_limit = getattr(self.tokenizer, "model_max_length", None)
+        if tok_limit is not None and tok_limit < 10**6:
+            limit = tok_limit if limit is None else min(limit, tok_limit)
+        return limit
+
+    def _auto_batch_size(self) -> int:
+        if self.device.type != "cuda":
+            return _CPU_BATCH
+        cfg = self.model.config
+        hidden = getattr(cfg, "hidden_size", 1024)
+        inter = getattr(cfg, "intermediate_size", None) or 4 * hidden
+        heads = getattr(cfg, "num_attention_heads", 16)
+        width = self.positions
+        itemsize = torch.finfo(self.precision).bits // 8
+        per_row = (width * (8 * hidden + 2 * inter + 2 * heads * width) * itemsize
+                   + 8 * self._vocab_limit() * self._scored_positions())
+        free, _ = torch.cuda.mem_get_info(self.device)
+        return int(max(1, min(_MAX_AUTO_BATCH, 0.4 * free // per_row)))
+
+    def _scored_positions(self) -> int:
+        """Positions per row at which the LM head runs (for the memory estimate)."""
+        return 1
+
+    # ------------------------------------------------------------------ symbols and tokens
+    def encode(self, text: str | Sequence[str], skip_outside: bool = False) -> np.ndarray:
+        """Symbols of a text (tokenized without specials) or of a list of tokens.
+
+        Every token must be in the support, unless ``skip_outside`` (then tokens outside the
+        support, unknown ones included, are dropped: for drawing contexts from free text).
+        """
+        if skip_outside:
+            ids = self.tokenizer(text, add_special_tokens=False)["input_ids"] if isinstance(text, str) else \
+                self.tokenizer.convert_tokens_to_ids(list(text))
+            return np.asarray([self._symbol_of[i] for i in ids if i in self._symbol_of], dtype=np.int64)
+        ids = self._known_ids(text, what="input")
+        missing = [self.tokenizer.convert_ids_to_tokens(i) for i in ids if i not in self._symbol_of]
+        if missing:
+            raise ValueError(f"tokens {missing} are not in the support of this model")
+        return np.asarray([self._symbol_of[i] for i in ids], dtype=np.int64)
+
+    def decode(self, symbols: np.ndarray | Sequence[int]) -> list[str]:
+        """Tokens of a 1-D sequence of symbols."""
+        sym = np.asarray(symbols, dtype=np.int64)
+        if sym.ndim != 1 or (sym.size and (sym.min() < 0 or sym.max() >= self.space.vocab_size)):
+            raise ValueError(f"symbols must be a 1-D array with values in [0, {self.space.vocab_size})")
+        return self.tokenizer.convert_ids_to_tokens(self.support_ids[sym].tolist())
+
+    def to_tensor(self, contexts: np.ndarray) -> torch.Tensor:
+        """Validated (B, n) symbols as a long tensor on the model's device."""
+        return torch.as_tensor(self._check_contexts(contexts), dtype=torch.long, device=self.device)
+
+    def token_ids(self, symbols: torch.Tensor) -> torch.Tensor:
+        """Full model inputs (B, L): specials and prefix around the content tokens of ``symbols``."""
+        sym = self._check_symbols(symbols)
+        ids = self._template.expand(sym.shape[0], -1).clone()
+        ids[:, self.offset:self.offset + self.space.length] = self._support_t[sym]
+        return ids
+
+    def _check_symbols(self, symbols: torch.Tensor) -> torch.Tensor:
+        if not isinstance(symbols, torch.Tensor):
+            raise TypeError(f"symbols must be a torch tensor, got {type(symbols).__name__}")
+        if symbols.dim() != 2 or symbols.shape[1] != self.space.length:
+            raise ValueError(f"symbols must have shape (B, {self.space.length}), got {tuple(symbols.shape)}")
+        if symbols.dtype not in (torch.int64, torch.int32):
+            raise TypeError(f"symbols must be an integer tensor, got {symbols.dtype}")
+        if symbols.numel():
+            lo, hi = torch.aminmax(symbols)
+            if int(lo) < 0 or int(hi) >= self.space.vocab_size:
+                raise ValueError(f"symbols must lie in [0, {self.space.vocab_size})")
+        return symbols.to(self.device, torch.long)
+
+    def _check_sites_torch(self, sites: int | torch.Tensor, batch: int) -> torch.Tensor:
+        n = self.space.length
+        if isinstance(sites, torch.Tensor) and sites.dim() > 1:
+            raise ValueError(f"sites must be a scalar or have shape ({batch},), got {tuple(sites.shape)}")
+        if isinstance(sites, torch.Tensor) and sites.dim() == 1:
+            if sites.shape[0] != batch:
+                raise ValueError(f"sites must be a scalar or have shape ({batch},), got {tuple(sites.shape)}")
+            if batch and (int(sites.min()) < 0 or int(sites.max()) >= n):
+                raise ValueError(f"sites out of range for length {n}")
+            return sites.to(self.device, torch.long)
+        site = self.space.check_site(int(sites))
+        return torch.full((batch,), site, dtype=torch.long, device=self.device)
+
+    # ------------------------------------------------------------------ torch API
+    def autocast(self):
+        """The autocast context of this source's precision (a no-op in float32)."""
+        if self.precision == torch.float32:
+            return contextlib.nullcontext()
+        return torch.autocast(self.device.type, dtype=self.precision)
+
+    def _batched(self, rows: int, compute: Callable[[slice], torch.Tensor],
+                 trailing: tuple[int, ...] = ()) -> torch.Tensor:
+        """Concatenate ``compute(chunk)`` (shape (chunk rows, *trailing)) over chunks of ``batch_size`` rows.
+
+        On CUDA out-of-memory the batch size is halved and the chunk retried.
+        """
+        parts, start = [], 0
+        while start < rows:
+            stop = min(rows, start + self.batch_size)
+            try:
+                with torch.inference_mode(), self.autocast():
+                    parts.append(compute(slice(start, stop)).float())
+            except torch.cuda.OutOfMemoryError:
+                if self.batch_size == 1:
+                    raise
+                self.batch_size //= 2
+                torch.cuda.empty_cache()
+                continue
+            start = stop
+        return torch.cat(parts) if parts else torch.empty((0, *trailing), device=self.device)
+
+    @abstractmethod
+    def scores_torch(self, symbols: torch.Tensor, sites: int | torch.Tensor) -> torch.Tensor:
+        """Scores s_i(. | x_{-i}) at T = 1 for symbols (B, n) and one site per row: float32 (B, |V|)."""
+
+    def log_conditionals_torch(self, symbols: torch.Tensor, sites: int | torch.Tensor) -> torch.Tensor:
+        """log pi_i^T(. | x_{-i}) = log_softmax(s_i / T) on the device: float32 (B, |V|)."""
+        return torch.log_softmax(self.scores_torch(symbols, sites) / self.temperature, dim=-1)
+
+    # ------------------------------------------------------------------ numpy API (wraps the torch one)
+    def scores(self, contexts: np.ndarray, sites: int | np.ndarray) -> np.ndarray:
+        ctx = self._check_contexts(contexts)
+        if np.ndim(sites) == 0:
+            site_t: int | torch.Tensor = self.space.check_site(sites)
+        else:
+            site_arr = np.asarray(sites)
+            if not np.issubdtype(site_arr.dtype, np.integer):
+                raise TypeError(f"sites must be integers, got dtype {site_arr.dtype}")
+            site_t = torch.tensor(site_arr, dtype=torch.long)
+        out = self.scores_torch(torch.tensor(ctx, dtype=torch.long, device=self.device), site_t)
+        return out.double().cpu().numpy()
+
+    def site_scores(self, contexts: np.ndarray, site: int) -> np.ndarray:
+        return self.scores(contexts, site)
+
+    def describe(self) -> dict:
+        """Model, support size, length, device and precision as plain values (for reports)."""
+        return {"model": self.name, "architecture": type(self.model).__name__, "vocab_size": self.space.vocab_size,
+                "length": self.space.length, "prefix_tokens": len(self.prefix_ids), "device": str(self.device),
+                "precision": str(self.precision).replace("torch.", ""), "batch_size": self.batch_size}
+
+
+def _head_of(model: PreTrainedModel) -> Callable[[torch.Tensor], torch.Tensor] | None:
+    """The LM head applied to hidden states (N, H) -> logits (N, vocab), for known architectures."""
+    name = type(model).__name__
+    if name == "BertForMaskedLM":
+        return model.cls
+    if name in {"RobertaForMaskedLM", "XLMRobertaForMaskedLM"}:
+        return model.lm_head
+    if name == "ModernBertForMaskedLM":
+        return lambda h: model.decoder(model.head(h))
+    return None
+
+
+class MaskedLMConditionals(TokenConditionals):
+    """Conditionals of an ``AutoModelForMaskedLM``: the logits at the [MASK]ed site over the support.
+
+    For BERT, RoBERTa (and XLM-R) and ModernBERT the encoder runs on the whole sequence and the
+    head only on the masked positions; other masked LMs fall back to the full forward pass and a
+    gather (same numbers, slower).
+    """
+
+    auto_class = AutoModelForMaskedLM
+
+    def __init__(self, model: PreTrainedModel, tokenizer, length: int, **kwargs) -> None:
+        if getattr(tokenizer, "mask_token_id", None) is None:
+            raise ValueError("the tokenizer has no mask token; a masked language model is required")
+        super().__init__(model, tokenizer, length, **kwargs)
+        self.mask_id = int(tokenizer.mask_token_id)
+        self._head = _head_of(self.model)
+
+    def masked_logits_torch(self, token_ids: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
+        """Logits over the support at ``positions`` (N,) of full inputs ``token_ids`` (N, L), as given.
+
+        The caller places the mask; rows are processed in chunks of ``batch_size``.
+        """
+        rows = torch.arange(token_ids.shape[0], device=self.device)
+
+        def compute(chunk: slice) -> torch.Tensor:
+            ids, pos, idx = token_ids[chunk], positions[chunk], rows[chunk] - chunk.start
+            if self._head is None:
+                return self._forward(input_ids=ids).logits[idx, pos][:, self._support_t]
+            hidden = self._encoder(input_ids=ids)[0]
+            return self._head(hidden[idx, pos])[:, self._support_t]
+
+        return self._batched(token_ids.shape[0], compute, (self.space.vocab_size,))
+
+    def scores_torch(self, symbols: torch.Tensor, sites: int | torch.Tensor) -> torch.Tensor:
+        ids = self.token_ids(symbols)
+        site_t = self._check_sites_torch(sites, ids.shape[0])
+        pos = self.offset + site_t
+        ids[torch.arange(ids.shape[0], device=self.device), pos] = self.mask_id
+        return self.masked_logits_torch(ids, pos)
+
+    def all_scores_torch(self, symbols: torch.Tensor) -> torch.Tensor:
+        """Scores at every site from the n masked copies of each sequence, one batched pass: (B, n, |V|)."""
+        ids = self.token_ids(symbols)
+        batch, n = ids.shape[0], self.space.length
+        copies = ids.repeat_interleave(n, dim=0)
+        pos = self.offset + torch.arange(n, device=self.device).repeat(batch)
+        copies[torch.arange(batch * n, device=self.device), pos] = self.mask_id
+        return self.masked_logits_torch(copies, pos).reshape(batch, n, self.space.vocab_size)
+
+    def all_log_conditionals_torch(self, symbols: torch.Tensor) -> torch.Tensor:
+        """log pi_i^T(. | x_{-i}) at every site on the device: float32 (B, n, |V|)."""
+        return torch.log_softmax(self.all_scores_torch(symbols) / self.temperature, dim=-1)
+
+    def all_log_conditionals(self, contexts: np.ndarray) -> np.ndarray:
+        scores = self.all_scores_torch(self.to_tensor(contexts)).double().cpu().numpy()
+        return log_softmax(scores / self.temperature, axis=-1)

@@ -1,0 +1,84 @@
+"""Reproductions of paper P section 3.1 / L.6 and L.7 at tiny settings: files, numbers, resume."""
+
+import csv
+import json
+
+import numpy as np
+import pytest
+
+from verify.reproductions import Checkpoint, atomic_write_json
+from verify.reproductions import ising_modes as modes_repro
+from verify.reproductions import pl_variance
+
+
+def test_pl_variance_tiny(tmp_path):
+    record = pl_variance.run(tmp_path, couplings=[0.3], samples=[3000], reps=2, modes=("all", "sampled"), seed=0)
+    saved = json.loads((tmp_path / "pl_variance.json").read_text())
+    assert saved["summary"] == record["summary"]
+    rows = {(s["mode"], s["k"]): s for s in record["summary"]}
+    assert len(rows) == 8
+    # Theorem 1: the sampled-mask prediction decreases with k; k = N is the MLE for both estimators
+    pred = [rows["sampled", k]["trace_gamma"] for k in range(1, 5)]
+    assert all(a > b for a, b in zip(pred, pred[1:]))
+    assert rows["all", 4]["trace_gamma"] == pytest.approx(rows["sampled", 4]["trace_gamma"], rel=1e-10)
+    assert rows["all", 4]["mean_sq_error"] == pytest.approx(rows["sampled", 4]["mean_sq_error"], rel=1e-6)
+    # mask-averaged k-PL with k >= N - 2 is the MLE on the complete graph (2-site marginals saturated)
+    for k in (2, 3):
+        assert rows["all", k]["trace_gamma"] == pytest.approx(rows["all", 4]["trace_gamma"], rel=1e-9)
+        assert rows["all", k]["mean_sq_error"] == pytest.approx(rows["all", 4]["mean_sq_error"], rel=1e-4)
+    for s in record["summary"]:
+        assert s["predicted"] == pytest.approx(s["trace_gamma"] / 3000) and s["all_converged"]
+        assert 0.02 < s["ratio_to_prediction"] < 20
+    with open(tmp_path / "pl_variance.csv") as fh:
+        assert len(list(csv.DictReader(fh))) == 16
+    assert (tmp_path / "pl_variance.png").read_bytes()[:4] == b"\x89PNG"
+    assert not (tmp_path / "pl_variance.partial.json").exists()
+
+
+def test_ising_modes_tiny(tmp_path):
+    record = modes_repro.run(tmp_path, couplings=[1.0], ks=[1, 3], reps=3, budget=60, seed=0, N=5,
+                             clique_size=3, field=0.5, full_check_k=(1, 3), figure=False)
+    results = {e["k"]: e for e in record["results"]}
+    assert set(results) == {1, 3, None}
+    for e in results.values():
+        assert e["full_kernel_max_difference"] < 1e-12
+        assert all(1 <= t <= 60 for t in e["simulated_steps"])
+        assert 0 <= e["capped_mean"] <= 60 and 0 <= e["p_reach_within_budget"] <= 1
+        assert e["expected_hitting_time"] >= e["capped_mean"] - 1e-9
+    # k = |C| = 3 updates the whole clique at once with probability 1/binom(5,3): faster than k = 1
+    assert results[3]["capped_mean"] < results[1]["capped_mean"]
+    assert "c_R1_formal" in results[3] and not record["assumption5"]["J=1.0"]["holds"]
+    assert not (tmp_path / "ising_modes.png").exists()
+    with open(tmp_path / "ising_modes.csv") as fh:
+        assert len(list(csv.DictReader(fh))) == 3
+
+
+def test_resume_skips_finished_configurations(tmp_path):
+    settings = {"N": 5, "clique_size": 3, "h": 0.5, "couplings": [1.0], "k": [2], "reps": 1, "budget": 10,
+                "seed": 0, "full_check_k": [], "delta": 0.1}
+    fake = {"J": 1.0, "sampler": "k-gibbs", "k": 2, "simulated_steps": [7], "simulated_reached": 1,
+            "p_reach_within_budget": 0.5, "capped_mean": 7.0, "median": 7, "expected_hitting_time": 9.0}
+    atomic_write_json(tmp_path / "ising_modes.partial.json", {"settings": settings, "results": {"J=1.0|k=2": fake}})
+    record = modes_repro.run(tmp_path, [1.0], [2], 1, 10, 0, N=5, clique_size=3, field=0.5, full_check_k=(),
+                             figure=False)
+    kept = [e for e in record["results"] if e["k"] == 2][0]
+    assert kept["expected_hitting_time"] == 9.0  # taken from the checkpoint, not recomputed
+
+
+def test_checkpoint_settings_must_match(tmp_path):
+    ck = Checkpoint(tmp_path / "c.json", {"a": 1})
+    ck.record("x", [1, 2])
+    assert "x" in Checkpoint(tmp_path / "c.json", {"a": 1})
+    assert "x" not in Checkpoint(tmp_path / "c.json", {"a": 2})
+    (tmp_path / "bad.json").write_text("{not json")
+    assert Checkpoint(tmp_path / "bad.json", {"a": 1}).results == {}
+
+
+def test_cli_validation(tmp_path):
+    with pytest.raises(SystemExit):
+        pl_variance.main(["--out", str(tmp_path), "--reps", "0"])
+    with pytest.raises(SystemExit):
+        modes_repro.main(["--out", str(tmp_path), "--k", "11"])
+    assert modes_repro.main(["--out", str(tmp_path), "--J", "2.0", "--k", "2", "--reps", "1", "--budget", "5",
+                             "--N", "4", "--clique-size", "2", "--full-check-k", "--no-figure"]) == 0
+    assert np.isfinite(json.loads((tmp_path / "ising_modes.json").read_text())["c_stuck_formal"])

@@ -1,0 +1,5 @@
+"""One module per paper; importing a module registers its theorems in :data:`verify.core.REGISTRY`.
+
+:func:`verify.runner.load_theorems` imports every module here, so a new module is picked up by
+``mlmix verify`` without further wiring.
+"""
