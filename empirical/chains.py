@@ -198,20 +198,20 @@ class _Chains:
 
     # -- file handling
     def _record(self, write_header: bool = False) -> None:
-        x = self.x.cpu().numpy()
-        rec = {"step": self.step, "x": x.tolist(), "rng": [_position(g) for g in self.gens]}
+        rec = {"step": self.step, "x": self.x.cpu().numpy().copy()}  # (a CPU tensor shares its memory)
         if self.decode is not None:
-            rec["text_x"] = list(self.decode(x))
+            rec["text_x"] = list(self.decode(rec["x"]))
         if self.coupled:
-            y = self.y.cpu().numpy()
-            rec["y"] = y.tolist()
-            rec["coupling_time"] = self.met.tolist()
+            rec["y"] = self.y.cpu().numpy().copy()
+            rec["coupling_time"] = self.met.copy()
             if self.decode is not None:
-                rec["text_y"] = list(self.decode(y))
-        self.records.append(rec)
+                rec["text_y"] = list(self.decode(rec["y"]))
+        self.records.append(rec)  # arrays in memory; the generator positions only go to the file
         if self.path is None:
             return
-        lines = ([json.dumps(self.header)] if write_header else []) + [json.dumps(rec)]
+        line = {**{k: v.tolist() if isinstance(v, np.ndarray) else v for k, v in rec.items()},
+                "rng": [_position(g) for g in self.gens]}
+        lines = ([json.dumps(self.header)] if write_header else []) + [json.dumps(line)]
         self.path.parent.mkdir(parents=True, exist_ok=True)
         with open(self.path, "a", encoding="utf-8") as fh:
             fh.write("\n".join(lines) + "\n")
@@ -228,21 +228,22 @@ class _Chains:
             self.path.unlink()
             self._record(write_header=True)
             return
-        header, self.records = lines[0], lines[1:]
+        header, records = lines[0], lines[1:]
         expected = json.loads(json.dumps(self.header))
         if header != expected:
             diff = sorted(k for k in set(header) | set(expected) if header.get(k) != expected.get(k))
             raise ValueError(f"{self.path} records a different run (it differs in {diff}); use another path")
-        if not self.records:
+        if not records:
             self._record()
             return
+        self.records = [_arrays(r) for r in records]
         last = self.records[-1]
         self.step = int(last["step"])
-        self.x = torch.as_tensor(np.asarray(last["x"]), dtype=torch.long, device=self.device)
+        self.x = torch.as_tensor(last["x"], dtype=torch.long, device=self.device).clone()
         if self.coupled:
-            self.y = torch.as_tensor(np.asarray(last["y"]), dtype=torch.long, device=self.device)
-            self.met = np.asarray(last["coupling_time"], dtype=np.int64)
-        for g, position in zip(self.gens, last["rng"]):
+            self.y = torch.as_tensor(last["y"], dtype=torch.long, device=self.device).clone()
+            self.met = last["coupling_time"].copy()
+        for g, position in zip(self.gens, records[-1]["rng"]):
             _set_position(g, position)
 
     # -- dynamics
@@ -300,6 +301,15 @@ class _Chains:
         return _trajectory(json.loads(json.dumps(self.header)), self.records)
 
 
+def _arrays(record: dict) -> dict:
+    """A record read from the file with its states as int64 arrays and without generator positions."""
+    out = {k: v for k, v in record.items() if k != "rng"}
+    for key in ("x", "y", "coupling_time"):
+        if key in out:
+            out[key] = np.asarray(out[key], dtype=np.int64)
+    return out
+
+
 def _trajectory(header: dict, records: list[dict]) -> Trajectory | CoupledTrajectory:
     """Assemble a trajectory from a header and its records (the JSONL lines)."""
     B, n = len(header["seeds"]), header["length"]
@@ -310,7 +320,7 @@ def _trajectory(header: dict, records: list[dict]) -> Trajectory | CoupledTrajec
     if not header["coupled"]:
         return Trajectory(steps, xs, seeds, header["prefix"], texts)
     ys = np.array([r["y"] for r in records], dtype=np.int64).reshape(xs.shape)
-    met = np.asarray(records[-1]["coupling_time"] if records else [NOT_COUPLED] * B, dtype=np.int64)
+    met = np.array(records[-1]["coupling_time"] if records else [NOT_COUPLED] * B, dtype=np.int64)
     texts_y = [r["text_y"] for r in records] if texts is not None else None
     return CoupledTrajectory(steps, xs, seeds, header["prefix"], texts, states_y=ys, coupling_time=met,
                              texts_y=texts_y)
@@ -353,7 +363,7 @@ def load_trajectory(path: str | os.PathLike) -> Trajectory | CoupledTrajectory:
     lines = _read_complete_lines(Path(path).read_bytes())[0]
     if not lines or lines[0].get("format") != "mlmix-glauber-chains":
         raise ValueError(f"{path} is not a Glauber chain record file")
-    return _trajectory(lines[0], lines[1:])
+    return _trajectory(lines[0], [_arrays(r) for r in lines[1:]])
 
 
 def _read_complete_lines(raw: bytes) -> tuple[list[dict], int]:

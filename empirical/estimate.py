@@ -159,14 +159,11 @@ def constants(source: Conditionals, contexts: np.ndarray | None, rng: np.random.
     ctx = src.space.all_states() if exact else np.asarray(contexts)
     step = progress.update if progress is not None else (lambda _=1: None)
 
-    infl = local.influence_matrix(src, None if exact else ctx, None if exact else replacements, rng,
-                                  max_states=src.space.size)
+    infl, osc = local.influence_and_oscillation(src, None if exact else ctx, None if exact else replacements, rng,
+                                                max_states=src.space.size)
     agg = local.aggregate_influence(infl.rho_ij)
-    step()
-    osc = local.score_oscillation(src, None if exact else ctx, None if exact else replacements, rng,
-                                  max_states=src.space.size)
     delta_cols = (osc.delta_ij - np.diag(np.diag(osc.delta_ij))).sum(axis=0)
-    step()
+    step(2)
     if exact:
         rects = local.all_rectangles(src, max_states=src.space.size)
     else:
@@ -216,8 +213,7 @@ def convergence(source: Conditionals, contexts: np.ndarray, seed: int, *, rectan
     for m in sizes:
         rng = np.random.default_rng(seed)
         sub = contexts[:m]
-        infl = local.influence_matrix(source, sub, replacements, rng)
-        osc = local.score_oscillation(source, sub, replacements, rng)
+        infl, osc = local.influence_and_oscillation(source, sub, replacements, rng)
         rects = local.sample_rectangles(source, sub, rectangles, rng, top_k=top_k)
         out.append({"n_contexts": int(m), "rho_hat": infl.rho,
                     "contraction_temperature": local.contraction_temperature(osc.delta_ij),

@@ -101,3 +101,23 @@ def test_margins_exclude_the_prefix_and_flag_non_argmax_tokens():
     assert m_free.gaps == (0.0, 1.0) and m_free.min_gap == 0.0 and m_free.mean_gap == 0.5
     with pytest.raises(ValueError, match="prefix"):
         trap_margins(src, np.array([[1, 0, 0]]), prefix=3)
+
+
+def test_bag_and_concat_embedders_of_an_mlm():
+    from mlm_fixtures import tiny_masked_lm
+
+    from empirical.drift import ConcatEmbedder
+    from empirical.mlm import MaskedLMConditionals
+
+    mlm = MaskedLMConditionals(*tiny_masked_lm("bert", seed=5), 3, device="cpu")
+    bag = TokenBagEmbedder.from_mlm(mlm)
+    weight = mlm.model.get_input_embeddings().weight.detach().double().numpy()
+    np.testing.assert_array_equal(bag.table, weight[mlm.support_ids])
+    x = np.array([[0, 1, 3], [3, 1, 0]])
+    e = bag.embed(x)
+    np.testing.assert_allclose(e[0], weight[mlm.support_ids[[0, 1, 3]]].mean(axis=0))
+    assert cosine_distance(e[0], e[1]) == pytest.approx(0.0, abs=1e-12)  # a bag ignores order
+    hamming = ConcatEmbedder.one_hot(4).embed(x)
+    assert cosine_distance(hamming[0], hamming[1]) == pytest.approx(2 / 3)  # d_H / n
+    with pytest.raises(TypeError, match="language-model source"):
+        TokenBagEmbedder.from_mlm(PottsModel(nx.path_graph(2), 2))

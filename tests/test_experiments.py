@@ -155,3 +155,24 @@ def test_traps_experiment_checks_theorem_8(models, tmp_path):
     assert traps.main(argv) == 0  # resumed from the complete record file: nothing rerun
     assert (out / "chains.jsonl").read_text() == lines
     assert json.loads((out / "traps.json").read_text())["traps"] == rows
+
+
+def test_rectangle_table_on_the_shipped_model_has_a_zero_law_control(tmp_path):
+    out = tmp_path / "shipped"
+    assert rectangle_table.main(["--out", str(out), "--rectangles", "30", *QUIET]) == 0
+    table = json.loads((out / "rectangle_table.json").read_text())["table"]
+    assert [(r["kind"], r["length"], r["vocab_size"]) for r in table] == [("masked", 6, 4), ("law", 6, 4)]
+    assert table[0]["mean_R"] > 1e-3  # the trained MLM is incompatible ...
+    assert table[1]["max_R"] < 1e-12  # ... its Potts training law is not
+
+
+def test_start_states_from_passages(models, tmp_path):
+    from empirical.experiments import decoder, start_states
+
+    src = _source(models["bert"], 3)
+    texts = tmp_path / "seeds.txt"
+    texts.write_text("a b ! c a\n\nb b\nzebra a b c\nc ! a\n")  # too short / unknown word are skipped
+    states = start_states(src, 50, np.random.default_rng(0), texts)
+    assert set(decoder(src)(states)) == {"a b !", "c ! a"}
+    with pytest.raises(ValueError, match="no passage"):
+        start_states(_source(models["bert"], 6), 2, np.random.default_rng(0), texts)

@@ -37,8 +37,8 @@ from theory.conditionals import Conditionals, check_temperature
 from theory.space import StateSpace
 
 #: Largest number of float64 score entries (rows x |V|) requested from the source in one call and
-#: held per working chunk (32 MiB); lower it for a small GPU, raise it for throughput.
-QUERY_FLOATS = 2**22
+#: held per working chunk (256 MiB); lower it for a small GPU, raise it for throughput.
+QUERY_FLOATS = 2**25
 
 #: Largest |V|^n enumerated by the exact (contexts=None) path unless the caller raises it.
 EXACT_MAX_STATES = 4**8
@@ -270,28 +270,45 @@ def _context_count(space: StateSpace, contexts: np.ndarray | None) -> int:
     return space.size if contexts is None else int(np.asarray(contexts).shape[0])
 
 
-def influence_matrix(source: Conditionals, contexts: np.ndarray | None = None, replacements: Replacements = None,
-                     rng: np.random.Generator | None = None,
-                     max_states: int = EXACT_MAX_STATES) -> InfluenceResult:
-    """rho_ij(T) = max_{x, y: x_{-j} = y_{-j}} TV(pi_i^T(.|x_{-i}), pi_i^T(.|y_{-i})) (paper G Def. 2)
+def influence_and_oscillation(source: Conditionals, contexts: np.ndarray | None = None,
+                              replacements: Replacements = None, rng: np.random.Generator | None = None,
+                              max_states: int = EXACT_MAX_STATES) -> tuple["InfluenceResult", "OscillationResult"]:
+    """rho_ij (paper G Def. 2) and Delta_ij (paper G §5.2) from ONE pass over the same pairs
+    (x, y = x^{j<-b}): every score query (an MLM forward pass) is made once for both.
+
+        rho_ij(T) = max TV(pi_i^T(.|x_{-i}), pi_i^T(.|y_{-i})),
+        Delta_ij  = max osc_v [s_i(v|x_{-i}) - s_i(v|y_{-i})],
+
     at the source's temperature, over ``contexts`` x (None: all of V^n, exact) and replacements
-    y = x^{j<-b} (see the module docstring). A sample gives lower bounds of the suprema.
+    (see the module docstring). A sample gives lower bounds of the suprema.
     """
     n = source.space.length
     T = source.temperature
-    rho = np.zeros((n, n))
+    rho, delta = np.zeros((n, n)), np.zeros((n, n))
     spread = np.zeros(n)
     pairs = 0
     for batch in _pairs(source, contexts, replacements, rng, max_states):
-        tv = 0.5 * np.abs(softmax(batch.x_scores / T, axis=-1) - softmax(batch.y_scores / T, axis=-1)).sum(-1)
-        tv[np.arange(tv.shape[0]), batch.site] = 0.0
         j = int(batch.site[0])
+        tv = 0.5 * np.abs(softmax(batch.x_scores / T, axis=-1) - softmax(batch.y_scores / T, axis=-1)).sum(-1)
+        diff = batch.x_scores - batch.y_scores
+        osc = diff.max(axis=-1) - diff.min(axis=-1)
+        tv[:, j] = 0.0
+        osc[:, j] = 0.0
         rho[:, j] = np.maximum(rho[:, j], tv.max(axis=0))
+        delta[:, j] = np.maximum(delta[:, j], osc.max(axis=0))
         spread[j] = max(spread[j], float(tv.sum(axis=1).max()))
         pairs += tv.shape[0]
-    np.fill_diagonal(rho, 0.0)
-    return InfluenceResult(rho, spread, contexts is None and replacements is None,
-                           _context_count(source.space, contexts), pairs, T)
+    exact = contexts is None and replacements is None
+    count = _context_count(source.space, contexts)
+    return (InfluenceResult(rho, spread, exact, count, pairs, T), OscillationResult(delta, exact, count, pairs))
+
+
+def influence_matrix(source: Conditionals, contexts: np.ndarray | None = None, replacements: Replacements = None,
+                     rng: np.random.Generator | None = None,
+                     max_states: int = EXACT_MAX_STATES) -> InfluenceResult:
+    """rho_ij(T) = max_{x, y: x_{-j} = y_{-j}} TV(pi_i^T(.|x_{-i}), pi_i^T(.|y_{-i})) (paper G Def. 2);
+    see :func:`influence_and_oscillation`, which also gives Delta_ij from the same queries."""
+    return influence_and_oscillation(source, contexts, replacements, rng, max_states)[0]
 
 
 @dataclass(frozen=True)
@@ -341,20 +358,9 @@ class OscillationResult:
 def score_oscillation(source: Conditionals, contexts: np.ndarray | None = None, replacements: Replacements = None,
                       rng: np.random.Generator | None = None,
                       max_states: int = EXACT_MAX_STATES) -> OscillationResult:
-    """Delta_ij = max_{x, y: x_{-j} = y_{-j}} osc_v [s_i(v|x_{-i}) - s_i(v|y_{-i})] (paper G §5.2)."""
-    n = source.space.length
-    delta = np.zeros((n, n))
-    pairs = 0
-    for batch in _pairs(source, contexts, replacements, rng, max_states):
-        diff = batch.x_scores - batch.y_scores
-        osc = diff.max(axis=-1) - diff.min(axis=-1)
-        osc[np.arange(osc.shape[0]), batch.site] = 0.0
-        j = int(batch.site[0])
-        delta[:, j] = np.maximum(delta[:, j], osc.max(axis=0))
-        pairs += osc.shape[0]
-    np.fill_diagonal(delta, 0.0)
-    return OscillationResult(delta, contexts is None and replacements is None,
-                             _context_count(source.space, contexts), pairs)
+    """Delta_ij = max_{x, y: x_{-j} = y_{-j}} osc_v [s_i(v|x_{-i}) - s_i(v|y_{-i})] (paper G §5.2);
+    see :func:`influence_and_oscillation`."""
+    return influence_and_oscillation(source, contexts, replacements, rng, max_states)[1]
 
 
 def tv_bound_from_oscillation(osc: np.ndarray | float, temperature: float, linear: bool = False) -> np.ndarray:

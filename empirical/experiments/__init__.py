@@ -87,7 +87,8 @@ def load_model(model: str, length: int | None, args: argparse.Namespace, tempera
     if length is None:
         probe = MaskedLMConditionals(mdl, tok, 1, **options)
         room = probe.max_positions()
-        length = max_length if room is None else min(max_length, room - (probe._template.numel() - 1))
+        wrapped = probe.token_ids(torch.zeros((1, 1), dtype=torch.long, device=probe.device)).shape[1]  # 1 + specials
+        length = max_length if room is None else min(max_length, room - (wrapped - 1))
         if length < 2:
             raise ValueError(f"model {model} leaves room for {length} content tokens; at least 2 are needed")
     return MaskedLMConditionals(mdl, tok, int(length), **options)

@@ -23,10 +23,10 @@ from pathlib import Path
 import numpy as np
 
 from empirical.chains import run_chains
-from empirical.drift import drift_from_start, embed_records
+from empirical.drift import embed_records
 from empirical.experiments import (add_common_arguments, add_embedder_argument, command, decoder, load_model,
                                    make_embedder, pyplot, save_figure, start_states, write_csv, write_json)
-from empirical.traps import DEFAULT_THRESHOLD, DEFAULT_WINDOW, detect_traps, trap_table
+from empirical.traps import DEFAULT_THRESHOLD, DEFAULT_WINDOW, detect_traps, trap_table, window_drift
 
 #: Paper G appendix A.1 (bert-base-uncased, 30 chains of 10,000 steps).
 PAPER = {"traps": 17, "perfect": 4, "approximate": 13, "mean_duration": 671, "min_duration": 150,
@@ -73,25 +73,26 @@ def run(args: argparse.Namespace) -> int:
     settings = {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items() if k != "no_progress"}
     write_csv(args.out / "traps.csv", rows)
     write_json(args.out / "traps.json", {"settings": settings, "summary": summary, "paper": PAPER, "traps": rows})
-    _figure(tr.steps, drift_from_start(emb), traps, rows, args.out / "traps.png")
+    _figure(tr.steps, emb, args.window, args.threshold, traps, rows, args.out / "traps.png")
     print(f"{summary['traps']} traps ({perfect} perfect) in {args.chains} chains of {args.steps} steps; "
           f"mean duration {summary['mean_duration']}; paper: {PAPER['traps']} ({PAPER['perfect']} perfect), "
           f"mean {PAPER['mean_duration']}")
     return 0
 
 
-def _figure(steps, drift, traps, rows, path: Path) -> None:
+def _figure(steps, emb, window, threshold, traps, rows, path: Path) -> None:
     plt = pyplot()
     fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(10, 3.8))
-    shown = sorted({t.chain for t in traps})[:4] or list(range(min(4, drift.shape[1])))
+    shown = sorted({t.chain for t in traps})[:3] or list(range(min(3, emb.shape[1])))
     for b in shown:
-        line, = ax1.plot(steps, drift[:, b], lw=0.8, label=f"chain {b}")
+        line, = ax1.plot(steps, window_drift(steps, emb[:, b], window), lw=0.8, label=f"chain {b}")
         for t in traps:
             if t.chain == b:
                 ax1.axvspan(t.start, t.end, color=line.get_color(), alpha=0.15)
+    ax1.axhline(threshold, color="black", lw=0.8, ls="--", label=f"threshold {threshold:g}")
     ax1.set_xlabel("step")
-    ax1.set_ylabel("embedding distance to start")
-    ax1.set_title("drift (shaded: detected traps)", fontsize=9)
+    ax1.set_ylabel(f"mean drift over the next {window} steps")
+    ax1.set_title("window drift (shaded: detected traps)", fontsize=9)
     ax1.legend(fontsize=7)
     if rows:
         dur = np.array([r["duration"] for r in rows], dtype=float)
