@@ -159,7 +159,7 @@ def _fmt(x: object, spec: str) -> str:
 
 
 def table(results: dict, cases: list[str]) -> str:
-    head = f"| case | states | impl | time (s) | peak RSS (MB) | gap | rel. diff vs mlmix | residual pi | note |"
+    head = "| case | states | impl | time (s) | peak RSS (MB) | gap | rel. diff vs mlmix | residual pi | note |"
     lines = [head, "|" + "---|" * 9]
     for case in cases:
         build_rec = results.get(f"{case}|build", {})

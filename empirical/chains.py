@@ -151,9 +151,9 @@ class _Chains:
             raise TypeError(f"source must be a Conditionals, got {type(source).__name__}")
         self.source = source
         n, q = source.space.length, source.space.vocab_size
-        x0 = np.ascontiguousarray(source._check_contexts(np.asarray(x0)), dtype=np.int64)
+        x0 = np.ascontiguousarray(source.check_contexts(np.asarray(x0)), dtype=np.int64)
         if y0 is not None:
-            y0 = np.ascontiguousarray(source._check_contexts(np.asarray(y0)), dtype=np.int64)
+            y0 = np.ascontiguousarray(source.check_contexts(np.asarray(y0)), dtype=np.int64)
             if y0.shape != x0.shape:
                 raise ValueError(f"initial states of the two chains differ in shape: {x0.shape} vs {y0.shape}")
         if isinstance(prefix, bool) or not isinstance(prefix, (int, np.integer)) or not 0 <= prefix < n:

@@ -66,7 +66,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
     sample.add_argument("--state", default=None, metavar="TEXT", help="report the local margins of this state")
     out = parser.add_argument_group("exact values and output")
     out.add_argument("--exact", choices=("auto", "yes", "no"), default="auto",
-                     help=f"exact values over all contexts (auto: when |V|^n <= --exact-limit)")
+                     help="exact values over all contexts (auto: when |V|^n <= --exact-limit)")
     out.add_argument("--exact-limit", type=int, default=est.EXACT_LIMIT)
     out.add_argument("--convergence", action="store_true", help="estimates against the number of contexts")
     out.add_argument("--json", action="store_true", help="print JSON instead of a table")

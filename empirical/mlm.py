@@ -290,7 +290,7 @@ class TokenConditionals(Conditionals):
 
     def to_tensor(self, contexts: np.ndarray) -> torch.Tensor:
         """Validated (B, n) symbols as a long tensor on the model's device."""
-        return torch.as_tensor(self._check_contexts(contexts), dtype=torch.long, device=self.device)
+        return torch.as_tensor(self.check_contexts(contexts), dtype=torch.long, device=self.device)
 
     def token_ids(self, symbols: torch.Tensor) -> torch.Tensor:
         """Full model inputs (B, L): specials and prefix around the content tokens of ``symbols``."""
@@ -363,7 +363,7 @@ class TokenConditionals(Conditionals):
 
     # ------------------------------------------------------------------ numpy API (wraps the torch one)
     def scores(self, contexts: np.ndarray, sites: int | np.ndarray) -> np.ndarray:
-        ctx = self._check_contexts(contexts)
+        ctx = self.check_contexts(contexts)
         if np.ndim(sites) == 0:
             site_t: int | torch.Tensor = self.space.check_site(sites)
         else:

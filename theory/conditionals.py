@@ -54,7 +54,7 @@ class Conditionals(ABC):
 
     def scores(self, contexts: np.ndarray, sites: int | np.ndarray) -> np.ndarray:
         """Scores s_i(v | x_{-i}) for each context and its site: float64 (B, |V|)."""
-        ctx = self._check_contexts(contexts)
+        ctx = self.check_contexts(contexts)
         if np.ndim(sites) == 0:
             return np.asarray(self.site_scores(ctx, self.space.check_site(sites)), dtype=np.float64)
         site_arr = np.asarray(sites, dtype=np.int64)
@@ -72,7 +72,7 @@ class Conditionals(ABC):
 
     def all_log_conditionals(self, contexts: np.ndarray) -> np.ndarray:
         """log pi_i^T(. | x_{-i}) at every site: float64 (B, n, |V|)."""
-        ctx = self._check_contexts(contexts)
+        ctx = self.check_contexts(contexts)
         return np.stack([self.log_conditionals(ctx, i) for i in range(self.space.length)], axis=1)
 
     def at_temperature(self, temperature: float) -> "Conditionals":
@@ -86,7 +86,8 @@ class Conditionals(ABC):
         """Unnormalised log mu_T over all states for a compatible source, else None."""
         return None
 
-    def _check_contexts(self, contexts: np.ndarray) -> np.ndarray:
+    def check_contexts(self, contexts: np.ndarray) -> np.ndarray:
+        """Validate a batch of contexts: integer array (B, n) with symbols in [0, |V|)."""
         ctx = np.asarray(contexts)
         if ctx.ndim != 2 or ctx.shape[1] != self.space.length:
             raise ValueError(f"contexts must have shape (B, {self.space.length}), got {ctx.shape}")

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import scipy.sparse as sp
 
-from theory.matrices import Matrix, check_transition_matrix, state_mask, to_dense
+from theory.matrices import Matrix, check_transition_matrix, proper_subset, to_dense
 from theory.spectral import additive_eigenpairs, flow_matrix, resolve_stationary
 
 #: Largest state count for the exhaustive search over all 2^N subsets.
@@ -35,15 +35,6 @@ _CHUNK = 1 << 15
 _HALF_TOL = 1e-12
 
 
-def _proper_mask(S: np.ndarray | list | tuple, n_states: int) -> np.ndarray:
-    mask = state_mask(S, n_states)
-    if not mask.any():
-        raise ValueError("conductance needs a non-empty set S; got the empty set")
-    if mask.all():
-        raise ValueError("conductance needs a proper subset S; got the whole state space")
-    return mask
-
-
 def set_conductance(P: Matrix, S: np.ndarray | list | tuple, pi: np.ndarray | None = None) -> float:
     """Phi(S) = Q(S, S^c) / pi(S) = sum_{x in S} pi(x) P(x, S^c) / pi(S).
 
@@ -52,7 +43,7 @@ def set_conductance(P: Matrix, S: np.ndarray | list | tuple, pi: np.ndarray | No
     """
     P = check_transition_matrix(P)
     pi = resolve_stationary(P, pi)
-    mask = _proper_mask(S, P.shape[0])
+    mask = proper_subset(S, P.shape[0])
     escape = P @ (~mask).astype(np.float64)  # P(x, S^c)
     return float(pi[mask] @ escape[mask] / pi[mask].sum())
 

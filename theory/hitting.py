@@ -19,32 +19,15 @@ import scipy.sparse.linalg as spla
 from scipy.sparse.csgraph import breadth_first_order
 
 from theory import matrices
-from theory.matrices import Matrix, check_transition_matrix, krylov_solve, state_mask
+from theory.matrices import Matrix, check_steps, check_transition_matrix, krylov_solve, proper_subset
 from theory.spectral import ConvergenceError, ReducibleChainError, is_reversible, resolve_stationary
-
-
-def _target_mask(target: np.ndarray | list | tuple, n_states: int) -> np.ndarray:
-    mask = state_mask(target, n_states)
-    if not mask.any():
-        raise ValueError("target set A is empty")
-    if mask.all():
-        raise ValueError("target set A is the whole state space (every hitting time is 0)")
-    return mask
-
-
-def _check_steps(t: int, name: str) -> int:
-    if isinstance(t, bool) or not isinstance(t, (int, np.integer)):
-        raise TypeError(f"{name} must be an int, got {type(t).__name__}")
-    if t < 0:
-        raise ValueError(f"{name} must be >= 0, got {t}")
-    return int(t)
 
 
 def hitting_probabilities(P: Matrix, target: np.ndarray | list | tuple, t: int) -> np.ndarray:
     """P_x(tau_A <= t) for every start x (1 on A), by t steps of h <- 1_A + 1_{A^c} P h."""
     P = check_transition_matrix(P)
-    t = _check_steps(t, "t")
-    A = _target_mask(target, P.shape[0])
+    t = check_steps(t, "t")
+    A = proper_subset(target, P.shape[0], "target set A")
     h = A.astype(np.float64)
     for _ in range(t):
         h = np.where(A, 1.0, P @ h)
@@ -56,8 +39,8 @@ def hitting_time_distribution(P: Matrix, start_law: np.ndarray, target: np.ndarr
     """P_mu(tau_A <= s) for s = 0, ..., t_max from the start law mu (forward propagation of the
     mass not yet absorbed: u_0 = mu 1_B, u_{s+1} = (u_s P) 1_B, value 1 - sum u_s)."""
     P = check_transition_matrix(P)
-    t_max = _check_steps(t_max, "t_max")
-    A = _target_mask(target, P.shape[0])
+    t_max = check_steps(t_max, "t_max")
+    A = proper_subset(target, P.shape[0], "target set A")
     mu = np.asarray(start_law, dtype=np.float64)
     if mu.shape != (P.shape[0],) or not np.isfinite(mu).all() or (mu < 0).any() or abs(mu.sum() - 1) > 1e-9:
         raise ValueError(f"start_law must be a probability vector over the {P.shape[0]} states")
@@ -91,14 +74,15 @@ def expected_hitting_times(P: Matrix, target: np.ndarray | list | tuple, pi: np.
     """E_x tau_A for every start x: 0 on A, inf where A is not hit almost surely.
 
     Solves the first-step equations (I - P_RR) k = 1 on the states R of A^c that hit A a.s.:
-    dense LU when |R| <= :data:`theory.matrices.DENSE_LIMIT`, else Krylov (CG on
+    GTH-style elimination (no subtractions, accurate for escape probabilities near 1e-17 and
+    hitting times of 1e19 steps) when |R| <= :data:`theory.matrices.DENSE_LIMIT`, else Krylov (CG on
     D^{1/2} (I - P_RR) D^{-1/2} when P is reversible with respect to ``pi``, computed when not
     given and the chain is irreducible; GMRES/BiCGSTAB otherwise). ValueError when A is empty or
     the whole space; ConvergenceError when the Krylov solver fails.
     """
     P = check_transition_matrix(P)
     N = P.shape[0]
-    A = _target_mask(target, N)
+    A = proper_subset(target, N, "target set A")
     B = ~A
     Ps = sp.csr_array(P)
     unreachable = B & ~_reaches(Ps, A, B)
@@ -110,10 +94,33 @@ def expected_hitting_times(P: Matrix, target: np.ndarray | list | tuple, pi: np.
     if idx.size == 0:
         return k
     if idx.size <= matrices.DENSE_LIMIT:
-        sub = Ps[idx][:, idx].toarray() if sp.issparse(P) else P[np.ix_(idx, idx)]
-        k[idx] = np.linalg.solve(np.eye(idx.size) - sub, np.ones(idx.size))
+        rows = Ps[idx]
+        k[idx] = _eliminate(rows[:, idx].toarray(), np.asarray(rows[:, np.flatnonzero(A)].sum(axis=1)).ravel())
         return k
     k[idx] = _krylov_hitting(Ps, idx, pi)
+    return k
+
+
+def _eliminate(Q: np.ndarray, absorb: np.ndarray) -> np.ndarray:
+    """Solve k = 1 + Q k (Q = P restricted to A^c, ``absorb`` = P(x, A)) by Grassmann-Taksar-Heyman
+    style state elimination: removing state z rescales by its escape mass
+    s_z = P(z, A) + sum_{y not yet removed, y != z} P(z, y) instead of 1 - P(z, z), so only sums and
+    products of non-negative numbers occur and escape probabilities of 1e-17 keep full relative
+    accuracy, where LU on I - Q returns garbage (even negative times). O(|A^c|^3)."""
+    Q, absorb = Q.copy(), absorb.copy()
+    m = Q.shape[0]
+    cost = np.ones(m)
+    escape = np.zeros(m)
+    for z in range(m - 1, -1, -1):
+        rest = slice(0, z)
+        escape[z] = absorb[z] + Q[z, rest].sum()
+        f = Q[rest, z] / escape[z]
+        Q[rest, rest] += np.outer(f, Q[z, rest])
+        absorb[rest] += f * absorb[z]
+        cost[rest] += f * cost[z]
+    k = np.zeros(m)
+    for z in range(m):
+        k[z] = (cost[z] + Q[z, :z] @ k[:z]) / escape[z]
     return k
 
 

@@ -18,9 +18,9 @@ The reduction is cross-checked against the full 2^n kernels in the tests.
 
 Expected hitting times here are astronomically large (1e16 steps and more for the parallel sampler
 at strong coupling): (I - P_BB) is then singular to working precision and a plain linear solve
-returns garbage (even negative times). :func:`stable_expected_hitting_times` eliminates states in the
-Grassmann-Taksar-Heyman manner, using only sums and products of non-negative numbers, and stays
-accurate entrywise.
+returns garbage (even negative times). :func:`theory.hitting.expected_hitting_times` eliminates states
+in the Grassmann-Taksar-Heyman manner, using only sums and products of non-negative numbers, and
+stays accurate entrywise.
 """
 
 from __future__ import annotations
@@ -37,7 +37,6 @@ from theory.conditionals import IsingModel, clique_ising
 from theory.exponential_family import CONVENTIONS
 from theory.hitting import hitting_probabilities, hitting_time_distribution
 from theory.kernels import block_kernel, independent_parallel_kernel
-from theory.matrices import check_transition_matrix, state_mask, to_dense
 from theory.space import StateSpace
 
 SAMPLERS = ("k-gibbs", "parallel")
@@ -230,41 +229,4 @@ def parallel_stuck_probabilities(spec: CliqueIsing, T: int) -> np.ndarray:
         return out
     escape = hitting_probabilities(P, ~inside, T)
     out[inside] = 1.0 - escape[inside]
-    return out
-
-
-def stable_expected_hitting_times(P, target: np.ndarray | list | tuple) -> np.ndarray:
-    """E_x tau_A (0 on A, inf where A is not reached a.s.) by GTH-style state elimination.
-
-    Eliminating z from k(x) = 1 + sum_{y in B} P(x, y) k(y) (B = A^c) uses the escape mass
-    s_z = P(z, A) + sum_{y in B still present, y != z} P(z, y) in place of 1 - P(z, z), so no
-    subtraction occurs and tiny escape probabilities (1e-17) keep full relative accuracy.
-    O(|B|^3) dense work: meant for chains of up to a few thousand states.
-    """
-    P = to_dense(check_transition_matrix(P))
-    A = state_mask(target, P.shape[0])
-    if not A.any():
-        raise ValueError("target set is empty")
-    B = np.flatnonzero(~A)
-    Q = P[np.ix_(B, B)].copy()
-    absorb = P[np.ix_(B, np.flatnonzero(A))].sum(axis=1)
-    cost = np.ones(B.size)
-    escape = np.zeros(B.size)
-    for z in range(B.size - 1, -1, -1):
-        rest = slice(0, z)
-        escape[z] = absorb[z] + Q[z, rest].sum()
-        if escape[z] > 0:
-            f = Q[rest, z] / escape[z]
-            Q[rest, rest] += np.outer(f, Q[z, rest])
-            absorb[rest] += f * absorb[z]
-            cost[rest] += f * cost[z]
-    k_B = np.zeros(B.size)
-    for z in range(B.size):
-        reach = Q[z, :z] > 0
-        if escape[z] == 0 or np.isinf(k_B[:z][reach]).any():
-            k_B[z] = np.inf
-        else:
-            k_B[z] = (cost[z] + Q[z, :z][reach] @ k_B[:z][reach]) / escape[z]
-    out = np.zeros(P.shape[0])
-    out[B] = k_B
     return out

@@ -26,6 +26,12 @@ def _zero_digit_states(space: StateSpace, sites: Sequence[int]) -> np.ndarray:
     return idx[keep]
 
 
+def block_fibres(space: StateSpace, block: Sequence[int]) -> np.ndarray:
+    """The fibres of block K: row r lists the |V|^|K| states that agree off K with the r-th state
+    whose symbols on K are all 0, i.e. {x : x_{-K} fixed}; shape (|V|^(n-|K|), |V|^|K|)."""
+    return _zero_digit_states(space, block)[:, None] + _block_offsets(space, block)
+
+
 def _block_offsets(space: StateSpace, sites: Sequence[int]) -> np.ndarray:
     """Index offsets of every assignment of V^K to the block K = ``sites`` (first site most significant)."""
     offsets = np.zeros(1, dtype=np.int64)
@@ -76,7 +82,7 @@ def _assemble(size: int, rows: list, cols: list, vals: list) -> sp.csr_array:
     return P
 
 
-def _check_blocks(space: StateSpace, blocks: Sequence[Sequence[int]]) -> list[tuple[int, ...]]:
+def check_blocks(space: StateSpace, blocks: Sequence[Sequence[int]]) -> list[tuple[int, ...]]:
     out = []
     for K in blocks:
         K = tuple(sorted(int(s) for s in K))
@@ -93,7 +99,7 @@ def _check_blocks(space: StateSpace, blocks: Sequence[Sequence[int]]) -> list[tu
     return out
 
 
-def _check_weights(weights: Sequence[float] | None, m: int) -> np.ndarray:
+def check_block_weights(weights: Sequence[float] | None, m: int) -> np.ndarray:
     w = np.full(m, 1.0 / m) if weights is None else np.asarray(weights, dtype=np.float64)
     if w.shape != (m,) or not np.isfinite(w).all() or (w < 0).any() or abs(w.sum() - 1.0) > 1e-9:
         raise ValueError(f"block weights must be {m} non-negative numbers summing to 1")
@@ -119,14 +125,14 @@ def block_kernel(source: Conditionals, blocks: Sequence[Sequence[int]], weights:
     """
     space = source.space
     space.check_size(max_states)
-    blocks = _check_blocks(space, blocks)
-    w = _check_weights(weights, len(blocks))
+    blocks = check_blocks(space, blocks)
+    w = check_block_weights(weights, len(blocks))
     log_mu = _joint_log_weights(source)
     rows, cols, vals = [], [], []
     for K, wK in zip(blocks, w):
         if wK == 0:
             continue
-        members = _zero_digit_states(space, K)[:, None] + _block_offsets(space, K)  # (N/q^k, q^k)
+        members = block_fibres(space, K)  # (N/q^k, q^k)
         cond = softmax(log_mu[members], axis=1)
         m = members.shape[1]
         rows.append(np.repeat(members, m, axis=1).ravel())
@@ -150,7 +156,7 @@ def k_gibbs_kernel(source: Conditionals, k: int, max_states: int = DEFAULT_MAX_S
 BlockProbabilities = np.ndarray | Callable[[np.ndarray], np.ndarray]
 
 
-def _adaptive_probs(space: StateSpace, m: int, block_probs: BlockProbabilities) -> np.ndarray:
+def check_adaptive_probabilities(space: StateSpace, m: int, block_probs: BlockProbabilities) -> np.ndarray:
     probs = block_probs(space.all_states()) if callable(block_probs) else block_probs
     probs = np.asarray(probs, dtype=np.float64)
     if probs.shape != (space.size, m):
@@ -177,15 +183,15 @@ def adaptive_block_kernel(source: Conditionals, blocks: Sequence[Sequence[int]],
     """
     space = source.space
     space.check_size(max_states)
-    blocks = _check_blocks(space, blocks)
+    blocks = check_blocks(space, blocks)
     m = len(blocks)
-    probs = _adaptive_probs(space, m, block_probs)
+    probs = check_adaptive_probabilities(space, m, block_probs)
     log_mu = _joint_log_weights(source)
     with np.errstate(divide="ignore"):
         log_probs = np.log(probs)
     rows, cols, vals = [], [], []
     for b, K in enumerate(blocks):
-        members = _zero_digit_states(space, K)[:, None] + _block_offsets(space, K)
+        members = block_fibres(space, K)
         logw = log_mu[members] + log_probs[members, b]
         live = np.isfinite(logw).any(axis=1)
         members, logw = members[live], logw[live]

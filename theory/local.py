@@ -561,7 +561,7 @@ def compatible_joint(source: Conditionals, tol: float = 1e-9, max_states: int = 
     space = source.space
     table = score_table(source, max_states)
     T = source.temperature
-    n, q = space.length, space.vocab_size
+    n = space.length
     states = space.all_states()
     log_mu = np.zeros(space.size)
     for k in range(n):

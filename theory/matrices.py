@@ -114,3 +114,23 @@ def krylov_solve(A: Matrix | spla.LinearOperator, b: np.ndarray, *, spd: bool, d
         worst = min(worst, residual / norm_b)
     raise ConvergenceError(f"{what}: {' and '.join(n for n, _ in attempts)} did not converge "
                            f"(best relative residual {worst:.3g}, target {rtol:g}, maxiter {maxiter})")
+
+
+def proper_subset(S: np.ndarray | list | tuple, n_states: int, name: str = "S") -> np.ndarray:
+    """``S`` as a boolean mask (see :func:`state_mask`), refusing the empty set and the whole space
+    (conductance, hitting times and exit times need a proper subset)."""
+    mask = state_mask(S, n_states)
+    if not mask.any():
+        raise ValueError(f"{name} must be a non-empty set of states; got the empty set")
+    if mask.all():
+        raise ValueError(f"{name} must be a proper subset; got the whole state space")
+    return mask
+
+
+def check_steps(t: object, name: str = "t") -> int:
+    """A number of steps: an int >= 0 (TypeError / ValueError otherwise)."""
+    if isinstance(t, bool) or not isinstance(t, (int, np.integer)):
+        raise TypeError(f"{name} must be an int, got {type(t).__name__}")
+    if t < 0:
+        raise ValueError(f"{name} must be >= 0, got {t}")
+    return int(t)

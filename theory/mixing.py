@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from theory.matrices import Matrix, check_transition_matrix, to_dense
+from theory.matrices import Matrix, check_steps, check_transition_matrix, to_dense
 from theory.spectral import resolve_stationary
 
 #: Largest state count accepted by the exact (dense) TV computations. mixing_time keeps up to
@@ -43,14 +43,6 @@ def _worst_tv(M: np.ndarray, pi: np.ndarray) -> float:
     return float(0.5 * np.abs(M - pi[None, :]).sum(axis=1).max())
 
 
-def _check_time(t: int, name: str = "t") -> int:
-    if isinstance(t, bool) or not isinstance(t, (int, np.integer)):
-        raise TypeError(f"{name} must be an int, got {type(t).__name__}")
-    if t < 0:
-        raise ValueError(f"{name} must be >= 0, got {t}")
-    return int(t)
-
-
 def distance_curve(P: Matrix, t_max: int, pi: np.ndarray | None = None,
                    max_states: int = MIXING_LIMIT) -> np.ndarray:
     """d(t) = max_x TV(P^t(x, .), pi) for t = 0, 1, ..., t_max (worst start, exact, dense).
@@ -58,7 +50,7 @@ def distance_curve(P: Matrix, t_max: int, pi: np.ndarray | None = None,
     Returns a float64 array of length t_max + 1; d(0) = 1 - min_x pi(x). ``pi`` defaults to the
     stationary law of P (ReducibleChainError when it is not unique). Cost: t_max dense products.
     """
-    t_max = _check_time(t_max, "t_max")
+    t_max = check_steps(t_max, "t_max")
     M, pi = _dense_chain(P, pi, max_states)
     P_dense = M.copy()
     out = np.empty(t_max + 1)
@@ -72,7 +64,7 @@ def distance_curve(P: Matrix, t_max: int, pi: np.ndarray | None = None,
 
 def tv_distance(P: Matrix, t: int, pi: np.ndarray | None = None, max_states: int = MIXING_LIMIT) -> float:
     """d(t) = max_x TV(P^t(x, .), pi) at a single time t (P^t by repeated squaring)."""
-    t = _check_time(t)
+    t = check_steps(t)
     M, pi = _dense_chain(P, pi, max_states)
     return _worst_tv(np.linalg.matrix_power(M, t), pi)
 
@@ -93,7 +85,7 @@ def mixing_time(P: Matrix, eps: float = 0.25, pi: np.ndarray | None = None, t_ma
         raise ValueError(f"eps must be a number in (0, 1), got {eps!r}")
     eps = float(eps)
     if t_max is not None:
-        t_max = _check_time(t_max, "t_max")
+        t_max = check_steps(t_max, "t_max")
     M, pi = _dense_chain(P, pi, max_states)
     if _worst_tv(np.eye(M.shape[0]), pi) <= eps:
         return 0

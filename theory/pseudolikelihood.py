@@ -43,7 +43,7 @@ from theory.exponential_family import (
     checked_inverse,
     condition_number,
 )
-from theory.kernels import _adaptive_probs, _block_offsets, _check_blocks, _check_weights, _zero_digit_states, k_subsets
+from theory.kernels import block_fibres, check_adaptive_probabilities, check_block_weights, check_blocks, k_subsets
 from theory.space import StateSpace
 
 
@@ -65,8 +65,8 @@ class MaskDistribution:
     def weighted(cls, space: StateSpace, blocks: Sequence[Sequence[int]],
                  weights: Sequence[float] | None = None) -> "MaskDistribution":
         """Fixed weights p_K over ``blocks`` (uniform by default), independent of X (P Definition 2)."""
-        blocks = _check_blocks(space, blocks)
-        w = _check_weights(weights, len(blocks))
+        blocks = check_blocks(space, blocks)
+        w = check_block_weights(weights, len(blocks))
         probs = np.broadcast_to(w, (space.size, len(blocks))).copy()
         return cls(space, tuple(blocks), probs, False)
 
@@ -74,8 +74,8 @@ class MaskDistribution:
     def adaptive_masks(cls, space: StateSpace, blocks: Sequence[Sequence[int]],
                        block_probs: np.ndarray | Callable[[np.ndarray], np.ndarray]) -> "MaskDistribution":
         """Adaptive masks p_K(K | x) (P Definition 7): an array (|V|^n, m) or a function of the sequences."""
-        blocks = _check_blocks(space, blocks)
-        return cls(space, tuple(blocks), _adaptive_probs(space, len(blocks), block_probs), True)
+        blocks = check_blocks(space, blocks)
+        return cls(space, tuple(blocks), check_adaptive_probabilities(space, len(blocks), block_probs), True)
 
     @property
     def m(self) -> int:
@@ -95,7 +95,7 @@ class MaskDistribution:
         """States grouped by x_{-K} for block K_b: (|V|^(n-|K|), |V|^|K|) indices, one fibre per row."""
         if b not in self._fibres:
             K = self.blocks[b]
-            self._fibres[b] = _zero_digit_states(self.space, K)[:, None] + _block_offsets(self.space, K)
+            self._fibres[b] = block_fibres(self.space, K)
         return self._fibres[b]
 
     def conditionals(self, log_p: np.ndarray, b: int) -> tuple[np.ndarray, np.ndarray]:

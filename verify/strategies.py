@@ -277,7 +277,7 @@ def high_temperature_instances(draw, sources: st.SearchStrategy | None = None, m
 # Thm 8: basins with a uniform local margin
 
 
-def _boost_basin(table: np.ndarray, space: StateSpace, basin: np.ndarray, margin: float) -> None:
+def boost_basin(table: np.ndarray, space: StateSpace, basin: np.ndarray, margin: float) -> None:
     """In place: in every fibre (site i, context x_{-i}) that meets both B and B^c, raise the scores
     of B's members to (max of the fibre) + margin, all equal. Then Assumption 1 holds on B with
     gamma >= margin: exit-causing sites hold a (tied) argmax, exits lie >= margin below."""
@@ -325,9 +325,9 @@ def basin_instances(draw, max_states: int = 64, two_wells: bool = False, max_rat
         well = np.zeros(space.size, dtype=bool)
         well[other] = True
         second = draw(st.integers(1, 6)) / 2
-        _boost_basin(table, space, well, second)
+        boost_basin(table, space, well, second)
         params.update(second_well=states[other].tolist(), second_margin=second)
-    _boost_basin(table, space, basin, margin)
+    boost_basin(table, space, basin, margin)
     src = tempered(ScoreTable(space, table), T, max_ratio)
     return Instance(src, "basin-table", params, basin=basin)
 

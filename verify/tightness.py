@@ -40,7 +40,7 @@ from theory.matrices import to_dense
 from theory.mixing import mixing_time
 from theory.spectral import stationary_distribution
 from theory.space import StateSpace
-from verify.strategies import _boost_basin, tempered
+from verify.strategies import boost_basin, tempered
 
 COMMAND = "python -m verify.tightness"
 RHO_BINS = (0.0, 0.25, 0.5, 0.75, 0.9, 1.0)
@@ -114,8 +114,8 @@ def _two_well_table(rng: np.random.Generator, q: int, n: int, margin: float,
     B = (space.all_states() != 0).sum(axis=1) <= radius
     other = np.zeros(space.size, dtype=bool)
     other[-1] = True
-    _boost_basin(table, space, other, margin + 0.5)
-    _boost_basin(table, space, B, margin)
+    boost_basin(table, space, other, margin + 0.5)
+    boost_basin(table, space, B, margin)
     return ScoreTable(space, table), B
 
 

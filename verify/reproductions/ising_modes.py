@@ -7,7 +7,7 @@ For every J and sampler (k-Gibbs for each k, and the independent parallel sample
 * exact (beyond the paper): the hitting-time distribution P(tau <= t), t = 0..budget, from the clique
   chain (:func:`theory.ising_modes.reach_curve`), with P(tau <= budget), E[min(tau, budget)] (the
   quantity the simulated mean estimates), the median and E[tau]
-  (:func:`theory.ising_modes.stable_expected_hitting_times`, accurate where a plain solve is not);
+  (:func:`theory.hitting.expected_hitting_times`, accurate where a plain solve is not);
 * cross-check: the same distribution from the full 2^10-state kernels (k-Gibbs sparse, parallel
   dense 1024 x 1024) for the k listed in ``--full-check-k`` and the parallel sampler.
 
@@ -25,7 +25,7 @@ from scipy.special import softmax
 from tqdm import tqdm
 
 from theory.conditionals import IsingModel
-from theory.hitting import hitting_time_distribution
+from theory.hitting import expected_hitting_times, hitting_time_distribution
 from theory.ising_modes import (
     CliqueIsing,
     assumption5,
@@ -35,7 +35,6 @@ from theory.ising_modes import (
     mode_masks,
     prop4_steps,
     reach_curve,
-    stable_expected_hitting_times,
 )
 from theory.kernels import independent_parallel_kernel, k_gibbs_kernel
 from theory.space import StateSpace
@@ -74,7 +73,7 @@ def exact_summary(spec: CliqueIsing, sampler: str, k: int | None, budget: int) -
     curve = reach_curve(spec, sampler, 0, budget, k)
     target = np.zeros(2 ** spec.size, dtype=bool)
     target[-1] = True
-    mean = float(stable_expected_hitting_times(clique_kernel(spec, sampler, k), target)[0])
+    mean = float(expected_hitting_times(clique_kernel(spec, sampler, k), target)[0])
     reached = np.flatnonzero(curve >= 0.5)
     return {"p_reach_within_budget": float(curve[-1]), "capped_mean": float(np.sum(1.0 - curve[:-1])),
             "median": int(reached[0]) if reached.size else None, "expected_hitting_time": mean,
