@@ -56,7 +56,8 @@ def test_expected_times_solve_first_step_equations_and_sum_tails(seed):
     # Kac: E_a[return time to a] = 1 / pi(a)
     a = seed % 8
     pi = stationary(P).pi
-    assert 1 + P[a] @ k == pytest.approx(1 / pi[a], rel=1e-10)
+    return_time = 1 + P[a] @ k  # Kac: E_a[return time to a] = 1 / pi(a)
+    assert return_time == pytest.approx(1 / pi[a], rel=1e-10)
 
 
 def test_two_state_hitting():
