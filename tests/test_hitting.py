@@ -56,7 +56,7 @@ def test_expected_times_solve_first_step_equations_and_sum_tails(seed):
     # Kac: E_a[return time to a] = 1 / pi(a)
     a = seed % 8
     pi = stationary(P).pi
-    return_time = 1 + P[a] @ k  # Kac: E_a[return time to a] = 1 / pi(a)
+    return_time = 1 + P[a] @ k
     assert return_time == pytest.approx(1 / pi[a], rel=1e-10)
 
 
