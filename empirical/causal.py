@@ -28,12 +28,16 @@ class CausalLMConditionals(TokenConditionals):
     """Compatible conditionals from an ``AutoModelForCausalLM``; ``log_joint`` is available.
 
     The content follows the tokenizer's start tokens (a BOS token is prepended when the tokenizer
-    adds none) and the optional prefix; a model without BOS token needs a prefix.
+    adds none) and the optional prefix; a model without BOS token needs a prefix. Precision
+    ``None``/``"auto"`` means float32 here, also on CUDA: in bf16 the rounding of log p(x) (a sum of
+    n log-probabilities) is ~0.1, which would hide the control's R = 0.
     """
 
     auto_class = AutoModelForCausalLM
 
     def __init__(self, model: PreTrainedModel, tokenizer, length: int, **kwargs) -> None:
+        if kwargs.get("precision") in (None, "auto"):
+            kwargs["precision"] = "float32"
         super().__init__(model, tokenizer, length, **kwargs)
         if self.offset == 0:
             raise ValueError("the causal model needs a start: its tokenizer has no BOS token, so pass a prefix")
@@ -67,11 +71,11 @@ class CausalLMConditionals(TokenConditionals):
         """log p(x) of each sequence of symbols (B, n): float64 (B,)."""
         return self.log_prob_torch(self.to_tensor(sequences)).double().cpu().numpy()
 
-    def scores_torch(self, symbols: torch.Tensor, sites: int | torch.Tensor) -> torch.Tensor:
+    def scores_torch(self, symbols: torch.Tensor, sites: int | torch.Tensor, *, validate: bool = True) -> torch.Tensor:
         """s_i(v | x_{-i}) = log p(x^{i<-v}) for every support symbol v: float32 (B, |V|)."""
-        ids = self.token_ids(symbols)
+        ids = self.token_ids(symbols, validate)
         batch, q = ids.shape[0], self.space.vocab_size
-        site_t = self._check_sites_torch(sites, batch)
+        site_t = self._check_sites_torch(sites, batch, validate)
         variants = ids.repeat_interleave(q, dim=0)
         rows = torch.arange(batch * q, device=self.device)
         variants[rows, self.offset + site_t.repeat_interleave(q)] = self._support_t.repeat(batch)

@@ -86,11 +86,13 @@ def _log_conditionals(source: Conditionals, states: torch.Tensor, sites: torch.T
     """log pi_{sites[b]}^T( . | states[b]) as float64 (B, |V|) on the states' device.
 
     Sources with a torch path (``log_conditionals_torch``, e.g. :class:`empirical.mlm.MaskedLMConditionals`)
-    are queried on their device without leaving it; others through the numpy interface.
+    are queried on their device without leaving it, with ``validate=False``: the chain's states and
+    sites are valid by construction, and the range checks would cost host-device synchronisations
+    on every step; others through the numpy interface.
     """
     fast = getattr(source, "log_conditionals_torch", None)
     if fast is not None:
-        return fast(states, sites).to(torch.float64)
+        return fast(states, sites, validate=False).to(torch.float64)
     out = source.log_conditionals(states.cpu().numpy(), sites.cpu().numpy())
     return torch.from_numpy(np.asarray(out, dtype=np.float64)).to(states.device)
 
@@ -265,7 +267,8 @@ class _Chains:
         sites = self._sites(u[:, 0])
         differ = self.x != self.y
         differ[rows, sites] = False
-        need_y = differ.any(dim=1)  # only these y contexts differ from x's: others share x's conditional
+        # only these y contexts differ from x's: the others share x's conditional (one sync for the indices)
+        need_y = differ.any(dim=1).nonzero().squeeze(1)
         logp = _log_conditionals(self.source, torch.cat([self.x, self.y[need_y]]), torch.cat([sites, sites[need_y]]))
         p = torch.exp(logp[:self.B])
         q = p.clone()

@@ -65,7 +65,8 @@ def states_with_count(space, symbols_A: Sequence[int], k: int, count: int, rng: 
     completions, so this is uniform on the level set)."""
     _check_count(count, "states")
     A, rest = _split_symbols(space, symbols_A, k)
-    out = rest[rng.integers(0, rest.size, size=(count, space.length))]
+    fill = rest if rest.size else A  # A = V: only k = n is allowed, and every site is then overwritten
+    out = fill[rng.integers(0, fill.size, size=(count, space.length))]
     sites = np.argsort(rng.random((count, space.length)), axis=1)[:, :k]
     out[np.arange(count)[:, None], sites] = A[rng.integers(0, A.size, size=(count, k))]
     return out
@@ -162,7 +163,7 @@ def constants(source: Conditionals, contexts: np.ndarray | None, rng: np.random.
     infl, osc = local.influence_and_oscillation(src, None if exact else ctx, None if exact else replacements, rng,
                                                 max_states=src.space.size)
     agg = local.aggregate_influence(infl.rho_ij)
-    delta_cols = (osc.delta_ij - np.diag(np.diag(osc.delta_ij))).sum(axis=0)
+    t_star = local.contraction_temperature(osc.delta_ij)  # (1/4) max_j sum_{i != j} Delta_ij
     step(2)
     if exact:
         rects = local.all_rectangles(src, max_states=src.space.size)
@@ -197,8 +198,8 @@ def constants(source: Conditionals, contexts: np.ndarray | None, rng: np.random.
         "n_contexts": int(ctx.shape[0]),
         "rho_hat": agg.rho, "alpha_hat": agg.alpha, "rho_ij": infl.rho_ij.tolist(),
         "contraction": contraction_verdict(agg.rho, exact),
-        "delta_hat": float(delta_cols.max()), "delta_ij": osc.delta_ij.tolist(),
-        "contraction_temperature": local.contraction_temperature(osc.delta_ij),
+        "delta_hat": 4 * t_star, "delta_ij": osc.delta_ij.tolist(),
+        "contraction_temperature": t_star,
         "rectangle": rect, "drift": drift, "trap": trap,
         "pairs": infl.pairs,
     }

@@ -261,8 +261,9 @@ class TokenConditionals(Conditionals):
         return int(max(1, min(_MAX_AUTO_BATCH, 0.4 * free // per_row)))
 
     def _scored_positions(self) -> int:
-        """Positions per row at which the LM head runs (for the memory estimate)."""
-        return 1
+        """Positions per row at which the LM head runs (for the memory estimate): the masked one,
+        or all of them for architectures whose head cannot be run alone (:func:`_head_of`)."""
+        return 1 if _head_of(self.model) is not None else self.positions
 
     # ------------------------------------------------------------------ symbols and tokens
     def encode(self, text: str | Sequence[str], skip_outside: bool = False) -> np.ndarray:
@@ -292,9 +293,13 @@ class TokenConditionals(Conditionals):
         """Validated (B, n) symbols as a long tensor on the model's device."""
         return torch.as_tensor(self.check_contexts(contexts), dtype=torch.long, device=self.device)
 
-    def token_ids(self, symbols: torch.Tensor) -> torch.Tensor:
-        """Full model inputs (B, L): specials and prefix around the content tokens of ``symbols``."""
-        sym = self._check_symbols(symbols)
+    def token_ids(self, symbols: torch.Tensor, validate: bool = True) -> torch.Tensor:
+        """Full model inputs (B, L): specials and prefix around the content tokens of ``symbols``.
+
+        ``validate=False`` skips the range check of the symbols (a host-device synchronisation on
+        CUDA); only for symbols known to be valid, e.g. states produced by a chain.
+        """
+        sym = self._check_symbols(symbols) if validate else symbols
         ids = self._template.expand(sym.shape[0], -1).clone()
         ids[:, self.offset:self.offset + self.space.length] = self._support_t[sym]
         return ids
@@ -312,15 +317,17 @@ class TokenConditionals(Conditionals):
                 raise ValueError(f"symbols must lie in [0, {self.space.vocab_size})")
         return symbols.to(self.device, torch.long)
 
-    def _check_sites_torch(self, sites: int | torch.Tensor, batch: int) -> torch.Tensor:
+    def _check_sites_torch(self, sites: int | torch.Tensor, batch: int, validate: bool = True) -> torch.Tensor:
         n = self.space.length
         if isinstance(sites, torch.Tensor) and sites.dim() > 1:
             raise ValueError(f"sites must be a scalar or have shape ({batch},), got {tuple(sites.shape)}")
         if isinstance(sites, torch.Tensor) and sites.dim() == 1:
             if sites.shape[0] != batch:
                 raise ValueError(f"sites must be a scalar or have shape ({batch},), got {tuple(sites.shape)}")
-            if batch and (int(sites.min()) < 0 or int(sites.max()) >= n):
-                raise ValueError(f"sites out of range for length {n}")
+            if validate and batch:
+                lo, hi = torch.aminmax(sites)
+                if int(lo) < 0 or int(hi) >= n:
+                    raise ValueError(f"sites out of range for length {n}")
             return sites.to(self.device, torch.long)
         site = self.space.check_site(int(sites))
         return torch.full((batch,), site, dtype=torch.long, device=self.device)
@@ -348,18 +355,25 @@ class TokenConditionals(Conditionals):
                 if self.batch_size == 1:
                     raise
                 self.batch_size //= 2
-                torch.cuda.empty_cache()
+            else:
+                start = stop
                 continue
-            start = stop
+            # outside the handler: the exception's frames (the failed chunk's activations) are gone
+            torch.cuda.empty_cache()
         return torch.cat(parts) if parts else torch.empty((0, *trailing), device=self.device)
 
     @abstractmethod
-    def scores_torch(self, symbols: torch.Tensor, sites: int | torch.Tensor) -> torch.Tensor:
-        """Scores s_i(. | x_{-i}) at T = 1 for symbols (B, n) and one site per row: float32 (B, |V|)."""
+    def scores_torch(self, symbols: torch.Tensor, sites: int | torch.Tensor, *, validate: bool = True) -> torch.Tensor:
+        """Scores s_i(. | x_{-i}) at T = 1 for symbols (B, n) and one site per row: float32 (B, |V|).
 
-    def log_conditionals_torch(self, symbols: torch.Tensor, sites: int | torch.Tensor) -> torch.Tensor:
+        ``validate=False`` skips the range checks of symbols and sites (host-device synchronisations
+        on CUDA) for inputs known to be valid, as in the chain loop of :mod:`empirical.chains`.
+        """
+
+    def log_conditionals_torch(self, symbols: torch.Tensor, sites: int | torch.Tensor, *,
+                               validate: bool = True) -> torch.Tensor:
         """log pi_i^T(. | x_{-i}) = log_softmax(s_i / T) on the device: float32 (B, |V|)."""
-        return torch.log_softmax(self.scores_torch(symbols, sites) / self.temperature, dim=-1)
+        return torch.log_softmax(self.scores_torch(symbols, sites, validate=validate) / self.temperature, dim=-1)
 
     # ------------------------------------------------------------------ numpy API (wraps the torch one)
     def scores(self, contexts: np.ndarray, sites: int | np.ndarray) -> np.ndarray:
@@ -429,9 +443,9 @@ class MaskedLMConditionals(TokenConditionals):
 
         return self._batched(token_ids.shape[0], compute, (self.space.vocab_size,))
 
-    def scores_torch(self, symbols: torch.Tensor, sites: int | torch.Tensor) -> torch.Tensor:
-        ids = self.token_ids(symbols)
-        site_t = self._check_sites_torch(sites, ids.shape[0])
+    def scores_torch(self, symbols: torch.Tensor, sites: int | torch.Tensor, *, validate: bool = True) -> torch.Tensor:
+        ids = self.token_ids(symbols, validate)
+        site_t = self._check_sites_torch(sites, ids.shape[0], validate)
         pos = self.offset + site_t
         ids[torch.arange(ids.shape[0], device=self.device), pos] = self.mask_id
         return self.masked_logits_torch(ids, pos)

@@ -26,7 +26,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 
 import numpy as np
-from scipy.special import log_softmax
+from scipy.special import log_softmax, logsumexp
 
 from empirical.drift import cosine_distance
 from theory.conditionals import Conditionals
@@ -132,12 +132,15 @@ def trap_margins(source: Conditionals, states: np.ndarray, prefix: int = 0) -> l
         raise ValueError(f"prefix must lie in [0, {n}), got {prefix}")
     gaps = state_margins(source, x).gap[:, prefix:]
     logp = log_softmax(query_all_sites(source, x) / T, axis=-1)[:, prefix:]
-    stay = np.exp(np.take_along_axis(logp, x[:, prefix:, None], axis=2)[:, :, 0]).mean(axis=1)
+    # P_T(x, {x}^c) = mean_i sum_{v != x_i} pi_i(v|x_{-i}), summed over the other symbols directly:
+    # 1 - pi_i(x_i|x_{-i}) would cancel to 0 in a deep trap (gamma/T >~ 37)
+    np.put_along_axis(logp, x[:, prefix:, None], -np.inf, axis=2)
+    leave = np.exp(logsumexp(logp, axis=2)).mean(axis=1)
     out = []
-    for g, p_stay in zip(gaps, stay):
+    for g, exit_p in zip(gaps, leave):
         gamma = float(g.min())
         bound = escape_bound(gamma, T, q) if gamma > 0 else None
-        exit_p = float(max(0.0, 1.0 - p_stay))
+        exit_p = float(exit_p)
         out.append(TrapMargins(tuple(float(v) for v in g), gamma, float(g.mean()), bool((g > 0).all()), exit_p,
                                bound, None if bound is None else 1.0 / bound,
                                float("inf") if exit_p == 0 else 1.0 / exit_p))

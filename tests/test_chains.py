@@ -269,3 +269,25 @@ def test_mlm_chains_use_the_torch_path_and_follow_the_exact_kernel():
     held = run_chains(mlm, x0[:50], 30, seeds=np.arange(50), prefix=2, record_every=1)
     assert (held.states[:, :, :2] == x0[0, :2]).all()
     assert (held.states[-1, :, 2] != x0[0, 2]).any()
+
+
+def test_the_chain_loop_skips_the_synchronising_range_checks_of_the_torch_path(monkeypatch):
+    # the checks (aminmax + int() on the device) would stall a GPU once per step; the chain's own
+    # states and sites are valid by construction, so the same trajectory comes without them
+    from mlm_fixtures import tiny_masked_lm
+
+    from empirical.mlm import MaskedLMConditionals
+
+    mlm = MaskedLMConditionals(*tiny_masked_lm("bert", seed=4), 3, device="cpu")
+    x0 = np.zeros((8, 3), dtype=np.int64)
+    ref = run_coupled(mlm, x0, x0 + 1, 15, seeds=np.arange(8), stop_when_coupled=False)
+
+    def no_checks(*args, **kwargs):
+        raise AssertionError("a range check ran inside the chain loop")
+
+    monkeypatch.setattr(torch, "aminmax", no_checks)
+    again = run_coupled(mlm, x0, x0 + 1, 15, seeds=np.arange(8), stop_when_coupled=False)
+    np.testing.assert_array_equal(again.states, ref.states)
+    np.testing.assert_array_equal(again.states_y, ref.states_y)
+    with pytest.raises(AssertionError):  # the public torch API still validates
+        mlm.log_conditionals_torch(torch.zeros((1, 3), dtype=torch.long), 0)

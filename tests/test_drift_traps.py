@@ -92,6 +92,18 @@ def test_theorem_8_on_the_traps_of_a_cold_potts_chain():
         assert row["predicted_stay"] <= row["expected_stay"]
 
 
+def test_exit_probability_of_a_deep_trap_does_not_cancel_to_zero():
+    # ground state of a cold Potts cycle: gap 2J at every site, exit = 2e^{-2J/T} / (1 + 2e^{-2J/T})
+    # ~ 2e^{-80}; computing it as 1 - P(stay) gave exactly 0 and an infinite expected stay
+    J, T, q, n = 1.0, 0.025, 3, 4
+    src = PottsModel(nx.cycle_graph(n), q, couplings=J, temperature=T)
+    m = trap_margins(src, np.zeros((1, n), dtype=np.int64))[0]
+    e = np.exp(-2 * J / T)
+    assert m.exit_probability == pytest.approx(2 * e / (1 + 2 * e), rel=1e-9, abs=0)
+    assert m.expected_stay == pytest.approx((1 + 2 * e) / (2 * e), rel=1e-9)
+    assert 0 < m.exit_probability <= m.exit_bound * (1 + 1e-12)  # tight here: exit = bound (1 - 2e^{-2J/T})
+
+
 def test_margins_exclude_the_prefix_and_flag_non_argmax_tokens():
     src = PottsModel(nx.path_graph(3), 2, couplings=1.0, temperature=0.5)
     m_full, m_free = trap_margins(src, np.array([[1, 0, 0], [1, 0, 0]]), prefix=0)[0], \

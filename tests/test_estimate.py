@@ -144,6 +144,12 @@ def test_states_with_exactly_k_target_symbols_are_uniform_on_the_level_set():
         states_with_count(space, [], 1, 10, np.random.default_rng(0))
     with pytest.raises(ValueError, match="fewer than the length"):
         windows(np.arange(3), 4, 2, np.random.default_rng(0))
+    # A = V leaves only k = n: every state, drawn uniformly (this used to crash on the empty complement)
+    everything = states_with_count(space, [0, 1, 2], 4, 8100, np.random.default_rng(1))
+    assert np.bincount(space.encode(everything), minlength=space.size).min() > 50
+    assert level_set(space, [0, 1, 2], 4).shape == (space.size, 4)
+    with pytest.raises(ValueError, match="all of V"):
+        states_with_count(space, [0, 1, 2], 3, 10, np.random.default_rng(0))
     assert (np.diff(windows(np.arange(50), 4, 20, np.random.default_rng(0)), axis=1) == 1).all()
 
 

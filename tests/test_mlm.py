@@ -219,3 +219,39 @@ def test_bad_queries_are_refused(mlm):
         MaskedLMConditionals(mlm.model, mlm.tokenizer, N, device="cuda" if not torch.cuda.is_available() else "meta")
     with pytest.raises(ValueError, match="length"):
         MaskedLMConditionals(mlm.model, mlm.tokenizer, 0, device="cpu")
+
+
+def test_bfloat16_autocast_returns_float64_close_to_float32():
+    model, tok = tiny_masked_lm("bert", seed=3)
+    ref = MaskedLMConditionals(model, tok, N, device="cpu")
+    half = MaskedLMConditionals(model, tok, N, device="cpu", precision="bfloat16")
+    assert half.precision == torch.bfloat16 and ref.precision == torch.float32
+    ctx = np.random.default_rng(5).integers(0, 4, (6, N))
+    got, want = half.log_conditionals(ctx, 2), ref.log_conditionals(ctx, 2)
+    assert got.dtype == np.float64 and half.all_log_conditionals(ctx).dtype == np.float64
+    np.testing.assert_allclose(np.exp(got).sum(axis=1), 1.0, atol=1e-12)  # normalised in float64
+    np.testing.assert_allclose(got, want, atol=0.1)  # bf16 keeps ~3 significant digits
+    assert np.abs(got - want).max() > 0  # autocast really ran in bf16
+
+
+def test_out_of_memory_halves_the_batch_and_keeps_every_row():
+    model, tok = tiny_masked_lm("bert", seed=3)
+    mlm = MaskedLMConditionals(model, tok, N, device="cpu", batch_size=16)
+    ctx = np.random.default_rng(6).integers(0, 4, (13, N))
+    sites = np.arange(13) % N
+    want = mlm.scores(ctx, sites)
+    encoder, seen = mlm._encoder, []
+
+    def small_memory(input_ids):
+        seen.append(input_ids.shape[0])
+        if input_ids.shape[0] > 3:
+            raise torch.cuda.OutOfMemoryError("simulated")
+        return encoder(input_ids=input_ids)
+
+    mlm._encoder = small_memory
+    np.testing.assert_allclose(mlm.scores(ctx, sites), want, atol=1e-6)
+    assert mlm.batch_size == 2 and seen[:4] == [13, 8, 4, 2] and sum(seen[3:]) == 13
+    mlm.batch_size = 1  # nothing left to halve: the error reaches the caller
+    mlm._encoder = lambda input_ids: small_memory(torch.zeros((4, 1)))
+    with pytest.raises(torch.cuda.OutOfMemoryError):
+        mlm.scores(ctx, sites)

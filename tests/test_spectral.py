@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from theory import matrices
 from theory.conditionals import IsingModel, LogWeightTable, PottsModel, ScoreTable
-from theory.kernels import glauber_kernel
+from theory.kernels import block_kernel, glauber_kernel
 from theory.matrices import check_transition_matrix
 from theory.space import StateSpace
 from theory.spectral import (ReducibleChainError, absolute_spectral_gap, additive_gap, additive_eigenpairs,
@@ -192,6 +192,26 @@ def test_two_closed_classes_are_named():
         check_irreducible(sp.csr_array(P))
     with pytest.raises(ReducibleChainError):
         spectral_gap(P)
+
+
+def test_gaps_of_a_reducible_chain_with_given_pi_are_exactly_zero():
+    # block dynamics that never resamples site 2: two closed classes, the joint is stationary and
+    # 1_{x_2 = 0} has E(f, f) = 0, so every gap is 0 and C = inf (the eigensolvers alone return
+    # +-1e-16 noise here, i.e. a Poincaré constant of 9e15)
+    src = LogWeightTable.random(StateSpace(2, 3), 1)
+    P = block_kernel(src, [(0,), (1,), (2,)], [0.5, 0.5, 0.0]).toarray()
+    pi = src.joint()
+    assert len(communicating_classes(P)[0]) == 2 and np.allclose(pi @ P, pi)
+    for M in (P, sp.csr_array(P)):
+        assert additive_gap(M, pi) == 0.0
+        assert multiplicative_gap(M, pi) == 0.0
+        assert poincare_constant(M, pi) == np.inf
+
+
+def test_one_state_chain_has_no_gap():
+    for gap in (additive_gap, multiplicative_gap, spectral_gap):
+        with pytest.raises(ValueError, match=">= 2 states"):
+            gap(np.ones((1, 1)))
 
 
 def test_explicit_zeros_do_not_mutate_the_callers_matrix():

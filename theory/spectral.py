@@ -316,11 +316,20 @@ def spectral_gap(P: Matrix, pi: np.ndarray | None = None) -> float:
     return float(1.0 - reversible_eigenvalues(P, pi, "LA", 2)[1])
 
 
+def _is_reducible(P: Matrix) -> bool:
+    """More than one communicating class: with a given positive pi, the indicator of a closed class
+    has E(f, f) = 0 < Var_pi(f), so every gap is exactly 0 (eigensolvers return rounding noise)."""
+    return len(communicating_classes(P)[0]) > 1
+
+
 def additive_gap(P: Matrix, pi: np.ndarray | None = None, tol: float = 1e-12) -> float:
     """1 - lambda_2((P + P*)/2): the largest c with E(f, f) >= c Var_pi(f); equals the spectral gap
-    when P is reversible."""
+    when P is reversible. Exactly 0 for a reducible P with a given pi."""
     P = check_transition_matrix(P)
+    pi_given = pi is not None  # (pi = None: resolve_stationary refuses reducible chains)
     pi = resolve_stationary(P, pi)
+    if pi_given and _is_reducible(P):
+        return 0.0
     B = _symmetrized(to_dense(P) if prefer_dense(P) else P, pi)
     A = (B + B.T) / 2
     return float(1.0 - _symmetric_extremes(A, "LA", 2, np.sqrt(pi), tol)[1])
@@ -349,9 +358,15 @@ def poincare_constant(P: Matrix, pi: np.ndarray | None = None) -> float:
 
 
 def multiplicative_gap(P: Matrix, pi: np.ndarray | None = None, tol: float = 1e-12) -> float:
-    """1 - lambda_2(P* P) = 1 - sigma_2(P)^2, sigma_2 the second singular value of P on L^2(pi)."""
+    """1 - lambda_2(P* P) = 1 - sigma_2(P)^2, sigma_2 the second singular value of P on L^2(pi).
+    Exactly 0 for a reducible P with a given pi."""
     P = check_transition_matrix(P)
+    if P.shape[0] < 2:
+        raise ValueError(f"a gap needs >= 2 states; the chain has {P.shape[0]}")
+    pi_given = pi is not None
     pi = resolve_stationary(P, pi)
+    if pi_given and _is_reducible(P):
+        return 0.0
     B = _symmetrized(to_dense(P) if prefer_dense(P) else P, pi)
     if sp.issparse(B):
         N = B.shape[0]

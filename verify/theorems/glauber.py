@@ -30,8 +30,9 @@ from theory.conductance import set_conductance
 from theory.hitting import expected_hitting_times
 from theory.kernels import glauber_kernel
 from theory.local import (aggregate_influence, all_rectangles, basin_margin, compatible_joint,
-                          contraction_temperature, count_drift, escape_bound, influence_matrix, is_compatible,
-                          mixing_lower_bound, score_oscillation, score_table, tv_bound_from_oscillation)
+                          contraction_temperature, count_drift, escape_bound, influence_and_oscillation,
+                          influence_matrix, is_compatible, mixing_lower_bound, score_oscillation, score_table,
+                          tv_bound_from_oscillation)
 from theory.matrices import to_dense
 from theory.mixing import distance_curve, mixing_time, tv_distance
 from theory.spectral import ReducibleChainError, communicating_classes, stationary_distribution
@@ -349,23 +350,30 @@ def _contraction_verdict(instance: S.Instance, kappa: float, **details: float) -
                 distance_below_envelope=bool((d <= envelope + CHAIN_RTOL * np.maximum(1.0, envelope)).all()))
 
 
-@register
-class Thm5(GlauberTheorem):
-    id = "glauber.thm5"
-    number = "Theorem 5"
-    statement = ("rho = max_j sum_{i!=j} rho_ij < 1 => d(t) <= n (1-(1-rho)/n)^t and "
-                 "t_mix(eps) <= ceil(n log(n/eps) / (1-rho))")
+class _ContractionTheorem(GlauberTheorem):
+    """Thm 5 with the aggregate influence named by ``aggregate`` ("rho" or "alpha")."""
+
+    aggregate: str
 
     def strategy(self) -> st.SearchStrategy:
         return S.high_temperature_instances()
 
     def hypotheses(self, instance: S.Instance) -> Applicability:
-        rho = influence_matrix(instance.source).rho
-        return Applicability(rho < 1, f"rho = {rho:.4g} >= 1")
+        kappa = getattr(aggregate_influence(influence_matrix(instance.source).rho_ij), self.aggregate)
+        return Applicability(kappa < 1, f"{self.aggregate} = {kappa:.4g} >= 1")
 
     def check(self, instance: S.Instance) -> Verdict:
         agg = aggregate_influence(influence_matrix(instance.source).rho_ij)
-        return _contraction_verdict(instance, agg.rho, rho=agg.rho, alpha=agg.alpha)
+        return _contraction_verdict(instance, getattr(agg, self.aggregate), rho=agg.rho, alpha=agg.alpha)
+
+
+@register
+class Thm5(_ContractionTheorem):
+    id = "glauber.thm5"
+    number = "Theorem 5"
+    statement = ("rho = max_j sum_{i!=j} rho_ij < 1 => d(t) <= n (1-(1-rho)/n)^t and "
+                 "t_mix(eps) <= ceil(n log(n/eps) / (1-rho))")
+    aggregate = "rho"
 
     violations = (Violation(
         "rho < 1", lambda: S.high_temperature_instances(low=0.05, high=0.5),
@@ -374,22 +382,12 @@ class Thm5(GlauberTheorem):
 
 
 @register
-class Thm5Row(GlauberTheorem):
+class Thm5Row(_ContractionTheorem):
     id = "glauber.thm5.row"
     number = "Theorem 5 (Dobrushin reading)"
     statement = ("alpha = max_i sum_{j!=i} rho_ij < 1 => d(t) <= n (1-(1-alpha)/n)^t and "
                  "t_mix(eps) <= ceil(n log(n/eps) / (1-alpha)) (the paper's sum is lost; the row sum works too)")
-
-    def strategy(self) -> st.SearchStrategy:
-        return S.high_temperature_instances()
-
-    def hypotheses(self, instance: S.Instance) -> Applicability:
-        alpha = aggregate_influence(influence_matrix(instance.source).rho_ij).alpha
-        return Applicability(alpha < 1, f"alpha = {alpha:.4g} >= 1")
-
-    def check(self, instance: S.Instance) -> Verdict:
-        agg = aggregate_influence(influence_matrix(instance.source).rho_ij)
-        return _contraction_verdict(instance, agg.alpha, rho=agg.rho, alpha=agg.alpha)
+    aggregate = "alpha"
 
 
 @register
@@ -452,8 +450,9 @@ class Cor7(GlauberTheorem):
         return Applicability(instance.source.temperature > t_star, f"T <= T* = {t_star:.4g}")
 
     def check(self, instance: S.Instance) -> Verdict:
-        ratio = contraction_temperature(score_oscillation(instance.source).delta_ij) / instance.source.temperature
-        rho = influence_matrix(instance.source).rho
+        influence, oscillation = influence_and_oscillation(instance.source)  # one pass for both
+        ratio = contraction_temperature(oscillation.delta_ij) / instance.source.temperature
+        rho = influence.rho
         return _all(compare(rho, ratio, "<=", LOCAL_RTOL, tightness=ratio / rho if rho > 0 else None),
                     rho_below_one=rho < 1)
 
