@@ -4,7 +4,7 @@ For each case (a random Potts model on a cycle, reversible; or a random score ta
 reversible) the Glauber kernel is built once and saved; then every implementation runs in its
 own subprocess (fresh peak-memory counter, a timeout, an address-space limit) on that matrix:
 
-  mlmix     theory.spectral.stationary + theory.spectral.additive_gap
+  mlmix     mlmix.theory.spectral.stationary + mlmix.theory.spectral.additive_gap
   scipy     plain baseline: eigs(P^T, k=1) for pi, eigsh((B + B^T)/2, k=2) with B = D^1/2 P D^-1/2
   deeptime  MarkovStateModel(P).stationary_distribution and 1 - eigenvalues(2)[1]  (eigenvalues of P)
   pydtmc    MarkovChain(dense P).pi and .spectral_gap  (dense, skipped above --dense-limit states)
@@ -54,8 +54,8 @@ def build(kind: str, q: int, n: int, path: str) -> dict:
     import networkx as nx
     import scipy.sparse as sp
 
-    from theory.conditionals import PottsModel, ScoreTable
-    from theory.kernels import glauber_kernel
+    from mlmix.theory.conditionals import PottsModel, ScoreTable
+    from mlmix.theory.kernels import glauber_kernel
 
     src = PottsModel.random(nx.cycle_graph(n), q, seed=0) if kind == "potts" else ScoreTable.random(q, n, seed=0)
     t0 = time.perf_counter()
@@ -72,7 +72,7 @@ def _residual(P, pi) -> float:
 
 
 def run_mlmix(P):
-    from theory.spectral import additive_gap, stationary
+    from mlmix.theory.spectral import additive_gap, stationary
 
     st = stationary(P)
     return st.pi, additive_gap(P, st.pi), st.method

@@ -31,7 +31,7 @@ from tokenizers import Tokenizer, models, pre_tokenizers, processors
 from transformers import BertConfig, BertForMaskedLM, PreTrainedTokenizerFast
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from empirical.mlm import MaskedLMConditionals  # noqa: E402
+from mlmix.empirical.mlm import MaskedLMConditionals  # noqa: E402
 
 
 def bert_base(vocab_size: int = 30522) -> tuple[BertForMaskedLM, PreTrainedTokenizerFast]:

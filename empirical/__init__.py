@@ -1,10 +1,10 @@
 """Real language models as sources of conditionals, and estimates of the papers' constants.
 
-- :mod:`empirical.mlm` — :class:`~empirical.mlm.MaskedLMConditionals` (any ``AutoModelForMaskedLM``),
+- :mod:`mlmix.empirical.mlm` — :class:`~mlmix.empirical.mlm.MaskedLMConditionals` (any ``AutoModelForMaskedLM``),
   batched masked forward passes on CPU or CUDA; the shipped default model lives in
-  ``empirical/default_model/`` (:data:`~empirical.mlm.DEFAULT_MODEL_DIR`).
-- :mod:`empirical.causal` — :class:`~empirical.causal.CausalLMConditionals`, the compatible control
+  ``empirical/default_model/`` (:data:`~mlmix.empirical.mlm.DEFAULT_MODEL_DIR`).
+- :mod:`mlmix.empirical.causal` — :class:`~mlmix.empirical.causal.CausalLMConditionals`, the compatible control
   (conditionals of an autoregressive joint, rectangle statistic 0).
-- :mod:`empirical.estimate` — rho, Delta, rectangle R, drift and margins from sampled contexts,
+- :mod:`mlmix.empirical.estimate` — rho, Delta, rectangle R, drift and margins from sampled contexts,
   and side by side with the exact values when |V|^n is small (``mlmix estimate``).
 """

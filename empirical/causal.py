@@ -21,7 +21,7 @@ import numpy as np
 import torch
 from transformers import AutoModelForCausalLM, PreTrainedModel
 
-from empirical.mlm import TokenConditionals
+from mlmix.empirical.mlm import TokenConditionals
 
 
 class CausalLMConditionals(TokenConditionals):

@@ -37,7 +37,7 @@ import numpy as np
 import torch
 from tqdm.auto import tqdm
 
-from theory.conditionals import Conditionals
+from mlmix.theory.conditionals import Conditionals
 
 #: ``coupling_time`` of a pair that did not meet within the step budget.
 NOT_COUPLED = -1
@@ -85,7 +85,7 @@ def maximal_coupling(p: torch.Tensor, q: torch.Tensor, u_choice: torch.Tensor, u
 def _log_conditionals(source: Conditionals, states: torch.Tensor, sites: torch.Tensor) -> torch.Tensor:
     """log pi_{sites[b]}^T( . | states[b]) as float64 (B, |V|) on the states' device.
 
-    Sources with a torch path (``log_conditionals_torch``, e.g. :class:`empirical.mlm.MaskedLMConditionals`)
+    Sources with a torch path (``log_conditionals_torch``, e.g. :class:`mlmix.empirical.mlm.MaskedLMConditionals`)
     are queried on their device without leaving it, with ``validate=False``: the chain's states and
     sites are valid by construction, and the range checks would cost host-device synchronisations
     on every step; others through the numpy interface.

@@ -20,8 +20,8 @@ from pathlib import Path
 
 import numpy as np
 
-from empirical import estimate as est
-from theory.local import TopK
+from mlmix.empirical import estimate as est
+from mlmix.theory.local import TopK
 
 DEFAULT_LENGTH = 16
 
@@ -77,8 +77,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 def load_source(args: argparse.Namespace):
     """The conditionals object described by the model arguments."""
-    from empirical.causal import CausalLMConditionals
-    from empirical.mlm import DEFAULT_MODEL_DIR, MaskedLMConditionals
+    from mlmix.empirical.causal import CausalLMConditionals
+    from mlmix.empirical.mlm import DEFAULT_MODEL_DIR, MaskedLMConditionals
 
     model = args.model if args.model is not None else str(DEFAULT_MODEL_DIR)
     length = args.length
@@ -109,9 +109,9 @@ def _drift_symbols(source, args: argparse.Namespace) -> list[int] | None:
 
 
 def _recorded_law(args: argparse.Namespace, source):
-    """The true law of a model trained by ``empirical.train_default`` (its folder has law.json)."""
-    from empirical.mlm import DEFAULT_MODEL_DIR
-    from empirical.train_default import load_law
+    """The true law of a model trained by ``mlmix.empirical.train_default`` (its folder has law.json)."""
+    from mlmix.empirical.mlm import DEFAULT_MODEL_DIR
+    from mlmix.empirical.train_default import load_law
 
     folder = Path(args.model) if args.model is not None else DEFAULT_MODEL_DIR
     if args.causal or args.candidates or args.prefix or not (folder / "law.json").is_file():

@@ -10,7 +10,7 @@ concatenates them instead (one-hot: d_t is the normalised Hamming distance to th
 distance threshold, tau = min{t : d_t >= threshold}, is the paper's mixing diagnostic (section 6.1).
 
 This is *embedding* drift; the one-step drift of a count statistic (section 5.4) is
-:func:`theory.local`'s.
+:func:`mlmix.theory.local`'s.
 """
 
 from __future__ import annotations
@@ -53,7 +53,7 @@ class TokenBagEmbedder(Embedder):
     @classmethod
     def from_mlm(cls, mlm: object) -> "TokenBagEmbedder":
         """The language model's own input embeddings of its support tokens (rows ``support_ids``),
-        for a :class:`empirical.mlm.TokenConditionals` source."""
+        for a :class:`mlmix.empirical.mlm.TokenConditionals` source."""
         model, ids = getattr(mlm, "model", None), getattr(mlm, "support_ids", None)
         if model is None or ids is None:
             raise TypeError(f"{type(mlm).__name__} is not a language-model source (needs .model and .support_ids)")

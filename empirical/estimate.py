@@ -1,7 +1,7 @@
 """Paper G's constants for a source of conditionals, estimated from sampled contexts and, when
 |V|^n is small, computed exactly over all contexts -- side by side.
 
-Every number comes from :mod:`theory.local` (one implementation; this module only chooses the
+Every number comes from :mod:`mlmix.theory.local` (one implementation; this module only chooses the
 context set and summarises):
 
 * influence rho_ij, aggregate rho = max_j sum_{i != j} rho_ij (Thm 5) and the contraction verdict;
@@ -26,8 +26,8 @@ from typing import Sequence
 import numpy as np
 from tqdm.auto import tqdm
 
-from theory import local
-from theory.conditionals import Conditionals, ScoreTable
+from mlmix.theory import local
+from mlmix.theory.conditionals import Conditionals, ScoreTable
 
 DEFAULT_CONTEXTS = 256
 DEFAULT_RECTANGLES = 300
@@ -152,7 +152,7 @@ def constants(source: Conditionals, contexts: np.ndarray | None, rng: np.random.
     """rho, Delta, T*, R, drift and the best-margin state over a context set (None: all of V^n, exactly).
 
     The exact path tabulates the source once (``ScoreTable.from_conditionals``) and evaluates
-    every quantity of :mod:`theory.local` with all contexts, all replacements and all rectangles.
+    every quantity of :mod:`mlmix.theory.local` with all contexts, all replacements and all rectangles.
     ``replacements`` (sampled path) chooses the y = x^{j<-b} of rho_ij and Delta_ij.
     """
     exact = contexts is None

@@ -31,8 +31,8 @@ import torch
 from scipy.special import log_softmax
 from transformers import AutoModelForMaskedLM, AutoTokenizer, PreTrainedModel
 
-from theory.conditionals import Conditionals
-from theory.space import StateSpace
+from mlmix.theory.conditionals import Conditionals
+from mlmix.theory.space import StateSpace
 
 #: The model shipped with mlmix (trained by ``empirical/train_default.py``).
 DEFAULT_MODEL_DIR = Path(__file__).resolve().parent / "default_model"
@@ -367,7 +367,7 @@ class TokenConditionals(Conditionals):
         """Scores s_i(. | x_{-i}) at T = 1 for symbols (B, n) and one site per row: float32 (B, |V|).
 
         ``validate=False`` skips the range checks of symbols and sites (host-device synchronisations
-        on CUDA) for inputs known to be valid, as in the chain loop of :mod:`empirical.chains`.
+        on CUDA) for inputs known to be valid, as in the chain loop of :mod:`mlmix.empirical.chains`.
         """
 
     def log_conditionals_torch(self, symbols: torch.Tensor, sites: int | torch.Tensor, *,

@@ -1,6 +1,6 @@
 """Train the shipped default masked LM on samples of a known joint law (reproducible, one CPU thread).
 
-The true law is a q-state Potts chain on n sites (``theory.conditionals.PottsModel`` on a path):
+The true law is a q-state Potts chain on n sites (``mlmix.theory.conditionals.PottsModel`` on a path):
 
     mu(x) ∝ exp( sum_{i=0}^{n-2} J 1[x_i = x_{i+1}] + sum_i h_i(x_i) ),
 
@@ -10,8 +10,8 @@ the cross-entropy of the true token at the mask. The model learns the conditiona
 (small KL) but not uniformly over all contexts, so its conditionals are incompatible: the
 rectangle statistic is positive and its influence differs from the true law's.
 
-    python -m empirical.train_default            # rewrites empirical/default_model/
-    python -m empirical.train_default --out DIR --seed 0 --steps 3000
+    python -m mlmix.empirical.train_default            # rewrites empirical/default_model/
+    python -m mlmix.empirical.train_default --out DIR --seed 0 --steps 3000
 
 A run with the same seed and torch version reproduces the weights exactly. The folder gets
 ``model.safetensors``, ``config.json``, the tokenizer files and ``law.json`` (the true law,
@@ -32,8 +32,8 @@ import torch
 from tokenizers import Tokenizer, models, pre_tokenizers, processors
 from transformers import BertConfig, BertForMaskedLM, PreTrainedTokenizerFast
 
-from theory.conditionals import Conditionals, PottsModel
-from theory.local import score_table
+from mlmix.theory.conditionals import Conditionals, PottsModel
+from mlmix.theory.local import score_table
 
 SPECIALS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
 TOKENS = ("a", "b", "c", "!")
@@ -125,14 +125,14 @@ def train(out: str | Path, seed: int = 0, steps: int = 3000, samples: int = 2000
     model.save_pretrained(out, safe_serialization=True)
     tok.save_pretrained(out)
 
-    from empirical.mlm import MaskedLMConditionals  # the trained model as a source of conditionals
+    from mlmix.empirical.mlm import MaskedLMConditionals  # the trained model as a source of conditionals
     kl = conditional_kl(law, MaskedLMConditionals(model, tok, LENGTH, device="cpu"))
     summary = {
         "law": {"kind": "potts_chain", "tokens": list(TOKENS), "length": LENGTH, "coupling": COUPLING,
                 "fields": law.h.tolist(), "formula": "mu(x) ∝ exp(J sum_i 1[x_i = x_{i+1}] + sum_i h_i(x_i))"},
         "training": {"seed": seed, "steps": steps, "samples": samples, "batch": batch, "lr": lr, "hidden": hidden,
                      "layers": layers, "objective": "one uniformly chosen site masked per sequence, cross-entropy",
-                     "torch": torch.__version__, "command": f"python -m empirical.train_default --seed {seed} "
+                     "torch": torch.__version__, "command": f"python -m mlmix.empirical.train_default --seed {seed} "
                      f"--steps {steps} --samples {samples}"},
         "kl_to_true_conditionals": kl,
     }
@@ -145,7 +145,7 @@ def train(out: str | Path, seed: int = 0, steps: int = 3000, samples: int = 2000
 
 
 def main(argv: list[str] | None = None) -> int:
-    from empirical.mlm import DEFAULT_MODEL_DIR
+    from mlmix.empirical.mlm import DEFAULT_MODEL_DIR
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", default=str(DEFAULT_MODEL_DIR), help="output folder (default: the shipped model)")

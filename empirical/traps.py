@@ -28,9 +28,9 @@ from dataclasses import asdict, dataclass
 import numpy as np
 from scipy.special import log_softmax, logsumexp
 
-from empirical.drift import cosine_distance
-from theory.conditionals import Conditionals
-from theory.local import escape_bound, query_all_sites, state_margins
+from mlmix.empirical.drift import cosine_distance
+from mlmix.theory.conditionals import Conditionals
+from mlmix.theory.local import escape_bound, query_all_sites, state_margins
 
 #: The paper's detection rule (appendix A.1).
 DEFAULT_WINDOW = 300

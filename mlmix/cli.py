@@ -10,16 +10,19 @@ import argparse
 import importlib
 import sys
 
+from mlmix import __version__
+
 SUBCOMMANDS = {
-    "exact": ("theory.cli", "analyse a toy chain or a transition-matrix file exactly"),
-    "verify": ("verify.cli", "check the papers' theorems with Hypothesis and print the table"),
-    "estimate": ("empirical.cli", "estimate bound constants of a masked language model"),
+    "exact": ("mlmix.theory.cli", "analyse a toy chain or a transition-matrix file exactly"),
+    "verify": ("mlmix.verify.cli", "check the papers' theorems with Hypothesis and print the table"),
+    "estimate": ("mlmix.empirical.cli", "estimate bound constants of a masked language model"),
 }
 
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     parser = argparse.ArgumentParser(prog="mlmix", description=__doc__.splitlines()[0])
+    parser.add_argument("--version", action="version", version=f"mlmix {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="{" + ",".join(SUBCOMMANDS) + "}")
     name = next((a for a in argv if a in SUBCOMMANDS), None)
     for cmd, (module, help_text) in SUBCOMMANDS.items():

@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from theory.block_poincare import (
+from mlmix.theory.block_poincare import (
     approximate_tensorization,
     block_dynamics_kernel,
     block_poincare_constant,
@@ -17,11 +17,11 @@ from theory.block_poincare import (
     pair_distribution,
     tensorization_ratio,
 )
-from theory.conditionals import ScoreTable
-from theory.exponential_family import IsingFamily
-from theory.pseudolikelihood import MaskDistribution
-from theory.spectral import dirichlet_form, spectral_gap
-from verify.pitfalls_strategies import pl_instances
+from mlmix.theory.conditionals import ScoreTable
+from mlmix.theory.exponential_family import IsingFamily
+from mlmix.theory.pseudolikelihood import MaskDistribution
+from mlmix.theory.spectral import dirichlet_form, spectral_gap
+from mlmix.verify.pitfalls_strategies import pl_instances
 
 
 @settings(max_examples=20)

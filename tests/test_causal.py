@@ -1,4 +1,4 @@
-"""empirical.causal: the autoregressive control is compatible, so every rectangle statistic is 0
+"""mlmix.empirical.causal: the autoregressive control is compatible, so every rectangle statistic is 0
 (paper G Prop. 4; the GPT-2 row of Table 1) and its joint is the Glauber chain's stationary law
 (Thm 3). Tiny GPT-2 with random weights, built offline."""
 
@@ -8,12 +8,12 @@ import torch
 from tokenizers import processors
 from mlm_fixtures import tiny_causal_lm
 
-from empirical.causal import CausalLMConditionals
-from empirical.estimate import constants
-from theory import local
-from theory.conditionals import ScoreTable
-from theory.kernels import glauber_kernel
-from theory.spectral import is_reversible, stationary_distribution
+from mlmix.empirical.causal import CausalLMConditionals
+from mlmix.empirical.estimate import constants
+from mlmix.theory import local
+from mlmix.theory.conditionals import ScoreTable
+from mlmix.theory.kernels import glauber_kernel
+from mlmix.theory.spectral import is_reversible, stationary_distribution
 
 N = 3
 

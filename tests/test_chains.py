@@ -1,4 +1,4 @@
-"""Batched and coupled Glauber chains against the exact kernel of theory.kernels."""
+"""Batched and coupled Glauber chains against the exact kernel of mlmix.theory.kernels."""
 
 from __future__ import annotations
 
@@ -10,10 +10,10 @@ import pytest
 import torch
 from scipy.stats import chisquare
 
-from empirical.chains import (NOT_COUPLED, inverse_cdf, load_trajectory, maximal_coupling, run_chains,
+from mlmix.empirical.chains import (NOT_COUPLED, inverse_cdf, load_trajectory, maximal_coupling, run_chains,
                               run_coupled)
-from theory.conditionals import Conditionals, PottsModel, ScoreTable
-from theory.kernels import glauber_kernel
+from mlmix.theory.conditionals import Conditionals, PottsModel, ScoreTable
+from mlmix.theory.kernels import glauber_kernel
 
 P_VALUE_FLOOR = 1e-4  # fixed seeds make these deterministic; the floors leave room for changes of stream
 TV_RATIO = 2.0  # empirical TV at most twice its typical size under the exact law
@@ -253,7 +253,7 @@ class _NumpyOnly(Conditionals):
 def test_mlm_chains_use_the_torch_path_and_follow_the_exact_kernel():
     from mlm_fixtures import tiny_masked_lm
 
-    from empirical.mlm import MaskedLMConditionals
+    from mlmix.empirical.mlm import MaskedLMConditionals
 
     mlm = MaskedLMConditionals(*tiny_masked_lm("bert", seed=4), 3, device="cpu", temperature=0.7)
     P = glauber_kernel(mlm).toarray()
@@ -276,7 +276,7 @@ def test_the_chain_loop_skips_the_synchronising_range_checks_of_the_torch_path(m
     # states and sites are valid by construction, so the same trajectory comes without them
     from mlm_fixtures import tiny_masked_lm
 
-    from empirical.mlm import MaskedLMConditionals
+    from mlmix.empirical.mlm import MaskedLMConditionals
 
     mlm = MaskedLMConditionals(*tiny_masked_lm("bert", seed=4), 3, device="cpu")
     x0 = np.zeros((8, 3), dtype=np.int64)

@@ -9,9 +9,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy.special import logsumexp
 
-from theory.conditionals import (IsingModel, LogWeightTable, PottsModel, ScoreTable, check_temperature,
+from mlmix.theory.conditionals import (IsingModel, LogWeightTable, PottsModel, ScoreTable, check_temperature,
                                  clique_ising)
-from theory.space import StateSpace
+from mlmix.theory.space import StateSpace
 
 
 def _brute_conditionals(log_weight, space, T=1.0):

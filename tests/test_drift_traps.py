@@ -8,12 +8,12 @@ import networkx as nx
 import numpy as np
 import pytest
 
-from empirical.chains import run_chains
-from empirical.drift import (NOT_HIT, SentenceTransformerEmbedder, TokenBagEmbedder, cosine_distance,
+from mlmix.empirical.chains import run_chains
+from mlmix.empirical.drift import (NOT_HIT, SentenceTransformerEmbedder, TokenBagEmbedder, cosine_distance,
                              drift_from_start, embed_records, hitting_times)
-from empirical.traps import detect_traps, trap_margins, trap_table, window_drift
-from theory.conditionals import PottsModel
-from theory.kernels import glauber_kernel
+from mlmix.empirical.traps import detect_traps, trap_margins, trap_table, window_drift
+from mlmix.theory.conditionals import PottsModel
+from mlmix.theory.kernels import glauber_kernel
 
 
 def test_one_hot_bag_drift_is_the_cosine_of_token_counts():
@@ -118,8 +118,8 @@ def test_margins_exclude_the_prefix_and_flag_non_argmax_tokens():
 def test_bag_and_concat_embedders_of_an_mlm():
     from mlm_fixtures import tiny_masked_lm
 
-    from empirical.drift import ConcatEmbedder
-    from empirical.mlm import MaskedLMConditionals
+    from mlmix.empirical.drift import ConcatEmbedder
+    from mlmix.empirical.mlm import MaskedLMConditionals
 
     mlm = MaskedLMConditionals(*tiny_masked_lm("bert", seed=5), 3, device="cpu")
     bag = TokenBagEmbedder.from_mlm(mlm)

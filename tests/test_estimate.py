@@ -1,4 +1,4 @@
-"""empirical.estimate: estimates over all contexts equal the exact values, which in turn equal
+"""mlmix.empirical.estimate: estimates over all contexts equal the exact values, which in turn equal
 brute-force computations from the exact Glauber kernel of the same model; lower-bound behaviour
 on samples; the shipped default model is the promised incompatible MLM of a known law."""
 
@@ -9,12 +9,12 @@ import numpy as np
 import pytest
 from mlm_fixtures import tiny_masked_lm
 
-from empirical.estimate import constants, convergence, estimate, level_set, states_with_count, windows
-from empirical.mlm import DEFAULT_MODEL_DIR, MaskedLMConditionals
-from empirical.train_default import conditional_kl, load_law, true_law
-from theory.conditionals import PottsModel, ScoreTable
-from theory.kernels import glauber_kernel
-from theory.space import StateSpace
+from mlmix.empirical.estimate import constants, convergence, estimate, level_set, states_with_count, windows
+from mlmix.empirical.mlm import DEFAULT_MODEL_DIR, MaskedLMConditionals
+from mlmix.empirical.train_default import conditional_kl, load_law, true_law
+from mlmix.theory.conditionals import PottsModel, ScoreTable
+from mlmix.theory.kernels import glauber_kernel
+from mlmix.theory.space import StateSpace
 
 N = 3
 BANG = 3  # symbol of "!" in the fixtures' words (a, b, c, !)

@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 from mlm_fixtures import save_model, tiny_causal_lm, tiny_masked_lm
 
-from empirical.estimate import constants
-from empirical.mlm import DEFAULT_MODEL_DIR, MaskedLMConditionals
+from mlmix.empirical.estimate import constants
+from mlmix.empirical.mlm import DEFAULT_MODEL_DIR, MaskedLMConditionals
 from mlmix.cli import main
 
 KEYS = ("model", "temperature", "n_contexts", "rho_hat", "delta_hat", "contraction_temperature", "rectangle",

@@ -9,11 +9,11 @@ import scipy.sparse as sp
 
 from mlmix.cli import main
 from test_spectral import two_state
-from theory.cli import parse_graph
-from theory.conditionals import IsingModel, ScoreTable
-from theory.kernels import glauber_kernel, k_gibbs_kernel
-from theory.mixing import mixing_time
-from theory.spectral import additive_gap, spectral_gap, stationary
+from mlmix.theory.cli import parse_graph
+from mlmix.theory.conditionals import IsingModel, ScoreTable
+from mlmix.theory.kernels import glauber_kernel, k_gibbs_kernel
+from mlmix.theory.mixing import mixing_time
+from mlmix.theory.spectral import additive_gap, spectral_gap, stationary
 
 
 def run_json(capsys, *argv):

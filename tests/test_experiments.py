@@ -9,11 +9,11 @@ import numpy as np
 import pytest
 from mlm_fixtures import save_model, tiny_causal_lm, tiny_masked_lm
 
-from empirical.chains import load_trajectory
-from empirical.experiments import drift_certificate, mixing_crossover, rectangle_table, traps
-from empirical.mlm import MaskedLMConditionals
-from theory.kernels import glauber_kernel
-from theory.local import count_drift, rectangle_statistic
+from mlmix.empirical.chains import load_trajectory
+from mlmix.empirical.experiments import drift_certificate, mixing_crossover, rectangle_table, traps
+from mlmix.empirical.mlm import MaskedLMConditionals
+from mlmix.theory.kernels import glauber_kernel
+from mlmix.theory.local import count_drift, rectangle_statistic
 
 PNG = b"\x89PNG\r\n\x1a\n"
 QUIET = ["--device", "cpu", "--no-progress"]
@@ -167,7 +167,7 @@ def test_rectangle_table_on_the_shipped_model_has_a_zero_law_control(tmp_path):
 
 
 def test_start_states_from_passages(models, tmp_path):
-    from empirical.experiments import decoder, start_states
+    from mlmix.empirical.experiments import decoder, start_states
 
     src = _source(models["bert"], 3)
     texts = tmp_path / "seeds.txt"

@@ -6,15 +6,15 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from theory.conditionals import IsingModel, PottsModel, clique_ising
-from theory.exponential_family import (
+from mlmix.theory.conditionals import IsingModel, PottsModel, clique_ising
+from mlmix.theory.exponential_family import (
     IsingFamily,
     NearSingularError,
     PottsFamily,
     checked_inverse,
     condition_number,
 )
-from verify.pitfalls_strategies import families, thetas
+from mlmix.verify.pitfalls_strategies import families, thetas
 
 
 @st.composite

@@ -9,12 +9,12 @@ import pytest
 from hypothesis import HealthCheck, find, settings
 from hypothesis.errors import NoSuchExample
 
-from theory.kernels import glauber_kernel
-from theory.spectral import communicating_classes, is_reversible, stationary_distribution
-from verify import strategies as S
-from verify.core import REGISTRY, search
-from verify.runner import find_violation, load_theorems
-from verify.theorems import glauber as G
+from mlmix.theory.kernels import glauber_kernel
+from mlmix.theory.spectral import communicating_classes, is_reversible, stationary_distribution
+from mlmix.verify import strategies as S
+from mlmix.verify.core import REGISTRY, search
+from mlmix.verify.runner import find_violation, load_theorems
+from mlmix.verify.theorems import glauber as G
 
 load_theorems()
 GLAUBER = sorted(i for i, t in REGISTRY.items() if t.paper == "glauber-mlm")

@@ -7,11 +7,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from test_spectral import two_state
-from theory import matrices
-from theory.conditionals import IsingModel, PottsModel, ScoreTable
-from theory.hitting import expected_hitting_times, hitting_probabilities, hitting_time_distribution
-from theory.kernels import glauber_kernel
-from theory.spectral import stationary
+from mlmix.theory import matrices
+from mlmix.theory.conditionals import IsingModel, PottsModel, ScoreTable
+from mlmix.theory.hitting import expected_hitting_times, hitting_probabilities, hitting_time_distribution
+from mlmix.theory.kernels import glauber_kernel
+from mlmix.theory.spectral import stationary
 
 
 def _absorbed(P, A):

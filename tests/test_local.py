@@ -1,4 +1,4 @@
-"""Local quantities of theory.local: brute-force cross-checks, closed forms, lower-bound property of
+"""Local quantities of mlmix.theory.local: brute-force cross-checks, closed forms, lower-bound property of
 samples, batching for large vocabularies, exact compatibility test against the Glauber chain."""
 
 from itertools import combinations
@@ -10,12 +10,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy.special import softmax
 
-from theory import local
-from theory.conditionals import Conditionals, IsingModel, LogWeightTable, PottsModel, ScoreTable
-from theory.kernels import glauber_kernel
-from theory.space import StateSpace
-from theory.spectral import stationary_distribution
-from verify import strategies as S
+from mlmix.theory import local
+from mlmix.theory.conditionals import Conditionals, IsingModel, LogWeightTable, PottsModel, ScoreTable
+from mlmix.theory.kernels import glauber_kernel
+from mlmix.theory.space import StateSpace
+from mlmix.theory.spectral import stationary_distribution
+from mlmix.verify import strategies as S
 
 
 def brute_influence(src):

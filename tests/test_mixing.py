@@ -9,10 +9,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from test_spectral import _double_well, two_state
-from theory.conditionals import IsingModel, ScoreTable
-from theory.kernels import glauber_kernel
-from theory.mixing import distance_curve, mixing_time, tv_distance
-from theory.spectral import absolute_spectral_gap, stationary
+from mlmix.theory.conditionals import IsingModel, ScoreTable
+from mlmix.theory.kernels import glauber_kernel
+from mlmix.theory.mixing import distance_curve, mixing_time, tv_distance
+from mlmix.theory.spectral import absolute_spectral_gap, stationary
 
 
 @settings(max_examples=30)

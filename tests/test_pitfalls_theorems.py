@@ -5,12 +5,12 @@ import json
 import numpy as np
 import pytest
 
-import verify.theorems.pitfalls as pitfalls
-from theory.exponential_family import IsingFamily
-from theory.ising_modes import CliqueIsing, c_stuck
-from theory.pseudolikelihood import MaskDistribution
-from verify.core import REGISTRY, search
-from verify.pitfalls_strategies import KInstance, ModesInstance, PLInstance
+import mlmix.verify.theorems.pitfalls as pitfalls
+from mlmix.theory.exponential_family import IsingFamily
+from mlmix.theory.ising_modes import CliqueIsing, c_stuck
+from mlmix.theory.pseudolikelihood import MaskDistribution
+from mlmix.verify.core import REGISTRY, search
+from mlmix.verify.pitfalls_strategies import KInstance, ModesInstance, PLInstance
 
 EXPECTED = {"pitfalls.lemma2", "pitfalls.lemma5", "pitfalls.thm1", "pitfalls.thm1.mle", "pitfalls.thm2",
             "pitfalls.thm3", "pitfalls.prop1", "pitfalls.prop6", "pitfalls.prop4", "pitfalls.prop5",
@@ -93,7 +93,7 @@ def test_theorem2_can_fail_with_a_too_small_constant():
     v = REGISTRY["pitfalls.thm2"].check(inst)
     assert v.holds and v.tightness >= 1
     needed = v.details["needed_constant"]
-    from theory.pseudolikelihood import asymptotic_covariance
+    from mlmix.theory.pseudolikelihood import asymptotic_covariance
 
     gamma = asymptotic_covariance(fam, theta, inst.masks).gamma
     margin, _ = pitfalls.loewner_margin(gamma, 0.99 * needed * fam.inverse_fisher(theta))

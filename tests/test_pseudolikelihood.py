@@ -8,15 +8,15 @@ import pytest
 import sympy
 from hypothesis import given, settings
 
-from theory.exponential_family import IsingFamily, NearSingularError, PottsFamily
-from theory.pseudolikelihood import (
+from mlmix.theory.exponential_family import IsingFamily, NearSingularError, PottsFamily
+from mlmix.theory.pseudolikelihood import (
     MaskDistribution,
     PseudoLikelihood,
     asymptotic_covariance,
     fit_pseudolikelihood,
     sample_pair_weights,
 )
-from verify.pitfalls_strategies import pl_instances
+from mlmix.verify.pitfalls_strategies import pl_instances
 
 
 def _pl(inst):

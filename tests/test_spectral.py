@@ -8,12 +8,12 @@ import scipy.sparse as sp
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from theory import matrices
-from theory.conditionals import IsingModel, LogWeightTable, PottsModel, ScoreTable
-from theory.kernels import block_kernel, glauber_kernel
-from theory.matrices import check_transition_matrix
-from theory.space import StateSpace
-from theory.spectral import (ReducibleChainError, absolute_spectral_gap, additive_gap, additive_eigenpairs,
+from mlmix.theory import matrices
+from mlmix.theory.conditionals import IsingModel, LogWeightTable, PottsModel, ScoreTable
+from mlmix.theory.kernels import block_kernel, glauber_kernel
+from mlmix.theory.matrices import check_transition_matrix
+from mlmix.theory.space import StateSpace
+from mlmix.theory.spectral import (ReducibleChainError, absolute_spectral_gap, additive_gap, additive_eigenpairs,
                              additive_reversibilization, check_irreducible, communicating_classes,
                              dirichlet_form, eigenvalues, is_reversible, log_potential, multiplicative_gap,
                              multiplicative_reversibilization, poincare_constant, relaxation_time,
@@ -257,7 +257,7 @@ def test_underflowing_stationary_law_is_reported():
 
 
 def test_sparse_stationary_falls_back_to_bicgstab(monkeypatch):
-    import theory.spectral as spectral
+    import mlmix.theory.spectral as spectral
 
     P = glauber_kernel(ScoreTable.random(3, 4, seed=8))
     dense = stationary(P.toarray()).pi
@@ -273,7 +273,7 @@ def test_sparse_stationary_falls_back_to_bicgstab(monkeypatch):
 
 
 def test_gth_keeps_relative_accuracy_where_lu_loses_it(monkeypatch):
-    import theory.spectral as spectral
+    import mlmix.theory.spectral as spectral
 
     P = glauber_kernel(ScoreTable.random(2, 4, seed=2, temperature=0.02)).toarray()
     gth = stationary(P)

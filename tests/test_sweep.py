@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 from dask import distributed
 
-from empirical.chains import run_coupled
-from empirical.sweep import run_sweep, task_key, write_atomic
-from theory.conditionals import ScoreTable
+from mlmix.empirical.chains import run_coupled
+from mlmix.empirical.sweep import run_sweep, task_key, write_atomic
+from mlmix.theory.conditionals import ScoreTable
 
 TASKS = [{"temperature": T, "length": n, "seed": s} for T in (0.5, 2.0) for n in (2, 3) for s in (0, 1)]
 

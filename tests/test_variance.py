@@ -9,12 +9,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from test_spectral import _double_well, two_state
-from theory import matrices
-from theory.conditionals import IsingModel, PottsModel, ScoreTable
-from theory.kernels import glauber_kernel
-from theory.matrices import ConvergenceError, krylov_solve
-from theory.spectral import additive_eigenpairs, spectral_gap, stationary
-from theory.variance import asymptotic_variance, poisson_solution, variance_bound_reversible
+from mlmix.theory import matrices
+from mlmix.theory.conditionals import IsingModel, PottsModel, ScoreTable
+from mlmix.theory.kernels import glauber_kernel
+from mlmix.theory.matrices import ConvergenceError, krylov_solve
+from mlmix.theory.spectral import additive_eigenpairs, spectral_gap, stationary
+from mlmix.theory.variance import asymptotic_variance, poisson_solution, variance_bound_reversible
 
 
 @settings(max_examples=30)

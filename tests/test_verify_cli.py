@@ -6,9 +6,9 @@ import pytest
 from hypothesis import strategies as st
 
 from mlmix.cli import main
-from verify.cli import JSON_KEYS, jsonable
-from verify.core import REGISTRY, Applicability, Theorem, compare, register
-from verify.runner import load_theorems, select
+from mlmix.verify.cli import JSON_KEYS, jsonable
+from mlmix.verify.core import REGISTRY, Applicability, Theorem, compare, register
+from mlmix.verify.runner import load_theorems, select
 
 
 def run_cli(capsys, *argv):

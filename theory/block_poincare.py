@@ -1,6 +1,6 @@
 """Poincaré and approximate-tensorization constants of (adaptive) weighted block dynamics (paper P).
 
-The block dynamics matching a :class:`theory.pseudolikelihood.MaskDistribution` for a joint mu
+The block dynamics matching a :class:`mlmix.theory.pseudolikelihood.MaskDistribution` for a joint mu
 (Definitions 6 and 8): draw K ~ p_K(. | X), resample X_K from q(X_K | X_{-K}, K) ∝ mu(X) p_K(K | X).
 As a chain on X it is reversible with respect to mu, with Dirichlet form
 
@@ -34,10 +34,10 @@ import scipy.sparse as sp
 from scipy.optimize import minimize
 from scipy.special import log_softmax
 
-from theory.conditionals import Conditionals
-from theory.kernels import adaptive_block_kernel, block_kernel
-from theory.pseudolikelihood import MaskDistribution
-from theory.spectral import dirichlet_form, poincare_constant, spectral_gap
+from mlmix.theory.conditionals import Conditionals
+from mlmix.theory.kernels import adaptive_block_kernel, block_kernel
+from mlmix.theory.pseudolikelihood import MaskDistribution
+from mlmix.theory.spectral import dirichlet_form, poincare_constant, spectral_gap
 
 
 def _joint(source: Conditionals, masks: MaskDistribution) -> tuple[np.ndarray, np.ndarray]:
@@ -52,8 +52,8 @@ def _joint(source: Conditionals, masks: MaskDistribution) -> tuple[np.ndarray, n
 
 
 def block_dynamics_kernel(source: Conditionals, masks: MaskDistribution) -> sp.csr_array:
-    """The X-chain of the block dynamics matching ``masks``: :func:`theory.kernels.block_kernel` for
-    fixed weights (P Definition 6), :func:`theory.kernels.adaptive_block_kernel` otherwise (Definition 8)."""
+    """The X-chain of the block dynamics matching ``masks``: :func:`mlmix.theory.kernels.block_kernel` for
+    fixed weights (P Definition 6), :func:`mlmix.theory.kernels.adaptive_block_kernel` otherwise (Definition 8)."""
     _joint(source, masks)
     if masks.adaptive:
         return adaptive_block_kernel(source, masks.blocks, masks.probs)
@@ -109,7 +109,7 @@ def mask_conditioned_kernel(source: Conditionals, masks: MaskDistribution) -> sp
         P((x, K), (y, K')) = 1[K' = K] 1[y_{-K} = x_{-K}] q(y_K | x_{-K}, K).
 
     It leaves mu(x) p_K(K | x) invariant but never changes K (reducible for m > 1). Built from the
-    extended kernel of :func:`theory.kernels.adaptive_block_kernel` by summing out the next block.
+    extended kernel of :func:`mlmix.theory.kernels.adaptive_block_kernel` by summing out the next block.
     """
     _joint(source, masks)
     m, N = masks.m, masks.space.size
@@ -125,7 +125,7 @@ def mask_conditioned_kernel(source: Conditionals, masks: MaskDistribution) -> sp
 def kernel_dirichlet_form(source: Conditionals, masks: MaskDistribution, f: np.ndarray,
                           g: np.ndarray | None = None) -> float:
     """<f, (I - P) g> of the pair chain C.23 under mu p_K (P Prop 1, left side), by
-    :func:`theory.spectral.dirichlet_form`; f, g as in :func:`fibre_dirichlet_form`."""
+    :func:`mlmix.theory.spectral.dirichlet_form`; f, g as in :func:`fibre_dirichlet_form`."""
     F = _as_pair_function(f, masks, "f")
     G = F if g is None else _as_pair_function(g, masks, "g")
     pairs = pair_distribution(source, masks)

@@ -19,11 +19,11 @@ import networkx as nx
 import numpy as np
 import scipy.sparse as sp
 
-from theory.analysis import analyse, format_table
-from theory.conditionals import Conditionals, IsingModel, PottsModel, ScoreTable, check_temperature, clique_ising
-from theory.kernels import glauber_kernel, independent_parallel_kernel, k_gibbs_kernel
-from theory.matrices import Matrix, check_transition_matrix
-from theory.mixing import MIXING_LIMIT
+from mlmix.theory.analysis import analyse, format_table
+from mlmix.theory.conditionals import Conditionals, IsingModel, PottsModel, ScoreTable, check_temperature, clique_ising
+from mlmix.theory.kernels import glauber_kernel, independent_parallel_kernel, k_gibbs_kernel
+from mlmix.theory.matrices import Matrix, check_transition_matrix
+from mlmix.theory.mixing import MIXING_LIMIT
 
 MODELS = ("ising", "potts", "scores", "clique")
 KERNELS = ("glauber", "k-gibbs", "parallel")

@@ -22,8 +22,8 @@ from dataclasses import dataclass, field
 import numpy as np
 import scipy.sparse as sp
 
-from theory.matrices import Matrix, check_transition_matrix, proper_subset, to_dense
-from theory.spectral import additive_eigenpairs, flow_matrix, resolve_stationary
+from mlmix.theory.matrices import Matrix, check_transition_matrix, proper_subset, to_dense
+from mlmix.theory.spectral import additive_eigenpairs, flow_matrix, resolve_stationary
 
 #: Largest state count for the exhaustive search over all 2^N subsets.
 EXACT_CONDUCTANCE_LIMIT = 20

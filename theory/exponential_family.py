@@ -5,7 +5,7 @@ log-partition A(theta) = log sum_x exp(<theta, T(x)>). Then (paper P, Definition
 
     grad A = E_theta[T],   Hessian A = Cov_theta(T) = I(theta)  (the Fisher information).
 
-Conventions (paper P eq. (K.57) versus :class:`theory.conditionals.IsingModel`):
+Conventions (paper P eq. (K.57) versus :class:`mlmix.theory.conditionals.IsingModel`):
 
 * ``IsingFamily(graph, convention="unordered")``: theta = (h_0..h_{n-1}, J_e for e in sorted edges),
   T(x) = (sigma_i ; sigma_u sigma_v), i.e. w(x) = sum_i h_i sigma_i + sum_{{u,v} in E} J_uv sigma_u sigma_v,
@@ -31,8 +31,8 @@ import networkx as nx
 import numpy as np
 from scipy.special import logsumexp
 
-from theory.conditionals import GibbsModel, IsingModel, PottsModel
-from theory.space import StateSpace
+from mlmix.theory.conditionals import GibbsModel, IsingModel, PottsModel
+from mlmix.theory.space import StateSpace
 
 #: Largest condition number lambda_max / lambda_min accepted before a matrix counts as singular.
 MAX_CONDITION = 1e10
@@ -108,7 +108,7 @@ class ExponentialFamily(ABC):
 
     @abstractmethod
     def model(self, theta: np.ndarray) -> GibbsModel:
-        """The :mod:`theory.conditionals` source with joint p_theta."""
+        """The :mod:`mlmix.theory.conditionals` source with joint p_theta."""
 
     @abstractmethod
     def parameters(self, model: GibbsModel) -> np.ndarray:

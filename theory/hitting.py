@@ -18,9 +18,9 @@ import scipy.sparse as sp
 import scipy.sparse.linalg as spla
 from scipy.sparse.csgraph import breadth_first_order
 
-from theory import matrices
-from theory.matrices import Matrix, check_steps, check_transition_matrix, krylov_solve, proper_subset
-from theory.spectral import ConvergenceError, ReducibleChainError, is_reversible, resolve_stationary
+from mlmix.theory import matrices
+from mlmix.theory.matrices import Matrix, check_steps, check_transition_matrix, krylov_solve, proper_subset
+from mlmix.theory.spectral import ConvergenceError, ReducibleChainError, is_reversible, resolve_stationary
 
 
 def hitting_probabilities(P: Matrix, target: np.ndarray | list | tuple, t: int) -> np.ndarray:
@@ -75,7 +75,7 @@ def expected_hitting_times(P: Matrix, target: np.ndarray | list | tuple, pi: np.
 
     Solves the first-step equations (I - P_RR) k = 1 on the states R of A^c that hit A a.s.:
     GTH-style elimination (no subtractions, accurate for escape probabilities near 1e-17 and
-    hitting times of 1e19 steps) when |R| <= :data:`theory.matrices.DENSE_LIMIT`, else Krylov (CG on
+    hitting times of 1e19 steps) when |R| <= :data:`mlmix.theory.matrices.DENSE_LIMIT`, else Krylov (CG on
     D^{1/2} (I - P_RR) D^{-1/2} when P is reversible with respect to ``pi``, computed when not
     given and the chain is irreducible; GMRES/BiCGSTAB otherwise). ValueError when A is empty or
     the whole space; ConvergenceError when the Krylov solver fails.

@@ -2,7 +2,7 @@
 
 p(x) ∝ exp( sum_{i in [n]} h_i x_i + sum_{i != j in C} J x_i x_j ), x in {-1, +1}^n (symbol 1 = +1):
 a clique C (|C| >= 2) and n - |C| isolated spins. ``convention="ordered"`` is eq. (5) as written
-(ordered pairs, so each edge carries 2J, :func:`theory.conditionals.clique_ising`);
+(ordered pairs, so each edge carries 2J, :func:`mlmix.theory.conditionals.clique_ising`);
 ``"unordered"`` puts J on each edge once (how the appendix proofs compute conditionals). Every
 statement below is checked under both.
 
@@ -18,7 +18,7 @@ The reduction is cross-checked against the full 2^n kernels in the tests.
 
 Expected hitting times here are astronomically large (1e16 steps and more for the parallel sampler
 at strong coupling): (I - P_BB) is then singular to working precision and a plain linear solve
-returns garbage (even negative times). :func:`theory.hitting.expected_hitting_times` eliminates states
+returns garbage (even negative times). :func:`mlmix.theory.hitting.expected_hitting_times` eliminates states
 in the Grassmann-Taksar-Heyman manner, using only sums and products of non-negative numbers, and
 stays accurate entrywise.
 """
@@ -33,11 +33,11 @@ import networkx as nx
 import numpy as np
 import scipy.sparse as sp
 
-from theory.conditionals import IsingModel, clique_ising
-from theory.exponential_family import CONVENTIONS
-from theory.hitting import hitting_probabilities, hitting_time_distribution
-from theory.kernels import block_kernel, independent_parallel_kernel
-from theory.space import StateSpace
+from mlmix.theory.conditionals import IsingModel, clique_ising
+from mlmix.theory.exponential_family import CONVENTIONS
+from mlmix.theory.hitting import hitting_probabilities, hitting_time_distribution
+from mlmix.theory.kernels import block_kernel, independent_parallel_kernel
+from mlmix.theory.space import StateSpace
 
 SAMPLERS = ("k-gibbs", "parallel")
 

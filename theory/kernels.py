@@ -1,7 +1,7 @@
 """Exact transition matrices of the samplers studied in papers G and P, as scipy CSR arrays.
 
-All kernels act on V^n indexed as in :mod:`theory.space`. Dense conversion, where faster, is the
-job of the chain algorithms (:data:`theory.matrices.DENSE_LIMIT`), not of the constructors.
+All kernels act on V^n indexed as in :mod:`mlmix.theory.space`. Dense conversion, where faster, is the
+job of the chain algorithms (:data:`mlmix.theory.matrices.DENSE_LIMIT`), not of the constructors.
 """
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ import numpy as np
 import scipy.sparse as sp
 from scipy.special import log_softmax, softmax
 
-from theory.conditionals import Conditionals
-from theory.space import DEFAULT_MAX_STATES, StateSpace
+from mlmix.theory.conditionals import Conditionals
+from mlmix.theory.space import DEFAULT_MAX_STATES, StateSpace
 
 
 def _zero_digit_states(space: StateSpace, sites: Sequence[int]) -> np.ndarray:

@@ -1,7 +1,7 @@
 """Local quantities of a source of conditionals (paper G, sections 4-5), one implementation over a
 set of contexts.
 
-Every function takes a :class:`~theory.conditionals.Conditionals` source and a set of contexts:
+Every function takes a :class:`~mlmix.theory.conditionals.Conditionals` source and a set of contexts:
 
 * ``contexts=None`` enumerates all of V^n (with every replacement symbol): the **exact** value
   (refused past ``max_states`` states);
@@ -33,8 +33,8 @@ from typing import Callable, Iterator
 import numpy as np
 from scipy.special import log_softmax, logsumexp, softmax
 
-from theory.conditionals import Conditionals, check_temperature
-from theory.space import StateSpace
+from mlmix.theory.conditionals import Conditionals, check_temperature
+from mlmix.theory.space import StateSpace
 
 #: Largest number of float64 score entries (rows x |V|) requested from the source in one call and
 #: held per working chunk (256 MiB); lower it for a small GPU, raise it for throughput.

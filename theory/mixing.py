@@ -18,8 +18,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from theory.matrices import Matrix, check_steps, check_transition_matrix, to_dense
-from theory.spectral import resolve_stationary
+from mlmix.theory.matrices import Matrix, check_steps, check_transition_matrix, to_dense
+from mlmix.theory.spectral import resolve_stationary
 
 #: Largest state count accepted by the exact (dense) TV computations. mixing_time keeps up to
 #: ~log2(t_mix) dense powers of P, i.e. 8 N^2 log2(t_mix) bytes (128 MiB per power at N = 4096).

@@ -36,15 +36,15 @@ import numpy as np
 from scipy.optimize import minimize
 from scipy.special import logsumexp
 
-from theory.exponential_family import (
+from mlmix.theory.exponential_family import (
     MAX_CONDITION,
     ExponentialFamily,
     check_probability_vector,
     checked_inverse,
     condition_number,
 )
-from theory.kernels import block_fibres, check_adaptive_probabilities, check_block_weights, check_blocks, k_subsets
-from theory.space import StateSpace
+from mlmix.theory.kernels import block_fibres, check_adaptive_probabilities, check_block_weights, check_blocks, k_subsets
+from mlmix.theory.space import StateSpace
 
 
 @dataclass(frozen=True, eq=False)
@@ -272,7 +272,7 @@ def asymptotic_covariance(family: ExponentialFamily, theta_star: np.ndarray, mas
                           mask_averaged: bool = False, max_condition: float = MAX_CONDITION) -> AsymptoticCovariance:
     """Asymptotic covariance of the weighted MPLE at a realizable theta* (data p_X = p_theta*).
 
-    Raises :class:`theory.exponential_family.NearSingularError` when the Hessian's condition
+    Raises :class:`mlmix.theory.exponential_family.NearSingularError` when the Hessian's condition
     number exceeds ``max_condition`` (parameters not identifiable from these masks, or theta* extreme).
     """
     pl = PseudoLikelihood(family, masks, family.probabilities(theta_star))

@@ -2,7 +2,7 @@
 
 Notation: pi P = pi, D = diag(pi), time reversal P* = D^{-1} P^T D, additive reversibilization
 S = (P + P*)/2, multiplicative P* P. Self-adjoint operators on L^2(pi) are diagonalised through
-the symmetric matrix D^{1/2} A D^{-1/2}. Dense LAPACK below :data:`theory.matrices.DENSE_LIMIT`
+the symmetric matrix D^{1/2} A D^{-1/2}. Dense LAPACK below :data:`mlmix.theory.matrices.DENSE_LIMIT`
 states, ARPACK (eigs / eigsh) above; a solver that does not converge raises ConvergenceError.
 """
 
@@ -15,7 +15,7 @@ import scipy.sparse as sp
 import scipy.sparse.linalg as spla
 from scipy.sparse.csgraph import breadth_first_order, connected_components
 
-from theory.matrices import ConvergenceError, Matrix, check_transition_matrix, prefer_dense, to_dense
+from mlmix.theory.matrices import ConvergenceError, Matrix, check_transition_matrix, prefer_dense, to_dense
 
 
 class ReducibleChainError(ValueError):
@@ -342,7 +342,7 @@ def additive_eigenpairs(P: Matrix, pi: np.ndarray | None = None, k: int = 2,
 
     Computed as f = D^{-1/2} u from the symmetric D^{1/2} S D^{-1/2} u = lambda u. The second
     column is the Fiedler-type vector whose sweep cuts bound the conductance
-    (:mod:`theory.conductance`).
+    (:mod:`mlmix.theory.conductance`).
     """
     P = check_transition_matrix(P)
     pi = resolve_stationary(P, pi)

@@ -9,7 +9,7 @@ with f_bar = f - pi(f) and the fundamental matrix Z = (I - P + 1 pi^T)^{-1}. Z i
 g = Z f_bar solves (I - P + 1 pi^T) g = f_bar, equivalently the Poisson equation (I - P) g = f_bar
 with pi(g) = 0, and sigma^2(f) = 2 <f_bar, g>_pi - <f_bar, f_bar>_pi.
 
-Dense LAPACK solve up to :data:`theory.matrices.DENSE_LIMIT` states; above, Krylov: CG on the
+Dense LAPACK solve up to :data:`mlmix.theory.matrices.DENSE_LIMIT` states; above, Krylov: CG on the
 symmetrised system D^{1/2} (I - P + 1 pi^T) D^{-1/2} = I - B + sqrt(pi) sqrt(pi)^T (B = D^{1/2} P
 D^{-1/2} symmetric) when P is reversible, GMRES/BiCGSTAB on I - P + 1 pi^T otherwise.
 """
@@ -20,8 +20,8 @@ import numpy as np
 import scipy.sparse as sp
 import scipy.sparse.linalg as spla
 
-from theory.matrices import Matrix, check_transition_matrix, krylov_solve, prefer_dense, to_dense
-from theory.spectral import ConvergenceError, is_reversible, resolve_stationary, spectral_gap
+from mlmix.theory.matrices import Matrix, check_transition_matrix, krylov_solve, prefer_dense, to_dense
+from mlmix.theory.spectral import ConvergenceError, is_reversible, resolve_stationary, spectral_gap
 
 
 def _check_function(f: np.ndarray, n_states: int) -> np.ndarray:

@@ -1,6 +1,6 @@
 """``mlmix verify``: search every registered theorem for counterexamples and print the table.
 
-Each theorem of :mod:`verify.theorems` is checked on ``--examples`` Hypothesis instances that
+Each theorem of :mod:`mlmix.verify.theorems` is checked on ``--examples`` Hypothesis instances that
 satisfy its hypotheses; a violation is shrunk to the smallest counterexample found. Columns: id,
 statement, examples tried, holds, minimum slack (how far the tightest instance was from failing),
 median and worst tightness (bound / exact for upper bounds, exact / bound for lower bounds: the
@@ -20,8 +20,8 @@ from typing import Any
 import numpy as np
 from tqdm import tqdm
 
-from verify.core import TheoremReport
-from verify.runner import run_one, select
+from mlmix.verify.core import TheoremReport
+from mlmix.verify.runner import run_one, select
 
 JSON_KEYS = ("id", "paper", "examples", "holds", "min_slack", "tightness_median", "tightness_max", "counterexample",
              "refuted_in")

@@ -18,11 +18,11 @@ import numpy as np
 from hypothesis import assume
 from hypothesis import strategies as st
 
-from theory.conditionals import LogWeightTable
-from theory.exponential_family import ExponentialFamily, IsingFamily, PottsFamily
-from theory.ising_modes import CliqueIsing, c_stuck
-from theory.pseudolikelihood import MaskDistribution
-from theory.space import StateSpace
+from mlmix.theory.conditionals import LogWeightTable
+from mlmix.theory.exponential_family import ExponentialFamily, IsingFamily, PottsFamily
+from mlmix.theory.ising_modes import CliqueIsing, c_stuck
+from mlmix.theory.pseudolikelihood import MaskDistribution
+from mlmix.theory.space import StateSpace
 
 
 @dataclass(frozen=True, eq=False)

@@ -1,7 +1,7 @@
 """Loading, selecting and running the registered theorems; searching for hypothesis violations.
 
-Every module of the :mod:`verify.theorems` package is imported (so a new paper's module registers
-itself by existing). :func:`run` searches each selected theorem with :func:`verify.core.search`.
+Every module of the :mod:`mlmix.verify.theorems` package is imported (so a new paper's module registers
+itself by existing). :func:`run` searches each selected theorem with :func:`mlmix.verify.core.search`.
 :class:`Violation` documents that a hypothesis matters: instances that break it, and the
 conclusion that then fails; :func:`find_violation` asks Hypothesis for the smallest such instance.
 """
@@ -16,12 +16,12 @@ from typing import Any, Callable, Iterable
 from hypothesis import HealthCheck, find, settings
 from hypothesis import strategies as st
 
-from verify.core import REGISTRY, Theorem, TheoremReport, search
+from mlmix.verify.core import REGISTRY, Theorem, TheoremReport, search
 
 
 def load_theorems() -> dict[str, Theorem]:
-    """Import every module of :mod:`verify.theorems` (each registers its theorems); the registry."""
-    import verify.theorems as package
+    """Import every module of :mod:`mlmix.verify.theorems` (each registers its theorems); the registry."""
+    import mlmix.verify.theorems as package
 
     for info in pkgutil.iter_modules(package.__path__, package.__name__ + "."):
         importlib.import_module(info.name)

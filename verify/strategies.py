@@ -27,10 +27,10 @@ import numpy as np
 from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
 
-from theory.conditionals import (Conditionals, IsingModel, LogWeightTable, PottsModel, ScoreTable,
+from mlmix.theory.conditionals import (Conditionals, IsingModel, LogWeightTable, PottsModel, ScoreTable,
                                  check_temperature)
-from theory.local import contraction_temperature, score_oscillation, score_table
-from theory.space import StateSpace
+from mlmix.theory.local import contraction_temperature, score_oscillation, score_table
+from mlmix.theory.space import StateSpace
 
 T_MIN, T_MAX = 0.05, 20.0
 

@@ -1,13 +1,13 @@
 """How loose are paper G's bounds on toy chains? Generates ``docs/tightness.md``.
 
-    python -m verify.tightness [--out docs/tightness.md] [--seed 0] [--quick]
+    python -m mlmix.verify.tightness [--out docs/tightness.md] [--seed 0] [--quick]
 
 Three studies, every number exact (dense linear algebra on |V|^n <= 81 states):
 
 1. Theorem 5: bound / exact t_mix(1/4), bound = ceil(n log(4n) / (1 - rho)), on random score
    tables and Potts models placed at temperatures where rho < 1, binned by rho.
 2. Theorem 8: on constructed two-well score tables (Assumption 1 holds on B by construction, see
-   :func:`verify.strategies.basin_instances`) across temperatures: the per-step escape bound
+   :func:`mlmix.verify.strategies.basin_instances`) across temperatures: the per-step escape bound
    (|V|-1) e^{-gamma/T} against the exact exit rate from the quasi-stationary law of B (E_qsd tau =
    1/(1 - lambda_B), lambda_B the Perron root of P restricted to B), the worst-start expected exit
    time, 1/Phi(B), and the mixing lower bound e^{gamma/T}/(4(|V|-1)) against exact t_mix.
@@ -30,19 +30,19 @@ import numpy as np
 from scipy.special import softmax
 from tqdm import tqdm
 
-from theory.conditionals import PottsModel, ScoreTable
-from theory.conductance import set_conductance
-from theory.hitting import expected_hitting_times
-from theory.kernels import glauber_kernel
-from theory.local import (basin_margin, contraction_temperature, escape_bound, influence_matrix,
+from mlmix.theory.conditionals import PottsModel, ScoreTable
+from mlmix.theory.conductance import set_conductance
+from mlmix.theory.hitting import expected_hitting_times
+from mlmix.theory.kernels import glauber_kernel
+from mlmix.theory.local import (basin_margin, contraction_temperature, escape_bound, influence_matrix,
                           mixing_lower_bound, score_oscillation)
-from theory.matrices import to_dense
-from theory.mixing import mixing_time
-from theory.spectral import stationary_distribution
-from theory.space import StateSpace
-from verify.strategies import boost_basin, tempered
+from mlmix.theory.matrices import to_dense
+from mlmix.theory.mixing import mixing_time
+from mlmix.theory.spectral import stationary_distribution
+from mlmix.theory.space import StateSpace
+from mlmix.verify.strategies import boost_basin, tempered
 
-COMMAND = "python -m verify.tightness"
+COMMAND = "python -m mlmix.verify.tightness"
 RHO_BINS = (0.0, 0.25, 0.5, 0.75, 0.9, 1.0)
 
 
@@ -195,7 +195,7 @@ def render(thm5: list, thm8: list[list[EscapeRow]], lemma6: list, seed: int, qui
             "stays moderate: rho is a worst case over contexts that the chain rarely visits.", ""]
     out += ["## Theorem 8: escape from a basin with margin gamma", "",
             "Two-well score tables on {0,1,2}^3: Gaussian scores, B a Hamming ball around 000 and a second well {222}, margins "
-            "boosted as in `verify.strategies.basin_instances` (Assumption 1 holds on B). Per temperature: "
+            "boosted as in `mlmix.verify.strategies.basin_instances` (Assumption 1 holds on B). Per temperature: "
             "the bound (|V|-1) e^{-gamma/T} on P_T(x, B^c), the exact one-step exit probability from the "
             "quasi-stationary law (1 - lambda_B), exit times, 1/Phi(B), and exact t_mix against "
             "e^{gamma/T}/(4(|V|-1)) (t_mix only while gamma/T <= 12).", ""]

@@ -1,15 +1,15 @@
 """The paper's experiments as reproducible commands (paper G; reported numbers in docs/experiments.md).
 
-Each module is a command ``python -m empirical.experiments.NAME --out DIR [--model ...]`` that
+Each module is a command ``python -m mlmix.empirical.experiments.NAME --out DIR [--model ...]`` that
 writes JSON, CSV and a PNG figure into DIR:
 
-- :mod:`~empirical.experiments.rectangle_table` — mean rectangle statistic R per model (section 4,
+- :mod:`~mlmix.empirical.experiments.rectangle_table` — mean rectangle statistic R per model (section 4,
   Table 1), with a compatible control;
-- :mod:`~empirical.experiments.drift_certificate` — drift of the count of a token on states with
+- :mod:`~mlmix.empirical.experiments.drift_certificate` — drift of the count of a token on states with
   exactly k copies (section 5.4);
-- :mod:`~empirical.experiments.mixing_crossover` — hitting time of an embedding-distance threshold
+- :mod:`~mlmix.empirical.experiments.mixing_crossover` — hitting time of an embedding-distance threshold
   versus n, and the coupling-time map over (T, n) (section 6.1);
-- :mod:`~empirical.experiments.traps` — trap states of long chains and Theorem 8 (appendix A.1).
+- :mod:`~mlmix.empirical.experiments.traps` — trap states of long chains and Theorem 8 (appendix A.1).
 
 Without ``--model`` they run on the shipped small model (``empirical/default_model``). This module
 holds what they share: arguments, model loading, start states, decoding, atomic output.
@@ -28,9 +28,9 @@ from typing import Callable, Sequence
 import numpy as np
 import torch
 
-from empirical.drift import ConcatEmbedder, Embedder, SentenceTransformerEmbedder, TokenBagEmbedder
-from empirical.mlm import DEFAULT_MODEL_DIR, MaskedLMConditionals, TokenConditionals, load_pretrained
-from empirical.sweep import write_atomic
+from mlmix.empirical.drift import ConcatEmbedder, Embedder, SentenceTransformerEmbedder, TokenBagEmbedder
+from mlmix.empirical.mlm import DEFAULT_MODEL_DIR, MaskedLMConditionals, TokenConditionals, load_pretrained
+from mlmix.empirical.sweep import write_atomic
 
 
 def add_common_arguments(parser: argparse.ArgumentParser, many_models: bool = False) -> None:

@@ -2,13 +2,13 @@
 
 (a) Hitting time. At a fixed temperature, for each length n, ``--chains`` Glauber chains from start
 states (``--texts`` passages or random tokens) run ``--steps`` steps; the semantic drift
-d_t = 1 - cos(e(x_t), e(x_0)) (:mod:`empirical.drift`) gives the hitting time
+d_t = 1 - cos(e(x_t), e(x_0)) (:mod:`mlmix.empirical.drift`) gives the hitting time
 tau = min{t : d_t >= threshold}. The mean tau over chains that hit is fitted by least squares to
 
     tau(n) = a n log n + b       (the n log n scaling of Theorem 5's bound).
 
 (b) Coupling map. For each (T, n), ``--pairs`` pairs of chains from independent start states run
-under the coupling of Theorem 5 (same site, maximal coupling; :func:`empirical.chains.run_coupled`)
+under the coupling of Theorem 5 (same site, maximal coupling; :func:`mlmix.empirical.chains.run_coupled`)
 for at most ``--coupling-steps`` steps; the cell records the coupling times, and cells where the
 median pair has not met are the no-coupling-within-budget region.
 
@@ -16,8 +16,8 @@ Embedding: the MLM's own input embeddings averaged over tokens by default (``--e
 ``--embedder hamming`` (the distance is then the normalised Hamming distance to the start), or a
 local sentence-transformers model with ``--embedder PATH`` (the paper used Jina v4).
 
-    python -m empirical.experiments.mixing_crossover --out runs/mix
-    python -m empirical.experiments.mixing_crossover --out runs/mix --model bert-base-uncased --texts msmarco.txt \\
+    python -m mlmix.empirical.experiments.mixing_crossover --out runs/mix
+    python -m mlmix.empirical.experiments.mixing_crossover --out runs/mix --model bert-base-uncased --texts msmarco.txt \\
         --lengths 5 10 15 20 --chains 100 --steps 10000 --temperature 2.0 \\
         --coupling-temperatures 0.5 1 1.5 2 3 --pairs 100 --coupling-steps 10000 --address tcp://scheduler:8786
 
@@ -32,11 +32,11 @@ from pathlib import Path
 
 import numpy as np
 
-from empirical.chains import NOT_COUPLED, run_chains, run_coupled
-from empirical.drift import NOT_HIT, drift_from_start, embed_records, hitting_times
-from empirical.experiments import (add_common_arguments, add_embedder_argument, command, load_model,
+from mlmix.empirical.chains import NOT_COUPLED, run_chains, run_coupled
+from mlmix.empirical.drift import NOT_HIT, drift_from_start, embed_records, hitting_times
+from mlmix.empirical.experiments import (add_common_arguments, add_embedder_argument, command, load_model,
                                    make_embedder, pyplot, save_figure, start_states, write_csv, write_json)
-from empirical.sweep import run_sweep
+from mlmix.empirical.sweep import run_sweep
 
 
 def configure(parser: argparse.ArgumentParser) -> None:

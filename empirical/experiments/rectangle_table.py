@@ -2,17 +2,17 @@
 
 For each masked LM: ``--rectangles`` rectangles (x, i, j, a', b') with x a start state (a passage
 of ``--texts`` or random tokens), i != j uniform, a' and b' drawn from the model's own top-``--top-k``
-predictions at i and j (:func:`theory.local.sample_rectangles`), and
+predictions at i and j (:func:`mlmix.theory.local.sample_rectangles`), and
 
     R = | [l(x00->x10) + l(x10->x11)] - [l(x00->x01) + l(x01->x11)] |   (T = 1).
 
 Controls, whose R vanishes by telescoping (Prop. 4): each causal LM of ``--causal``
-(:class:`empirical.causal.CausalLMConditionals`, on a random ``--causal-support`` tokens of its
+(:class:`mlmix.empirical.causal.CausalLMConditionals`, on a random ``--causal-support`` tokens of its
 vocabulary because one query costs one forward pass per support token), and, for a model folder
 with ``law.json`` (the shipped model), the true joint law it was trained on.
 
-    python -m empirical.experiments.rectangle_table --out runs/rect
-    python -m empirical.experiments.rectangle_table --out runs/rect --model bert-base-uncased roberta-base \\
+    python -m mlmix.empirical.experiments.rectangle_table --out runs/rect
+    python -m mlmix.empirical.experiments.rectangle_table --out runs/rect --model bert-base-uncased roberta-base \\
         --causal gpt2 --texts msmarco.txt --length 20
 
 Writes rectangles.csv (every rectangle), rectangle_table.json, rectangle_table.csv and
@@ -26,10 +26,10 @@ from pathlib import Path
 
 import numpy as np
 
-from empirical.experiments import (add_common_arguments, command, load_model, pyplot, save_figure, set_threads,
+from mlmix.empirical.experiments import (add_common_arguments, command, load_model, pyplot, save_figure, set_threads,
                                    start_states, write_csv, write_json)
-from empirical.sweep import run_sweep
-from theory.local import sample_rectangles
+from mlmix.empirical.sweep import run_sweep
+from mlmix.theory.local import sample_rectangles
 
 #: Paper G Table 1 (mean R, 300 rectangles, top-50 replacements, MS MARCO), by model id.
 PAPER_MEAN_R = {"bert-base-uncased": 0.644, "bert-large-uncased": 0.798, "roberta-base": 0.705,
@@ -65,7 +65,7 @@ def rectangle_task(params: dict) -> dict:
         texts = None if params["texts"] is None else Path(params["texts"])
         states = start_states(source, params["rectangles"], rng, texts)
         if params["kind"] == "law":
-            from empirical.train_default import load_law
+            from mlmix.empirical.train_default import load_law
 
             law = load_law(params["model"])
             if law.space != source.space:
@@ -77,8 +77,8 @@ def rectangle_task(params: dict) -> dict:
 
 
 def _causal_source(params: dict, rng: np.random.Generator):
-    from empirical.causal import CausalLMConditionals
-    from empirical.mlm import load_pretrained
+    from mlmix.empirical.causal import CausalLMConditionals
+    from mlmix.empirical.mlm import load_pretrained
 
     set_threads(params["threads"])
     model, tok = load_pretrained(CausalLMConditionals.auto_class, params["model"],

@@ -3,13 +3,13 @@
 ``--chains`` chains run ``--steps`` steps at ``--temperature`` (records every ``--record-every``
 steps to OUT/chains.jsonl, so a killed run resumes). A trap is a stretch where the rolling
 ``--window``-step mean cosine drift of the embedding stays below ``--threshold`` (paper: 0.12 over
-300 steps; :func:`empirical.traps.detect_traps`). For each trapped state: per-site score gaps,
+300 steps; :func:`mlmix.empirical.traps.detect_traps`). For each trapped state: per-site score gaps,
 the all-argmax flag (a "perfect" trap satisfies Assumption 1), min and mean gap, the exact one-step
 exit probability, and Theorem 8's lower bound e^{gamma/T} / (|V| - 1) on the expected stay next to
-the observed duration (:func:`empirical.traps.trap_table`).
+the observed duration (:func:`mlmix.empirical.traps.trap_table`).
 
-    python -m empirical.experiments.traps --out runs/traps
-    python -m empirical.experiments.traps --out runs/traps --model bert-base-uncased --texts msmarco.txt \\
+    python -m mlmix.empirical.experiments.traps --out runs/traps
+    python -m mlmix.empirical.experiments.traps --out runs/traps --model bert-base-uncased --texts msmarco.txt \\
         --length 15 --temperature 0.5 --steps 10000
 
 Writes traps.csv, traps.json and traps.png.
@@ -22,11 +22,11 @@ from pathlib import Path
 
 import numpy as np
 
-from empirical.chains import run_chains
-from empirical.drift import embed_records
-from empirical.experiments import (add_common_arguments, add_embedder_argument, command, decoder, load_model,
+from mlmix.empirical.chains import run_chains
+from mlmix.empirical.drift import embed_records
+from mlmix.empirical.experiments import (add_common_arguments, add_embedder_argument, command, decoder, load_model,
                                    make_embedder, pyplot, save_figure, start_states, write_csv, write_json)
-from empirical.traps import DEFAULT_THRESHOLD, DEFAULT_WINDOW, detect_traps, trap_table, window_drift
+from mlmix.empirical.traps import DEFAULT_THRESHOLD, DEFAULT_WINDOW, detect_traps, trap_table, window_drift
 
 #: Paper G appendix A.1 (bert-base-uncased, 30 chains of 10,000 steps).
 PAPER = {"traps": 17, "perfect": 4, "approximate": 13, "mean_duration": 671, "min_duration": 150,

@@ -1,6 +1,6 @@
 """Reproductions of paper P's synthetic experiments (section 3.1 / L.6 and L.7).
 
-Each module is a command, ``python -m verify.reproductions.<name> --out DIR``, that writes a JSON
+Each module is a command, ``python -m mlmix.verify.reproductions.<name> --out DIR``, that writes a JSON
 record, a CSV table and a PNG figure into DIR. Files are written atomically (temporary file in the
 same folder, then ``os.replace``), and finished configurations are kept in a checkpoint so that an
 interrupted run resumes where it stopped when started again with the same settings.

@@ -5,13 +5,13 @@ For every J and sampler (k-Gibbs for each k, and the independent parallel sample
 * simulated: ``reps`` chains on the full model from the all -1 state (in R_-1), each recording the
   first step t >= 1 with X_t in R_1, or the budget when R_1 is not reached (as in the paper's plot);
 * exact (beyond the paper): the hitting-time distribution P(tau <= t), t = 0..budget, from the clique
-  chain (:func:`theory.ising_modes.reach_curve`), with P(tau <= budget), E[min(tau, budget)] (the
+  chain (:func:`mlmix.theory.ising_modes.reach_curve`), with P(tau <= budget), E[min(tau, budget)] (the
   quantity the simulated mean estimates), the median and E[tau]
-  (:func:`theory.hitting.expected_hitting_times`, accurate where a plain solve is not);
+  (:func:`mlmix.theory.hitting.expected_hitting_times`, accurate where a plain solve is not);
 * cross-check: the same distribution from the full 2^10-state kernels (k-Gibbs sparse, parallel
   dense 1024 x 1024) for the k listed in ``--full-check-k`` and the parallel sampler.
 
-    python -m verify.reproductions.ising_modes --out results/ising_modes
+    python -m mlmix.verify.reproductions.ising_modes --out results/ising_modes
 """
 
 from __future__ import annotations
@@ -24,9 +24,9 @@ import numpy as np
 from scipy.special import softmax
 from tqdm import tqdm
 
-from theory.conditionals import IsingModel
-from theory.hitting import expected_hitting_times, hitting_time_distribution
-from theory.ising_modes import (
+from mlmix.theory.conditionals import IsingModel
+from mlmix.theory.hitting import expected_hitting_times, hitting_time_distribution
+from mlmix.theory.ising_modes import (
     CliqueIsing,
     assumption5,
     c_R1,
@@ -36,9 +36,9 @@ from theory.ising_modes import (
     prop4_steps,
     reach_curve,
 )
-from theory.kernels import independent_parallel_kernel, k_gibbs_kernel
-from theory.space import StateSpace
-from verify.reproductions import Checkpoint, atomic_save_figure, atomic_write_csv, atomic_write_json, pyplot
+from mlmix.theory.kernels import independent_parallel_kernel, k_gibbs_kernel
+from mlmix.theory.space import StateSpace
+from mlmix.verify.reproductions import Checkpoint, atomic_save_figure, atomic_write_csv, atomic_write_json, pyplot
 
 
 def simulate_k_gibbs(model: IsingModel, clique: list[int], k: int, budget: int,

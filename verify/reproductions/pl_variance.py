@@ -2,7 +2,7 @@
 
 Ground truth: the eq. (5) Ising model with N = |C| = 4, h = 0 and J = 0.05 (Fig. 1) or J = 0.3
 (Fig. 2), parametrised as in eq. (5)/(K.57) (ordered pairs, theta = (h_1..h_4, J_e for the 6 edges),
-statistic 2 x_u x_v per edge: :class:`theory.exponential_family.IsingFamily` with
+statistic 2 x_u x_v per edge: :class:`mlmix.theory.exponential_family.IsingFamily` with
 ``convention="ordered"``). For each repetition we draw ``n`` exact samples from the enumerated joint,
 fit every k = 1..4 by L-BFGS on the empirical k-PL loss, and record ||theta_hat - theta*||^2.
 
@@ -13,7 +13,7 @@ Two estimators, both compared with their exact asymptotic prediction Tr(Gamma)/n
   the matrix of Theorem 1.
 The same samples are used for every k and both estimators within a repetition.
 
-    python -m verify.reproductions.pl_variance --out results/pl_variance
+    python -m mlmix.verify.reproductions.pl_variance --out results/pl_variance
 """
 
 from __future__ import annotations
@@ -26,15 +26,15 @@ import networkx as nx
 import numpy as np
 from tqdm import tqdm
 
-from theory.exponential_family import IsingFamily
-from theory.pseudolikelihood import (
+from mlmix.theory.exponential_family import IsingFamily
+from mlmix.theory.pseudolikelihood import (
     MaskDistribution,
     PseudoLikelihood,
     asymptotic_covariance,
     fit_pseudolikelihood,
     sample_pair_weights,
 )
-from verify.reproductions import Checkpoint, atomic_save_figure, atomic_write_csv, atomic_write_json, pyplot
+from mlmix.verify.reproductions import Checkpoint, atomic_save_figure, atomic_write_csv, atomic_write_json, pyplot
 
 MODES = ("all", "sampled")
 

@@ -1,5 +1,5 @@
-"""One module per paper; importing a module registers its theorems in :data:`verify.core.REGISTRY`.
+"""One module per paper; importing a module registers its theorems in :data:`mlmix.verify.core.REGISTRY`.
 
-:func:`verify.runner.load_theorems` imports every module here, so a new module is picked up by
+:func:`mlmix.verify.runner.load_theorems` imports every module here, so a new module is picked up by
 ``mlmix verify`` without further wiring.
 """

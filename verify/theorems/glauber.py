@@ -2,12 +2,12 @@
 checkable theorem object.
 
 Each check computes both sides exactly on a small instance (|V|^n <= 256): transition matrices
-from :mod:`theory.kernels`, chain quantities from :mod:`theory.spectral`, :mod:`theory.mixing`,
-:mod:`theory.conductance`, :mod:`theory.hitting`, local quantities from :mod:`theory.local`.
+from :mod:`mlmix.theory.kernels`, chain quantities from :mod:`mlmix.theory.spectral`, :mod:`mlmix.theory.mixing`,
+:mod:`mlmix.theory.conductance`, :mod:`mlmix.theory.hitting`, local quantities from :mod:`mlmix.theory.local`.
 Rational instances (positive integer weights at T = 1) are also certified in exact sympy
 arithmetic: Prop. 1 row sums, Thm 3 detailed balance and stationarity, Prop. 4 R = 0.
 
-Tolerances (relative, see :func:`verify.core.compare`): LOCAL_RTOL for identities between local
+Tolerances (relative, see :func:`mlmix.verify.core.compare`): LOCAL_RTOL for identities between local
 quantities computed in two ways (float64 round-off of softmax sums), CHAIN_RTOL for identities
 that involve a stationary law or matrix powers (linear solves). Integer quantities (t_mix) are
 compared exactly.
@@ -26,19 +26,19 @@ import numpy as np
 import sympy
 from hypothesis import strategies as st
 
-from theory.conductance import set_conductance
-from theory.hitting import expected_hitting_times
-from theory.kernels import glauber_kernel
-from theory.local import (aggregate_influence, all_rectangles, basin_margin, compatible_joint,
+from mlmix.theory.conductance import set_conductance
+from mlmix.theory.hitting import expected_hitting_times
+from mlmix.theory.kernels import glauber_kernel
+from mlmix.theory.local import (aggregate_influence, all_rectangles, basin_margin, compatible_joint,
                           contraction_temperature, count_drift, escape_bound, influence_and_oscillation,
                           influence_matrix, is_compatible, mixing_lower_bound, score_oscillation, score_table,
                           tv_bound_from_oscillation)
-from theory.matrices import to_dense
-from theory.mixing import distance_curve, mixing_time, tv_distance
-from theory.spectral import ReducibleChainError, communicating_classes, stationary_distribution
-from verify import strategies as S
-from verify.core import Applicability, Theorem, Verdict, compare, register
-from verify.runner import Violation
+from mlmix.theory.matrices import to_dense
+from mlmix.theory.mixing import distance_curve, mixing_time, tv_distance
+from mlmix.theory.spectral import ReducibleChainError, communicating_classes, stationary_distribution
+from mlmix.verify import strategies as S
+from mlmix.verify.core import Applicability, Theorem, Verdict, compare, register
+from mlmix.verify.runner import Violation
 
 LOCAL_RTOL = 1e-9
 CHAIN_RTOL = 1e-7

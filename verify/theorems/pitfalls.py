@@ -1,7 +1,7 @@
 """Theorem objects for paper P, *Promises and Pitfalls of Generative Masked Language Modeling*.
 
-Every check enumerates V^n exactly (theory.exponential_family, theory.pseudolikelihood,
-theory.block_poincare, theory.ising_modes).
+Every check enumerates V^n exactly (mlmix.theory.exponential_family, mlmix.theory.pseudolikelihood,
+mlmix.theory.block_poincare, mlmix.theory.ising_modes).
 
 Loewner-order checks (A <= B) use the smallest eigenvalue of the symmetrised difference,
 normalised by the scale s = max(||A||_2, ||B||_2): the verdict compares lambda_min((B - A + (B - A)^T)/2) / s
@@ -24,14 +24,14 @@ from typing import Any
 import numpy as np
 from hypothesis import strategies as st
 
-from theory.block_poincare import (
+from mlmix.theory.block_poincare import (
     block_poincare_constant,
     fibre_dirichlet_form,
     kernel_dirichlet_form,
     log_sobolev_upper_bound,
 )
-from theory.exponential_family import NearSingularError, condition_number, symmetric_eigenvalues
-from theory.ising_modes import (
+from mlmix.theory.exponential_family import NearSingularError, condition_number, symmetric_eigenvalues
+from mlmix.theory.ising_modes import (
     assumption5,
     c_R1,
     c_stuck,
@@ -42,11 +42,11 @@ from theory.ising_modes import (
     prop4_steps,
     prop5_steps,
 )
-from theory.kernels import k_gibbs_kernel
-from theory.pseudolikelihood import MaskDistribution, PseudoLikelihood, asymptotic_covariance
-from theory.spectral import spectral_gap
-from verify.core import Applicability, Theorem, Verdict, compare, register
-from verify.pitfalls_strategies import (
+from mlmix.theory.kernels import k_gibbs_kernel
+from mlmix.theory.pseudolikelihood import MaskDistribution, PseudoLikelihood, asymptotic_covariance
+from mlmix.theory.spectral import spectral_gap
+from mlmix.verify.core import Applicability, Theorem, Verdict, compare, register
+from mlmix.verify.pitfalls_strategies import (
     JointInstance,
     KInstance,
     ModesInstance,
