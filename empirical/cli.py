@@ -21,7 +21,7 @@ from pathlib import Path
 import numpy as np
 
 from mlmix.empirical import estimate as est
-from mlmix.theory.local import TopK
+from mlmix.theory.contexts import TopK
 
 DEFAULT_LENGTH = 16
 

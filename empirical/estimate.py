@@ -1,7 +1,7 @@
 """Paper G's constants for a source of conditionals, estimated from sampled contexts and, when
 |V|^n is small, computed exactly over all contexts -- side by side.
 
-Every number comes from :mod:`mlmix.theory.local` (one implementation; this module only chooses the
+Every number comes from the local-quantity modules (:mod:`mlmix.theory.influence`, :mod:`mlmix.theory.rectangles`, :mod:`mlmix.theory.margins`; one implementation; this module only chooses the
 context set and summarises):
 
 * influence rho_ij, aggregate rho = max_j sum_{i != j} rho_ij (Thm 5) and the contraction verdict;
@@ -24,10 +24,21 @@ import time
 from typing import Sequence
 
 import numpy as np
-from tqdm.auto import tqdm
-
-from mlmix.theory import local
 from mlmix.theory.conditionals import Conditionals, ScoreTable
+from mlmix.theory.contexts import Replacements, TopK
+from mlmix.theory.influence import (
+    aggregate_influence,
+    contraction_temperature,
+    influence_and_oscillation,
+)
+from mlmix.theory.margins import (
+    count_drift,
+    escape_bound,
+    mixing_lower_bound,
+    state_margins,
+)
+from mlmix.theory.rectangles import all_rectangles, sample_rectangles
+from tqdm.auto import tqdm
 
 DEFAULT_CONTEXTS = 256
 DEFAULT_RECTANGLES = 300
@@ -125,7 +136,7 @@ def margin_report(source: Conditionals, states: np.ndarray, decode=None) -> list
     P_T(x, leave) <= (|V|-1) e^{-gamma/T}; a chain started at x stays for about e^{gamma/T}/(|V|-1)
     steps, and t_mix >= e^{gamma/T} / (4(|V|-1)) when mu_T({x}) <= 1/2.
     """
-    margins = local.state_margins(source, states)
+    margins = state_margins(source, states)
     T, q = source.temperature, source.space.vocab_size
     out = []
     for b, st in enumerate(np.asarray(states)):
@@ -133,8 +144,8 @@ def margin_report(source: Conditionals, states: np.ndarray, decode=None) -> list
         holds = gamma > 0 and bool(margins.all_argmax[b])
         rec = {"state": st.tolist(), "gap": margins.gap[b].tolist(), "gamma": gamma,
                "all_argmax": bool(margins.all_argmax[b]), "assumption_1": holds,
-               "escape_bound": local.escape_bound(gamma, T, q) if holds else None,
-               "mixing_lower_bound": local.mixing_lower_bound(gamma, T, q) if holds else None}
+               "escape_bound": escape_bound(gamma, T, q) if holds else None,
+               "mixing_lower_bound": mixing_lower_bound(gamma, T, q) if holds else None}
         if decode is not None:
             rec["tokens"] = decode(st)
         out.append(rec)
@@ -146,13 +157,13 @@ def margin_report(source: Conditionals, states: np.ndarray, decode=None) -> list
 
 def constants(source: Conditionals, contexts: np.ndarray | None, rng: np.random.Generator, *,
               rectangles: int = DEFAULT_RECTANGLES, top_k: int | None = DEFAULT_TOP_K,
-              replacements: local.Replacements = None, drift_symbols: Sequence[int] | None = None,
+              replacements: Replacements = None, drift_symbols: Sequence[int] | None = None,
               drift_k: int | None = None, drift_states: int = DEFAULT_DRIFT_STATES,
               records: bool = True, decode=None, progress: tqdm | None = None) -> dict:
     """rho, Delta, T*, R, drift and the best-margin state over a context set (None: all of V^n, exactly).
 
     The exact path tabulates the source once (``ScoreTable.from_conditionals``) and evaluates
-    every quantity of :mod:`mlmix.theory.local` with all contexts, all replacements and all rectangles.
+    every local quantity with all contexts, all replacements and all rectangles.
     ``replacements`` (sampled path) chooses the y = x^{j<-b} of rho_ij and Delta_ij.
     """
     exact = contexts is None
@@ -160,15 +171,15 @@ def constants(source: Conditionals, contexts: np.ndarray | None, rng: np.random.
     ctx = src.space.all_states() if exact else np.asarray(contexts)
     step = progress.update if progress is not None else (lambda _=1: None)
 
-    infl, osc = local.influence_and_oscillation(src, None if exact else ctx, None if exact else replacements, rng,
+    infl, osc = influence_and_oscillation(src, None if exact else ctx, None if exact else replacements, rng,
                                                 max_states=src.space.size)
-    agg = local.aggregate_influence(infl.rho_ij)
-    t_star = local.contraction_temperature(osc.delta_ij)  # (1/4) max_j sum_{i != j} Delta_ij
+    agg = aggregate_influence(infl.rho_ij)
+    t_star = contraction_temperature(osc.delta_ij)  # (1/4) max_j sum_{i != j} Delta_ij
     step(2)
     if exact:
-        rects = local.all_rectangles(src, max_states=src.space.size)
+        rects = all_rectangles(src, max_states=src.space.size)
     else:
-        rects = local.sample_rectangles(src, ctx, rectangles, rng, top_k=top_k)
+        rects = sample_rectangles(src, ctx, rectangles, rng, top_k=top_k)
     rect = summarise(rects.values)
     if rects.count:
         worst = int(np.argmax(rects.values))
@@ -184,11 +195,11 @@ def constants(source: Conditionals, contexts: np.ndarray | None, rng: np.random.
         k = src.space.length // 2 if drift_k is None else drift_k
         states = (level_set(src.space, drift_symbols, k) if exact
                   else states_with_count(src.space, drift_symbols, k, drift_states, rng))
-        values = local.count_drift(src, states, drift_symbols)
+        values = count_drift(src, states, drift_symbols)
         drift = {"symbols": sorted(int(a) for a in np.unique(drift_symbols)), "k": int(k),
                  **summarise(values), "min": float(values.min()), "positive_fraction": float((values > 0).mean())}
     step()
-    margins = local.state_margins(src, ctx)
+    margins = state_margins(src, ctx)
     best = int(np.argmax(margins.gamma))
     trap = margin_report(src, ctx[best:best + 1], decode)[0]
     trap["local_modes"] = int(((margins.gamma > 0) & margins.all_argmax).sum())
@@ -206,7 +217,7 @@ def constants(source: Conditionals, contexts: np.ndarray | None, rng: np.random.
 
 
 def convergence(source: Conditionals, contexts: np.ndarray, seed: int, *, rectangles: int = DEFAULT_RECTANGLES,
-                top_k: int | None = DEFAULT_TOP_K, replacements: local.Replacements = None) -> list[dict]:
+                top_k: int | None = DEFAULT_TOP_K, replacements: Replacements = None) -> list[dict]:
     """rho_hat, T*_hat and the mean R against the number of contexts, on nested prefixes
     (16, 64, 256, ... and all) of one context sample: the suprema are non-decreasing in N."""
     sizes = sorted({*[m for m in 4 ** np.arange(2, 12) if m < contexts.shape[0]], contexts.shape[0]})
@@ -214,24 +225,24 @@ def convergence(source: Conditionals, contexts: np.ndarray, seed: int, *, rectan
     for m in sizes:
         rng = np.random.default_rng(seed)
         sub = contexts[:m]
-        infl, osc = local.influence_and_oscillation(source, sub, replacements, rng)
-        rects = local.sample_rectangles(source, sub, rectangles, rng, top_k=top_k)
+        infl, osc = influence_and_oscillation(source, sub, replacements, rng)
+        rects = sample_rectangles(source, sub, rectangles, rng, top_k=top_k)
         out.append({"n_contexts": int(m), "rho_hat": infl.rho,
-                    "contraction_temperature": local.contraction_temperature(osc.delta_ij),
+                    "contraction_temperature": contraction_temperature(osc.delta_ij),
                     "rectangle_mean": rects.mean, "rectangle_max": rects.max})
     return out
 
 
-def default_replacements(source: Conditionals) -> local.Replacements:
+def default_replacements(source: Conditionals) -> Replacements:
     """All symbols for small vocabularies, else the source's own top-k (k = 8)."""
     if source.space.vocab_size <= ALL_REPLACEMENTS_UP_TO:
         return None
-    return local.TopK(DEFAULT_REPLACEMENT_TOP_K)
+    return TopK(DEFAULT_REPLACEMENT_TOP_K)
 
 
 def estimate(source: Conditionals, *, contexts: int | np.ndarray = DEFAULT_CONTEXTS, seed: int = 0,
              rectangles: int = DEFAULT_RECTANGLES, top_k: int | None = DEFAULT_TOP_K,
-             replacements: local.Replacements | str = "auto", drift_symbols: Sequence[int] | None = None,
+             replacements: Replacements | str = "auto", drift_symbols: Sequence[int] | None = None,
              drift_k: int | None = None, drift_states: int = DEFAULT_DRIFT_STATES, state: np.ndarray | None = None,
              exact: bool | None = None, exact_limit: int = EXACT_LIMIT, with_convergence: bool = False,
              records: bool = True, progress: bool = False) -> dict:
@@ -272,10 +283,10 @@ def estimate(source: Conditionals, *, contexts: int | np.ndarray = DEFAULT_CONTE
     return report
 
 
-def _describe_replacements(rule: local.Replacements) -> str:
+def _describe_replacements(rule: Replacements) -> str:
     if rule is None:
         return "all symbols"
-    if isinstance(rule, local.TopK):
+    if isinstance(rule, TopK):
         return f"the source's top-{rule.k}"
     if isinstance(rule, (int, np.integer)):
         return f"{rule} uniform symbols"

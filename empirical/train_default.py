@@ -33,7 +33,7 @@ from tokenizers import Tokenizer, models, pre_tokenizers, processors
 from transformers import BertConfig, BertForMaskedLM, PreTrainedTokenizerFast
 
 from mlmix.theory.conditionals import Conditionals, PottsModel
-from mlmix.theory.local import score_table
+from mlmix.theory.contexts import score_table
 
 SPECIALS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
 TOKENS = ("a", "b", "c", "!")

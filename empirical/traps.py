@@ -30,7 +30,8 @@ from scipy.special import log_softmax, logsumexp
 
 from mlmix.empirical.drift import cosine_distance
 from mlmix.theory.conditionals import Conditionals
-from mlmix.theory.local import escape_bound, query_all_sites, state_margins
+from mlmix.theory.contexts import query_all_sites
+from mlmix.theory.margins import escape_bound, state_margins
 
 #: The paper's detection rule (appendix A.1).
 DEFAULT_WINDOW = 300

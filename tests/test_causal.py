@@ -5,15 +5,19 @@
 import numpy as np
 import pytest
 import torch
-from tokenizers import processors
 from mlm_fixtures import tiny_causal_lm
-
 from mlmix.empirical.causal import CausalLMConditionals
 from mlmix.empirical.estimate import constants
-from mlmix.theory import local
 from mlmix.theory.conditionals import ScoreTable
 from mlmix.theory.kernels import glauber_kernel
+from mlmix.theory.rectangles import (
+    all_rectangles,
+    compatible_joint,
+    is_compatible,
+    sample_rectangles,
+)
 from mlmix.theory.spectral import is_reversible, stationary_distribution
+from tokenizers import processors
 
 N = 3
 
@@ -47,13 +51,13 @@ def test_scores_are_log_probabilities_of_the_substituted_sequences(causal):
 
 
 def test_every_rectangle_statistic_is_zero(causal):
-    rects = local.all_rectangles(causal)
+    rects = all_rectangles(causal)
     assert rects.count == 4**N * 3 * 9
     assert rects.max < 1e-5
     hot = causal.at_temperature(0.3)
-    assert local.all_rectangles(hot).max < 1e-4
-    assert local.is_compatible(causal, tol=1e-6)
-    sampled = local.sample_rectangles(causal, causal.space.all_states(), 40, np.random.default_rng(1), top_k=2)
+    assert all_rectangles(hot).max < 1e-4
+    assert is_compatible(causal, tol=1e-6)
+    sampled = sample_rectangles(causal, causal.space.all_states(), 40, np.random.default_rng(1), top_k=2)
     assert sampled.max < 1e-5
     report = constants(causal, None, np.random.default_rng(0))
     assert report["rectangle"]["max"] < 1e-5
@@ -67,7 +71,7 @@ def test_the_joint_is_the_stationary_law_of_the_glauber_chain(causal):
     P = glauber_kernel(ScoreTable.from_conditionals(hot))
     np.testing.assert_allclose(stationary_distribution(P), mu, atol=1e-6)
     assert is_reversible(P, mu, rtol=1e-5)
-    joint = local.compatible_joint(hot, tol=1e-6)
+    joint = compatible_joint(hot, tol=1e-6)
     np.testing.assert_allclose(joint, mu, atol=1e-6)
 
 

@@ -13,7 +13,8 @@ from mlmix.empirical.chains import load_trajectory
 from mlmix.empirical.experiments import drift_certificate, mixing_crossover, rectangle_table, traps
 from mlmix.empirical.mlm import MaskedLMConditionals
 from mlmix.theory.kernels import glauber_kernel
-from mlmix.theory.local import count_drift, rectangle_statistic
+from mlmix.theory.margins import count_drift
+from mlmix.theory.rectangles import rectangle_statistic
 
 PNG = b"\x89PNG\r\n\x1a\n"
 QUIET = ["--device", "cpu", "--no-progress"]

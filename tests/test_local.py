@@ -1,4 +1,4 @@
-"""Local quantities of mlmix.theory.local: brute-force cross-checks, closed forms, lower-bound property of
+"""Local quantities (mlmix.theory.influence, .rectangles, .margins): brute-force cross-checks, closed forms, lower-bound property of
 samples, batching for large vocabularies, exact compatibility test against the Glauber chain."""
 
 from itertools import combinations
@@ -8,14 +8,41 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from scipy.special import softmax
-
-from mlmix.theory import local
-from mlmix.theory.conditionals import Conditionals, IsingModel, LogWeightTable, PottsModel, ScoreTable
+from mlmix.theory.conditionals import (
+    Conditionals,
+    IsingModel,
+    LogWeightTable,
+    PottsModel,
+    ScoreTable,
+)
+from mlmix.theory import contexts as contexts_module
+from mlmix.theory.contexts import TopK
+from mlmix.theory.influence import (
+    aggregate_influence,
+    contraction_temperature,
+    influence_matrix,
+    score_oscillation,
+    tv_bound_from_oscillation,
+)
 from mlmix.theory.kernels import glauber_kernel
+from mlmix.theory.margins import (
+    basin_margin,
+    count_drift,
+    escape_bound,
+    mixing_lower_bound,
+    state_margins,
+)
+from mlmix.theory.rectangles import (
+    all_rectangles,
+    compatible_joint,
+    is_compatible,
+    rectangle_statistic,
+    sample_rectangles,
+)
 from mlmix.theory.space import StateSpace
 from mlmix.theory.spectral import stationary_distribution
 from mlmix.verify import strategies as S
+from scipy.special import softmax
 
 
 def brute_influence(src):
@@ -43,8 +70,8 @@ def brute_influence(src):
                                  IsingModel(nx.cycle_graph(4), couplings=0.8, fields=[0.3, -0.2, 0, 0.5])])
 def test_influence_and_oscillation_match_brute_force(src):
     rho, delta = brute_influence(src)
-    res = local.influence_matrix(src)
-    osc = local.score_oscillation(src)
+    res = influence_matrix(src)
+    osc = score_oscillation(src)
     assert res.exact and osc.exact
     np.testing.assert_allclose(res.rho_ij, rho, atol=1e-13)
     np.testing.assert_allclose(osc.delta_ij, delta, atol=1e-12)
@@ -60,24 +87,24 @@ def test_two_spin_ising_closed_form_attains_lemma6():
     g = nx.Graph([(0, 1)])
     for J, beta, T in [(0.7, 1.0, 0.5), (-1.3, 0.5, 2.0), (2.0, 1.5, 0.3)]:
         src = IsingModel(g, couplings=J, beta=beta, temperature=T)
-        rho = local.influence_matrix(src).rho_ij
-        delta = local.score_oscillation(src).delta_ij
+        rho = influence_matrix(src).rho_ij
+        delta = score_oscillation(src).delta_ij
         assert rho[0, 1] == pytest.approx(np.tanh(beta * abs(J) / T), rel=1e-12)
         assert delta[0, 1] == pytest.approx(4 * beta * abs(J), rel=1e-12)
-        assert local.tv_bound_from_oscillation(delta, T)[0, 1] == pytest.approx(rho[0, 1], rel=1e-12)
-        assert local.contraction_temperature(delta) == pytest.approx(beta * abs(J), rel=1e-12)
+        assert tv_bound_from_oscillation(delta, T)[0, 1] == pytest.approx(rho[0, 1], rel=1e-12)
+        assert contraction_temperature(delta) == pytest.approx(beta * abs(J), rel=1e-12)
 
 
 def test_aggregates_are_column_and_row_sums():
     r = np.array([[0.0, 0.1, 0.5], [0.2, 0.0, 0.1], [0.3, 0.0, 0.0]])
-    agg = local.aggregate_influence(r + np.eye(3))  # the diagonal is ignored
+    agg = aggregate_influence(r + np.eye(3))  # the diagonal is ignored
     assert agg.rho == pytest.approx(0.6) and agg.source_site == 2  # column j = 2: 0.5 + 0.1
     assert agg.alpha == pytest.approx(0.6) and agg.target_site == 0  # row i = 0: 0.1 + 0.5
     r2 = np.array([[0.0, 0.9], [0.05, 0.0]])
-    agg2 = local.aggregate_influence(r2)
+    agg2 = aggregate_influence(r2)
     assert (agg2.rho, agg2.alpha, agg2.source_site) == (0.9, 0.9, 1)
     with pytest.raises(ValueError):
-        local.aggregate_influence(np.zeros((2, 3)))
+        aggregate_influence(np.zeros((2, 3)))
 
 
 @settings(max_examples=15)
@@ -85,16 +112,16 @@ def test_aggregates_are_column_and_row_sums():
 def test_samples_give_lower_bounds(seed, count, k):
     src = ScoreTable.random(3, 3, seed=seed % 1000, temperature=0.8)
     rng = np.random.default_rng(seed)
-    exact = local.influence_matrix(src)
-    exact_osc = local.score_oscillation(src)
+    exact = influence_matrix(src)
+    exact_osc = score_oscillation(src)
     ctx = rng.integers(0, 3, size=(count, 3))
-    for rule in (None, k, local.TopK(k), rng.integers(0, 3, size=2)):
-        est = local.influence_matrix(src, ctx, rule, rng=rng)
-        osc = local.score_oscillation(src, ctx, rule, rng=rng)
+    for rule in (None, k, TopK(k), rng.integers(0, 3, size=2)):
+        est = influence_matrix(src, ctx, rule, rng=rng)
+        osc = score_oscillation(src, ctx, rule, rng=rng)
         assert not est.exact and not osc.exact
         assert (est.rho_ij <= exact.rho_ij + 1e-12).all()
         assert (osc.delta_ij <= exact_osc.delta_ij + 1e-12).all()
-    full = local.influence_matrix(src, src.space.all_states())
+    full = influence_matrix(src, src.space.all_states())
     np.testing.assert_allclose(full.rho_ij, exact.rho_ij, atol=1e-14)
     assert not full.exact
 
@@ -108,10 +135,10 @@ def test_top_k_replacements_are_the_models_own_top_symbols():
         s = src.scores(ctx, j)
         s[np.arange(2), ctx[:, j]] = -np.inf
         explicit.append(np.argsort(-s, axis=1)[:, :k])
-    top = local.influence_matrix(src, ctx, local.TopK(k))
+    top = influence_matrix(src, ctx, TopK(k))
     # the same pairs, given site by site as explicit per-context candidates
     for j in range(3):
-        one = local.influence_matrix(src, ctx, explicit[j])
+        one = influence_matrix(src, ctx, explicit[j])
         assert one.rho_ij[:, j] == pytest.approx(top.rho_ij[:, j], abs=1e-14)
     assert top.pairs == 2 * 3 * k
 
@@ -139,17 +166,17 @@ def test_large_vocabulary_batches_and_chunking(monkeypatch):
     src = EmbeddingScores(3000, 6, temperature=2.0)
     rng = np.random.default_rng(1)
     ctx = rng.integers(0, 3000, size=(3, 6))
-    ref = local.influence_matrix(src, ctx, local.TopK(4))
-    ref_osc = local.score_oscillation(src, ctx, 3, rng=np.random.default_rng(5))
-    monkeypatch.setattr(local, "QUERY_FLOATS", 3000 * 5)  # at most 5 rows per call
+    ref = influence_matrix(src, ctx, TopK(4))
+    ref_osc = score_oscillation(src, ctx, 3, rng=np.random.default_rng(5))
+    monkeypatch.setattr(contexts_module, "QUERY_FLOATS", 3000 * 5)  # at most 5 rows per call
     src.rows.clear()
-    small = local.influence_matrix(src, ctx, local.TopK(4))
+    small = influence_matrix(src, ctx, TopK(4))
     assert max(src.rows) <= 5
     np.testing.assert_allclose(small.rho_ij, ref.rho_ij, atol=1e-14)
-    small_osc = local.score_oscillation(src, ctx, 3, rng=np.random.default_rng(5))
+    small_osc = score_oscillation(src, ctx, 3, rng=np.random.default_rng(5))
     np.testing.assert_allclose(small_osc.delta_ij, ref_osc.delta_ij, atol=1e-12)
     assert small.pairs == 3 * 6 * 4
-    margins = local.state_margins(src, ctx)
+    margins = state_margins(src, ctx)
     s = src.scores(ctx, 2)
     cur = s[np.arange(3), ctx[:, 2]]
     s[np.arange(3), ctx[:, 2]] = -np.inf
@@ -164,17 +191,17 @@ def test_rectangle_by_hand():
     # x = (0, 0), i = 0 -> a' = 1, j = 1 -> b' = 1; l = (s(new) - s(old)) / T
     path1 = (1.0 - 0.0) + (3.0 - 0.0)      # site 0 in context x_1=0, then site 1 in context x_0=1
     path2 = (0.0 - 2.0) + (-1.0 - 0.5)     # site 1 in context x_0=0, then site 0 in context x_1=1
-    R = local.rectangle_statistic(src, np.array([[0, 0]]), 0, 1, 1, 1)
+    R = rectangle_statistic(src, np.array([[0, 0]]), 0, 1, 1, 1)
     assert R[0] == pytest.approx(abs(path1 - path2) / 0.5)
-    assert local.rectangle_statistic(src.at_temperature(1.0), np.array([[0, 0]]), 0, 1, 1, 1)[0] == \
+    assert rectangle_statistic(src.at_temperature(1.0), np.array([[0, 0]]), 0, 1, 1, 1)[0] == \
         pytest.approx(abs(path1 - path2))
-    rects = local.all_rectangles(src)
+    rects = all_rectangles(src)
     assert rects.count == 4  # 4 states x 1 pair x 1 x 1
     assert np.allclose(rects.values, rects.values[0])  # every rectangle of {0,1}^2 is the same square
     for bad in [dict(i=0, j=0), dict(i=0, j=2), dict(i=0, j=1, a_new=2)]:
         args = dict(i=0, j=1, a_new=1, b_new=1) | bad
         with pytest.raises(ValueError):
-            local.rectangle_statistic(src, np.array([[0, 0]]), **args)
+            rectangle_statistic(src, np.array([[0, 0]]), **args)
 
 
 @settings(max_examples=25)
@@ -182,10 +209,10 @@ def test_rectangle_by_hand():
 def test_exact_compatibility_test_agrees_with_reconstruction(drawn):
     src, kind, _ = drawn
     n, q = src.space.length, src.space.vocab_size
-    rects = local.all_rectangles(src)
+    rects = all_rectangles(src)
     assert rects.count == src.space.size * n * (n - 1) // 2 * (q - 1) ** 2
-    mu = local.compatible_joint(src)
-    assert local.is_compatible(src) == (mu is not None)
+    mu = compatible_joint(src)
+    assert is_compatible(src) == (mu is not None)
     if mu is not None:  # the reconstructed joint is the Glauber stationary law (Thm 3)
         np.testing.assert_allclose(mu, stationary_distribution(glauber_kernel(src)), rtol=1e-7, atol=1e-12)
         if hasattr(src, "joint"):
@@ -200,12 +227,12 @@ def test_sample_rectangles_records_and_top_k():
     src = ScoreTable.random(6, 4, seed=2)
     ctx = np.random.default_rng(0).integers(0, 6, size=(10, 4))
     for top_k in (None, 2):
-        rs = local.sample_rectangles(src, ctx, 40, np.random.default_rng(3), top_k=top_k)
+        rs = sample_rectangles(src, ctx, 40, np.random.default_rng(3), top_k=top_k)
         assert rs.count == 40 and not rs.exact
         rows = np.arange(40)
         assert (rs.i != rs.j).all()
         assert (rs.a_new != rs.states[rows, rs.i]).all() and (rs.b_new != rs.states[rows, rs.j]).all()
-        np.testing.assert_allclose(rs.values, local.rectangle_statistic(src, rs.states, rs.i, rs.j, rs.a_new, rs.b_new))
+        np.testing.assert_allclose(rs.values, rectangle_statistic(src, rs.states, rs.i, rs.j, rs.a_new, rs.b_new))
         if top_k:
             s = src.scores(rs.states, rs.i)
             s[rows, rs.states[rows, rs.i]] = -np.inf
@@ -213,9 +240,9 @@ def test_sample_rectangles_records_and_top_k():
             assert (rank < top_k).all()
         assert rs.record(0)["R"] == rs.values[0]
     lw = LogWeightTable.random(StateSpace(3, 3), seed=1)
-    assert local.sample_rectangles(lw, ctx[:, :3] % 3, 50, np.random.default_rng(0), top_k=2).max < 1e-12
+    assert sample_rectangles(lw, ctx[:, :3] % 3, 50, np.random.default_rng(0), top_k=2).max < 1e-12
     with pytest.raises(ValueError):
-        local.sample_rectangles(src, ctx, 0, np.random.default_rng(0))
+        sample_rectangles(src, ctx, 0, np.random.default_rng(0))
 
 
 @settings(max_examples=20)
@@ -226,9 +253,9 @@ def test_drift_equals_kernel_expectation(inst):
     A[list(inst.symbols)] = True
     N = A[states].sum(axis=1)
     P = glauber_kernel(inst.source)
-    D = local.count_drift(inst.source, states, inst.symbols)
+    D = count_drift(inst.source, states, inst.symbols)
     np.testing.assert_allclose(D, P @ N - N, atol=1e-12)
-    np.testing.assert_allclose(local.count_drift(inst.source, states, A), D)
+    np.testing.assert_allclose(count_drift(inst.source, states, A), D)
 
 
 def test_drift_closed_form_for_independent_sites():
@@ -237,11 +264,11 @@ def test_drift_closed_form_for_independent_sites():
     src = IsingModel(nx.empty_graph(3), fields=h, temperature=0.7)
     p_plus = 1 / (1 + np.exp(-2 * h / 0.7))  # symbol 1 = spin +1
     states = src.space.all_states()
-    D = local.count_drift(src, states, [1])
+    D = count_drift(src, states, [1])
     np.testing.assert_allclose(D, (p_plus[None, :] - states).mean(axis=1), atol=1e-14)
-    assert (local.count_drift(src, states, []) == 0).all()
+    assert (count_drift(src, states, []) == 0).all()
     with pytest.raises(ValueError):
-        local.count_drift(src, states, [2])
+        count_drift(src, states, [2])
 
 
 def test_basin_margin_singleton_matches_state_margins_and_counts():
@@ -249,15 +276,15 @@ def test_basin_margin_singleton_matches_state_margins_and_counts():
     for x in range(src.space.size):
         basin = np.zeros(src.space.size, dtype=bool)
         basin[x] = True
-        m = local.basin_margin(src, basin)
-        sm = local.state_margins(src, src.space.decode(np.array([x])))
+        m = basin_margin(src, basin)
+        sm = state_margins(src, src.space.decode(np.array([x])))
         assert m.gamma == pytest.approx(sm.gamma[0])
         assert m.all_argmax == bool(sm.all_argmax[0]) or m.gamma < 0
         assert m.exit_sites.tolist() == [3] and m.exit_symbols.tolist() == [6]
-    whole = local.basin_margin(src, np.ones(src.space.size, dtype=bool))
+    whole = basin_margin(src, np.ones(src.space.size, dtype=bool))
     assert whole.gamma == np.inf and whole.holds and whole.exit_sites.sum() == 0
     with pytest.raises(ValueError):
-        local.basin_margin(src, np.zeros(src.space.size, dtype=bool))
+        basin_margin(src, np.zeros(src.space.size, dtype=bool))
 
 
 def test_basin_margin_by_hand():
@@ -267,50 +294,50 @@ def test_basin_margin_by_hand():
                       [[0.0, 5.0], [0.0, 0.0]]])  # site 1: never exit-causing from B
     src = ScoreTable(space, table)
     B = np.array([True, True, False, False])
-    m = local.basin_margin(src, B)
+    m = basin_margin(src, B)
     assert m.gamma == 0.0 and m.all_argmax and not m.holds
     assert m.exit_sites.tolist() == [1, 1] and m.exit_symbols.tolist() == [1, 1]
     table[0, 1, 0] = 2.5
-    m2 = local.basin_margin(ScoreTable(space, table), B)
+    m2 = basin_margin(ScoreTable(space, table), B)
     assert m2.gamma == pytest.approx(0.5) and m2.holds
 
 
 def test_escape_and_mixing_bounds():
-    assert local.escape_bound(2.0, 0.5, 4) == pytest.approx(3 * np.exp(-4))
-    assert local.escape_bound(2.0, 0.5, 4, exit_sites=1, length=4) == pytest.approx(0.75 * np.exp(-4))
-    assert local.mixing_lower_bound(2.0, 0.5, 4) == pytest.approx(np.exp(4) / 12)
-    assert local.mixing_lower_bound(1e4, 0.01, 4) == np.inf
+    assert escape_bound(2.0, 0.5, 4) == pytest.approx(3 * np.exp(-4))
+    assert escape_bound(2.0, 0.5, 4, exit_sites=1, length=4) == pytest.approx(0.75 * np.exp(-4))
+    assert mixing_lower_bound(2.0, 0.5, 4) == pytest.approx(np.exp(4) / 12)
+    assert mixing_lower_bound(1e4, 0.01, 4) == np.inf
     with pytest.raises(ValueError):
-        local.escape_bound(1.0, 1.0, 3, exit_sites=2)
+        escape_bound(1.0, 1.0, 3, exit_sites=2)
     with pytest.raises(ValueError):
-        local.escape_bound(1.0, 0.0, 3)
+        escape_bound(1.0, 0.0, 3)
 
 
 def test_bad_inputs_are_refused():
     src = ScoreTable.random(2, 3, seed=0)
     with pytest.raises(ValueError):
-        local.influence_matrix(src, np.zeros((2, 4), dtype=int))
+        influence_matrix(src, np.zeros((2, 4), dtype=int))
     with pytest.raises(TypeError):
-        local.influence_matrix(src, np.zeros((2, 3)))
+        influence_matrix(src, np.zeros((2, 3)))
     with pytest.raises(ValueError):
-        local.influence_matrix(src, np.zeros((2, 3), dtype=int), replacements=2)  # no rng
+        influence_matrix(src, np.zeros((2, 3), dtype=int), replacements=2)  # no rng
     with pytest.raises(ValueError):
-        local.influence_matrix(src, np.zeros((2, 3), dtype=int), replacements=np.array([5]))
+        influence_matrix(src, np.zeros((2, 3), dtype=int), replacements=np.array([5]))
     with pytest.raises(ValueError):
-        local.TopK(0)
+        TopK(0)
     with pytest.raises(ValueError):
-        local.influence_matrix(PottsModel(nx.empty_graph(9), 4))  # 4^9 states: refused
+        influence_matrix(PottsModel(nx.empty_graph(9), 4))  # 4^9 states: refused
 
 
 def test_n_equals_one_has_no_interactions():
     src = ScoreTable.random(3, 1, seed=0)
-    assert local.influence_matrix(src).rho_ij.shape == (1, 1)
-    assert local.influence_matrix(src).rho == 0.0
-    assert local.all_rectangles(src).count == 0 and local.is_compatible(src)
-    assert local.compatible_joint(src) is not None
+    assert influence_matrix(src).rho_ij.shape == (1, 1)
+    assert influence_matrix(src).rho == 0.0
+    assert all_rectangles(src).count == 0 and is_compatible(src)
+    assert compatible_joint(src) is not None
 
 
 def test_all_rectangles_count_formula():
     for q, n in [(2, 3), (3, 2), (4, 3)]:
         src = ScoreTable.random(q, n, seed=q + n)
-        assert local.all_rectangles(src).count == q ** n * len(list(combinations(range(n), 2))) * (q - 1) ** 2
+        assert all_rectangles(src).count == q ** n * len(list(combinations(range(n), 2))) * (q - 1) ** 2

@@ -29,7 +29,8 @@ from hypothesis.extra.numpy import arrays
 
 from mlmix.theory.conditionals import (Conditionals, IsingModel, LogWeightTable, PottsModel, ScoreTable,
                                  check_temperature)
-from mlmix.theory.local import contraction_temperature, score_oscillation, score_table
+from mlmix.theory.contexts import score_table
+from mlmix.theory.influence import contraction_temperature, score_oscillation
 from mlmix.theory.space import StateSpace
 
 T_MIN, T_MAX = 0.05, 20.0

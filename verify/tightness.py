@@ -34,8 +34,8 @@ from mlmix.theory.conditionals import PottsModel, ScoreTable
 from mlmix.theory.conductance import set_conductance
 from mlmix.theory.hitting import expected_hitting_times
 from mlmix.theory.kernels import glauber_kernel
-from mlmix.theory.local import (basin_margin, contraction_temperature, escape_bound, influence_matrix,
-                          mixing_lower_bound, score_oscillation)
+from mlmix.theory.influence import contraction_temperature, influence_matrix, score_oscillation
+from mlmix.theory.margins import basin_margin, escape_bound, mixing_lower_bound
 from mlmix.theory.matrices import to_dense
 from mlmix.theory.mixing import mixing_time
 from mlmix.theory.spectral import stationary_distribution

@@ -3,7 +3,7 @@ checkable theorem object.
 
 Each check computes both sides exactly on a small instance (|V|^n <= 256): transition matrices
 from :mod:`mlmix.theory.kernels`, chain quantities from :mod:`mlmix.theory.spectral`, :mod:`mlmix.theory.mixing`,
-:mod:`mlmix.theory.conductance`, :mod:`mlmix.theory.hitting`, local quantities from :mod:`mlmix.theory.local`.
+:mod:`mlmix.theory.conductance`, :mod:`mlmix.theory.hitting`, local quantities from :mod:`mlmix.theory.influence`, :mod:`mlmix.theory.rectangles` and :mod:`mlmix.theory.margins`.
 Rational instances (positive integer weights at T = 1) are also certified in exact sympy
 arithmetic: Prop. 1 row sums, Thm 3 detailed balance and stationarity, Prop. 4 R = 0.
 
@@ -29,10 +29,10 @@ from hypothesis import strategies as st
 from mlmix.theory.conductance import set_conductance
 from mlmix.theory.hitting import expected_hitting_times
 from mlmix.theory.kernels import glauber_kernel
-from mlmix.theory.local import (aggregate_influence, all_rectangles, basin_margin, compatible_joint,
-                          contraction_temperature, count_drift, escape_bound, influence_and_oscillation,
-                          influence_matrix, is_compatible, mixing_lower_bound, score_oscillation, score_table,
-                          tv_bound_from_oscillation)
+from mlmix.theory.contexts import score_table
+from mlmix.theory.influence import aggregate_influence, contraction_temperature, influence_and_oscillation, influence_matrix, score_oscillation, tv_bound_from_oscillation
+from mlmix.theory.margins import basin_margin, count_drift, escape_bound, mixing_lower_bound
+from mlmix.theory.rectangles import all_rectangles, compatible_joint, is_compatible
 from mlmix.theory.matrices import to_dense
 from mlmix.theory.mixing import distance_curve, mixing_time, tv_distance
 from mlmix.theory.spectral import ReducibleChainError, communicating_classes, stationary_distribution

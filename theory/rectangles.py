@@ -1,0 +1,205 @@
+"""Rectangle incompatibility R and exact compatibility of a source of conditionals (paper G section 4,
+Prop. 4 and its converse).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+import numpy as np
+
+from mlmix.theory.conditionals import Conditionals
+from mlmix.theory.contexts import check_states, other_symbol, query_scores, score_table
+from mlmix.theory.space import StateSpace
+
+ScoreLookup = Callable[[np.ndarray, np.ndarray], np.ndarray]
+
+
+def _rectangle_values(scores_at: ScoreLookup, states: np.ndarray, i: np.ndarray, j: np.ndarray,
+                      a_new: np.ndarray, b_new: np.ndarray, temperature: float) -> np.ndarray:
+    """R for each rectangle; ``scores_at(states, sites)`` returns (B, q) scores."""
+    B = states.shape[0]
+    rows = np.arange(B)
+    a, b = states[rows, i], states[rows, j]
+    x10, x01 = states.copy(), states.copy()
+    x10[rows, i] = a_new
+    x01[rows, j] = b_new
+    ctx = np.concatenate([states, x10, states, x01])
+    site = np.concatenate([i, j, j, i])
+    old = np.concatenate([a, b, b, a])
+    new = np.concatenate([a_new, b_new, b_new, a_new])
+    s = scores_at(ctx, site)
+    r4 = np.arange(4 * B)
+    # l(c -> c') = log pi(new|c) - log pi(old|c) = (s(new) - s(old)) / T: the normaliser cancels
+    edge = ((s[r4, new] - s[r4, old]) / temperature).reshape(4, B)
+    return np.abs((edge[0] + edge[1]) - (edge[2] + edge[3]))
+
+
+def _check_rectangles(space: StateSpace, states: np.ndarray, i, j, a_new, b_new):
+    st = check_states(space, states)
+    B = st.shape[0]
+    arrs = [np.broadcast_to(np.asarray(v, dtype=np.int64), (B,)) for v in (i, j, a_new, b_new)]
+    i, j, a_new, b_new = arrs
+    if ((i < 0) | (i >= space.length) | (j < 0) | (j >= space.length)).any():
+        raise ValueError(f"sites must lie in [0, {space.length})")
+    if (i == j).any():
+        raise ValueError("a rectangle needs two distinct sites i != j")
+    if ((a_new < 0) | (a_new >= space.vocab_size) | (b_new < 0) | (b_new >= space.vocab_size)).any():
+        raise ValueError(f"replacement symbols must lie in [0, {space.vocab_size})")
+    return st, i, j, a_new, b_new
+
+
+def rectangle_statistic(source: Conditionals, states: np.ndarray, i, j, a_new, b_new) -> np.ndarray:
+    """Rectangle statistic of paper G section 4, vectorised over rectangles (arrays broadcast to B):
+
+        x00 = x, x10 = x^{i<-a'}, x01 = x^{j<-b'}, x11 = both;
+        l(c -> c') = log pi(c'_k | c_{-k}) - log pi(c_k | c_{-k}) for the site k that changes,
+        R = | [l(x00->x10) + l(x10->x11)] - [l(x00->x01) + l(x01->x11)] |.
+
+    R = 0 for every rectangle of a compatible source (Prop. 4); R > 0 certifies incompatibility.
+    R scales as 1/T. One batched query of 4B rows.
+    """
+    st, i, j, a_new, b_new = _check_rectangles(source.space, states, i, j, a_new, b_new)
+    return _rectangle_values(lambda c, s: query_scores(source, c, s), st, i, j, a_new, b_new, source.temperature)
+
+
+@dataclass(frozen=True)
+class Rectangles:
+    """Rectangles (x, i, j, a', b') and their statistic R; ``exact`` when every rectangle of V^n
+    with a' != x_i, b' != x_j, i < j is present (then ``max`` is the exact supremum)."""
+
+    states: np.ndarray
+    i: np.ndarray
+    j: np.ndarray
+    a_new: np.ndarray
+    b_new: np.ndarray
+    values: np.ndarray
+    exact: bool
+
+    @property
+    def count(self) -> int:
+        return int(self.values.size)
+
+    @property
+    def max(self) -> float:
+        return float(self.values.max()) if self.values.size else 0.0
+
+    @property
+    def mean(self) -> float:
+        return float(self.values.mean()) if self.values.size else 0.0
+
+    def record(self, k: int) -> dict:
+        """Rectangle k as a plain dict."""
+        return {"state": self.states[k].tolist(), "i": int(self.i[k]), "j": int(self.j[k]),
+                "a_new": int(self.a_new[k]), "b_new": int(self.b_new[k]), "R": float(self.values[k])}
+
+
+def all_rectangles(source: Conditionals, max_states: int = 4**6, table: np.ndarray | None = None) -> Rectangles:
+    """Every rectangle of V^n: each x, sites i < j, a' != x_i, b' != x_j (|V|^n C(n,2) (|V|-1)^2 of
+    them), evaluated from one table of all scores (``table``: a :func:`score_table` of the source
+    already computed, else computed here). Exact; limited to ``max_states`` states."""
+    space = source.space
+    space.check_size(max_states)
+    if table is None:
+        table = score_table(source, max_states)
+    n, q = space.length, space.vocab_size
+    states = space.all_states()
+    lookup: ScoreLookup = lambda c, s: table[space.encode(c), s]
+    parts = []
+    for i in range(n):
+        for j in range(i + 1, n):
+            xa = np.arange(q)
+            a_new, b_new = np.meshgrid(xa, xa, indexing="ij")
+            idx = np.repeat(np.arange(space.size), q * q)
+            an = np.tile(a_new.ravel(), space.size)
+            bn = np.tile(b_new.ravel(), space.size)
+            keep = (an != states[idx, i]) & (bn != states[idx, j])
+            idx, an, bn = idx[keep], an[keep], bn[keep]
+            ii, jj = np.full(idx.size, i), np.full(idx.size, j)
+            vals = _rectangle_values(lookup, states[idx], ii, jj, an, bn, source.temperature)
+            parts.append((idx, ii, jj, an, bn, vals))
+    if not parts:  # n = 1: no rectangles
+        empty = np.zeros(0, dtype=np.int64)
+        return Rectangles(np.zeros((0, n), dtype=np.int64), empty, empty, empty, empty, np.zeros(0), True)
+    idx, ii, jj, an, bn, vals = (np.concatenate(p) for p in zip(*parts))
+    return Rectangles(states[idx], ii, jj, an, bn, vals, True)
+
+
+def sample_rectangles(source: Conditionals, contexts: np.ndarray, count: int, rng: np.random.Generator,
+                      top_k: int | None = None) -> Rectangles:
+    """``count`` random rectangles (paper G Table 1 protocol): a context drawn uniformly from
+    ``contexts``, two distinct sites i != j uniformly, and replacements a' != x_i, b' != x_j drawn
+    uniformly from V, or from the source's own top-``top_k`` symbols of s_i(.|x_{-i}) and
+    s_j(.|x_{-j}) when given. Needs n >= 2 and |V| >= 2."""
+    space = source.space
+    ctx = check_states(space, contexts, "contexts")
+    n, q = space.length, space.vocab_size
+    if n < 2:
+        raise ValueError("rectangles need length n >= 2")
+    if isinstance(count, bool) or not isinstance(count, (int, np.integer)) or count < 1:
+        raise ValueError(f"count must be an int >= 1, got {count!r}")
+    if ctx.shape[0] == 0:
+        raise ValueError("contexts must hold at least one context")
+    states = ctx[rng.integers(0, ctx.shape[0], size=count)]
+    i = rng.integers(0, n, size=count)
+    j = (i + rng.integers(1, n, size=count)) % n
+    if top_k is None:
+        a_new = other_symbol(states[np.arange(count), i], rng.integers(0, q - 1, size=count))
+        b_new = other_symbol(states[np.arange(count), j], rng.integers(0, q - 1, size=count))
+    else:
+        if isinstance(top_k, bool) or not isinstance(top_k, (int, np.integer)) or top_k < 1:
+            raise ValueError(f"top_k must be an int >= 1, got {top_k!r}")
+        s = query_scores(source, np.concatenate([states, states]), np.concatenate([i, j]))
+        cur = np.concatenate([states[np.arange(count), i], states[np.arange(count), j]])
+        s[np.arange(2 * count), cur] = -np.inf
+        k = min(int(top_k), q - 1)
+        top = np.argpartition(-s, k - 1, axis=1)[:, :k]
+        pick = top[np.arange(2 * count), rng.integers(0, k, size=2 * count)]
+        a_new, b_new = pick[:count], pick[count:]
+    vals = rectangle_statistic(source, states, i, j, a_new, b_new)
+    return Rectangles(states, i, j, a_new, b_new, vals, False)
+
+def _compatibility_tol(table: np.ndarray, temperature: float, tol: float) -> float:
+    return tol * max(1.0, float(np.abs(table).max()) / temperature)
+
+
+def is_compatible(source: Conditionals, tol: float = 1e-9, max_states: int = 4**6) -> bool:
+    """Exact compatibility test (paper G Prop. 4 and its converse): a positive joint with these
+    conditionals exists iff every rectangle has R = 0, because the cycle space of the Hamming graph
+    of V^n is generated by its 4-cycles (rectangles), so log-ratios integrate to a potential exactly
+    when they sum to zero around every rectangle. ``tol`` is relative to max(1, max|s|/T)."""
+    table = score_table(source, max_states)
+    rects = all_rectangles(source, max_states, table)
+    return rects.max <= _compatibility_tol(table, source.temperature, tol)
+
+
+def compatible_joint(source: Conditionals, tol: float = 1e-9, max_states: int = 4**6) -> np.ndarray | None:
+    """The compatible joint mu_T over V^n (normalised, index order), or None when none exists.
+
+    log mu(x) is integrated from state 0 along the path that sets sites 0, 1, ..., n-1 in turn:
+    log mu(x) = sum_k [s_k(x_k | c_k) - s_k(0 | c_k)] / T, c_k = (x_0..x_{k-1}, ., 0..0). The result
+    is then checked against Definition 1 at every (x, i, v): log mu(x^{i<-v}) - log mu(x) must equal
+    [s_i(v|x_{-i}) - s_i(x_i|x_{-i})] / T within ``tol`` (relative to max(1, max|s|/T)).
+    """
+    space = source.space
+    table = score_table(source, max_states)
+    T = source.temperature
+    n = space.length
+    states = space.all_states()
+    log_mu = np.zeros(space.size)
+    for k in range(n):
+        path = states.copy()
+        path[:, k + 1:] = 0
+        s = table[space.encode(path), k]  # (N, q), context c_k
+        log_mu += (s[np.arange(space.size), states[:, k]] - s[:, 0]) / T
+    worst = 0.0
+    for i in range(n):
+        nb = space.neighbours(np.arange(space.size), i)  # (N, q)
+        lhs = log_mu[nb] - log_mu[:, None]
+        rhs = (table[:, i, :] - table[np.arange(space.size), i, states[:, i]][:, None]) / T
+        worst = max(worst, float(np.abs(lhs - rhs).max()))
+    if worst > _compatibility_tol(table, T, tol):
+        return None
+    p = np.exp(log_mu - log_mu.max())
+    return p / p.sum()
