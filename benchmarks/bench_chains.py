@@ -29,7 +29,7 @@ sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 
 from mlmix.empirical.chains import run_chains  # noqa: E402
 from mlmix.empirical.mlm import MaskedLMConditionals, resolve_device  # noqa: E402
-from mlmix.empirical.sweep import write_atomic  # noqa: E402
+from mlmix.files import atomic_write_text  # noqa: E402
 from mlm_fixtures import word_tokenizer  # noqa: E402
 
 
@@ -89,7 +89,7 @@ def main(argv: list[str] | None = None) -> int:
             else "cpu", "precision": str(source.precision), "threads": args.threads, "steps": args.steps,
             "torch": torch.__version__, "model": "BertForMaskedLM(BertConfig()), random weights", "rows": rows}
     if args.out is not None:
-        write_atomic(args.out, json.dumps(info, indent=2) + "\n")
+        atomic_write_text(args.out, json.dumps(info, indent=2) + "\n")
     return 0
 
 

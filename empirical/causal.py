@@ -19,9 +19,8 @@ from __future__ import annotations
 
 import numpy as np
 import torch
-from transformers import AutoModelForCausalLM, PreTrainedModel
-
 from mlmix.empirical.mlm import TokenConditionals
+from transformers import AutoModelForCausalLM, PreTrainedModel
 
 
 class CausalLMConditionals(TokenConditionals):

@@ -35,9 +35,10 @@ from typing import Callable, Sequence
 
 import numpy as np
 import torch
+from mlmix.theory.conditionals import Conditionals
 from tqdm.auto import tqdm
 
-from mlmix.theory.conditionals import Conditionals
+from mlmix.validation import check_int
 
 #: ``coupling_time`` of a pair that did not meet within the step budget.
 NOT_COUPLED = -1
@@ -158,12 +159,10 @@ class _Chains:
             y0 = np.ascontiguousarray(source.check_contexts(np.asarray(y0)), dtype=np.int64)
             if y0.shape != x0.shape:
                 raise ValueError(f"initial states of the two chains differ in shape: {x0.shape} vs {y0.shape}")
-        if isinstance(prefix, bool) or not isinstance(prefix, (int, np.integer)) or not 0 <= prefix < n:
-            raise ValueError(f"prefix must be an int in [0, {n}), got {prefix!r}")
+        prefix = check_int(prefix, "prefix", minimum=0, maximum=n - 1)
         if y0 is not None and not np.array_equal(x0[:, :prefix], y0[:, :prefix]):
             raise ValueError("coupled chains must share the fixed prefix")
-        if isinstance(record_every, bool) or not isinstance(record_every, (int, np.integer)) or record_every < 1:
-            raise ValueError(f"record_every must be a positive int, got {record_every!r}")
+        record_every = check_int(record_every, "record_every", minimum=1)
         B = x0.shape[0]
         if B == 0:
             raise ValueError("at least one chain is required")
@@ -280,8 +279,7 @@ class _Chains:
         self.met[(self.met == NOT_COUPLED) & now] = self.step + 1
 
     def run(self, steps: int, stop_when_coupled: bool, progress: bool) -> None:
-        if isinstance(steps, bool) or not isinstance(steps, (int, np.integer)) or steps < 0:
-            raise ValueError(f"steps must be a non-negative int, got {steps!r}")
+        steps = check_int(steps, "steps", minimum=0)
         done = lambda: self.coupled and stop_when_coupled and bool((self.met != NOT_COUPLED).all())  # noqa: E731
         bar = tqdm(total=steps, initial=min(self.step, steps), disable=not progress, desc="glauber", unit="step")
         with torch.no_grad(), bar:

@@ -14,14 +14,14 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import time
 from pathlib import Path
 
 import numpy as np
-
 from mlmix.empirical import estimate as est
 from mlmix.theory.contexts import TopK
+
+from mlmix.files import atomic_write_text
 
 DEFAULT_LENGTH = 16
 
@@ -152,9 +152,7 @@ def run(args: argparse.Namespace) -> int:
     report["seconds"] = time.perf_counter() - start  # loading included
     text = json.dumps(report, indent=1)
     if args.output is not None:
-        tmp = args.output.with_name(args.output.name + ".tmp")
-        tmp.write_text(text + "\n")
-        os.replace(tmp, args.output)
+        atomic_write_text(args.output, text + "\n")
     print(text if args.json else format_table(report))
     return 0
 

@@ -40,6 +40,8 @@ from mlmix.theory.margins import (
 from mlmix.theory.rectangles import all_rectangles, sample_rectangles
 from tqdm.auto import tqdm
 
+from mlmix.validation import check_int
+
 DEFAULT_CONTEXTS = 256
 DEFAULT_RECTANGLES = 300
 DEFAULT_TOP_K = 50
@@ -95,16 +97,14 @@ def _split_symbols(space, symbols_A: Sequence[int], k: int) -> tuple[np.ndarray,
     if A.size == 0 or A.min() < 0 or A.max() >= space.vocab_size:
         raise ValueError(f"target symbols must be a non-empty set in [0, {space.vocab_size})")
     rest = np.setdiff1d(np.arange(space.vocab_size), A)
-    if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or not 0 <= k <= space.length:
-        raise ValueError(f"k must be an int in [0, {space.length}], got {k!r}")
+    k = check_int(k, "k", minimum=0, maximum=space.length)
     if rest.size == 0 and k < space.length:
         raise ValueError("the target set is all of V: only k = n is possible")
     return A, rest
 
 
 def _check_count(count: int, what: str) -> None:
-    if isinstance(count, bool) or not isinstance(count, (int, np.integer)) or count < 1:
-        raise ValueError(f"the number of {what} must be an int >= 1, got {count!r}")
+    check_int(count, f"the number of {what}", minimum=1)
 
 
 # ------------------------------------------------------------------------------------ summaries

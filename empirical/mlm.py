@@ -28,11 +28,12 @@ from typing import Callable, Sequence
 
 import numpy as np
 import torch
+from mlmix.theory.conditionals import Conditionals
+from mlmix.theory.space import StateSpace
 from scipy.special import log_softmax
 from transformers import AutoModelForMaskedLM, AutoTokenizer, PreTrainedModel
 
-from mlmix.theory.conditionals import Conditionals
-from mlmix.theory.space import StateSpace
+from mlmix.validation import check_int
 
 #: The model shipped with mlmix (trained by ``empirical/train_default.py``).
 DEFAULT_MODEL_DIR = Path(__file__).resolve().parent / "default_model"
@@ -132,8 +133,7 @@ class TokenConditionals(Conditionals):
                  prefix: str | Sequence[str] | None = None, temperature: float = 1.0,
                  device: str | torch.device | None = None, precision: str | None = None,
                  batch_size: int | None = None, compile: bool = False) -> None:
-        if isinstance(length, bool) or not isinstance(length, (int, np.integer)) or length < 1:
-            raise ValueError(f"length must be a positive int, got {length!r}")
+        length = check_int(length, "length", minimum=1)
         self.model = model.eval()
         self.tokenizer = tokenizer
         self.name = str(getattr(model, "name_or_path", "") or type(model).__name__)
@@ -155,9 +155,8 @@ class TokenConditionals(Conditionals):
                 f"{limit} positions the model allows")
         self._support_t = torch.as_tensor(self.support_ids, device=self.device)
         self._symbol_of = {int(t): k for k, t in enumerate(self.support_ids)}
-        if batch_size is not None and (isinstance(batch_size, bool) or int(batch_size) < 1):
-            raise ValueError(f"batch_size must be a positive int, got {batch_size!r}")
-        self.batch_size = int(batch_size) if batch_size is not None else self._auto_batch_size()
+        self.batch_size = (check_int(batch_size, "batch_size", minimum=1) if batch_size is not None
+                           else self._auto_batch_size())
         self._encoder = torch.compile(self.model.base_model) if compile else self.model.base_model
         self._forward = torch.compile(self.model) if compile else self.model
 

@@ -17,7 +17,6 @@ import json
 import multiprocessing
 import os
 import re
-import tempfile
 from concurrent.futures import Executor, Future, ProcessPoolExecutor, as_completed
 from contextlib import contextmanager
 from pathlib import Path
@@ -25,25 +24,9 @@ from typing import Any, Callable, Iterator, Mapping, Sequence
 
 from tqdm.auto import tqdm
 
+from mlmix.files import atomic_write_text
+
 Task = Mapping[str, Any]
-
-
-def write_atomic(path: str | os.PathLike, text: str) -> None:
-    """Write ``text`` to ``path`` through a temporary file in the same folder and ``os.replace``."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        os.chmod(tmp, 0o644)  # mkstemp creates 0600; results are ordinary readable files
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
 
 
 def task_key(params: Task) -> str:
@@ -118,7 +101,7 @@ def _drain(ex: Executor | None, fn: Callable, todo: list[tuple[dict, str]], out:
             errors.append((k, err))
             continue
         text = json.dumps({"params": p, "result": res}, default=str)
-        write_atomic(out / f"{k}.json", text)
+        atomic_write_text(out / f"{k}.json", text)
         results[k] = json.loads(text)["result"]
     if errors:
         key, err = errors[0]

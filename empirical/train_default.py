@@ -22,18 +22,18 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import time
 from pathlib import Path
 
 import networkx as nx
 import numpy as np
 import torch
+from mlmix.theory.conditionals import Conditionals, PottsModel
+from mlmix.theory.contexts import score_table
 from tokenizers import Tokenizer, models, pre_tokenizers, processors
 from transformers import BertConfig, BertForMaskedLM, PreTrainedTokenizerFast
 
-from mlmix.theory.conditionals import Conditionals, PottsModel
-from mlmix.theory.contexts import score_table
+from mlmix.files import atomic_write_json
 
 SPECIALS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
 TOKENS = ("a", "b", "c", "!")
@@ -125,7 +125,9 @@ def train(out: str | Path, seed: int = 0, steps: int = 3000, samples: int = 2000
     model.save_pretrained(out, safe_serialization=True)
     tok.save_pretrained(out)
 
-    from mlmix.empirical.mlm import MaskedLMConditionals  # the trained model as a source of conditionals
+    from mlmix.empirical.mlm import (
+        MaskedLMConditionals,  # the trained model as a source of conditionals
+    )
     kl = conditional_kl(law, MaskedLMConditionals(model, tok, LENGTH, device="cpu"))
     summary = {
         "law": {"kind": "potts_chain", "tokens": list(TOKENS), "length": LENGTH, "coupling": COUPLING,
@@ -136,9 +138,7 @@ def train(out: str | Path, seed: int = 0, steps: int = 3000, samples: int = 2000
                      f"--steps {steps} --samples {samples}"},
         "kl_to_true_conditionals": kl,
     }
-    tmp = out / "law.json.tmp"
-    tmp.write_text(json.dumps(summary, indent=1) + "\n")
-    os.replace(tmp, out / "law.json")
+    atomic_write_json(out / "law.json", summary)
     print(f"trained {steps} steps in {seconds:.1f} s; KL to the true conditionals: mean {kl['mean']:.2e}, "
           f"max {kl['max']:.2e}; saved to {out}")
     return summary

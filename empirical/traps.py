@@ -26,12 +26,13 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 
 import numpy as np
-from scipy.special import log_softmax, logsumexp
-
 from mlmix.empirical.drift import cosine_distance
 from mlmix.theory.conditionals import Conditionals
 from mlmix.theory.contexts import query_all_sites
 from mlmix.theory.margins import escape_bound, state_margins
+from scipy.special import log_softmax, logsumexp
+
+from mlmix.validation import check_int
 
 #: The paper's detection rule (appendix A.1).
 DEFAULT_WINDOW = 300
@@ -65,8 +66,7 @@ def window_drift(steps: np.ndarray, embeddings: np.ndarray, window: int) -> np.n
         raise ValueError(f"steps (R,) and embeddings (R, d) do not match: {st.shape} vs {e.shape}")
     if (np.diff(st) <= 0).any():
         raise ValueError("recorded steps must be strictly increasing")
-    if isinstance(window, bool) or not isinstance(window, (int, np.integer)) or window < 1:
-        raise ValueError(f"window must be a positive number of steps, got {window!r}")
+    window = check_int(window, "window", minimum=1)
     out = np.full(st.shape[0], np.nan)
     last = np.searchsorted(st, st + window, side="right")  # records r+1 .. last-1 lie in the window
     for r in np.flatnonzero(st + window <= st[-1]):

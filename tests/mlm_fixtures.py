@@ -18,9 +18,18 @@ from pathlib import Path
 
 import torch
 from tokenizers import Tokenizer, models, pre_tokenizers, processors
-from transformers import (BertConfig, BertForMaskedLM, GPT2Config, GPT2LMHeadModel, ModernBertConfig,
-                          ModernBertForMaskedLM, PreTrainedModel, PreTrainedTokenizerFast, RobertaConfig,
-                          RobertaForMaskedLM)
+from transformers import (
+    BertConfig,
+    BertForMaskedLM,
+    GPT2Config,
+    GPT2LMHeadModel,
+    ModernBertConfig,
+    ModernBertForMaskedLM,
+    PreTrainedModel,
+    PreTrainedTokenizerFast,
+    RobertaConfig,
+    RobertaForMaskedLM,
+)
 
 #: Default content words: four symbols and an unused slot that must stay out of the support.
 WORDS = ("a", "b", "c", "!")

@@ -7,11 +7,17 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from mlmix.theory.conditionals import (
+    IsingModel,
+    LogWeightTable,
+    PottsModel,
+    ScoreTable,
+    clique_ising,
+)
+from mlmix.theory.space import StateSpace
 from scipy.special import logsumexp
 
-from mlmix.theory.conditionals import (IsingModel, LogWeightTable, PottsModel, ScoreTable, check_temperature,
-                                 clique_ising)
-from mlmix.theory.space import StateSpace
+from mlmix.validation import check_temperature
 
 
 def _brute_conditionals(log_weight, space, T=1.0):

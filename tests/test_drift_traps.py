@@ -7,10 +7,16 @@ import sys
 import networkx as nx
 import numpy as np
 import pytest
-
 from mlmix.empirical.chains import run_chains
-from mlmix.empirical.drift import (NOT_HIT, SentenceTransformerEmbedder, TokenBagEmbedder, cosine_distance,
-                             drift_from_start, embed_records, hitting_times)
+from mlmix.empirical.drift import (
+    NOT_HIT,
+    SentenceTransformerEmbedder,
+    TokenBagEmbedder,
+    cosine_distance,
+    drift_from_start,
+    embed_records,
+    hitting_times,
+)
 from mlmix.empirical.traps import detect_traps, trap_margins, trap_table, window_drift
 from mlmix.theory.conditionals import PottsModel
 from mlmix.theory.kernels import glauber_kernel
@@ -117,7 +123,6 @@ def test_margins_exclude_the_prefix_and_flag_non_argmax_tokens():
 
 def test_bag_and_concat_embedders_of_an_mlm():
     from mlm_fixtures import tiny_masked_lm
-
     from mlmix.empirical.drift import ConcatEmbedder
     from mlmix.empirical.mlm import MaskedLMConditionals
 

@@ -8,8 +8,14 @@ import networkx as nx
 import numpy as np
 import pytest
 from mlm_fixtures import tiny_masked_lm
-
-from mlmix.empirical.estimate import constants, convergence, estimate, level_set, states_with_count, windows
+from mlmix.empirical.estimate import (
+    constants,
+    convergence,
+    estimate,
+    level_set,
+    states_with_count,
+    windows,
+)
 from mlmix.empirical.mlm import DEFAULT_MODEL_DIR, MaskedLMConditionals
 from mlmix.empirical.train_default import conditional_kl, load_law, true_law
 from mlmix.theory.conditionals import PottsModel, ScoreTable

@@ -8,9 +8,13 @@ import json
 import numpy as np
 import pytest
 from mlm_fixtures import save_model, tiny_causal_lm, tiny_masked_lm
-
 from mlmix.empirical.chains import load_trajectory
-from mlmix.empirical.experiments import drift_certificate, mixing_crossover, rectangle_table, traps
+from mlmix.empirical.experiments import (
+    drift_certificate,
+    mixing_crossover,
+    rectangle_table,
+    traps,
+)
 from mlmix.empirical.mlm import MaskedLMConditionals
 from mlmix.theory.kernels import glauber_kernel
 from mlmix.theory.margins import count_drift

@@ -5,13 +5,16 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-
-from test_spectral import two_state
 from mlmix.theory import matrices
 from mlmix.theory.conditionals import IsingModel, PottsModel, ScoreTable
-from mlmix.theory.hitting import expected_hitting_times, hitting_probabilities, hitting_time_distribution
+from mlmix.theory.hitting import (
+    expected_hitting_times,
+    hitting_probabilities,
+    hitting_time_distribution,
+)
 from mlmix.theory.kernels import glauber_kernel
 from mlmix.theory.spectral import stationary
+from test_spectral import two_state
 
 
 def _absorbed(P, A):

@@ -7,10 +7,21 @@ import pytest
 import sympy
 from hypothesis import given, settings
 from hypothesis import strategies as st
-
-from mlmix.theory.conditionals import IsingModel, LogWeightTable, PottsModel, ScoreTable, clique_ising
-from mlmix.theory.kernels import (adaptive_block_kernel, block_kernel, glauber_kernel, independent_parallel_kernel,
-                            k_gibbs_kernel, k_subsets)
+from mlmix.theory.conditionals import (
+    IsingModel,
+    LogWeightTable,
+    PottsModel,
+    ScoreTable,
+    clique_ising,
+)
+from mlmix.theory.kernels import (
+    adaptive_block_kernel,
+    block_kernel,
+    glauber_kernel,
+    independent_parallel_kernel,
+    k_gibbs_kernel,
+    k_subsets,
+)
 from mlmix.theory.space import StateSpace
 from mlmix.theory.spectral import is_reversible, stationary_distribution
 

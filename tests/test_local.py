@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from mlmix.theory import contexts as contexts_module
 from mlmix.theory.conditionals import (
     Conditionals,
     IsingModel,
@@ -15,7 +16,6 @@ from mlmix.theory.conditionals import (
     PottsModel,
     ScoreTable,
 )
-from mlmix.theory import contexts as contexts_module
 from mlmix.theory.contexts import TopK
 from mlmix.theory.influence import (
     aggregate_influence,

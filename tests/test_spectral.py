@@ -7,17 +7,33 @@ import pytest
 import scipy.sparse as sp
 from hypothesis import given, settings
 from hypothesis import strategies as st
-
 from mlmix.theory import matrices
 from mlmix.theory.conditionals import IsingModel, LogWeightTable, PottsModel, ScoreTable
 from mlmix.theory.kernels import block_kernel, glauber_kernel
-from mlmix.theory.matrices import check_transition_matrix
 from mlmix.theory.space import StateSpace
-from mlmix.theory.spectral import (ReducibleChainError, absolute_spectral_gap, additive_gap, additive_eigenpairs,
-                             additive_reversibilization, check_irreducible, communicating_classes,
-                             dirichlet_form, eigenvalues, is_reversible, log_potential, multiplicative_gap,
-                             multiplicative_reversibilization, poincare_constant, relaxation_time,
-                             reversible_eigenvalues, spectral_gap, stationary, time_reversal)
+from mlmix.theory.spectral import (
+    absolute_spectral_gap,
+    additive_eigenpairs,
+    additive_gap,
+    additive_reversibilization,
+    check_irreducible,
+    communicating_classes,
+    dirichlet_form,
+    eigenvalues,
+    is_reversible,
+    log_potential,
+    multiplicative_gap,
+    multiplicative_reversibilization,
+    poincare_constant,
+    relaxation_time,
+    reversible_eigenvalues,
+    spectral_gap,
+    stationary,
+    time_reversal,
+)
+
+from mlmix.errors import ReducibleChainError
+from mlmix.validation import check_transition_matrix
 
 
 def two_state(a, b):

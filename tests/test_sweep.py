@@ -8,10 +8,11 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 import pytest
 from dask import distributed
-
 from mlmix.empirical.chains import run_coupled
-from mlmix.empirical.sweep import run_sweep, task_key, write_atomic
+from mlmix.empirical.sweep import run_sweep, task_key
 from mlmix.theory.conditionals import ScoreTable
+
+from mlmix.files import atomic_write_text
 
 TASKS = [{"temperature": T, "length": n, "seed": s} for T in (0.5, 2.0) for n in (2, 3) for s in (0, 1)]
 
@@ -45,12 +46,12 @@ def test_process_pool_and_dask_cluster_agree(tmp_path):
 
 def test_finished_tasks_are_skipped_on_resume(tmp_path):
     done = TASKS[0]
-    write_atomic(tmp_path / f"{task_key(done)}.json", json.dumps({"params": done, "result": {"marker": 1}}))
+    atomic_write_text(tmp_path / f"{task_key(done)}.json", json.dumps({"params": done, "result": {"marker": 1}}))
     with ThreadPoolExecutor(2) as ex:
         out = run_sweep(coupling_task, TASKS[:3], tmp_path, executor=ex, progress=False)
     assert out[0] == {"marker": 1}  # not recomputed
     assert out[1:] == [coupling_task(t) for t in TASKS[1:3]]
-    write_atomic(tmp_path / f"{task_key(TASKS[3])}.json", json.dumps({"params": TASKS[0], "result": {}}))
+    atomic_write_text(tmp_path / f"{task_key(TASKS[3])}.json", json.dumps({"params": TASKS[0], "result": {}}))
     with pytest.raises(ValueError, match="another task"):
         run_sweep(coupling_task, TASKS[3:4], tmp_path, executor=ThreadPoolExecutor(1), progress=False)
 
@@ -65,7 +66,7 @@ def test_a_failing_task_does_not_lose_the_others(tmp_path):
 
 
 def test_write_atomic_leaves_no_temporary_files(tmp_path):
-    write_atomic(tmp_path / "a" / "r.json", "1")
-    write_atomic(tmp_path / "a" / "r.json", "2")
+    atomic_write_text(tmp_path / "a" / "r.json", "1")
+    atomic_write_text(tmp_path / "a" / "r.json", "2")
     assert [p.name for p in (tmp_path / "a").iterdir()] == ["r.json"]
     assert (tmp_path / "a" / "r.json").read_text() == "2"

@@ -7,14 +7,19 @@ import scipy.sparse as sp
 import scipy.sparse.linalg as spla
 from hypothesis import given, settings
 from hypothesis import strategies as st
-
-from test_spectral import _double_well, two_state
 from mlmix.theory import matrices
 from mlmix.theory.conditionals import IsingModel, PottsModel, ScoreTable
 from mlmix.theory.kernels import glauber_kernel
-from mlmix.theory.matrices import ConvergenceError, krylov_solve
+from mlmix.theory.matrices import krylov_solve
 from mlmix.theory.spectral import additive_eigenpairs, spectral_gap, stationary
-from mlmix.theory.variance import asymptotic_variance, poisson_solution, variance_bound_reversible
+from mlmix.theory.variance import (
+    asymptotic_variance,
+    poisson_solution,
+    variance_bound_reversible,
+)
+from test_spectral import _double_well, two_state
+
+from mlmix.errors import ConvergenceError
 
 
 @settings(max_examples=30)

@@ -5,11 +5,18 @@ from __future__ import annotations
 import math
 
 import numpy as np
-
 from mlmix.theory.conductance import EXACT_CONDUCTANCE_LIMIT, conductance_bounds
-from mlmix.theory.matrices import Matrix, check_transition_matrix, prefer_dense
+from mlmix.theory.matrices import prefer_dense
 from mlmix.theory.mixing import MIXING_LIMIT, mixing_time
-from mlmix.theory.spectral import (absolute_spectral_gap, additive_gap, is_reversible, spectral_gap, stationary)
+from mlmix.theory.spectral import (
+    absolute_spectral_gap,
+    additive_gap,
+    is_reversible,
+    spectral_gap,
+    stationary,
+)
+
+from mlmix.validation import Matrix, check_transition_matrix
 
 
 def _finite(x: float) -> float | None:

@@ -18,12 +18,22 @@ from pathlib import Path
 import networkx as nx
 import numpy as np
 import scipy.sparse as sp
-
 from mlmix.theory.analysis import analyse, format_table
-from mlmix.theory.conditionals import Conditionals, IsingModel, PottsModel, ScoreTable, check_temperature, clique_ising
-from mlmix.theory.kernels import glauber_kernel, independent_parallel_kernel, k_gibbs_kernel
-from mlmix.theory.matrices import Matrix, check_transition_matrix
+from mlmix.theory.conditionals import (
+    Conditionals,
+    IsingModel,
+    PottsModel,
+    ScoreTable,
+    clique_ising,
+)
+from mlmix.theory.kernels import (
+    glauber_kernel,
+    independent_parallel_kernel,
+    k_gibbs_kernel,
+)
 from mlmix.theory.mixing import MIXING_LIMIT
+
+from mlmix.validation import Matrix, check_temperature, check_transition_matrix
 
 MODELS = ("ising", "potts", "scores", "clique")
 KERNELS = ("glauber", "k-gibbs", "parallel")

@@ -19,19 +19,10 @@ from typing import Mapping
 
 import networkx as nx
 import numpy as np
+from mlmix.theory.space import StateSpace
 from scipy.special import log_softmax
 
-from mlmix.theory.space import StateSpace
-
-
-def check_temperature(temperature: float) -> float:
-    """Validate T > 0 (finite) and return it as float."""
-    if isinstance(temperature, bool) or not isinstance(temperature, (int, float, np.floating, np.integer)):
-        raise TypeError(f"temperature must be a real number, got {type(temperature).__name__}")
-    t = float(temperature)
-    if not np.isfinite(t) or t <= 0:
-        raise ValueError(f"temperature must be finite and > 0, got {temperature}")
-    return t
+from mlmix.validation import check_temperature
 
 
 class Conditionals(ABC):

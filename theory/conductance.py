@@ -21,9 +21,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import scipy.sparse as sp
-
-from mlmix.theory.matrices import Matrix, check_transition_matrix, proper_subset, to_dense
+from mlmix.theory.matrices import to_dense
 from mlmix.theory.spectral import additive_eigenpairs, flow_matrix, resolve_stationary
+
+from mlmix.validation import Matrix, check_state_set, check_transition_matrix
 
 #: Largest state count for the exhaustive search over all 2^N subsets.
 EXACT_CONDUCTANCE_LIMIT = 20
@@ -43,7 +44,7 @@ def set_conductance(P: Matrix, S: np.ndarray | list | tuple, pi: np.ndarray | No
     """
     P = check_transition_matrix(P)
     pi = resolve_stationary(P, pi)
-    mask = proper_subset(S, P.shape[0])
+    mask = check_state_set(S, P.shape[0], "S", proper=True)
     escape = P @ (~mask).astype(np.float64)  # P(x, S^c)
     return float(pi[mask] @ escape[mask] / pi[mask].sum())
 

@@ -31,9 +31,10 @@ from dataclasses import dataclass
 from typing import Iterator
 
 import numpy as np
-
 from mlmix.theory.conditionals import Conditionals
 from mlmix.theory.space import StateSpace
+
+from mlmix.validation import check_int
 
 #: held per working chunk (256 MiB); lower it for a small GPU, raise it for throughput.
 QUERY_FLOATS = 2**25
@@ -152,8 +153,7 @@ class TopK:
     k: int
 
     def __post_init__(self) -> None:
-        if isinstance(self.k, bool) or not isinstance(self.k, (int, np.integer)) or self.k < 1:
-            raise ValueError(f"TopK needs an int k >= 1, got {self.k!r}")
+        check_int(self.k, "TopK k", minimum=1)
 
 
 Replacements = None | int | TopK | np.ndarray
@@ -168,8 +168,7 @@ def resolve_replacements(replacements: Replacements, space: StateSpace, contexts
     B = context_count(space, contexts)
     n = space.length
     if isinstance(replacements, (int, np.integer)) and not isinstance(replacements, bool):
-        if replacements < 1:
-            raise ValueError(f"replacements count must be >= 1, got {replacements}")
+        check_int(replacements, "replacements count", minimum=1)
         if rng is None:
             raise ValueError("random replacements (an int count) need an rng (np.random.Generator)")
         if contexts is None:

@@ -29,10 +29,11 @@ from abc import ABC, abstractmethod
 
 import networkx as nx
 import numpy as np
-from scipy.special import logsumexp
-
 from mlmix.theory.conditionals import GibbsModel, IsingModel, PottsModel
 from mlmix.theory.space import StateSpace
+from scipy.special import logsumexp
+
+from mlmix.validation import check_vector
 
 #: Largest condition number lambda_max / lambda_min accepted before a matrix counts as singular.
 MAX_CONDITION = 1e10
@@ -161,7 +162,7 @@ class ExponentialFamily(ABC):
 
     def kl(self, p: np.ndarray, theta: np.ndarray) -> float:
         """KL(p || p_theta) for a probability vector p over the states."""
-        p = check_probability_vector(p, self.space.size)
+        p = check_vector(p, self.space.size, "p", probability=True)
         logq = self.log_probabilities(theta)
         live = p > 0
         return float(np.sum(p[live] * (np.log(p[live]) - logq[live])))
@@ -170,14 +171,6 @@ class ExponentialFamily(ABC):
         """Exact i.i.d. draws from p_theta, as state indices (inverse-CDF on the enumerated joint)."""
         cdf = np.cumsum(self.probabilities(theta))
         return np.minimum(np.searchsorted(cdf, rng.random(size) * cdf[-1], side="right"), self.space.size - 1)
-
-
-def check_probability_vector(p: np.ndarray, size: int, name: str = "p") -> np.ndarray:
-    """A non-negative float64 vector of length ``size`` summing to 1 (to 1e-9)."""
-    arr = np.asarray(p, dtype=np.float64)
-    if arr.shape != (size,) or not np.isfinite(arr).all() or (arr < 0).any() or abs(arr.sum() - 1.0) > 1e-9:
-        raise ValueError(f"{name} must be a probability vector over the {size} states")
-    return arr
 
 
 def _sorted_edges(graph: nx.Graph) -> list[tuple[int, int]]:

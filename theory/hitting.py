@@ -16,18 +16,25 @@ from __future__ import annotations
 import numpy as np
 import scipy.sparse as sp
 import scipy.sparse.linalg as spla
+from mlmix.theory import matrices
+from mlmix.theory.matrices import krylov_solve
+from mlmix.theory.spectral import is_reversible, resolve_stationary
 from scipy.sparse.csgraph import breadth_first_order
 
-from mlmix.theory import matrices
-from mlmix.theory.matrices import Matrix, check_steps, check_transition_matrix, krylov_solve, proper_subset
-from mlmix.theory.spectral import ConvergenceError, ReducibleChainError, is_reversible, resolve_stationary
+from mlmix.errors import ConvergenceError, ReducibleChainError
+from mlmix.validation import (
+    Matrix,
+    check_state_set,
+    check_steps,
+    check_transition_matrix,
+)
 
 
 def hitting_probabilities(P: Matrix, target: np.ndarray | list | tuple, t: int) -> np.ndarray:
     """P_x(tau_A <= t) for every start x (1 on A), by t steps of h <- 1_A + 1_{A^c} P h."""
     P = check_transition_matrix(P)
     t = check_steps(t, "t")
-    A = proper_subset(target, P.shape[0], "target set A")
+    A = check_state_set(target, P.shape[0], "target set A", proper=True)
     h = A.astype(np.float64)
     for _ in range(t):
         h = np.where(A, 1.0, P @ h)
@@ -40,7 +47,7 @@ def hitting_time_distribution(P: Matrix, start_law: np.ndarray, target: np.ndarr
     mass not yet absorbed: u_0 = mu 1_B, u_{s+1} = (u_s P) 1_B, value 1 - sum u_s)."""
     P = check_transition_matrix(P)
     t_max = check_steps(t_max, "t_max")
-    A = proper_subset(target, P.shape[0], "target set A")
+    A = check_state_set(target, P.shape[0], "target set A", proper=True)
     mu = np.asarray(start_law, dtype=np.float64)
     if mu.shape != (P.shape[0],) or not np.isfinite(mu).all() or (mu < 0).any() or abs(mu.sum() - 1) > 1e-9:
         raise ValueError(f"start_law must be a probability vector over the {P.shape[0]} states")
@@ -82,7 +89,7 @@ def expected_hitting_times(P: Matrix, target: np.ndarray | list | tuple, pi: np.
     """
     P = check_transition_matrix(P)
     N = P.shape[0]
-    A = proper_subset(target, N, "target set A")
+    A = check_state_set(target, N, "target set A", proper=True)
     B = ~A
     Ps = sp.csr_array(P)
     unreachable = B & ~_reaches(Ps, A, B)

@@ -11,11 +11,21 @@ from dataclasses import dataclass
 from typing import Iterator
 
 import numpy as np
+from mlmix.theory.conditionals import Conditionals
+from mlmix.theory.contexts import (
+    EXACT_MAX_STATES,
+    Replacements,
+    ScoreOracle,
+    context_count,
+    replacement_symbols,
+    resolve_replacements,
+    rows_per_call,
+    state_chunks,
+)
 from scipy.special import softmax
 
-from mlmix.theory.conditionals import Conditionals, check_temperature
-from mlmix.theory.contexts import (EXACT_MAX_STATES, Replacements, ScoreOracle, context_count, replacement_symbols,
-                                   resolve_replacements, rows_per_call, state_chunks)
+from mlmix.validation import check_temperature
+
 
 @dataclass(frozen=True)
 class _PairBatch:

@@ -32,12 +32,13 @@ from math import comb, isfinite
 import networkx as nx
 import numpy as np
 import scipy.sparse as sp
-
 from mlmix.theory.conditionals import IsingModel, clique_ising
 from mlmix.theory.exponential_family import CONVENTIONS
 from mlmix.theory.hitting import hitting_probabilities, hitting_time_distribution
 from mlmix.theory.kernels import block_kernel, independent_parallel_kernel
 from mlmix.theory.space import StateSpace
+
+from mlmix.validation import check_eps
 
 SAMPLERS = ("k-gibbs", "parallel")
 
@@ -153,7 +154,7 @@ def c_R1(spec: CliqueIsing, k: int) -> float:
 
 def prop4_steps(c: float, delta: float) -> int:
     """T = ceil(log_c delta) (at least 1): k-Gibbs visits R_1 within T steps w.p. >= 1 - delta."""
-    _check_delta(delta)
+    delta = check_eps(delta, "delta")
     if not 0 <= c < 1:
         raise ValueError(f"c_R1 must lie in [0, 1), got {c}")
     return 1 if c == 0 else max(1, int(np.ceil(np.log(delta) / np.log(c))))
@@ -166,13 +167,8 @@ def c_stuck(spec: CliqueIsing) -> float:
 
 def prop5_steps(c: float, delta: float) -> int:
     """T = floor((delta / 2) e^{c_stuck}): the parallel sampler keeps sum_C x <= -2 for t <= T w.p. >= 1 - delta."""
-    _check_delta(delta)
+    delta = check_eps(delta, "delta")
     return int(np.floor(delta / 2.0 * np.exp(c)))
-
-
-def _check_delta(delta: float) -> None:
-    if not 0 < delta < 1:
-        raise ValueError(f"delta must lie in (0, 1), got {delta}")
 
 
 def clique_kernel(spec: CliqueIsing, sampler: str, k: int | None = None) -> sp.csr_array | np.ndarray:

@@ -17,9 +17,10 @@ limited to :data:`MIXING_LIMIT`.
 from __future__ import annotations
 
 import numpy as np
-
-from mlmix.theory.matrices import Matrix, check_steps, check_transition_matrix, to_dense
+from mlmix.theory.matrices import to_dense
 from mlmix.theory.spectral import resolve_stationary
+
+from mlmix.validation import Matrix, check_eps, check_steps, check_transition_matrix
 
 #: Largest state count accepted by the exact (dense) TV computations. mixing_time keeps up to
 #: ~log2(t_mix) dense powers of P, i.e. 8 N^2 log2(t_mix) bytes (128 MiB per power at N = 4096).
@@ -81,9 +82,7 @@ def mixing_time(P: Matrix, eps: float = 0.25, pi: np.ndarray | None = None, t_ma
     Raises ValueError when eps is not in (0, 1), when t_mix(eps) exceeds ``t_max`` (when given),
     or when d(t) is still above eps after 2^62 steps (periodic chains, whose d(t) does not tend to 0).
     """
-    if isinstance(eps, bool) or not isinstance(eps, (int, float, np.floating)) or not 0.0 < float(eps) < 1.0:
-        raise ValueError(f"eps must be a number in (0, 1), got {eps!r}")
-    eps = float(eps)
+    eps = check_eps(eps)
     if t_max is not None:
         t_max = check_steps(t_max, "t_max")
     M, pi = _dense_chain(P, pi, max_states)

@@ -33,18 +33,24 @@ from dataclasses import dataclass
 from typing import Callable, Sequence
 
 import numpy as np
-from scipy.optimize import minimize
-from scipy.special import logsumexp
-
 from mlmix.theory.exponential_family import (
     MAX_CONDITION,
     ExponentialFamily,
-    check_probability_vector,
     checked_inverse,
     condition_number,
 )
-from mlmix.theory.kernels import block_fibres, check_adaptive_probabilities, check_block_weights, check_blocks, k_subsets
+from mlmix.theory.kernels import (
+    block_fibres,
+    check_adaptive_probabilities,
+    check_block_weights,
+    check_blocks,
+    k_subsets,
+)
 from mlmix.theory.space import StateSpace
+from scipy.optimize import minimize
+from scipy.special import logsumexp
+
+from mlmix.validation import check_vector
 
 
 @dataclass(frozen=True, eq=False)
@@ -113,7 +119,7 @@ class MaskDistribution:
 
     def pair_weights(self, p_x: np.ndarray) -> np.ndarray:
         """W(x, K_b) = p_X(x) p_K(K_b | x), shape (|V|^n, m)."""
-        p = check_probability_vector(p_x, self.space.size, "p_X")
+        p = check_vector(p_x, self.space.size, "p_X", probability=True)
         return p[:, None] * self.probs
 
     def sample(self, states: np.ndarray, rng: np.random.Generator) -> np.ndarray:

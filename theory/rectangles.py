@@ -8,10 +8,11 @@ from dataclasses import dataclass
 from typing import Callable
 
 import numpy as np
-
 from mlmix.theory.conditionals import Conditionals
 from mlmix.theory.contexts import check_states, other_symbol, query_scores, score_table
 from mlmix.theory.space import StateSpace
+
+from mlmix.validation import check_int
 
 ScoreLookup = Callable[[np.ndarray, np.ndarray], np.ndarray]
 
@@ -137,8 +138,7 @@ def sample_rectangles(source: Conditionals, contexts: np.ndarray, count: int, rn
     n, q = space.length, space.vocab_size
     if n < 2:
         raise ValueError("rectangles need length n >= 2")
-    if isinstance(count, bool) or not isinstance(count, (int, np.integer)) or count < 1:
-        raise ValueError(f"count must be an int >= 1, got {count!r}")
+    count = check_int(count, "count", minimum=1)
     if ctx.shape[0] == 0:
         raise ValueError("contexts must hold at least one context")
     states = ctx[rng.integers(0, ctx.shape[0], size=count)]
@@ -148,8 +148,7 @@ def sample_rectangles(source: Conditionals, contexts: np.ndarray, count: int, rn
         a_new = other_symbol(states[np.arange(count), i], rng.integers(0, q - 1, size=count))
         b_new = other_symbol(states[np.arange(count), j], rng.integers(0, q - 1, size=count))
     else:
-        if isinstance(top_k, bool) or not isinstance(top_k, (int, np.integer)) or top_k < 1:
-            raise ValueError(f"top_k must be an int >= 1, got {top_k!r}")
+        top_k = check_int(top_k, "top_k", minimum=1)
         s = query_scores(source, np.concatenate([states, states]), np.concatenate([i, j]))
         cur = np.concatenate([states[np.arange(count), i], states[np.arange(count), j]])
         s[np.arange(2 * count), cur] = -np.inf

@@ -11,6 +11,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from mlmix.validation import check_int
+
 #: Largest |V|^n that exact constructions accept unless the caller raises the limit.
 DEFAULT_MAX_STATES = 4**10
 
@@ -23,16 +25,8 @@ class StateSpace:
     length: int
 
     def __post_init__(self) -> None:
-        for name in ("vocab_size", "length"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
-                raise TypeError(f"{name} must be an int, got {type(value).__name__}")
-        if self.vocab_size < 2:
-            raise ValueError(f"vocab_size must be >= 2, got {self.vocab_size}")
-        if self.length < 1:
-            raise ValueError(f"length must be >= 1, got {self.length}")
-        object.__setattr__(self, "vocab_size", int(self.vocab_size))
-        object.__setattr__(self, "length", int(self.length))
+        object.__setattr__(self, "vocab_size", check_int(self.vocab_size, "vocab_size", minimum=2))
+        object.__setattr__(self, "length", check_int(self.length, "length", minimum=1))
 
     @property
     def size(self) -> int:
@@ -81,11 +75,7 @@ class StateSpace:
 
     def check_site(self, site: int) -> int:
         """Return ``site`` as an int after checking it is an integer in [0, n)."""
-        if isinstance(site, bool) or not isinstance(site, (int, np.integer)):
-            raise TypeError(f"site must be an int, got {type(site).__name__}")
-        if not 0 <= int(site) < self.length:
-            raise ValueError(f"site {site} out of range for length {self.length}")
-        return int(site)
+        return check_int(site, "site", minimum=0, maximum=self.length - 1)
 
     def neighbours(self, indices: np.ndarray | int, site: int) -> np.ndarray:
         """Indices of x^{i<-v} for v in V: shape (..., |V|); column x_i is x itself."""

@@ -13,17 +13,11 @@ from dataclasses import dataclass
 import numpy as np
 import scipy.sparse as sp
 import scipy.sparse.linalg as spla
+from mlmix.theory.matrices import prefer_dense, to_dense
 from scipy.sparse.csgraph import breadth_first_order, connected_components
 
-from mlmix.theory.matrices import ConvergenceError, Matrix, check_transition_matrix, prefer_dense, to_dense
-
-
-class ReducibleChainError(ValueError):
-    """The chain is not irreducible, so a unique positive stationary law does not exist."""
-
-    def __init__(self, message: str, closed_classes: list[np.ndarray]) -> None:
-        super().__init__(message)
-        self.closed_classes = closed_classes
+from mlmix.errors import ConvergenceError, ReducibleChainError
+from mlmix.validation import Matrix, check_transition_matrix, check_vector
 
 
 def communicating_classes(P: Matrix) -> tuple[list[np.ndarray], list[bool]]:
@@ -193,10 +187,7 @@ def resolve_stationary(P: Matrix, pi: np.ndarray | None = None) -> np.ndarray:
             raise ValueError(f"the stationary law underflows float64: pi(x) = 0 at {(pi <= 0).sum()} states "
                              f"(smallest positive {pi[pi > 0].min():.3g}); raise the temperature or rescale")
         return pi
-    pi = np.asarray(pi, dtype=np.float64)
-    if pi.shape != (P.shape[0],) or not np.isfinite(pi).all() or (pi <= 0).any() or abs(pi.sum() - 1) > 1e-9:
-        raise ValueError("pi must be a strictly positive probability vector over the states")
-    return pi
+    return check_vector(pi, P.shape[0], "pi", positive=True, probability=True)
 
 
 def flow_matrix(P: Matrix, pi: np.ndarray | None = None) -> Matrix:

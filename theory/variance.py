@@ -19,9 +19,11 @@ from __future__ import annotations
 import numpy as np
 import scipy.sparse as sp
 import scipy.sparse.linalg as spla
+from mlmix.theory.matrices import krylov_solve, prefer_dense, to_dense
+from mlmix.theory.spectral import is_reversible, resolve_stationary, spectral_gap
 
-from mlmix.theory.matrices import Matrix, check_transition_matrix, krylov_solve, prefer_dense, to_dense
-from mlmix.theory.spectral import ConvergenceError, is_reversible, resolve_stationary, spectral_gap
+from mlmix.errors import ConvergenceError
+from mlmix.validation import Matrix, check_transition_matrix
 
 
 def _check_function(f: np.ndarray, n_states: int) -> np.ndarray:

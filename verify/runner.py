@@ -15,7 +15,6 @@ from typing import Any, Callable, Iterable
 
 from hypothesis import HealthCheck, find, settings
 from hypothesis import strategies as st
-
 from mlmix.verify.core import REGISTRY, Theorem, TheoremReport, search
 
 

@@ -26,12 +26,18 @@ import networkx as nx
 import numpy as np
 from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
-
-from mlmix.theory.conditionals import (Conditionals, IsingModel, LogWeightTable, PottsModel, ScoreTable,
-                                 check_temperature)
+from mlmix.theory.conditionals import (
+    Conditionals,
+    IsingModel,
+    LogWeightTable,
+    PottsModel,
+    ScoreTable,
+)
 from mlmix.theory.contexts import score_table
 from mlmix.theory.influence import contraction_temperature, score_oscillation
 from mlmix.theory.space import StateSpace
+
+from mlmix.validation import check_temperature
 
 T_MIN, T_MAX = 0.05, 20.0
 

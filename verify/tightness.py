@@ -14,33 +14,36 @@ Three studies, every number exact (dense linear algebra on |V|^n <= 81 states):
 3. Lemma 6: sup TV(softmax(a/T), softmax(b/T)) / (osc(a-b)/T) over random score pairs, by osc/T:
    it approaches 1/4 as osc/T -> 0 (the constant is sharp) and decays for large osc/T.
 
-The markdown is written atomically (temporary file, then os.replace).
+The markdown is written atomically (:func:`mlmix.files.atomic_write_text`).
 """
 
 from __future__ import annotations
 
 import argparse
 import math
-import os
-import tempfile
 from dataclasses import dataclass
 
 import networkx as nx
 import numpy as np
-from scipy.special import softmax
-from tqdm import tqdm
-
 from mlmix.theory.conditionals import PottsModel, ScoreTable
 from mlmix.theory.conductance import set_conductance
 from mlmix.theory.hitting import expected_hitting_times
+from mlmix.theory.influence import (
+    contraction_temperature,
+    influence_matrix,
+    score_oscillation,
+)
 from mlmix.theory.kernels import glauber_kernel
-from mlmix.theory.influence import contraction_temperature, influence_matrix, score_oscillation
 from mlmix.theory.margins import basin_margin, escape_bound, mixing_lower_bound
 from mlmix.theory.matrices import to_dense
 from mlmix.theory.mixing import mixing_time
-from mlmix.theory.spectral import stationary_distribution
 from mlmix.theory.space import StateSpace
+from mlmix.theory.spectral import stationary_distribution
 from mlmix.verify.strategies import boost_basin, tempered
+from scipy.special import softmax
+from tqdm import tqdm
+
+from mlmix.files import atomic_write_text
 
 COMMAND = "python -m mlmix.verify.tightness"
 RHO_BINS = (0.0, 0.25, 0.5, 0.75, 0.9, 1.0)
@@ -231,15 +234,6 @@ def render(thm5: list, thm8: list[list[EscapeRow]], lemma6: list, seed: int, qui
     return "\n".join(out)
 
 
-def write_atomically(path: str, text: str) -> None:
-    folder = os.path.dirname(os.path.abspath(path))
-    os.makedirs(folder, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=folder, suffix=".tmp")
-    with os.fdopen(fd, "w") as fh:
-        fh.write(text)
-    os.replace(tmp, path)
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog=COMMAND, description=__doc__.splitlines()[0])
     parser.add_argument("--out", default="docs/tightness.md")
@@ -250,7 +244,7 @@ def main(argv: list[str] | None = None) -> int:
     thm5 = thm5_study(30 if args.quick else 300, rng)
     thm8 = thm8_study([2.0, 1.0, 0.5, 0.3, 0.2, 0.12, 0.08], 1 if args.quick else 3, rng)
     lemma6 = lemma6_study(5000 if args.quick else 100000, rng)
-    write_atomically(args.out, render(thm5, thm8, lemma6, args.seed, args.quick))
+    atomic_write_text(args.out, render(thm5, thm8, lemma6, args.seed, args.quick))
     print(f"wrote {args.out}")
     return 0
 

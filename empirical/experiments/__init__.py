@@ -18,19 +18,33 @@ holds what they share: arguments, model loading, start states, decoding, atomic 
 from __future__ import annotations
 
 import argparse
-import csv
-import io
-import json
 import sys
 from pathlib import Path
 from typing import Callable, Sequence
 
 import numpy as np
 import torch
+from mlmix.empirical.drift import (
+    ConcatEmbedder,
+    Embedder,
+    SentenceTransformerEmbedder,
+    TokenBagEmbedder,
+)
+from mlmix.empirical.mlm import (
+    DEFAULT_MODEL_DIR,
+    MaskedLMConditionals,
+    TokenConditionals,
+    load_pretrained,
+)
 
-from mlmix.empirical.drift import ConcatEmbedder, Embedder, SentenceTransformerEmbedder, TokenBagEmbedder
-from mlmix.empirical.mlm import DEFAULT_MODEL_DIR, MaskedLMConditionals, TokenConditionals, load_pretrained
-from mlmix.empirical.sweep import write_atomic
+from mlmix.files import (
+    atomic_save_figure,
+    atomic_write_csv,
+    atomic_write_json,
+    dumps_json,
+    jsonable,
+    pyplot,
+)
 
 
 def add_common_arguments(parser: argparse.ArgumentParser, many_models: bool = False) -> None:
@@ -140,52 +154,22 @@ def make_embedder(name: str, source: TokenConditionals) -> Embedder:
 
 
 def write_json(path: Path, obj: object) -> None:
-    write_atomic(path, json.dumps(obj, indent=2, default=_plain) + "\n")
+    atomic_write_json(path, obj, indent=2)
 
 
 def write_csv(path: Path, rows: list[dict]) -> None:
-    buf = io.StringIO()
     fields = list(dict.fromkeys(k for r in rows for k in r))
-    writer = csv.DictWriter(buf, fieldnames=fields)
-    writer.writeheader()
-    writer.writerows([{k: _cell(v) for k, v in r.items()} for r in rows])
-    write_atomic(path, buf.getvalue())
+    atomic_write_csv(path, fields, ([_cell(r.get(k)) for k in fields] for r in rows))
 
 
 def save_figure(fig, path: Path) -> None:
     """Save a matplotlib figure atomically (PNG) and close it."""
-    import matplotlib.pyplot as plt
-
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=120, bbox_inches="tight")
-    plt.close(fig)
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_bytes(buf.getvalue())
-    tmp.replace(path)
-
-
-def pyplot():
-    """matplotlib.pyplot on the non-interactive Agg backend."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    return plt
+    atomic_save_figure(fig, path)
+    pyplot().close(fig)
 
 
 def _cell(value: object) -> object:
     """A CSV cell: sequences as JSON lists, numpy scalars as Python numbers."""
     if isinstance(value, (list, tuple, np.ndarray)):
-        return json.dumps(value, default=_plain)
-    return value.item() if isinstance(value, np.generic) else value
-
-
-def _plain(value: object) -> object:
-    if isinstance(value, np.generic):
-        return value.item()
-    if isinstance(value, np.ndarray):
-        return value.tolist()
-    if isinstance(value, Path):
-        return str(value)
-    raise TypeError(f"cannot serialise {type(value).__name__}")
+        return dumps_json(value, indent=None)
+    return jsonable(value)

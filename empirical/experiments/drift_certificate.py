@@ -21,9 +21,17 @@ from __future__ import annotations
 import argparse
 
 import numpy as np
-
-from mlmix.empirical.experiments import (add_common_arguments, command, decoder, load_model, pyplot, save_figure,
-                                   start_states, write_csv, write_json)
+from mlmix.empirical.experiments import (
+    add_common_arguments,
+    command,
+    decoder,
+    load_model,
+    pyplot,
+    save_figure,
+    start_states,
+    write_csv,
+    write_json,
+)
 from mlmix.theory.margins import count_drift
 
 #: Paper G section 5.4 (its k and temperatures were lost in extraction): (min, median) per temperature.

@@ -31,11 +31,25 @@ import argparse
 from pathlib import Path
 
 import numpy as np
-
 from mlmix.empirical.chains import NOT_COUPLED, run_chains, run_coupled
-from mlmix.empirical.drift import NOT_HIT, drift_from_start, embed_records, hitting_times
-from mlmix.empirical.experiments import (add_common_arguments, add_embedder_argument, command, load_model,
-                                   make_embedder, pyplot, save_figure, start_states, write_csv, write_json)
+from mlmix.empirical.drift import (
+    NOT_HIT,
+    drift_from_start,
+    embed_records,
+    hitting_times,
+)
+from mlmix.empirical.experiments import (
+    add_common_arguments,
+    add_embedder_argument,
+    command,
+    load_model,
+    make_embedder,
+    pyplot,
+    save_figure,
+    start_states,
+    write_csv,
+    write_json,
+)
 from mlmix.empirical.sweep import run_sweep
 
 

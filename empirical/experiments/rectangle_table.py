@@ -25,9 +25,17 @@ import argparse
 from pathlib import Path
 
 import numpy as np
-
-from mlmix.empirical.experiments import (add_common_arguments, command, load_model, pyplot, save_figure, set_threads,
-                                   start_states, write_csv, write_json)
+from mlmix.empirical.experiments import (
+    add_common_arguments,
+    command,
+    load_model,
+    pyplot,
+    save_figure,
+    set_threads,
+    start_states,
+    write_csv,
+    write_json,
+)
 from mlmix.empirical.sweep import run_sweep
 from mlmix.theory.rectangles import sample_rectangles
 

@@ -21,12 +21,28 @@ import argparse
 from pathlib import Path
 
 import numpy as np
-
 from mlmix.empirical.chains import run_chains
 from mlmix.empirical.drift import embed_records
-from mlmix.empirical.experiments import (add_common_arguments, add_embedder_argument, command, decoder, load_model,
-                                   make_embedder, pyplot, save_figure, start_states, write_csv, write_json)
-from mlmix.empirical.traps import DEFAULT_THRESHOLD, DEFAULT_WINDOW, detect_traps, trap_table, window_drift
+from mlmix.empirical.experiments import (
+    add_common_arguments,
+    add_embedder_argument,
+    command,
+    decoder,
+    load_model,
+    make_embedder,
+    pyplot,
+    save_figure,
+    start_states,
+    write_csv,
+    write_json,
+)
+from mlmix.empirical.traps import (
+    DEFAULT_THRESHOLD,
+    DEFAULT_WINDOW,
+    detect_traps,
+    trap_table,
+    window_drift,
+)
 
 #: Paper G appendix A.1 (bert-base-uncased, 30 chains of 10,000 steps).
 PAPER = {"traps": 17, "perfect": 4, "approximate": 13, "mean_duration": 671, "min_duration": 150,

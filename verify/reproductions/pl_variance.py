@@ -24,8 +24,6 @@ from pathlib import Path
 
 import networkx as nx
 import numpy as np
-from tqdm import tqdm
-
 from mlmix.theory.exponential_family import IsingFamily
 from mlmix.theory.pseudolikelihood import (
     MaskDistribution,
@@ -34,7 +32,15 @@ from mlmix.theory.pseudolikelihood import (
     fit_pseudolikelihood,
     sample_pair_weights,
 )
-from mlmix.verify.reproductions import Checkpoint, atomic_save_figure, atomic_write_csv, atomic_write_json, pyplot
+from tqdm import tqdm
+
+from mlmix.files import (
+    Checkpoint,
+    atomic_save_figure,
+    atomic_write_csv,
+    atomic_write_json,
+    pyplot,
+)
 
 MODES = ("all", "sampled")
 

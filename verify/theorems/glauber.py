@@ -25,20 +25,33 @@ from typing import Any
 import numpy as np
 import sympy
 from hypothesis import strategies as st
-
 from mlmix.theory.conductance import set_conductance
-from mlmix.theory.hitting import expected_hitting_times
-from mlmix.theory.kernels import glauber_kernel
 from mlmix.theory.contexts import score_table
-from mlmix.theory.influence import aggregate_influence, contraction_temperature, influence_and_oscillation, influence_matrix, score_oscillation, tv_bound_from_oscillation
-from mlmix.theory.margins import basin_margin, count_drift, escape_bound, mixing_lower_bound
-from mlmix.theory.rectangles import all_rectangles, compatible_joint, is_compatible
+from mlmix.theory.hitting import expected_hitting_times
+from mlmix.theory.influence import (
+    aggregate_influence,
+    contraction_temperature,
+    influence_and_oscillation,
+    influence_matrix,
+    score_oscillation,
+    tv_bound_from_oscillation,
+)
+from mlmix.theory.kernels import glauber_kernel
+from mlmix.theory.margins import (
+    basin_margin,
+    count_drift,
+    escape_bound,
+    mixing_lower_bound,
+)
 from mlmix.theory.matrices import to_dense
 from mlmix.theory.mixing import distance_curve, mixing_time, tv_distance
-from mlmix.theory.spectral import ReducibleChainError, communicating_classes, stationary_distribution
+from mlmix.theory.rectangles import all_rectangles, compatible_joint, is_compatible
+from mlmix.theory.spectral import communicating_classes, stationary_distribution
 from mlmix.verify import strategies as S
 from mlmix.verify.core import Applicability, Theorem, Verdict, compare, register
 from mlmix.verify.runner import Violation
+
+from mlmix.errors import ReducibleChainError
 
 LOCAL_RTOL = 1e-9
 CHAIN_RTOL = 1e-7

@@ -23,14 +23,17 @@ from typing import Any
 
 import numpy as np
 from hypothesis import strategies as st
-
 from mlmix.theory.block_poincare import (
     block_poincare_constant,
     fibre_dirichlet_form,
     kernel_dirichlet_form,
     log_sobolev_upper_bound,
 )
-from mlmix.theory.exponential_family import NearSingularError, condition_number, symmetric_eigenvalues
+from mlmix.theory.exponential_family import (
+    NearSingularError,
+    condition_number,
+    symmetric_eigenvalues,
+)
 from mlmix.theory.ising_modes import (
     assumption5,
     c_R1,
@@ -43,7 +46,11 @@ from mlmix.theory.ising_modes import (
     prop5_steps,
 )
 from mlmix.theory.kernels import k_gibbs_kernel
-from mlmix.theory.pseudolikelihood import MaskDistribution, PseudoLikelihood, asymptotic_covariance
+from mlmix.theory.pseudolikelihood import (
+    MaskDistribution,
+    PseudoLikelihood,
+    asymptotic_covariance,
+)
 from mlmix.theory.spectral import spectral_gap
 from mlmix.verify.core import Applicability, Theorem, Verdict, compare, register
 from mlmix.verify.pitfalls_strategies import (

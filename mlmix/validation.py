@@ -1,0 +1,235 @@
+"""Input validation for every public function and CLI option: one home, one message style.
+
+Each ``check_*`` returns the value in canonical form (int, float, float64 array, boolean mask)
+or raises :class:`TypeError` (wrong kind of object) or :class:`ValueError` (wrong value) with a
+one-line message naming the argument. Memory: :func:`check_memory` compares an estimate, made
+before a large allocation, with the limit in force (:func:`memory_limit`, set by the CLI's
+``--max-memory``; by default 80% of the memory available now) and raises
+:class:`~mlmix.errors.MemoryLimitError` with the estimate in its message.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import os
+import re
+from contextvars import ContextVar
+from typing import Iterator
+
+import numpy as np
+import scipy.sparse as sp
+
+from mlmix.errors import MemoryLimitError
+
+Matrix = np.ndarray | sp.sparray | sp.spmatrix
+
+# ---------------------------------------------------------------------------------------- scalars
+
+
+def check_int(value: object, name: str, *, minimum: int | None = None, maximum: int | None = None) -> int:
+    """An integer (bool refused) within [minimum, maximum]."""
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
+        raise TypeError(f"{name} must be an int, got {type(value).__name__}")
+    value = int(value)
+    if minimum is not None and value < minimum:
+        raise ValueError(f"{name} must be >= {minimum}, got {value}")
+    if maximum is not None and value > maximum:
+        raise ValueError(f"{name} must be <= {maximum}, got {value}")
+    return value
+
+
+def check_real(value: object, name: str, *, minimum: float | None = None, maximum: float | None = None,
+               open_min: bool = False, open_max: bool = False) -> float:
+    """A finite real number in the interval given by minimum/maximum (open ends with open_min/open_max)."""
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, float, np.integer, np.floating)):
+        raise TypeError(f"{name} must be a real number, got {type(value).__name__}")
+    x = float(value)
+    if not math.isfinite(x):
+        raise ValueError(f"{name} must be finite, got {value}")
+    if minimum is not None and (x < minimum or (open_min and x == minimum)):
+        raise ValueError(f"{name} must be {'>' if open_min else '>='} {minimum:g}, got {value}")
+    if maximum is not None and (x > maximum or (open_max and x == maximum)):
+        raise ValueError(f"{name} must be {'<' if open_max else '<='} {maximum:g}, got {value}")
+    return x
+
+
+def check_eps(eps: object, name: str = "eps") -> float:
+    """A TV threshold or probability level in the open interval (0, 1)."""
+    return check_real(eps, name, minimum=0.0, maximum=1.0, open_min=True, open_max=True)
+
+
+def check_temperature(temperature: object, name: str = "temperature") -> float:
+    """A temperature T: finite and > 0."""
+    return check_real(temperature, name, minimum=0.0, open_min=True)
+
+
+def check_steps(t: object, name: str = "t") -> int:
+    """A number of steps: an int >= 0."""
+    return check_int(t, name, minimum=0)
+
+
+# ---------------------------------------------------------------------------------------- arrays
+
+
+def check_vector(v: object, size: int, name: str, *, nonnegative: bool = False, positive: bool = False,
+                 probability: bool = False, tol: float = 1e-9) -> np.ndarray:
+    """A finite float64 vector of length ``size``; optionally entrywise >= 0, > 0, or a probability
+    vector (>= 0, summing to 1 within ``tol``)."""
+    try:
+        arr = np.asarray(v, dtype=np.float64)
+    except (TypeError, ValueError) as err:
+        raise TypeError(f"{name} must be a vector of real numbers: {err}") from None
+    if arr.shape != (size,):
+        raise ValueError(f"{name} must be a vector over the {size} states, got shape {arr.shape}")
+    if not np.isfinite(arr).all():
+        raise ValueError(f"{name} contains NaN or infinite values")
+    if (nonnegative or probability) and (arr < 0).any():
+        raise ValueError(f"{name} has negative entries")
+    if positive and (arr <= 0).any():
+        raise ValueError(f"{name} must be strictly positive ({int((arr <= 0).sum())} entries are <= 0)")
+    if probability and abs(arr.sum() - 1.0) > tol:
+        raise ValueError(f"{name} must sum to 1 (tol {tol:g}), sums to {arr.sum()!r}")
+    return arr
+
+
+def check_transition_matrix(P: object, tol: float = 1e-9) -> Matrix:
+    """P as float64 (CSR when sparse) after checking it is a square, finite, non-negative,
+    row-stochastic matrix (rows sum to 1 within ``tol``; the first offending row is named)."""
+    if sp.issparse(P):
+        M = sp.csr_array(P, dtype=np.float64)
+        data, sums = M.data, np.asarray(M.sum(axis=1)).ravel()
+    elif isinstance(P, (np.ndarray, list, tuple)):
+        try:
+            M = np.asarray(P, dtype=np.float64)
+        except (TypeError, ValueError) as err:
+            raise TypeError(f"transition matrix must hold real numbers: {err}") from None
+        if M.ndim != 2:
+            raise ValueError(f"transition matrix must be 2-dimensional, got shape {M.shape}")
+        data, sums = M, M.sum(axis=1)
+    else:
+        raise TypeError(f"transition matrix must be a numpy array or scipy sparse matrix, got {type(P).__name__}")
+    if M.shape[0] != M.shape[1] or M.shape[0] == 0:
+        raise ValueError(f"transition matrix must be square and non-empty, got shape {M.shape}")
+    if not np.isfinite(data).all():
+        raise ValueError("transition matrix contains NaN or infinite entries")
+    if (data < 0).any():
+        raise ValueError("transition matrix has negative entries")
+    bad = np.flatnonzero(np.abs(sums - 1.0) > tol)
+    if bad.size:
+        raise ValueError(f"transition matrix rows must sum to 1 (tol {tol:g}); row {bad[0]} sums to {sums[bad[0]]!r}")
+    return M
+
+
+def check_state_set(S: object, n_states: int, name: str = "S", *, nonempty: bool = True,
+                    proper: bool = False) -> np.ndarray:
+    """A set of states as a boolean mask, from a mask, an index array or a single index.
+
+    ``nonempty`` refuses the empty set; ``proper`` also refuses the whole space.
+    """
+    arr = np.asarray(S)
+    if arr.ndim == 0:
+        arr = arr.reshape(1)
+    if arr.dtype == bool:
+        if arr.shape != (n_states,):
+            raise ValueError(f"{name}: a boolean mask must have shape ({n_states},), got {arr.shape}")
+        mask = arr.copy()
+    else:
+        if arr.size and not np.issubdtype(arr.dtype, np.integer):
+            raise TypeError(f"{name} must be a boolean mask or integer state indices, got dtype {arr.dtype}")
+        if arr.ndim != 1:
+            raise ValueError(f"{name}: state indices must be a 1-d array, got shape {arr.shape}")
+        if arr.size and (arr.min() < 0 or arr.max() >= n_states):
+            raise ValueError(f"{name}: state indices must lie in [0, {n_states})")
+        mask = np.zeros(n_states, dtype=bool)
+        mask[arr.astype(np.int64)] = True
+    if nonempty and not mask.any():
+        raise ValueError(f"{name} must be a non-empty set of states")
+    if proper and mask.all():
+        raise ValueError(f"{name} must be a proper subset of the states, got the whole space")
+    return mask
+
+
+# ---------------------------------------------------------------------------------------- sizes and memory
+
+_UNITS = {"": 1, "b": 1, "k": 1000, "kb": 1000, "kib": 1024, "m": 1000**2, "mb": 1000**2, "mib": 1024**2,
+          "g": 1000**3, "gb": 1000**3, "gib": 1024**3, "t": 1000**4, "tb": 1000**4, "tib": 1024**4}
+
+
+def parse_size(text: str | int, name: str = "--max-memory") -> int:
+    """Bytes from '512MiB', '4G', '2.5GB' or a plain number of bytes."""
+    if isinstance(text, (int, np.integer)) and not isinstance(text, bool):
+        return check_int(text, name, minimum=1)
+    m = re.fullmatch(r"\s*([0-9]*\.?[0-9]+(?:e[0-9]+)?)\s*([A-Za-z]*)\s*", str(text))
+    if not m or m.group(2).lower() not in _UNITS:
+        raise ValueError(f"{name} must be a size such as 512MiB, 4G or 2.5GB, got {text!r}")
+    value = float(m.group(1)) * _UNITS[m.group(2).lower()]
+    if not math.isfinite(value) or value < 1:
+        raise ValueError(f"{name} must be at least 1 byte, got {text!r}")
+    return int(value)
+
+
+def parse_duration(text: str | float, name: str = "--budget") -> float:
+    """Seconds from '90s', '10m', '1.5h' or a plain number of seconds (> 0)."""
+    if isinstance(text, (int, float, np.integer, np.floating)) and not isinstance(text, bool):
+        return check_real(text, name, minimum=0.0, open_min=True)
+    m = re.fullmatch(r"\s*([0-9]*\.?[0-9]+)\s*(s|sec|m|min|h|hr)?\s*", str(text).lower())
+    if not m:
+        raise ValueError(f"{name} must be a duration such as 90s, 10m or 1.5h, got {text!r}")
+    seconds = float(m.group(1)) * {None: 1, "s": 1, "sec": 1, "m": 60, "min": 60, "h": 3600, "hr": 3600}[m.group(2)]
+    if seconds <= 0:
+        raise ValueError(f"{name} must be positive, got {text!r}")
+    return seconds
+
+
+def format_bytes(n: float) -> str:
+    """'1.5 GiB'-style rendering of a byte count."""
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if abs(n) < 1024 or unit == "TiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    raise AssertionError("unreachable")
+
+
+def available_memory() -> int:
+    """Bytes of memory available to a new allocation now (MemAvailable on Linux; else total/2)."""
+    try:
+        with open("/proc/meminfo", encoding="ascii") as fh:
+            for line in fh:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") // 2
+    except (ValueError, OSError, AttributeError):
+        return 4 * 1024**3
+
+
+_LIMIT: ContextVar[int | None] = ContextVar("mlmix_memory_limit", default=None)
+
+
+@contextlib.contextmanager
+def memory_limit(limit: str | int | None) -> Iterator[None]:
+    """Within the block, :func:`check_memory` compares estimates with ``limit`` bytes (a size string
+    or int); ``None`` keeps the default (80% of the memory available at the time of the check)."""
+    token = _LIMIT.set(None if limit is None else parse_size(limit))
+    try:
+        yield
+    finally:
+        _LIMIT.reset(token)
+
+
+def current_memory_limit() -> int:
+    """The limit in force: the one set by :func:`memory_limit`, else 80% of the available memory."""
+    limit = _LIMIT.get()
+    return limit if limit is not None else int(0.8 * available_memory())
+
+
+def check_memory(nbytes: float, what: str) -> None:
+    """Refuse (MemoryLimitError) an allocation of about ``nbytes`` bytes for ``what`` when it exceeds
+    the limit in force; the message carries the estimate and the limit."""
+    limit = current_memory_limit()
+    if nbytes > limit:
+        raise MemoryLimitError(f"{what} needs about {format_bytes(nbytes)}, more than the memory limit of "
+                               f"{format_bytes(limit)} (raise it with --max-memory, or choose a smaller problem)")

@@ -1,0 +1,201 @@
+"""Results that carry how they were computed and how accurate they are.
+
+Every quantity mlmix computes comes back as a :class:`Result` (a number) or a
+:class:`VectorResult` (a vector over the states). A result is either
+
+* **resolved**: ``value`` is a number and ``rel_error`` bounds its relative error,
+  ``|value - true| <= rel_error * |value|`` (0 for exact values), so ``lower`` and ``upper``
+  enclose the true value; or
+* **unresolved**: ``value`` is None, ``reason`` says why (the accuracy target could not be met,
+  the size limit was exceeded, the quantity is infinite, ...), and ``lower`` / ``upper`` give
+  whatever enclosure is known (None for an unknown side).
+
+``float(result)`` returns the value or raises :class:`~mlmix.errors.UnresolvedError` with the
+reason; ``numpy.asarray(vector_result)`` gives the vector. ``as_dict()`` is the JSON form used by
+the CLI: ``{"value", "lower", "upper", "rel_error", "method", "reason", ...details}``.
+
+The default accuracy target is :data:`DEFAULT_RTOL` (relative): an algorithm whose error bound
+exceeds it reports an interval instead of a number - roundoff is never a result.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any, Mapping
+
+import numpy as np
+
+from mlmix.errors import UnresolvedError
+
+#: Relative accuracy a number must reach to be reported as a value (otherwise: an interval).
+DEFAULT_RTOL = 1e-6
+
+#: Unit roundoff of float64.
+EPS = float(np.finfo(np.float64).eps) / 2
+
+
+def _fmt(x: float | None) -> str:
+    if x is None:
+        return "?"
+    if isinstance(x, (int, np.integer)) or (isinstance(x, float) and x.is_integer() and abs(x) < 1e15):
+        return f"{int(x)}"
+    return f"{x:.6g}"
+
+
+@dataclass(frozen=True, eq=False)
+class Result:
+    """A number with its method and accuracy (see the module docstring)."""
+
+    name: str
+    value: float | int | None
+    method: str
+    rel_error: float | None = None
+    lower: float | None = None
+    upper: float | None = None
+    reason: str | None = None
+    details: Mapping[str, Any] = field(default_factory=dict)
+
+    # ---------------------------------------------------------------- constructors
+    @classmethod
+    def exact(cls, name: str, value: float | int, method: str, **details: Any) -> "Result":
+        """A value known exactly (integers, closed forms) or to the last bit."""
+        return cls(name, value, method, 0.0, value, value, None, details)
+
+    @classmethod
+    def approximate(cls, name: str, value: float, rel_error: float, method: str, **details: Any) -> "Result":
+        """A value with a bound on its relative error (the enclosure follows from it)."""
+        v, r = float(value), float(rel_error)
+        lo, hi = sorted((v * (1 - r), v * (1 + r)))
+        return cls(name, v, method, r, lo, hi, None, details)
+
+    @classmethod
+    def checked(cls, name: str, value: float, abs_error: float, method: str, *, rtol: float = DEFAULT_RTOL,
+                lower: float | None = None, upper: float | None = None, **details: Any) -> "Result":
+        """A value with an absolute error bound: resolved when abs_error <= rtol |value|, otherwise an
+        interval [value - abs_error, value + abs_error] (clipped to ``lower`` / ``upper`` when given:
+        the range the quantity is known to lie in) with the reason."""
+        v, e = float(value), float(abs_error)
+        if math.isfinite(v) and math.isfinite(e) and e <= rtol * abs(v):
+            return cls.approximate(name, v, e / abs(v) if v else 0.0, method, **details)
+        lo, hi = v - e, v + e
+        if lower is not None:
+            lo = max(lo, lower)
+        if upper is not None:
+            hi = min(hi, upper)
+        reason = (f"error bound {e:.2g} exceeds the accuracy target {rtol:g} x |{v:.3g}|: the value is not "
+                  "resolved above the floating-point floor of this method")
+        return cls(name, None, method, None, lo, hi, reason, details)
+
+    @classmethod
+    def interval(cls, name: str, lower: float | None, upper: float | None, method: str, reason: str,
+                 **details: Any) -> "Result":
+        """Only an enclosure is known (either side may be None: unknown)."""
+        return cls(name, None, method, None, lower, upper, reason, details)
+
+    @classmethod
+    def missing(cls, name: str, method: str, reason: str, **details: Any) -> "Result":
+        """Not computed; ``reason`` says why."""
+        return cls(name, None, method, None, None, None, reason, details)
+
+    # ---------------------------------------------------------------- access
+    @property
+    def resolved(self) -> bool:
+        return self.value is not None
+
+    def __float__(self) -> float:
+        if self.value is None:
+            raise UnresolvedError(f"{self.name} is not resolved: {self.reason} (known interval "
+                                  f"[{_fmt(self.lower)}, {_fmt(self.upper)}])")
+        return float(self.value)
+
+    def __int__(self) -> int:
+        value = float(self)
+        if not float(value).is_integer():
+            raise TypeError(f"{self.name} = {value!r} is not an integer")
+        return int(value)
+
+    def __format__(self, spec: str) -> str:
+        if not spec:
+            return str(self)
+        if self.value is None:
+            return f"[{format(self.lower, spec) if self.lower is not None else '?'}, " \
+                   f"{format(self.upper, spec) if self.upper is not None else '?'}]"
+        return format(self.value, spec)
+
+    def __str__(self) -> str:
+        if self.value is None:
+            return f"{self.name}: not resolved ({self.reason}); in [{_fmt(self.lower)}, {_fmt(self.upper)}]"
+        acc = "exact" if self.rel_error == 0 else (f"relative error <= {self.rel_error:.1e}"
+                                                   if self.rel_error is not None else "accuracy unknown")
+        return f"{self.name} = {_fmt(self.value)} ({acc}; {self.method})"
+
+    def __repr__(self) -> str:
+        return f"<Result {self}>"
+
+    def as_dict(self) -> dict[str, Any]:
+        """JSON-ready form (non-finite numbers are written as null by :func:`mlmix.files.dumps_json`)."""
+        out = {"value": self.value, "lower": self.lower, "upper": self.upper, "rel_error": self.rel_error,
+               "method": self.method, "reason": self.reason}
+        out.update({k: v for k, v in self.details.items() if not (isinstance(v, np.ndarray) and v.size > 64)})
+        return out
+
+    # ---------------------------------------------------------------- derived results
+    def reciprocal(self, name: str, method: str | None = None) -> "Result":
+        """1/x with the enclosure mapped (and the relative error r/(1-r)); an unresolved x gives an
+        unresolved 1/x with the mapped interval. A zero value or lower bound maps to an infinite side
+        (reported as an interval with an unknown upper side)."""
+        method = method or f"1 / {self.name} ({self.method})"
+        lo = None if not self.upper else 1.0 / self.upper
+        hi = None if not self.lower or self.lower <= 0 else 1.0 / self.lower
+        if self.value is None:
+            return Result(name, None, method, None, lo, hi, self.reason, dict(self.details))
+        if self.value == 0:
+            return Result.interval(name, None, None, method, f"{self.name} is 0: {name} is infinite", **self.details)
+        r = self.rel_error
+        rel = None if r is None or r >= 1 else (0.0 if r == 0 else r / (1 - r))
+        return Result(name, 1.0 / self.value, method, rel, lo, hi, None, dict(self.details))
+
+
+@dataclass(frozen=True, eq=False)
+class VectorResult:
+    """A vector over the states with its method and accuracy.
+
+    ``rel_error``: bound on the entrywise relative error max_x |v_x - true_x| / |v_x| (None when only
+    normwise accuracy is known); ``abs_error``: bound on ||v - true||_1; ``residual``: the defining
+    equation's residual (for a stationary law ||pi P - pi||_1); ``log_value``: log v, exact where v
+    underflows (None when not available).
+    """
+
+    name: str
+    value: np.ndarray
+    method: str
+    rel_error: float | None = None
+    abs_error: float | None = None
+    residual: float | None = None
+    log_value: np.ndarray | None = None
+    details: Mapping[str, Any] = field(default_factory=dict)
+
+    def __array__(self, dtype: Any = None, copy: bool | None = None) -> np.ndarray:
+        arr = self.value if dtype is None else self.value.astype(dtype)
+        return arr.copy() if copy else arr
+
+    def __len__(self) -> int:
+        return int(self.value.shape[0])
+
+    def __getitem__(self, index: Any) -> Any:
+        return self.value[index]
+
+    def __repr__(self) -> str:
+        acc = (f"entrywise relative error <= {self.rel_error:.1e}" if self.rel_error is not None
+               else f"||error||_1 <= {self.abs_error:.1e}" if self.abs_error is not None else "accuracy unknown")
+        return f"<VectorResult {self.name}: {len(self)} entries ({acc}; {self.method})>"
+
+    def as_dict(self, values: bool = True) -> dict[str, Any]:
+        out = {"method": self.method, "rel_error": self.rel_error, "abs_error": self.abs_error,
+               "residual": self.residual, **self.details}
+        if values:
+            out["value"] = self.value
+            if self.log_value is not None:
+                out["log_value"] = self.log_value
+        return out
