@@ -27,10 +27,11 @@ import torch
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 
+from mlm_fixtures import word_tokenizer  # noqa: E402
+
 from mlmix.empirical.chains import run_chains  # noqa: E402
 from mlmix.empirical.mlm import MaskedLMConditionals, resolve_device  # noqa: E402
 from mlmix.files import atomic_write_text  # noqa: E402
-from mlm_fixtures import word_tokenizer  # noqa: E402
 
 
 def bert_base(device: torch.device):

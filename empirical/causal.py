@@ -19,8 +19,9 @@ from __future__ import annotations
 
 import numpy as np
 import torch
-from mlmix.empirical.mlm import TokenConditionals
 from transformers import AutoModelForCausalLM, PreTrainedModel
+
+from mlmix.empirical.mlm import TokenConditionals
 
 
 class CausalLMConditionals(TokenConditionals):

@@ -35,9 +35,9 @@ from typing import Callable, Sequence
 
 import numpy as np
 import torch
-from mlmix.theory.conditionals import Conditionals
 from tqdm.auto import tqdm
 
+from mlmix.theory.conditionals import Conditionals
 from mlmix.validation import check_int
 
 #: ``coupling_time`` of a pair that did not meet within the step budget.

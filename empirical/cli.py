@@ -18,10 +18,10 @@ import time
 from pathlib import Path
 
 import numpy as np
-from mlmix.empirical import estimate as est
-from mlmix.theory.contexts import TopK
 
+from mlmix.empirical import estimate as est
 from mlmix.files import atomic_write_text
+from mlmix.theory.contexts import TopK
 
 DEFAULT_LENGTH = 16
 

@@ -24,6 +24,8 @@ import time
 from typing import Sequence
 
 import numpy as np
+from tqdm.auto import tqdm
+
 from mlmix.theory.conditionals import Conditionals, ScoreTable
 from mlmix.theory.contexts import Replacements, TopK
 from mlmix.theory.influence import (
@@ -38,8 +40,6 @@ from mlmix.theory.margins import (
     state_margins,
 )
 from mlmix.theory.rectangles import all_rectangles, sample_rectangles
-from tqdm.auto import tqdm
-
 from mlmix.validation import check_int
 
 DEFAULT_CONTEXTS = 256

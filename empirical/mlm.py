@@ -28,11 +28,11 @@ from typing import Callable, Sequence
 
 import numpy as np
 import torch
-from mlmix.theory.conditionals import Conditionals
-from mlmix.theory.space import StateSpace
 from scipy.special import log_softmax
 from transformers import AutoModelForMaskedLM, AutoTokenizer, PreTrainedModel
 
+from mlmix.theory.conditionals import Conditionals
+from mlmix.theory.space import StateSpace
 from mlmix.validation import check_int
 
 #: The model shipped with mlmix (trained by ``empirical/train_default.py``).

@@ -28,12 +28,12 @@ from pathlib import Path
 import networkx as nx
 import numpy as np
 import torch
-from mlmix.theory.conditionals import Conditionals, PottsModel
-from mlmix.theory.contexts import score_table
 from tokenizers import Tokenizer, models, pre_tokenizers, processors
 from transformers import BertConfig, BertForMaskedLM, PreTrainedTokenizerFast
 
 from mlmix.files import atomic_write_json
+from mlmix.theory.conditionals import Conditionals, PottsModel
+from mlmix.theory.contexts import score_table
 
 SPECIALS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
 TOKENS = ("a", "b", "c", "!")

@@ -26,12 +26,12 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 
 import numpy as np
+from scipy.special import log_softmax, logsumexp
+
 from mlmix.empirical.drift import cosine_distance
 from mlmix.theory.conditionals import Conditionals
 from mlmix.theory.contexts import query_all_sites
 from mlmix.theory.margins import escape_bound, state_margins
-from scipy.special import log_softmax, logsumexp
-
 from mlmix.validation import check_int
 
 #: The paper's detection rule (appendix A.1).

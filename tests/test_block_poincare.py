@@ -5,6 +5,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+
 from mlmix.theory.block_poincare import (
     approximate_tensorization,
     block_dynamics_kernel,

@@ -6,6 +6,8 @@ import numpy as np
 import pytest
 import torch
 from mlm_fixtures import tiny_causal_lm
+from tokenizers import processors
+
 from mlmix.empirical.causal import CausalLMConditionals
 from mlmix.empirical.estimate import constants
 from mlmix.theory.conditionals import ScoreTable
@@ -17,7 +19,6 @@ from mlmix.theory.rectangles import (
     sample_rectangles,
 )
 from mlmix.theory.spectral import is_reversible, stationary_distribution
-from tokenizers import processors
 
 N = 3
 

@@ -8,6 +8,8 @@ import networkx as nx
 import numpy as np
 import pytest
 import torch
+from scipy.stats import chisquare
+
 from mlmix.empirical.chains import (
     NOT_COUPLED,
     inverse_cdf,
@@ -18,7 +20,6 @@ from mlmix.empirical.chains import (
 )
 from mlmix.theory.conditionals import Conditionals, PottsModel, ScoreTable
 from mlmix.theory.kernels import glauber_kernel
-from scipy.stats import chisquare
 
 P_VALUE_FLOOR = 1e-4  # fixed seeds make these deterministic; the floors leave room for changes of stream
 TV_RATIO = 2.0  # empirical TV at most twice its typical size under the exact law
@@ -257,6 +258,7 @@ class _NumpyOnly(Conditionals):
 
 def test_mlm_chains_use_the_torch_path_and_follow_the_exact_kernel():
     from mlm_fixtures import tiny_masked_lm
+
     from mlmix.empirical.mlm import MaskedLMConditionals
 
     mlm = MaskedLMConditionals(*tiny_masked_lm("bert", seed=4), 3, device="cpu", temperature=0.7)
@@ -279,6 +281,7 @@ def test_the_chain_loop_skips_the_synchronising_range_checks_of_the_torch_path(m
     # the checks (aminmax + int() on the device) would stall a GPU once per step; the chain's own
     # states and sites are valid by construction, so the same trajectory comes without them
     from mlm_fixtures import tiny_masked_lm
+
     from mlmix.empirical.mlm import MaskedLMConditionals
 
     mlm = MaskedLMConditionals(*tiny_masked_lm("bert", seed=4), 3, device="cpu")

@@ -7,6 +7,8 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from scipy.special import logsumexp
+
 from mlmix.theory.conditionals import (
     IsingModel,
     LogWeightTable,
@@ -15,8 +17,6 @@ from mlmix.theory.conditionals import (
     clique_ising,
 )
 from mlmix.theory.space import StateSpace
-from scipy.special import logsumexp
-
 from mlmix.validation import check_temperature
 
 

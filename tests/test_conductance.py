@@ -7,6 +7,8 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from test_spectral import _double_well, two_state
+
 from mlmix.theory import matrices
 from mlmix.theory.conditionals import IsingModel, PottsModel, ScoreTable
 from mlmix.theory.conductance import (
@@ -17,7 +19,6 @@ from mlmix.theory.conductance import (
 )
 from mlmix.theory.kernels import glauber_kernel
 from mlmix.theory.spectral import additive_gap, stationary
-from test_spectral import _double_well, two_state
 
 
 @settings(max_examples=25)

@@ -7,6 +7,7 @@ import sys
 import networkx as nx
 import numpy as np
 import pytest
+
 from mlmix.empirical.chains import run_chains
 from mlmix.empirical.drift import (
     NOT_HIT,
@@ -123,6 +124,7 @@ def test_margins_exclude_the_prefix_and_flag_non_argmax_tokens():
 
 def test_bag_and_concat_embedders_of_an_mlm():
     from mlm_fixtures import tiny_masked_lm
+
     from mlmix.empirical.drift import ConcatEmbedder
     from mlmix.empirical.mlm import MaskedLMConditionals
 

@@ -8,6 +8,7 @@ import networkx as nx
 import numpy as np
 import pytest
 from mlm_fixtures import tiny_masked_lm
+
 from mlmix.empirical.estimate import (
     constants,
     convergence,

@@ -6,10 +6,10 @@ import json
 import numpy as np
 import pytest
 from mlm_fixtures import save_model, tiny_causal_lm, tiny_masked_lm
-from mlmix.empirical.estimate import constants
-from mlmix.empirical.mlm import DEFAULT_MODEL_DIR, MaskedLMConditionals
 
 from mlmix.cli import main
+from mlmix.empirical.estimate import constants
+from mlmix.empirical.mlm import DEFAULT_MODEL_DIR, MaskedLMConditionals
 
 KEYS = ("model", "temperature", "n_contexts", "rho_hat", "delta_hat", "contraction_temperature", "rectangle",
         "device", "seconds", "exact")

@@ -6,14 +6,14 @@ import networkx as nx
 import numpy as np
 import pytest
 import scipy.sparse as sp
+from test_spectral import two_state
+
+from mlmix.cli import main
 from mlmix.theory.cli import parse_graph
 from mlmix.theory.conditionals import IsingModel, ScoreTable
 from mlmix.theory.kernels import glauber_kernel, k_gibbs_kernel
 from mlmix.theory.mixing import mixing_time
 from mlmix.theory.spectral import additive_gap, spectral_gap, stationary
-from test_spectral import two_state
-
-from mlmix.cli import main
 
 
 def run_json(capsys, *argv):

@@ -8,6 +8,7 @@ import json
 import numpy as np
 import pytest
 from mlm_fixtures import save_model, tiny_causal_lm, tiny_masked_lm
+
 from mlmix.empirical.chains import load_trajectory
 from mlmix.empirical.experiments import (
     drift_certificate,

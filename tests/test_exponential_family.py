@@ -5,6 +5,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+
 from mlmix.theory.conditionals import IsingModel, PottsModel, clique_ising
 from mlmix.theory.exponential_family import (
     IsingFamily,

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, find, settings
 from hypothesis.errors import NoSuchExample
+
 from mlmix.theory.kernels import glauber_kernel
 from mlmix.theory.spectral import (
     communicating_classes,

@@ -5,6 +5,8 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from test_spectral import two_state
+
 from mlmix.theory import matrices
 from mlmix.theory.conditionals import IsingModel, PottsModel, ScoreTable
 from mlmix.theory.hitting import (
@@ -14,7 +16,6 @@ from mlmix.theory.hitting import (
 )
 from mlmix.theory.kernels import glauber_kernel
 from mlmix.theory.spectral import stationary
-from test_spectral import two_state
 
 
 def _absorbed(P, A):

@@ -6,6 +6,7 @@ import mpmath
 import numpy as np
 import pytest
 from hypothesis import given, settings
+
 from mlmix.theory.hitting import expected_hitting_times, hitting_time_distribution
 from mlmix.theory.ising_modes import (
     CliqueIsing,

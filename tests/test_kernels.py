@@ -7,6 +7,7 @@ import pytest
 import sympy
 from hypothesis import given, settings
 from hypothesis import strategies as st
+
 from mlmix.theory.conditionals import (
     IsingModel,
     LogWeightTable,

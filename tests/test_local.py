@@ -8,6 +8,8 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from scipy.special import softmax
+
 from mlmix.theory import contexts as contexts_module
 from mlmix.theory.conditionals import (
     Conditionals,
@@ -42,7 +44,6 @@ from mlmix.theory.rectangles import (
 from mlmix.theory.space import StateSpace
 from mlmix.theory.spectral import stationary_distribution
 from mlmix.verify import strategies as S
-from scipy.special import softmax
 
 
 def brute_influence(src):

@@ -7,11 +7,12 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from test_spectral import _double_well, two_state
+
 from mlmix.theory.conditionals import IsingModel, ScoreTable
 from mlmix.theory.kernels import glauber_kernel
 from mlmix.theory.mixing import distance_curve, mixing_time, tv_distance
 from mlmix.theory.spectral import absolute_spectral_gap, stationary
-from test_spectral import _double_well, two_state
 
 
 @settings(max_examples=30)

@@ -9,8 +9,9 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from mlm_fixtures import ARCHITECTURES, WORDS, save_model, tiny_masked_lm
-from mlmix.empirical.mlm import MaskedLMConditionals
 from scipy.special import log_softmax
+
+from mlmix.empirical.mlm import MaskedLMConditionals
 
 N = 4
 

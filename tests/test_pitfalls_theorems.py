@@ -2,9 +2,10 @@
 
 import json
 
-import mlmix.verify.theorems.pitfalls as pitfalls
 import numpy as np
 import pytest
+
+import mlmix.verify.theorems.pitfalls as pitfalls
 from mlmix.theory.exponential_family import IsingFamily
 from mlmix.theory.ising_modes import CliqueIsing, c_stuck
 from mlmix.theory.pseudolikelihood import MaskDistribution

@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 import sympy
 from hypothesis import given, settings
+
 from mlmix.theory.exponential_family import IsingFamily, NearSingularError, PottsFamily
 from mlmix.theory.pseudolikelihood import (
     MaskDistribution,

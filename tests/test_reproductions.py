@@ -5,10 +5,10 @@ import json
 
 import numpy as np
 import pytest
-from mlmix.verify.reproductions import ising_modes as modes_repro
-from mlmix.verify.reproductions import pl_variance
 
 from mlmix.files import Checkpoint, atomic_write_json
+from mlmix.verify.reproductions import ising_modes as modes_repro
+from mlmix.verify.reproductions import pl_variance
 
 
 def test_pl_variance_tiny(tmp_path):

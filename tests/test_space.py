@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+
 from mlmix.theory.space import StateSpace
 
 spaces = st.builds(StateSpace, st.integers(2, 4), st.integers(1, 4))

@@ -7,6 +7,8 @@ import pytest
 import scipy.sparse as sp
 from hypothesis import given, settings
 from hypothesis import strategies as st
+
+from mlmix.errors import ReducibleChainError
 from mlmix.theory import matrices
 from mlmix.theory.conditionals import IsingModel, LogWeightTable, PottsModel, ScoreTable
 from mlmix.theory.kernels import block_kernel, glauber_kernel
@@ -31,8 +33,6 @@ from mlmix.theory.spectral import (
     stationary,
     time_reversal,
 )
-
-from mlmix.errors import ReducibleChainError
 from mlmix.validation import check_transition_matrix
 
 

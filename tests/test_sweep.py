@@ -8,11 +8,11 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 import pytest
 from dask import distributed
+
 from mlmix.empirical.chains import run_coupled
 from mlmix.empirical.sweep import run_sweep, task_key
-from mlmix.theory.conditionals import ScoreTable
-
 from mlmix.files import atomic_write_text
+from mlmix.theory.conditionals import ScoreTable
 
 TASKS = [{"temperature": T, "length": n, "seed": s} for T in (0.5, 2.0) for n in (2, 3) for s in (0, 1)]
 

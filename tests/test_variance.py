@@ -7,6 +7,9 @@ import scipy.sparse as sp
 import scipy.sparse.linalg as spla
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from test_spectral import _double_well, two_state
+
+from mlmix.errors import ConvergenceError
 from mlmix.theory import matrices
 from mlmix.theory.conditionals import IsingModel, PottsModel, ScoreTable
 from mlmix.theory.kernels import glauber_kernel
@@ -17,9 +20,6 @@ from mlmix.theory.variance import (
     poisson_solution,
     variance_bound_reversible,
 )
-from test_spectral import _double_well, two_state
-
-from mlmix.errors import ConvergenceError
 
 
 @settings(max_examples=30)

@@ -4,11 +4,11 @@ import json
 
 import pytest
 from hypothesis import strategies as st
+
+from mlmix.cli import main
 from mlmix.verify.cli import JSON_KEYS, jsonable
 from mlmix.verify.core import REGISTRY, Applicability, Theorem, compare, register
 from mlmix.verify.runner import load_theorems, select
-
-from mlmix.cli import main
 
 
 def run_cli(capsys, *argv):

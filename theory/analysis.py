@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
+
 from mlmix.theory.conductance import EXACT_CONDUCTANCE_LIMIT, conductance_bounds
 from mlmix.theory.matrices import prefer_dense
 from mlmix.theory.mixing import MIXING_LIMIT, mixing_time
@@ -15,7 +16,6 @@ from mlmix.theory.spectral import (
     spectral_gap,
     stationary,
 )
-
 from mlmix.validation import Matrix, check_transition_matrix
 
 

@@ -31,12 +31,13 @@ from dataclasses import dataclass
 
 import numpy as np
 import scipy.sparse as sp
+from scipy.optimize import minimize
+from scipy.special import log_softmax
+
 from mlmix.theory.conditionals import Conditionals
 from mlmix.theory.kernels import adaptive_block_kernel, block_kernel
 from mlmix.theory.pseudolikelihood import MaskDistribution
 from mlmix.theory.spectral import dirichlet_form, poincare_constant, spectral_gap
-from scipy.optimize import minimize
-from scipy.special import log_softmax
 
 
 def _joint(source: Conditionals, masks: MaskDistribution) -> tuple[np.ndarray, np.ndarray]:

@@ -18,6 +18,7 @@ from pathlib import Path
 import networkx as nx
 import numpy as np
 import scipy.sparse as sp
+
 from mlmix.theory.analysis import analyse, format_table
 from mlmix.theory.conditionals import (
     Conditionals,
@@ -32,7 +33,6 @@ from mlmix.theory.kernels import (
     k_gibbs_kernel,
 )
 from mlmix.theory.mixing import MIXING_LIMIT
-
 from mlmix.validation import Matrix, check_temperature, check_transition_matrix
 
 MODELS = ("ising", "potts", "scores", "clique")

@@ -19,9 +19,9 @@ from typing import Mapping
 
 import networkx as nx
 import numpy as np
-from mlmix.theory.space import StateSpace
 from scipy.special import log_softmax
 
+from mlmix.theory.space import StateSpace
 from mlmix.validation import check_temperature
 
 

@@ -21,9 +21,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import scipy.sparse as sp
+
 from mlmix.theory.matrices import to_dense
 from mlmix.theory.spectral import additive_eigenpairs, flow_matrix, resolve_stationary
-
 from mlmix.validation import Matrix, check_state_set, check_transition_matrix
 
 #: Largest state count for the exhaustive search over all 2^N subsets.

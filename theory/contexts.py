@@ -31,9 +31,9 @@ from dataclasses import dataclass
 from typing import Iterator
 
 import numpy as np
+
 from mlmix.theory.conditionals import Conditionals
 from mlmix.theory.space import StateSpace
-
 from mlmix.validation import check_int
 
 #: held per working chunk (256 MiB); lower it for a small GPU, raise it for throughput.

@@ -29,10 +29,10 @@ from abc import ABC, abstractmethod
 
 import networkx as nx
 import numpy as np
-from mlmix.theory.conditionals import GibbsModel, IsingModel, PottsModel
-from mlmix.theory.space import StateSpace
 from scipy.special import logsumexp
 
+from mlmix.theory.conditionals import GibbsModel, IsingModel, PottsModel
+from mlmix.theory.space import StateSpace
 from mlmix.validation import check_vector
 
 #: Largest condition number lambda_max / lambda_min accepted before a matrix counts as singular.

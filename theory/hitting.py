@@ -16,12 +16,12 @@ from __future__ import annotations
 import numpy as np
 import scipy.sparse as sp
 import scipy.sparse.linalg as spla
-from mlmix.theory import matrices
-from mlmix.theory.matrices import krylov_solve
-from mlmix.theory.spectral import is_reversible, resolve_stationary
 from scipy.sparse.csgraph import breadth_first_order
 
 from mlmix.errors import ConvergenceError, ReducibleChainError
+from mlmix.theory import matrices
+from mlmix.theory.matrices import krylov_solve
+from mlmix.theory.spectral import is_reversible, resolve_stationary
 from mlmix.validation import (
     Matrix,
     check_state_set,

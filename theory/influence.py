@@ -11,6 +11,8 @@ from dataclasses import dataclass
 from typing import Iterator
 
 import numpy as np
+from scipy.special import softmax
+
 from mlmix.theory.conditionals import Conditionals
 from mlmix.theory.contexts import (
     EXACT_MAX_STATES,
@@ -22,8 +24,6 @@ from mlmix.theory.contexts import (
     rows_per_call,
     state_chunks,
 )
-from scipy.special import softmax
-
 from mlmix.validation import check_temperature
 
 

@@ -32,12 +32,12 @@ from math import comb, isfinite
 import networkx as nx
 import numpy as np
 import scipy.sparse as sp
+
 from mlmix.theory.conditionals import IsingModel, clique_ising
 from mlmix.theory.exponential_family import CONVENTIONS
 from mlmix.theory.hitting import hitting_probabilities, hitting_time_distribution
 from mlmix.theory.kernels import block_kernel, independent_parallel_kernel
 from mlmix.theory.space import StateSpace
-
 from mlmix.validation import check_eps
 
 SAMPLERS = ("k-gibbs", "parallel")

@@ -11,9 +11,10 @@ from typing import Callable, Sequence
 
 import numpy as np
 import scipy.sparse as sp
+from scipy.special import log_softmax, softmax
+
 from mlmix.theory.conditionals import Conditionals
 from mlmix.theory.space import DEFAULT_MAX_STATES, StateSpace
-from scipy.special import log_softmax, softmax
 
 
 def _zero_digit_states(space: StateSpace, sites: Sequence[int]) -> np.ndarray:

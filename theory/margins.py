@@ -7,11 +7,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+from scipy.special import log_softmax, logsumexp
+
 from mlmix.theory.conditionals import Conditionals
 from mlmix.theory.contexts import EXACT_MAX_STATES, check_states, query_all_sites
 from mlmix.theory.space import StateSpace
-from scipy.special import log_softmax, logsumexp
-
 from mlmix.validation import check_temperature
 
 

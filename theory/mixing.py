@@ -17,9 +17,9 @@ limited to :data:`MIXING_LIMIT`.
 from __future__ import annotations
 
 import numpy as np
+
 from mlmix.theory.matrices import to_dense
 from mlmix.theory.spectral import resolve_stationary
-
 from mlmix.validation import Matrix, check_eps, check_steps, check_transition_matrix
 
 #: Largest state count accepted by the exact (dense) TV computations. mixing_time keeps up to

@@ -33,6 +33,9 @@ from dataclasses import dataclass
 from typing import Callable, Sequence
 
 import numpy as np
+from scipy.optimize import minimize
+from scipy.special import logsumexp
+
 from mlmix.theory.exponential_family import (
     MAX_CONDITION,
     ExponentialFamily,
@@ -47,9 +50,6 @@ from mlmix.theory.kernels import (
     k_subsets,
 )
 from mlmix.theory.space import StateSpace
-from scipy.optimize import minimize
-from scipy.special import logsumexp
-
 from mlmix.validation import check_vector
 
 

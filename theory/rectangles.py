@@ -8,10 +8,10 @@ from dataclasses import dataclass
 from typing import Callable
 
 import numpy as np
+
 from mlmix.theory.conditionals import Conditionals
 from mlmix.theory.contexts import check_states, other_symbol, query_scores, score_table
 from mlmix.theory.space import StateSpace
-
 from mlmix.validation import check_int
 
 ScoreLookup = Callable[[np.ndarray, np.ndarray], np.ndarray]

@@ -13,10 +13,10 @@ from dataclasses import dataclass
 import numpy as np
 import scipy.sparse as sp
 import scipy.sparse.linalg as spla
-from mlmix.theory.matrices import prefer_dense, to_dense
 from scipy.sparse.csgraph import breadth_first_order, connected_components
 
 from mlmix.errors import ConvergenceError, ReducibleChainError
+from mlmix.theory.matrices import prefer_dense, to_dense
 from mlmix.validation import Matrix, check_transition_matrix, check_vector
 
 

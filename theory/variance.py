@@ -19,10 +19,10 @@ from __future__ import annotations
 import numpy as np
 import scipy.sparse as sp
 import scipy.sparse.linalg as spla
-from mlmix.theory.matrices import krylov_solve, prefer_dense, to_dense
-from mlmix.theory.spectral import is_reversible, resolve_stationary, spectral_gap
 
 from mlmix.errors import ConvergenceError
+from mlmix.theory.matrices import krylov_solve, prefer_dense, to_dense
+from mlmix.theory.spectral import is_reversible, resolve_stationary, spectral_gap
 from mlmix.validation import Matrix, check_transition_matrix
 
 

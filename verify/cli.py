@@ -18,9 +18,10 @@ import sys
 from typing import Any
 
 import numpy as np
+from tqdm import tqdm
+
 from mlmix.verify.core import TheoremReport
 from mlmix.verify.runner import run_one, select
-from tqdm import tqdm
 
 JSON_KEYS = ("id", "paper", "examples", "holds", "min_slack", "tightness_median", "tightness_max", "counterexample",
              "refuted_in")

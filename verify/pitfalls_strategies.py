@@ -17,6 +17,7 @@ import networkx as nx
 import numpy as np
 from hypothesis import assume
 from hypothesis import strategies as st
+
 from mlmix.theory.conditionals import LogWeightTable
 from mlmix.theory.exponential_family import ExponentialFamily, IsingFamily, PottsFamily
 from mlmix.theory.ising_modes import CliqueIsing, c_stuck

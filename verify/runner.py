@@ -15,6 +15,7 @@ from typing import Any, Callable, Iterable
 
 from hypothesis import HealthCheck, find, settings
 from hypothesis import strategies as st
+
 from mlmix.verify.core import REGISTRY, Theorem, TheoremReport, search
 
 

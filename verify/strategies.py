@@ -26,6 +26,7 @@ import networkx as nx
 import numpy as np
 from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
+
 from mlmix.theory.conditionals import (
     Conditionals,
     IsingModel,
@@ -36,7 +37,6 @@ from mlmix.theory.conditionals import (
 from mlmix.theory.contexts import score_table
 from mlmix.theory.influence import contraction_temperature, score_oscillation
 from mlmix.theory.space import StateSpace
-
 from mlmix.validation import check_temperature
 
 T_MIN, T_MAX = 0.05, 20.0

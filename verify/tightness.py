@@ -25,6 +25,10 @@ from dataclasses import dataclass
 
 import networkx as nx
 import numpy as np
+from scipy.special import softmax
+from tqdm import tqdm
+
+from mlmix.files import atomic_write_text
 from mlmix.theory.conditionals import PottsModel, ScoreTable
 from mlmix.theory.conductance import set_conductance
 from mlmix.theory.hitting import expected_hitting_times
@@ -40,10 +44,6 @@ from mlmix.theory.mixing import mixing_time
 from mlmix.theory.space import StateSpace
 from mlmix.theory.spectral import stationary_distribution
 from mlmix.verify.strategies import boost_basin, tempered
-from scipy.special import softmax
-from tqdm import tqdm
-
-from mlmix.files import atomic_write_text
 
 COMMAND = "python -m mlmix.verify.tightness"
 RHO_BINS = (0.0, 0.25, 0.5, 0.75, 0.9, 1.0)

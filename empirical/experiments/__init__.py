@@ -24,6 +24,7 @@ from typing import Callable, Sequence
 
 import numpy as np
 import torch
+
 from mlmix.empirical.drift import (
     ConcatEmbedder,
     Embedder,
@@ -36,7 +37,6 @@ from mlmix.empirical.mlm import (
     TokenConditionals,
     load_pretrained,
 )
-
 from mlmix.files import (
     atomic_save_figure,
     atomic_write_csv,

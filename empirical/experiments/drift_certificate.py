@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 
 import numpy as np
+
 from mlmix.empirical.experiments import (
     add_common_arguments,
     command,

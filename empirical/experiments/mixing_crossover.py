@@ -31,6 +31,7 @@ import argparse
 from pathlib import Path
 
 import numpy as np
+
 from mlmix.empirical.chains import NOT_COUPLED, run_chains, run_coupled
 from mlmix.empirical.drift import (
     NOT_HIT,

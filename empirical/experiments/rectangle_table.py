@@ -25,6 +25,7 @@ import argparse
 from pathlib import Path
 
 import numpy as np
+
 from mlmix.empirical.experiments import (
     add_common_arguments,
     command,

@@ -21,6 +21,7 @@ import argparse
 from pathlib import Path
 
 import numpy as np
+
 from mlmix.empirical.chains import run_chains
 from mlmix.empirical.drift import embed_records
 from mlmix.empirical.experiments import (

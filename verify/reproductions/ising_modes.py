@@ -21,6 +21,16 @@ import sys
 from pathlib import Path
 
 import numpy as np
+from scipy.special import softmax
+from tqdm import tqdm
+
+from mlmix.files import (
+    Checkpoint,
+    atomic_save_figure,
+    atomic_write_csv,
+    atomic_write_json,
+    pyplot,
+)
 from mlmix.theory.conditionals import IsingModel
 from mlmix.theory.hitting import expected_hitting_times, hitting_time_distribution
 from mlmix.theory.ising_modes import (
@@ -35,16 +45,6 @@ from mlmix.theory.ising_modes import (
 )
 from mlmix.theory.kernels import independent_parallel_kernel, k_gibbs_kernel
 from mlmix.theory.space import StateSpace
-from scipy.special import softmax
-from tqdm import tqdm
-
-from mlmix.files import (
-    Checkpoint,
-    atomic_save_figure,
-    atomic_write_csv,
-    atomic_write_json,
-    pyplot,
-)
 
 
 def simulate_k_gibbs(model: IsingModel, clique: list[int], k: int, budget: int,

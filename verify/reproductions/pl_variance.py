@@ -24,14 +24,6 @@ from pathlib import Path
 
 import networkx as nx
 import numpy as np
-from mlmix.theory.exponential_family import IsingFamily
-from mlmix.theory.pseudolikelihood import (
-    MaskDistribution,
-    PseudoLikelihood,
-    asymptotic_covariance,
-    fit_pseudolikelihood,
-    sample_pair_weights,
-)
 from tqdm import tqdm
 
 from mlmix.files import (
@@ -40,6 +32,14 @@ from mlmix.files import (
     atomic_write_csv,
     atomic_write_json,
     pyplot,
+)
+from mlmix.theory.exponential_family import IsingFamily
+from mlmix.theory.pseudolikelihood import (
+    MaskDistribution,
+    PseudoLikelihood,
+    asymptotic_covariance,
+    fit_pseudolikelihood,
+    sample_pair_weights,
 )
 
 MODES = ("all", "sampled")

@@ -25,6 +25,8 @@ from typing import Any
 import numpy as np
 import sympy
 from hypothesis import strategies as st
+
+from mlmix.errors import ReducibleChainError
 from mlmix.theory.conductance import set_conductance
 from mlmix.theory.contexts import score_table
 from mlmix.theory.hitting import expected_hitting_times
@@ -50,8 +52,6 @@ from mlmix.theory.spectral import communicating_classes, stationary_distribution
 from mlmix.verify import strategies as S
 from mlmix.verify.core import Applicability, Theorem, Verdict, compare, register
 from mlmix.verify.runner import Violation
-
-from mlmix.errors import ReducibleChainError
 
 LOCAL_RTOL = 1e-9
 CHAIN_RTOL = 1e-7

@@ -23,6 +23,7 @@ from typing import Any
 
 import numpy as np
 from hypothesis import strategies as st
+
 from mlmix.theory.block_poincare import (
     block_poincare_constant,
     fibre_dirichlet_form,
