@@ -199,8 +199,8 @@ class OutputDir:
             except OSError as err:
                 os.close(fd)
                 if err.errno in (errno.EAGAIN, errno.EACCES, errno.EWOULDBLOCK):
-                    raise ValueError(f"another mlmix run is writing to {self.path}; wait for it or use another folder") \
-                        from None
+                    raise ValueError(f"another mlmix run is writing to {self.path}; wait for it or use another "
+                                     "folder") from None
                 raise
         self._lock_fd = fd
 

@@ -18,7 +18,8 @@ from mlmix.theory.rectangles import (
     is_compatible,
     sample_rectangles,
 )
-from mlmix.theory.spectral import is_reversible, stationary_distribution
+from mlmix.theory.spectral import is_reversible
+from mlmix.theory.stationary import stationary_distribution
 
 N = 3
 

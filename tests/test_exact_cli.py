@@ -1,4 +1,5 @@
-"""``mlmix exact``: table and JSON output cross-checked against the API, matrix files, bad input."""
+"""``mlmix exact``: JSON cross-checked against the API and closed forms, the issue's metastable examples,
+paper G's constants, matrix files, and a bad-input battery (exit 2, one line, nothing written)."""
 
 import json
 
@@ -6,92 +7,140 @@ import networkx as nx
 import numpy as np
 import pytest
 import scipy.sparse as sp
-from test_spectral import two_state
+from test_spectral import ising_cycle_gap, two_state
 
 from mlmix.cli import main
+from mlmix.theory.chain import Chain
 from mlmix.theory.cli import parse_graph
 from mlmix.theory.conditionals import IsingModel, ScoreTable
-from mlmix.theory.kernels import glauber_kernel, k_gibbs_kernel
-from mlmix.theory.mixing import mixing_time
-from mlmix.theory.spectral import additive_gap, spectral_gap, stationary
+from mlmix.theory.influence import aggregate_influence, influence_matrix
+
+
+def _no_constants(token):
+    raise AssertionError(f"invalid JSON token {token}")
 
 
 def run_json(capsys, *argv):
     assert main(["exact", *argv, "--json"]) == 0
-    return json.loads(capsys.readouterr().out)
+    return json.loads(capsys.readouterr().out, parse_constant=_no_constants)  # strict: no NaN/Infinity
 
 
-def test_default_prints_the_ising_table(capsys):
+def test_default_table(capsys):
     assert main(["exact"]) == 0
     out = capsys.readouterr().out
-    P = glauber_kernel(IsingModel(nx.cycle_graph(6), beta=0.5))
+    ch = Chain.from_source(IsingModel(nx.cycle_graph(6), beta=0.5))
     assert "Ising model on cycle:6" in out and "64" in out
-    assert f"{spectral_gap(P):.6g}" in out
-    assert f"{mixing_time(P)}" in out.split("worst-start TV")[1].split()[0]
+    assert f"{ch.spectral_gap.value:.6g}" in out
+    assert f"{int(ch.mixing_time())}   (exact)" in out
+    assert "paper G: rho" in out and "how each figure was computed" in out
 
 
-def test_json_keys_and_values_match_the_api(capsys):
+@pytest.mark.parametrize("beta", [6.0, 10.0, 20.0])
+def test_the_issue_example_metastable_ising(capsys, beta):
+    """Gap (1 - tanh(2 beta))/n to relative accuracy; t_mix and conductance as certified intervals."""
+    res = run_json(capsys, "--beta", str(beta))
+    exact = ising_cycle_gap(6, beta)
+    gap = res["spectral_gap"]
+    assert abs(gap["value"] / exact - 1) < 1e-12 and gap["rel_error"] < 1e-9
+    assert res["poincare_constant"]["value"] == pytest.approx(1 / exact, rel=1e-12)
+    cond = res["conductance"]
+    assert 0 <= cond["lower"] <= cond["upper"] <= 1 and cond["set_size"] >= 1
+    t = res["t_mix"]
+    assert t["value"] is None and t["lower"] > 0 and t["upper"] >= t["lower"] and "periodic" not in t["reason"]
+
+
+def test_json_matches_the_api(capsys):
     res = run_json(capsys, "--graph", "path:4", "--beta", "0.8", "--field", "0.2", "--stationary")
-    P = glauber_kernel(IsingModel(nx.path_graph(4), beta=0.8, fields=0.2))
-    pi = stationary(P).pi
-    for key in ("n_states", "reversible", "stationary", "spectral_gap", "absolute_spectral_gap", "relaxation_time",
-                "poincare_constant", "conductance", "t_mix", "method"):
-        assert key in res
-    assert res["n_states"] == 16 and res["reversible"] is True
-    np.testing.assert_allclose(res["stationary"], pi, rtol=1e-12)
-    assert res["spectral_gap"] == pytest.approx(spectral_gap(P, pi), rel=1e-12)
-    assert res["poincare_constant"] == pytest.approx(1 / additive_gap(P, pi), rel=1e-12)
-    assert res["relaxation_time"] == pytest.approx(1 / res["absolute_spectral_gap"], rel=1e-12)
-    assert isinstance(res["conductance"], float)  # 16 states: exhaustive
-    assert res["t_mix"] == mixing_time(P, 0.25, pi)
-    assert "residual" in res["method"]["stationary"]
+    ch = Chain.from_source(IsingModel(nx.path_graph(4), beta=0.8, fields=0.2))
+    assert res["n_states"] == 16 and res["reversible"] is True and res["period"] == 1
+    np.testing.assert_allclose(res["stationary"]["value"], ch.stationary.value, rtol=1e-14)
+    for key in ("spectral_gap", "absolute_spectral_gap", "relaxation_time", "additive_gap", "poincare_constant",
+                "conductance", "kemeny_constant"):
+        assert res[key]["value"] == pytest.approx(getattr(ch, key).value, rel=1e-13), key
+        assert res[key]["method"] and res[key]["rel_error"] is not None
+    assert res["t_mix"]["value"] == int(ch.mixing_time(0.25)) and res["t_mix"]["rel_error"] == 0
+    assert "exhaustive" in res["conductance"]["method"]  # 16 states: enumerated
 
 
-def test_non_reversible_scores_and_block_kernels(capsys):
-    res = run_json(capsys, "--model", "scores", "--vocab", "2", "--length", "5", "--temperature", "0.5",
-                   "--seed", "3")
-    assert res["reversible"] is False and res["spectral_gap"] is None
-    P = glauber_kernel(ScoreTable.random(2, 5, seed=3, temperature=0.5))
-    assert res["poincare_constant"] == pytest.approx(1 / additive_gap(P), rel=1e-10)
-    assert set(res["conductance"]) == {"lower", "upper"}
-    assert res["conductance"]["lower"] <= res["conductance"]["upper"]
+def test_paper_constants_next_to_the_chain(capsys):
+    res = run_json(capsys, "--model", "scores", "--vocab", "2", "--length", "4", "--temperature", "2", "--seed", "3")
+    g = res["paper_g"]
+    src = ScoreTable.random(2, 4, seed=3, temperature=2.0)
+    rho = aggregate_influence(influence_matrix(src).rho_ij).rho
+    assert g["rho"]["value"] == pytest.approx(rho, rel=1e-13)
+    assert g["contraction_temperature"]["value"] == pytest.approx(g["delta"]["value"] / 4, rel=1e-13)
+    assert g["rectangle"]["max"] > 0 and res["reversible"] is False  # incompatible <=> R > 0 <=> non-reversible
+    if rho < 1:
+        assert res["t_mix"]["value"] <= g["thm5_t_mix_bound"]["value"]  # Theorem 5
+    ising = run_json(capsys, "--beta", "0.3")["paper_g"]
+    assert ising["rectangle"]["max"] < 1e-12  # compatible
+    basin = run_json(capsys, "--model", "scores", "--vocab", "2", "--length", "4", "--temperature", "0.3",
+                     "--basin", "1 1 * *")["paper_g"]["basin"]
+    assert basin["states"] == 4 and 0 < basin["mass"] < 1 and basin["phi_exact"]["value"] > 0
+
+
+def test_non_reversible_and_other_kernels(capsys):
+    res = run_json(capsys, "--model", "scores", "--vocab", "2", "--length", "5", "--temperature", "0.5", "--seed", "3")
+    assert res["reversible"] is False and res["spectral_gap"]["value"] is None
+    assert "not reversible" in res["spectral_gap"]["reason"]
+    ch = Chain.from_source(ScoreTable.random(2, 5, seed=3, temperature=0.5))
+    assert res["poincare_constant"]["value"] == pytest.approx(float(ch.poincare_constant), rel=1e-12)
     res = run_json(capsys, "--model", "potts", "--q", "3", "--graph", "path:3", "--kernel", "k-gibbs", "--k", "2")
-    assert res["n_states"] == 27 and res["reversible"] is True
+    assert res["n_states"] == 27 and res["reversible"] is True and "paper_g" not in res
     res = run_json(capsys, "--model", "clique", "--length", "4", "--clique-size", "3", "--coupling", "0.3",
                    "--kernel", "parallel")
     assert res["n_states"] == 16
-    joint = IsingModel(nx.path_graph(3), couplings=0.5)
-    assert spectral_gap(k_gibbs_kernel(joint, 3)) == pytest.approx(1.0)  # one step samples the joint
 
 
-def test_matrix_files(tmp_path, capsys):
+def test_matrix_files_and_save_matrix(tmp_path, capsys):
     P = two_state(0.3, 0.1)
     np.save(tmp_path / "p.npy", P)
     res = run_json(capsys, "--matrix", str(tmp_path / "p.npy"), "--stationary")
-    np.testing.assert_allclose(res["stationary"], [0.25, 0.75])
-    assert res["spectral_gap"] == pytest.approx(0.4) and res["conductance"] == pytest.approx(0.3)
+    np.testing.assert_allclose(res["stationary"]["value"], [0.25, 0.75], rtol=1e-14)
+    assert res["spectral_gap"]["value"] == pytest.approx(0.4, rel=1e-14)
+    assert res["conductance"]["value"] == pytest.approx(0.3, rel=1e-14)
     sp.save_npz(tmp_path / "p.npz", sp.csr_array(P))
     assert run_json(capsys, "--matrix", str(tmp_path / "p.npz"))["t_mix"] == res["t_mix"]
+    # --save-matrix writes the kernel that was analysed; reading it back gives the same figures
+    res1 = run_json(capsys, "--model", "scores", "--vocab", "2", "--length", "3", "--save-matrix",
+                    str(tmp_path / "k.npz"))
+    res2 = run_json(capsys, "--matrix", str(tmp_path / "k.npz"))
+    assert res2["additive_gap"]["value"] == res1["additive_gap"]["value"]
     flip = np.array([[0.0, 1.0], [1.0, 0.0]])
     np.save(tmp_path / "flip.npy", flip)
     res = run_json(capsys, "--matrix", str(tmp_path / "flip.npy"))
-    assert res["t_mix"] is None and res["relaxation_time"] is None and "periodic" in res["method"]["t_mix"]
+    assert res["period"] == 2 and res["t_mix"]["value"] is None and "periodic" in res["t_mix"]["reason"]
+    assert res["relaxation_time"]["value"] is None
 
 
 @pytest.mark.parametrize("argv, message", [
+    (["--eps", "nan"], "--eps must be finite"),
+    (["--eps", "1.5"], "--eps must be < 1"),
+    (["--eps", "0"], "--eps must be > 0"),
+    (["--temperature", "0"], "temperature must be > 0"),
+    (["--temperature", "inf"], "finite"),
+    (["--beta", "nan"], "--beta must be finite"),
+    (["--beta", "1", "--temperature", "2"], "not both"),
+    (["--coupling", "inf"], "--coupling must be finite"),
+    (["--scale", "-1"], "--scale must be > 0"),
     (["--graph", "cycle:2"], "bad graph spec"),
-    (["--graph", "grid:0x3"], "bad graph spec"),
     (["--graph", "torus:4"], "bad graph spec"),
-    (["--temperature", "0"], "temperature"),
-    (["--temperature", "-1"], "temperature"),
-    (["--model", "potts", "--q", "1"], "vocab_size"),
-    (["--model", "scores", "--vocab", "1"], "vocab_size"),
+    (["--model", "potts", "--q", "1"], "--q must be >= 2"),
+    (["--model", "scores", "--vocab", "1"], "--vocab must be >= 2"),
     (["--model", "scores", "--kernel", "k-gibbs"], "joint"),
-    (["--kernel", "k-gibbs", "--k", "9"], "k must"),
+    (["--kernel", "k-gibbs", "--k", "9"], "--k must lie in"),
+    (["--mixing-limit", "0"], "--mixing-limit must be >= 1"),
+    (["--model", "scores", "--vocab", "1000", "--length", "2"], "needs about"),
+    (["--graph", "cycle:20", "--kernel", "k-gibbs", "--k", "10"], "needs about"),
+    (["--model", "scores", "--vocab", "3", "--length", "4", "--max-memory", "1KiB"], "memory limit of"),
+    (["--max-memory", "lots"], "--max-memory must be a size"),
+    (["--model", "scores", "--vocab", "2", "--length", "3", "--basin", "1 *"], "basin pattern"),
+    (["--k", "x"], "invalid int value"),
 ])
-def test_bad_model_arguments(capsys, argv, message):
+def test_bad_arguments_give_one_line_and_exit_2(capsys, argv, message):
     assert main(["exact", *argv]) == 2
-    assert message in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert message in err and err.count("\n") == 1, err
 
 
 def test_bad_matrix_files(tmp_path, capsys):
@@ -104,16 +153,27 @@ def test_bad_matrix_files(tmp_path, capsys):
         assert messages[name] in capsys.readouterr().err
     np.savez(tmp_path / "plain.npz", a=np.eye(2))
     assert main(["exact", "--matrix", str(tmp_path / "plain.npz")]) == 2
-    assert "save_npz" in capsys.readouterr().err
+    assert "unknown .npz layout" in capsys.readouterr().err
+    (tmp_path / "corrupt.npz").write_bytes(b"PK\x03\x04 not really a zip")
+    assert main(["exact", "--matrix", str(tmp_path / "corrupt.npz")]) == 2
+    assert "not a readable" in capsys.readouterr().err
     (tmp_path / "p.txt").write_text("1 0\n0 1\n")
     assert main(["exact", "--matrix", str(tmp_path / "p.txt")]) == 2
     assert ".npy or .npz" in capsys.readouterr().err
     assert main(["exact", "--matrix", str(tmp_path / "missing.npy")]) == 2
     assert "does not exist" in capsys.readouterr().err
-    reducible = np.array([[1.0, 0.0], [0.0, 1.0]])
-    np.save(tmp_path / "red.npy", reducible)
-    assert main(["exact", "--matrix", str(tmp_path / "red.npy")]) == 2
-    assert "reducible" in capsys.readouterr().err
+    np.save(tmp_path / "red.npy", np.eye(2))
+    res = run_json(capsys, "--matrix", str(tmp_path / "red.npy"))  # two closed classes: named, not a crash
+    assert "2 closed classes" in res["reason"]
+    bad_out = tmp_path / "dir.npz"
+    bad_out.mkdir()
+    assert main(["exact", "--save-matrix", str(bad_out)]) == 2
+    assert "is a folder" in capsys.readouterr().err
+
+
+def test_debug_shows_the_traceback():
+    with pytest.raises(ValueError, match="--eps"):
+        main(["exact", "--eps", "2", "--debug"])
 
 
 def test_graph_specs():

@@ -10,11 +10,9 @@ from hypothesis import HealthCheck, find, settings
 from hypothesis.errors import NoSuchExample
 
 from mlmix.theory.kernels import glauber_kernel
-from mlmix.theory.spectral import (
-    communicating_classes,
-    is_reversible,
-    stationary_distribution,
-)
+from mlmix.theory.spectral import is_reversible
+from mlmix.theory.stationary import stationary_distribution
+from mlmix.theory.structure import communicating_classes
 from mlmix.verify import strategies as S
 from mlmix.verify.core import REGISTRY, search
 from mlmix.verify.runner import find_violation, load_theorems

@@ -1,5 +1,7 @@
-"""Hitting probabilities and times: absorbed-chain powers, first-step equations, Kac, dense vs Krylov."""
+"""Hitting probabilities, hitting times and committors: absorbed-chain powers, first-step equations,
+Kac, gambler's ruin, metastable values against high-precision references, dense vs Krylov."""
 
+import mpmath as mp
 import networkx as nx
 import numpy as np
 import pytest
@@ -7,15 +9,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from test_spectral import two_state
 
-from mlmix.theory import matrices
+from mlmix.theory import hitting
+from mlmix.theory.chain import Chain
 from mlmix.theory.conditionals import IsingModel, PottsModel, ScoreTable
-from mlmix.theory.hitting import (
-    expected_hitting_times,
-    hitting_probabilities,
-    hitting_time_distribution,
-)
+from mlmix.theory.hitting import committor, expected_hitting_times, hitting_probabilities, hitting_time_distribution
 from mlmix.theory.kernels import glauber_kernel
-from mlmix.theory.spectral import stationary
 
 
 def _absorbed(P, A):
@@ -59,7 +57,7 @@ def test_expected_times_solve_first_step_equations_and_sum_tails(seed):
     assert k[x] == pytest.approx((1 - cdf).sum(), rel=1e-8)
     # Kac: E_a[return time to a] = 1 / pi(a)
     a = seed % 8
-    pi = stationary(P).pi
+    pi = Chain(P).stationary.value
     return_time = 1 + P[a] @ k
     assert return_time == pytest.approx(1 / pi[a], rel=1e-10)
 
@@ -90,10 +88,11 @@ def test_dense_and_krylov_paths_agree(monkeypatch, kind):
     P = glauber_kernel(src)
     target = np.flatnonzero(src.space.all_states().sum(axis=1) == 0)  # the all-zero state
     dense = expected_hitting_times(P, target)
-    monkeypatch.setattr(matrices, "DENSE_LIMIT", 16)
-    np.testing.assert_allclose(expected_hitting_times(P, target), dense, rtol=1e-8)
-    pi = stationary(P).pi
-    np.testing.assert_allclose(expected_hitting_times(P, target, pi=pi), dense, rtol=1e-8)
+    assert "GTH" in dense.method
+    monkeypatch.setattr(hitting, "DENSE_HITTING_LIMIT", 16)
+    sparse = expected_hitting_times(P, target)
+    assert sparse.residual < 1e-8 and "GMRES" in sparse.method or "BiCGSTAB" in sparse.method
+    np.testing.assert_allclose(sparse, dense, rtol=1e-8)
 
 
 def test_ising_symmetry_of_hitting_times():
@@ -107,15 +106,53 @@ def test_ising_symmetry_of_hitting_times():
     np.testing.assert_allclose(k_plus, k_minus[::-1], rtol=1e-10)
 
 
+def test_hitting_the_whole_space_is_immediate():
+    P = two_state(0.2, 0.3)
+    np.testing.assert_array_equal(expected_hitting_times(P, [0, 1]), [0.0, 0.0])
+    np.testing.assert_array_equal(hitting_probabilities(P, [0, 1], 3), [1.0, 1.0])
+
+
+def test_gamblers_ruin_committor():
+    """Biased walk on 0..L, p up, q down: P_x(hit L before 0) = (1 - r^x) / (1 - r^L), r = q/p."""
+    L, p, q = 12, 0.3, 0.5
+    P = np.zeros((L + 1, L + 1))
+    for x in range(1, L):
+        P[x, x + 1], P[x, x - 1], P[x, x] = p, q, 1 - p - q
+    P[0, 0] = P[L, L] = 1.0
+    h = committor(P, [0], [L])
+    r = q / p
+    np.testing.assert_allclose(h, [(1 - r**x) / (1 - r**L) for x in range(L + 1)], rtol=1e-12)
+    assert h.rel_error < 1e-10 and "GTH" in h.method
+
+
+def test_metastable_committor_keeps_relative_accuracy():
+    """Committors down to 1e-180 across a tilted double well, against 200-digit arithmetic."""
+    from test_spectral import _birth_death
+
+    P, _ = _birth_death(m=10, depth=250.0, tilt=5.0)
+    N = P.shape[0]
+    h = Chain(P).committor([0], [N - 1])
+    with mp.workdps(200):  # the same chain: diagonal 1 - off-diagonal sums; birth-death committor formula
+        up = [mp.mpf(P[k, k + 1]) for k in range(N - 1)]
+        down = [mp.mpf(P[k + 1, k]) for k in range(N - 1)]
+        w = [mp.mpf(1)]
+        for k in range(1, N - 1):
+            w.append(w[-1] * down[k - 1] / up[k])  # prod_{j <= k} P(j, j-1) / P(j, j+1)
+        S = mp.fsum(w)
+        ref = [float(mp.fsum(w[:x]) / S) for x in range(N)]
+    assert min(v for v in ref if v > 0) < 1e-100
+    np.testing.assert_allclose(h, ref, rtol=1e-11)
+
+
 def test_bad_targets_and_times():
     P = two_state(0.2, 0.3)
     for fn in (lambda A: expected_hitting_times(P, A), lambda A: hitting_probabilities(P, A, 3)):
         with pytest.raises(ValueError, match="empty"):
             fn([])
-        with pytest.raises(ValueError, match="whole"):
-            fn([0, 1])
         with pytest.raises(ValueError):
             fn([5])
+    with pytest.raises(ValueError, match="disjoint"):
+        committor(P, [0], [0])
     with pytest.raises(ValueError, match=">= 0"):
         hitting_probabilities(P, [0], -1)
     with pytest.raises(TypeError):

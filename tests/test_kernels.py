@@ -24,7 +24,8 @@ from mlmix.theory.kernels import (
     k_subsets,
 )
 from mlmix.theory.space import StateSpace
-from mlmix.theory.spectral import is_reversible, stationary_distribution
+from mlmix.theory.spectral import is_reversible
+from mlmix.theory.stationary import stationary_distribution
 
 
 def _glauber_by_definition(src):

@@ -42,7 +42,7 @@ from mlmix.theory.rectangles import (
     sample_rectangles,
 )
 from mlmix.theory.space import StateSpace
-from mlmix.theory.spectral import stationary_distribution
+from mlmix.theory.stationary import stationary_distribution
 from mlmix.verify import strategies as S
 
 

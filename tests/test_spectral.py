@@ -1,6 +1,7 @@
-"""Stationary law, reversibility, reversibilizations, Dirichlet form and gaps: closed forms,
-identities, dense vs sparse paths, metastable and reducible chains, bad input."""
+"""Stationary law and gaps to relative accuracy: closed forms, 60-digit mpmath references on metastable
+chains (gaps 1e-12 .. 1e-300), dense vs Lanczos, reducible chains, and the stated accuracy holding."""
 
+import mpmath as mp
 import networkx as nx
 import numpy as np
 import pytest
@@ -8,49 +9,172 @@ import scipy.sparse as sp
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from mlmix.errors import ReducibleChainError
-from mlmix.theory import matrices
+from mlmix.errors import ReducibleChainError, UnresolvedError
+from mlmix.theory.chain import Chain
 from mlmix.theory.conditionals import IsingModel, LogWeightTable, PottsModel, ScoreTable
 from mlmix.theory.kernels import block_kernel, glauber_kernel
 from mlmix.theory.space import StateSpace
 from mlmix.theory.spectral import (
-    absolute_spectral_gap,
-    additive_eigenpairs,
     additive_gap,
     additive_reversibilization,
-    check_irreducible,
-    communicating_classes,
     dirichlet_form,
-    eigenvalues,
     is_reversible,
-    log_potential,
     multiplicative_gap,
-    multiplicative_reversibilization,
     poincare_constant,
-    relaxation_time,
-    reversible_eigenvalues,
     spectral_gap,
-    stationary,
     time_reversal,
 )
+from mlmix.theory.stationary import log_potential, stationary_distribution
+from mlmix.theory.structure import communicating_classes
 from mlmix.validation import check_transition_matrix
+
+DPS = 60
 
 
 def two_state(a, b):
     return np.array([[1 - a, a], [b, 1 - b]])
 
 
+def ising_cycle_gap(n, beta):
+    """Heat-bath Glauber on the Ising n-cycle, J = 1, h = 0: gap (1 - tanh(2 beta)) / n, written as
+    2 / ((e^{4 beta} + 1) n) so that it does not cancel (60 digits)."""
+    with mp.workdps(DPS):
+        return float(2 / ((mp.exp(4 * mp.mpf(beta)) + 1) * n))
+
+
+def mp_reversible_gap(P, dps=DPS):
+    """Reference gap of a reversible P: the second smallest eigenvalue of the symmetric
+    L = I - D^1/2 P D^-1/2 with off-diagonals -sqrt(P_xy P_yx) and diagonal sum_y P_xy, built
+    from the float entries in ``dps``-digit arithmetic (mpmath.eigsy). A gap of 1e-k needs more
+    than k digits: the eigensolver's error is ~10^-dps on entries of size 1."""
+    P = np.asarray(P)
+    N = P.shape[0]
+    with mp.workdps(dps):
+        L = mp.matrix(N, N)
+        for x in range(N):
+            for y in range(N):
+                if x != y:
+                    L[x, y] = -mp.sqrt(mp.mpf(P[x, y]) * mp.mpf(P[y, x]))
+            L[x, x] = mp.fsum(mp.mpf(P[x, y]) for y in range(N) if y != x)
+        ev = sorted(mp.eigsy(L, eigvals_only=True))
+        return float(ev[1])
+
+
+def mp_stationary(P):
+    """Reference stationary law in 60-digit arithmetic (bordered linear solve)."""
+    P = np.asarray(P)
+    N = P.shape[0]
+    with mp.workdps(DPS):
+        A = mp.matrix(N, N)
+        for x in range(N):
+            for y in range(N):
+                A[x, y] = (1 if x == y else 0) - mp.mpf(P[y, x])
+        for y in range(N):
+            A[N - 1, y] = 1
+        b = mp.matrix(N, 1)
+        b[N - 1] = 1
+        return mp.lu_solve(A, b)
+
+
 @settings(max_examples=30)
 @given(st.floats(0.01, 0.99), st.floats(0.01, 0.99))
 def test_two_state_closed_forms(a, b):
-    P = two_state(a, b)
-    np.testing.assert_allclose(stationary(P).pi, np.array([b, a]) / (a + b), rtol=1e-12)
-    assert is_reversible(P)
-    assert spectral_gap(P) == pytest.approx(a + b, rel=1e-12)
-    assert additive_gap(P) == pytest.approx(a + b, rel=1e-12)
-    assert absolute_spectral_gap(P) == pytest.approx(1 - abs(1 - a - b), abs=1e-12)
-    assert relaxation_time(P) == pytest.approx(1 / (1 - abs(1 - a - b)), rel=1e-9)
-    assert poincare_constant(P) == pytest.approx(1 / (a + b), rel=1e-12)
+    ch = Chain(two_state(a, b))
+    np.testing.assert_allclose(ch.stationary.value, np.array([b, a]) / (a + b), rtol=1e-13)
+    assert ch.is_reversible
+    assert float(ch.spectral_gap) == pytest.approx(a + b, rel=1e-13)
+    assert float(ch.additive_gap) == pytest.approx(a + b, rel=1e-13)
+    assert float(ch.absolute_spectral_gap) == pytest.approx(1 - abs(1 - a - b), abs=1e-13)
+    assert float(ch.poincare_constant) == pytest.approx(1 / (a + b), rel=1e-13)
+
+
+@pytest.mark.parametrize("a, b", [(1e-12, 1e-12), (1e-12, 3e-12), (1e-100, 0.3), (1e-300, 1e-300), (1e-300, 0.5)])
+def test_two_state_metastable_gap_to_full_relative_accuracy(a, b):
+    """The gap a + b of [[1-a, a], [b, 1-b]] for rates down to 1e-300 (1 - a rounds to 1)."""
+    ch = Chain(two_state(a, b))
+    gap = ch.spectral_gap
+    assert gap.resolved
+    assert abs(gap.value / (a + b) - 1) <= max(gap.rel_error, 1e-15)
+    assert gap.rel_error < 1e-10
+    assert ch.log_stationary.value[1] == pytest.approx(np.log(a / (a + b)), rel=1e-14)
+
+
+@pytest.mark.parametrize("n", [3, 4, 6])
+@pytest.mark.parametrize("beta", [0.5, 2.0, 6.0, 10.0, 15.0, 20.0])
+def test_ising_cycle_gap_matches_the_closed_form(n, beta):
+    """Gaps from 0.06 down to 1e-35: relative error <= 1e-12 and within the stated bound."""
+    ch = Chain.from_source(IsingModel(nx.cycle_graph(n), beta=beta))
+    gap = ch.spectral_gap
+    exact = ising_cycle_gap(n, beta)
+    err = abs(gap.value / exact - 1)
+    assert err <= 1e-12 and err <= gap.rel_error
+    assert gap.lower <= exact <= gap.upper
+    assert float(ch.poincare_constant) == pytest.approx(1 / exact, rel=1e-12)
+    assert float(ch.relaxation_time) == pytest.approx(1 / exact, rel=1e-12)  # 1 + lambda_min is O(1)
+
+
+def _birth_death(m=12, depth=30.0, tilt=2.0):
+    """A biased birth-death chain on 0..2m (Metropolis on a tilted double well V(x)): pi ∝ exp(-V),
+    the two wells separated by a barrier of height ``depth``."""
+    x = np.linspace(-1, 1, 2 * m + 1)
+    V = depth * (x**2 - 1) ** 2 + tilt * x
+    N = V.size
+    P = np.zeros((N, N))
+    for k in range(N):
+        for j in (k - 1, k + 1):
+            if 0 <= j < N:
+                P[k, j] = 0.5 * min(1.0, np.exp(V[k] - V[j]))
+        P[k, k] = 1 - P[k].sum()
+    return P, V
+
+
+@pytest.mark.parametrize("depth", [10.0, 30.0, 80.0, 200.0])
+def test_biased_birth_death_gap_against_high_precision(depth):
+    """Gaps from 1e-5 to 1e-87 against mpmath with 60 + depth/2 digits (enough for the barrier)."""
+    P, V = _birth_death(depth=depth)
+    ch = Chain(P)
+    ref = mp_reversible_gap(P, dps=int(60 + depth / 2))
+    gap = ch.spectral_gap
+    assert abs(gap.value / ref - 1) <= max(gap.rel_error, 1e-13) and gap.rel_error < 1e-9
+    # stationary law: exp(-V) to relative accuracy in every entry (masses down to ~e^-200)
+    logpi = -V - np.log(np.exp(-V - (-V).max()).sum()) + V.min()
+    np.testing.assert_allclose(ch.log_stationary.value, logpi, rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("T", [1.0, 0.3, 0.1, 0.04])
+def test_non_reversible_metastable_additive_gap_against_60_digits(T):
+    """Score tables at low temperature: a non-reversible chain whose additive gap reaches 1e-30."""
+    P = glauber_kernel(ScoreTable.random(2, 3, seed=4, scale=1.0, temperature=T)).toarray()
+    ch = Chain(P)
+    assert not ch.is_reversible
+    pi = mp_stationary(P)
+    np.testing.assert_allclose(ch.stationary.value, [float(v) for v in pi], rtol=1e-11)
+    with mp.workdps(DPS):  # S = (P + P*)/2 in 60 digits, then its gap
+        N = P.shape[0]
+        S = np.zeros((N, N), dtype=object)
+        for x in range(N):
+            for y in range(N):
+                S[x, y] = (mp.mpf(P[x, y]) + pi[y] * mp.mpf(P[y, x]) / pi[x]) / 2
+        L = mp.matrix(N, N)
+        for x in range(N):
+            for y in range(N):
+                if x != y:
+                    L[x, y] = -mp.sqrt(S[x, y] * S[y, x])
+            L[x, x] = mp.fsum(S[x, y] for y in range(N) if y != x)
+        ref = float(sorted(mp.eigsy(L, eigvals_only=True))[1])
+    gap = ch.additive_gap
+    assert abs(gap.value / ref - 1) <= max(gap.rel_error, 1e-13) and gap.rel_error < 1e-8
+    assert not ch.spectral_gap.resolved and "not reversible" in ch.spectral_gap.reason
+
+
+def test_stationary_law_keeps_relative_accuracy_where_it_underflows():
+    """Independent spins, one flip costs e^-300: pi spans e^1800 (underflows); the logarithms stay
+    exact and the gap (1/n for a product of heat-bath spins) is still right."""
+    ch = Chain.from_source(IsingModel(nx.empty_graph(6), fields=1.0, beta=150.0))
+    logpi = ch.log_stationary.value
+    assert ch.stationary.value.min() == 0.0 and np.isfinite(logpi).all()
+    assert logpi.max() - logpi.min() == pytest.approx(6 * 300.0, rel=1e-12)
+    assert float(ch.spectral_gap) == pytest.approx(1 / 6, rel=1e-12)
 
 
 @pytest.mark.parametrize("q, n", [(2, 1), (2, 3), (3, 2), (2, 5), (3, 4)])
@@ -59,182 +183,133 @@ def test_product_measure_glauber_gap_is_one_over_n(q, n):
     rng = np.random.default_rng(q * 10 + n)
     marg = rng.standard_normal((n, q))
     lw = sum(marg[i][space.all_states()[:, i]] for i in range(n))
-    P = glauber_kernel(LogWeightTable(space, lw))
-    assert spectral_gap(P) == pytest.approx(1.0 / n, abs=1e-12)
-    assert additive_gap(P) == pytest.approx(1.0 / n, abs=1e-12)
+    ch = Chain.from_source(LogWeightTable(space, lw))
+    assert float(ch.spectral_gap) == pytest.approx(1.0 / n, rel=1e-12)
+
+
+def test_dense_and_lanczos_paths_agree_and_lanczos_is_honest_when_metastable():
+    P = glauber_kernel(PottsModel.random(nx.cycle_graph(5), 3, seed=2))
+    dense = Chain(P).spectral_gap
+    sparse = Chain(P, dense_limit=16).spectral_gap
+    assert "Lanczos" in sparse.method and sparse.resolved
+    assert sparse.value == pytest.approx(dense.value, rel=1e-8)
+    # a gap of 1.4e-18 is below Lanczos' resolution: an interval that contains it, never roundoff
+    meta = Chain.from_source(IsingModel(nx.cycle_graph(6), beta=10.0), dense_limit=16).spectral_gap
+    assert not meta.resolved and meta.lower <= ising_cycle_gap(6, 10.0) <= meta.upper
+    with pytest.raises(UnresolvedError, match="not resolved"):
+        float(meta)
 
 
 @settings(max_examples=15)
 @given(st.integers(0, 10**6), st.sampled_from([0.3, 1.0]))
-def test_dirichlet_form_of_p_equals_that_of_additive_reversibilization(seed, T):
+def test_dirichlet_form_identities(seed, T):
     P = glauber_kernel(ScoreTable.random(3, 3, seed=seed, temperature=T))
-    pi = stationary(P).pi
-    S = additive_reversibilization(P, pi)
+    ch = Chain(P)
+    pi, logpi = ch.stationary.value, ch.log_stationary.value
+    S = additive_reversibilization(P, logpi)
     rng = np.random.default_rng(seed)
     f, g = rng.standard_normal((2, P.shape[0]))
     assert dirichlet_form(P, f, g, pi) == pytest.approx(dirichlet_form(S, f, g, pi), rel=1e-10, abs=1e-12)
-    # E(f, f) = (1/2) sum pi(x) P(x,y) (f(x) - f(y))^2 by definition
     D = P.toarray()
-    direct = 0.5 * np.sum(pi[:, None] * D * (f[:, None] - f[None, :]) ** 2)
-    assert dirichlet_form(P, f, pi=pi) == pytest.approx(direct, rel=1e-10)
-    # Poincare: Var(f) <= C E(f, f)
+    assert ch.dirichlet_form(f) == pytest.approx(0.5 * np.sum(pi[:, None] * D * (f[:, None] - f[None, :]) ** 2),
+                                                 rel=1e-10)
     var = pi @ (f - pi @ f) ** 2
-    assert var <= poincare_constant(P, pi) * dirichlet_form(P, f, pi=pi) * (1 + 1e-10)
+    assert var <= float(ch.poincare_constant) * ch.dirichlet_form(f) * (1 + 1e-10)
 
 
-@settings(max_examples=15)
+@settings(max_examples=10)
 @given(st.integers(0, 10**6))
-def test_time_reversal_and_reversibilizations(seed):
+def test_reversibilizations_and_the_multiplicative_gap(seed):
     P = glauber_kernel(ScoreTable.random(2, 4, seed=seed))
-    pi = stationary(P).pi
-    R = time_reversal(P, pi)
+    ch = Chain(P)
+    pi, logpi = ch.stationary.value, ch.log_stationary.value
+    R = time_reversal(P, logpi)
     np.testing.assert_allclose(R.sum(axis=1), 1.0, atol=1e-12)
     np.testing.assert_allclose(pi @ R, pi, atol=1e-14)
-    np.testing.assert_allclose(time_reversal(R, pi).toarray(), P.toarray(), atol=1e-12)
-    S = additive_reversibilization(P, pi)
-    assert is_reversible(S)
-    M = multiplicative_reversibilization(P, pi)
-    assert is_reversible(M, pi)
-    np.testing.assert_allclose(stationary(P).residual, 0, atol=1e-13)
-    # multiplicative gap = 1 - sigma_2(B)^2 with B = D^1/2 P D^-1/2
-    s = np.sqrt(pi)
-    B = P.toarray() * s[:, None] / s[None, :]
-    sig = np.linalg.svd(B, compute_uv=False)
-    assert multiplicative_gap(P, pi) == pytest.approx(1 - sig[1] ** 2, abs=1e-12)
+    np.testing.assert_allclose(time_reversal(R, logpi).toarray(), P.toarray(), atol=1e-12)
+    assert ch.additive_reversibilization().is_reversible
+    assert ch.multiplicative_reversibilization().is_reversible
+    s = np.sqrt(pi)  # 1 - sigma_2(B)^2 with B = D^1/2 P D^-1/2, by an SVD
+    sig = np.linalg.svd(P.toarray() * s[:, None] / s[None, :], compute_uv=False)
+    assert float(ch.multiplicative_gap) == pytest.approx(1 - sig[1] ** 2, rel=1e-9)
 
 
-def test_reversible_identities_between_gaps():
+def test_reversible_gap_identities_and_the_absolute_gap():
     P = glauber_kernel(IsingModel(nx.cycle_graph(5), couplings=0.7, fields=0.2))
-    pi = stationary(P).pi
-    abs_gap = absolute_spectral_gap(P, pi)
-    # reversible: P*P = P^2, so 1 - lambda_2(P*P) = 1 - lambda_*^2
-    assert multiplicative_gap(P, pi) == pytest.approx(1 - (1 - abs_gap) ** 2, abs=1e-12)
+    ch = Chain(P)
     evals = np.sort(np.linalg.eigvals(P.toarray()).real)
-    assert spectral_gap(P, pi) == pytest.approx(1 - evals[-2], abs=1e-12)
-    assert reversible_eigenvalues(P, pi, "SA", 1)[0] == pytest.approx(evals[0], abs=1e-12)
-    assert abs(eigenvalues(P, 1)[0] - 1) < 1e-12
-    vals, vecs = additive_eigenpairs(P, pi, k=2)
-    np.testing.assert_allclose(P @ vecs[:, 1], vals[1] * vecs[:, 1], atol=1e-12)
-    np.testing.assert_allclose(pi @ vecs**2, 1.0, atol=1e-12)
+    assert float(ch.spectral_gap) == pytest.approx(1 - evals[-2], rel=1e-10)
+    assert float(ch.absolute_spectral_gap) == pytest.approx(1 - max(evals[-2], -evals[0]), rel=1e-10)
+    # reversible: P* P = P^2, so the multiplicative gap is 1 - lambda_*^2
+    lam = 1 - float(ch.absolute_spectral_gap)
+    assert float(ch.multiplicative_gap) == pytest.approx(1 - lam**2, rel=1e-10)
+    # the plain functions are the same numbers
+    assert spectral_gap(P) == float(ch.spectral_gap) and poincare_constant(P) == float(ch.poincare_constant)
+    assert multiplicative_gap(P) == float(ch.multiplicative_gap) and is_reversible(P)
 
 
-def test_non_reversible_spectral_gap_refuses():
+def test_non_reversible_absolute_gap_from_the_eigenvalues():
     P = glauber_kernel(ScoreTable.random(2, 3, seed=1))
-    with pytest.raises(ValueError, match="not reversible"):
-        spectral_gap(P)
-    # absolute gap from the moduli of P's eigenvalues
+    ch = Chain(P)
     ev = np.linalg.eigvals(P.toarray())
     second = np.sort(np.abs(ev))[-2]
-    assert absolute_spectral_gap(P) == pytest.approx(1 - second, abs=1e-12)
+    assert float(ch.absolute_spectral_gap) == pytest.approx(1 - second, rel=1e-10)
+    with pytest.raises(UnresolvedError, match="not reversible"):
+        spectral_gap(P)
+    assert additive_gap(P) == float(ch.additive_gap)
 
 
 def test_low_temperature_non_reversibility_among_tiny_masses_is_detected():
-    """Detailed balance can fail only where pi is ~1e-19 of its maximum; a test scaled by
-    max pi(x)P(x,y) misses it, Kolmogorov's criterion in log space does not."""
+    """Detailed balance fails only where pi is ~1e-19 of its maximum: a test scaled by max pi P misses
+    it, Kolmogorov's criterion in log space does not."""
     P = glauber_kernel(ScoreTable.random(2, 4, seed=1, temperature=0.01))
-    pi = stationary(P).pi
+    pi = stationary_distribution(P)
     assert pi.min() < 1e-15
     Q = P.toarray() * pi[:, None]
-    assert np.abs(Q - Q.T).max() < 1e-10 * Q.max()  # invisible at the global scale
-    assert log_potential(P) is None
-    assert not is_reversible(P, pi)
-    # the reversible potential keeps full relative accuracy at low temperature
-    ising = IsingModel(nx.cycle_graph(6), beta=4.0, fields=0.5)
-    np.testing.assert_allclose(stationary(glauber_kernel(ising)).pi, ising.joint(), rtol=1e-12)
+    assert np.abs(Q - Q.T).max() < 1e-10 * Q.max()
+    assert log_potential(P) is None and not Chain(P).is_reversible
 
 
-def _with_dense_limit(monkeypatch, limit):
-    monkeypatch.setattr(matrices, "DENSE_LIMIT", limit)
-
-
-@pytest.mark.parametrize("kind", ["reversible", "non-reversible"])
-def test_dense_and_sparse_paths_agree(monkeypatch, kind):
-    src = (PottsModel.random(nx.cycle_graph(5), 3, seed=2) if kind == "reversible"
-           else ScoreTable.random(3, 5, seed=2))
-    P = glauber_kernel(src)
-    dense = stationary(P.toarray())
-    figures = lambda M, pi: (additive_gap(M, pi), absolute_spectral_gap(M, pi), multiplicative_gap(M, pi))  # noqa
-    dense_figs = figures(P.toarray(), dense.pi)
-    _with_dense_limit(monkeypatch, 16)
-    sparse = stationary(P)
-    np.testing.assert_allclose(sparse.pi, dense.pi, rtol=1e-8)
-    np.testing.assert_allclose(figures(P, sparse.pi), dense_figs, rtol=1e-7)
-    if kind == "reversible":
-        monkeypatch.undo()
-        g = spectral_gap(P)
-        _with_dense_limit(monkeypatch, 16)
-        assert spectral_gap(P) == pytest.approx(g, rel=1e-8)
-    else:
-        assert "ARPACK" in sparse.method or "BiCGSTAB" in sparse.method
-
-
-def _double_well(m=40, depth=9.0):
-    """Birth-death chain on 0..2m with pi ∝ exp(-V), V a double well with barrier ``depth``."""
-    x = np.linspace(-1, 1, 2 * m + 1)
-    V = depth * (x**2 - 1) ** 2
-    N = V.size
-    P = np.zeros((N, N))
-    for k in range(N):
-        for j in (k - 1, k + 1):
-            if 0 <= j < N:
-                P[k, j] = 0.5 * min(1.0, np.exp(V[k] - V[j]))  # Metropolis
-        P[k, k] = 1 - P[k].sum()
-    pi = np.exp(-V)
-    return P, pi / pi.sum()
-
-
-def test_metastable_double_well(monkeypatch):
-    P, pi_true = _double_well()
-    st_ = stationary(P)
-    np.testing.assert_allclose(st_.pi, pi_true, rtol=1e-11)
-    gap = spectral_gap(P)
-    assert 5e-7 < gap < 2e-6  # the regime of a gap ~1e-6
-    # cross-check against a symmetric eigensolver in extended precision-free form: eigvals of P
-    ev = np.sort(np.linalg.eigvals(P).real)
-    assert gap == pytest.approx(1 - ev[-2], rel=1e-6)
-    _with_dense_limit(monkeypatch, 8)
-    assert additive_gap(sp.csr_array(P), st_.pi) == pytest.approx(gap, rel=1e-6)
-
-
-def test_two_closed_classes_are_named():
+def test_two_closed_classes_are_named_and_a_transient_state_is_allowed():
     P = np.array([[0.5, 0.5, 0, 0, 0], [0.5, 0.5, 0, 0, 0], [0.2, 0, 0.6, 0.2, 0], [0, 0, 0, 0.3, 0.7],
                   [0, 0, 0, 0.4, 0.6]])
     classes, closed = communicating_classes(P)
     assert sorted(tuple(c) for c, cl in zip(classes, closed) if cl) == [(0, 1), (3, 4)]
-    with pytest.raises(ReducibleChainError, match="2 closed") as err:
-        stationary(P)
+    with pytest.raises(ReducibleChainError, match="2 closed classes") as err:
+        Chain(P).stationary
     assert sorted(tuple(c) for c in err.value.closed_classes) == [(0, 1), (3, 4)]
-    with pytest.raises(ReducibleChainError):
-        check_irreducible(sp.csr_array(P))
-    with pytest.raises(ReducibleChainError):
-        spectral_gap(P)
+    assert "closed classes" in Chain(P).summary()["reason"]
+    # one closed class and transient states: the unique law vanishes on the transient states
+    np.testing.assert_array_equal(Chain(np.array([[1.0, 0.0], [1.0, 0.0]])).stationary.value, [1.0, 0.0])
+    T = np.array([[0.5, 0.5, 0.0], [0.2, 0.8, 0.0], [0.1, 0.1, 0.8]])
+    ch = Chain(T)
+    np.testing.assert_allclose(ch.stationary.value, [2 / 7, 5 / 7, 0.0], rtol=1e-14)
+    assert float(ch.spectral_gap) == pytest.approx(0.7, rel=1e-13) and "transient" in ch.spectral_gap.method
 
 
-def test_gaps_of_a_reducible_chain_with_given_pi_are_exactly_zero():
-    # block dynamics that never resamples site 2: two closed classes, the joint is stationary and
-    # 1_{x_2 = 0} has E(f, f) = 0, so every gap is 0 and C = inf (the eigensolvers alone return
-    # +-1e-16 noise here, i.e. a Poincaré constant of 9e15)
+def test_gaps_of_a_reducible_chain_with_a_given_law_are_exactly_zero():
     src = LogWeightTable.random(StateSpace(2, 3), 1)
     P = block_kernel(src, [(0,), (1,), (2,)], [0.5, 0.5, 0.0]).toarray()
     pi = src.joint()
-    assert len(communicating_classes(P)[0]) == 2 and np.allclose(pi @ P, pi)
+    assert len(communicating_classes(P)[0]) == 2
     for M in (P, sp.csr_array(P)):
         assert additive_gap(M, pi) == 0.0
-        assert multiplicative_gap(M, pi) == 0.0
-        assert poincare_constant(M, pi) == np.inf
+        assert Chain(M, stationary=pi).conductance.value == 0.0
+        assert not Chain(M, stationary=pi).poincare_constant.resolved
 
 
-def test_one_state_chain_has_no_gap():
-    for gap in (additive_gap, multiplicative_gap, spectral_gap):
-        with pytest.raises(ValueError, match=">= 2 states"):
-            gap(np.ones((1, 1)))
+def test_a_given_law_must_be_stationary():
+    with pytest.raises(ValueError, match="not stationary"):
+        Chain(two_state(0.2, 0.3), stationary=[0.5, 0.5])
+    for bad in ([0.5, 0.6], [0.2, 0.3, 0.5], [np.nan, 1.0]):
+        with pytest.raises(ValueError, match="stationary"):
+            Chain(two_state(0.2, 0.3), stationary=bad)
 
 
 def test_explicit_zeros_do_not_mutate_the_callers_matrix():
     data = np.array([0.5, 0.5, 0.0, 0.25, 0.5, 0.25, 0.0, 0.5, 0.5])
     P = sp.csr_array((data.copy(), np.tile([0, 1, 2], 3), [0, 3, 6, 9]), shape=(3, 3))
-    communicating_classes(P)
-    stationary(P)
+    Chain(P).summary()
     assert P.nnz == 9 and np.array_equal(P.data, data)
 
 
@@ -246,57 +321,25 @@ def test_explicit_zeros_do_not_mutate_the_callers_matrix():
     (np.array([[0.5, 0.4], [0.5, 0.5]]), ValueError, "row 0"),
     (np.zeros((0, 0)), ValueError, "non-empty"),
     ("P", TypeError, "numpy array"),
+    ([["a", "b"], ["c", "d"]], TypeError, "real numbers"),
 ])
 def test_bad_matrices(bad, exc, msg):
     with pytest.raises(exc, match=msg):
         check_transition_matrix(bad)
     with pytest.raises(exc):
-        stationary(bad)
+        Chain(bad)
 
 
-def test_tolerance_of_row_sums_and_bad_pi():
+def test_tolerance_of_row_sums():
     check_transition_matrix(np.array([[0.5, 0.5 + 5e-10], [0.5, 0.5]]))
     with pytest.raises(ValueError, match="sum to 1"):
         check_transition_matrix(sp.csr_array(np.array([[0.5, 0.5 + 5e-9], [0.5, 0.5]])))
-    P = two_state(0.2, 0.3)
-    for pi in ([0.5, 0.6], [1.0, 0.0], [0.2, 0.3, 0.5], [np.nan, 1.0]):
-        with pytest.raises(ValueError, match="pi"):
-            additive_gap(P, np.array(pi))
 
 
-def test_underflowing_stationary_law_is_reported():
-    # independent spins, one flip costs e^{-300}: P is fine, pi spans e^{1800} and underflows
-    P = glauber_kernel(IsingModel(nx.empty_graph(6), fields=1.0, beta=150.0))
-    assert P.toarray().min(initial=1, where=P.toarray() > 0) > 1e-140
-    with pytest.raises(ValueError, match="underflows"):
-        additive_gap(P)
-
-
-def test_sparse_stationary_falls_back_to_bicgstab(monkeypatch):
-    import mlmix.theory.spectral as spectral
-
-    P = glauber_kernel(ScoreTable.random(3, 4, seed=8))
-    dense = stationary(P.toarray()).pi
-
-    def no_convergence(*args, **kwargs):
-        raise spectral.spla.ArpackNoConvergence("forced", np.zeros(0), np.zeros((0, 0)))
-
-    _with_dense_limit(monkeypatch, 16)
-    monkeypatch.setattr(spectral.spla, "eigs", no_convergence)
-    res = stationary(P)
-    assert "BiCGSTAB" in res.method
-    np.testing.assert_allclose(res.pi, dense, rtol=1e-7)
-
-
-def test_gth_keeps_relative_accuracy_where_lu_loses_it(monkeypatch):
-    import mlmix.theory.spectral as spectral
-
-    P = glauber_kernel(ScoreTable.random(2, 4, seed=2, temperature=0.02)).toarray()
-    gth = stationary(P)
-    assert gth.method.startswith("GTH") and gth.pi.min() < 1e-20
-    monkeypatch.setattr(spectral, "GTH_LIMIT", 4)
-    res = stationary(P)  # LU first, then GTH because pi spans more than 8 decades
-    assert "spans" in res.method
-    np.testing.assert_allclose(res.pi, gth.pi, rtol=1e-12)
-    # relative accuracy of the smallest entry: pi P = pi holds entrywise to a few ulps
-    np.testing.assert_allclose(gth.pi @ P, gth.pi, rtol=1e-12)
+def test_sparse_non_reversible_stationary_is_checked_and_non_negative():
+    P = glauber_kernel(ScoreTable.random(3, 5, seed=3, temperature=0.7))
+    gth = Chain(P).stationary
+    assert gth.method.startswith("GTH")
+    it = Chain(P, dense_limit=16).stationary
+    assert "grounded" in it.method and it.residual < 1e-9 and (it.value >= 0).all() and it.rel_error is None
+    np.testing.assert_allclose(it.value, gth.value, rtol=1e-8)

@@ -1,5 +1,7 @@
-"""Asymptotic variance: closed form, autocovariance series, reversible bound, dense vs Krylov."""
+"""Asymptotic variance and the Kemeny constant: closed forms, the autocovariance series, eigenvalue
+sums, metastable chains against high-precision references, dense vs Krylov, honest error bounds."""
 
+import mpmath as mp
 import networkx as nx
 import numpy as np
 import pytest
@@ -7,37 +9,48 @@ import scipy.sparse as sp
 import scipy.sparse.linalg as spla
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from test_spectral import _double_well, two_state
+from test_spectral import _birth_death, two_state
 
 from mlmix.errors import ConvergenceError
-from mlmix.theory import matrices
+from mlmix.theory.chain import Chain
 from mlmix.theory.conditionals import IsingModel, PottsModel, ScoreTable
 from mlmix.theory.kernels import glauber_kernel
 from mlmix.theory.matrices import krylov_solve
-from mlmix.theory.spectral import additive_eigenpairs, spectral_gap, stationary
-from mlmix.theory.variance import (
-    asymptotic_variance,
-    poisson_solution,
-    variance_bound_reversible,
-)
+
+
+def two_state_variance(a, b):
+    """sigma^2(1_{state 1}) = pi_0 pi_1 (2 - a - b) / (a + b) for [[1-a, a], [b, 1-b]]."""
+    return (b / (a + b)) * (a / (a + b)) * (2 - a - b) / (a + b)
 
 
 @settings(max_examples=30)
 @given(st.floats(0.01, 0.99), st.floats(0.01, 0.99))
 def test_two_state_indicator_closed_form(a, b):
-    """sigma^2(1_{state 0}) = a b (2 - a - b) / (a + b)^3."""
-    P = two_state(a, b)
-    expected = a * b * (2 - a - b) / (a + b) ** 3
-    assert asymptotic_variance(P, np.array([1.0, 0.0])) == pytest.approx(expected, rel=1e-10)
-    assert asymptotic_variance(P, np.array([3.0, 3.0])) == pytest.approx(0.0, abs=1e-12)
+    ch = Chain(two_state(a, b))
+    v = ch.asymptotic_variance(np.array([0.0, 1.0]))
+    assert v.value == pytest.approx(two_state_variance(a, b), rel=1e-12)
+    const = ch.asymptotic_variance(np.array([3.0, 3.0]))
+    assert const.upper < 1e-12 and const.lower == 0.0
+
+
+@pytest.mark.parametrize("a, b", [(1e-12, 2e-12), (1e-100, 0.3), (1e-300, 0.3), (0.3, 1e-200)])
+def test_metastable_two_state_variance_within_its_stated_bound(a, b):
+    """Variances from 1e-299 to 1e11: relative error <= 1e-12 and within the stated bound."""
+    v = Chain(two_state(a, b)).asymptotic_variance(np.array([0.0, 1.0]))
+    with mp.workdps(400):
+        A, B = mp.mpf(a), mp.mpf(b)
+        ref = float((B / (A + B)) * (A / (A + B)) * (2 - A - B) / (A + B))
+    err = abs(v.value / ref - 1)
+    assert v.resolved and err <= v.rel_error and err < 1e-12
 
 
 @settings(max_examples=10)
 @given(st.integers(0, 10**6))
-def test_matches_autocovariance_series(seed):
+def test_matches_the_autocovariance_series(seed):
     """Var(f) + 2 sum_k Cov(f(X_0), f(X_k)), summed until the terms vanish."""
     P = glauber_kernel(ScoreTable.random(2, 3, seed=seed)).toarray()
-    pi = stationary(P).pi
+    ch = Chain(P)
+    pi = ch.stationary.value
     f = np.random.default_rng(seed).standard_normal(P.shape[0])
     fb = f - pi @ f
     total, v = pi @ fb**2, fb.copy()
@@ -45,48 +58,85 @@ def test_matches_autocovariance_series(seed):
         v = P @ v
         term = pi @ (fb * v)
         total += 2 * term
-        if abs(term) < 1e-16:
+        if abs(term) < 1e-17:
             break
-    assert asymptotic_variance(P, f, pi) == pytest.approx(total, rel=1e-9)
-    g, _ = poisson_solution(P, f, pi)
-    np.testing.assert_allclose(g - P @ g, fb, atol=1e-12)
-    assert abs(pi @ g) < 1e-12
+    assert ch.asymptotic_variance(f).value == pytest.approx(total, rel=1e-9)
 
 
-def test_reversible_bound_holds_and_is_attained_by_the_second_eigenvector():
+def test_reversible_bound_is_attained_by_the_second_eigenvector():
+    """sigma^2(f) <= (2/gap - 1) Var(f), with equality for the slowest eigenfunction."""
     P = glauber_kernel(IsingModel(nx.cycle_graph(5), couplings=0.8, fields=0.3))
-    pi = stationary(P).pi
-    rng = np.random.default_rng(0)
-    for f in rng.standard_normal((5, P.shape[0])):
-        assert asymptotic_variance(P, f, pi) <= variance_bound_reversible(P, f, pi) * (1 + 1e-10)
-    _, vecs = additive_eigenpairs(P, pi)
-    f2 = vecs[:, 1]
-    assert asymptotic_variance(P, f2, pi) == pytest.approx(variance_bound_reversible(P, f2, pi), rel=1e-9)
-    gap = spectral_gap(P, pi)
-    assert variance_bound_reversible(P, f2, pi) == pytest.approx(2 / gap - 1, rel=1e-9)  # Var(f2) = 1
+    ch = Chain(P)
+    pi = ch.stationary.value
+    gap = float(ch.spectral_gap)
+    s = np.sqrt(pi)
+    B = P.toarray() * s[:, None] / s[None, :]
+    vals, vecs = np.linalg.eigh((B + B.T) / 2)
+    f2 = vecs[:, -2] / s  # Var_pi(f2) = 1
+    assert ch.asymptotic_variance(f2).value == pytest.approx(2 / gap - 1, rel=1e-9)
+    for f in np.random.default_rng(0).standard_normal((5, P.shape[0])):
+        var = pi @ (f - pi @ f) ** 2
+        assert ch.asymptotic_variance(f).value <= (2 / gap - 1) * var * (1 + 1e-10)
+
+
+@pytest.mark.parametrize("depth", [20.0, 60.0])
+def test_metastable_birth_death_variance_against_high_precision(depth):
+    P, V = _birth_death(depth=depth)
+    ch = Chain(P)
+    N = P.shape[0]
+    f = (np.arange(N) > N // 2).astype(float)  # the right well
+    v = ch.asymptotic_variance(f)
+    with mp.workdps(60 + int(depth)):
+        # the chain mlmix analyses: the float off-diagonal entries, diagonal = 1 - their sum (exactly);
+        # a float row summing to 1 +- 1e-16 would otherwise leak 1e-16 per step, over ~1/gap steps
+        Pm = [[mp.mpf(P[x, y]) if x != y else mp.mpf(0) for y in range(N)] for x in range(N)]
+        for x in range(N):
+            Pm[x][x] = 1 - mp.fsum(Pm[x])
+        w = [mp.mpf(1)]  # birth-death: detailed balance gives the law
+        for k in range(N - 1):
+            w.append(w[-1] * Pm[k][k + 1] / Pm[k + 1][k])
+        Z = mp.fsum(w)
+        pi = [x / Z for x in w]
+        mean = mp.fsum(p * y for p, y in zip(pi, f))
+        fb = [mp.mpf(y) - mean for y in f]
+        A = mp.matrix(N, N)
+        for x in range(N):
+            for y in range(N):
+                A[x, y] = (1 if x == y else 0) - Pm[x][y] + pi[y]
+        g = mp.lu_solve(A, mp.matrix(fb))
+        ref = float(2 * mp.fsum(pi[x] * fb[x] * g[x] for x in range(N)) - mp.fsum(pi[x] * fb[x] ** 2 for x in range(N)))
+    assert v.value > 1e3 and abs(v.value / ref - 1) <= max(v.rel_error, 1e-12) and v.rel_error < 1e-8
 
 
 @pytest.mark.parametrize("kind", ["reversible", "non-reversible"])
-def test_dense_and_krylov_paths_agree(monkeypatch, kind):
+def test_dense_and_krylov_paths_agree(kind):
     src = PottsModel.random(nx.cycle_graph(5), 3, seed=1) if kind == "reversible" else ScoreTable.random(3, 5, seed=1)
     P = glauber_kernel(src)
-    pi = stationary(P).pi
     f = src.space.all_states()[:, 0].astype(float) + 0.5 * src.space.all_states()[:, 2]
-    dense = asymptotic_variance(P, f, pi)
-    monkeypatch.setattr(matrices, "DENSE_LIMIT", 16)
-    _, method = poisson_solution(P, f, pi)
-    assert ("CG" in method) == (kind == "reversible")
-    assert asymptotic_variance(P, f, pi) == pytest.approx(dense, rel=1e-8)
+    dense = Chain(P).asymptotic_variance(f)
+    sparse = Chain(P, dense_limit=16).asymptotic_variance(f)
+    assert "GTH" in dense.method and ("GMRES" in sparse.method or "BiCGSTAB" in sparse.method)
+    assert sparse.value == pytest.approx(dense.value, rel=1e-8)
+    assert abs(sparse.value - dense.value) <= sparse.rel_error * sparse.value + dense.rel_error * dense.value
 
 
-def test_metastable_variance_is_large_and_consistent(monkeypatch):
-    P, pi = _double_well()
-    f = (np.arange(P.shape[0]) > P.shape[0] // 2).astype(float)  # in the right well
-    dense = asymptotic_variance(P, f, pi)
-    assert dense > 1e4
-    assert dense <= variance_bound_reversible(P, f, pi) * (1 + 1e-8)
-    monkeypatch.setattr(matrices, "DENSE_LIMIT", 8)
-    assert asymptotic_variance(sp.csr_array(P), f, pi) == pytest.approx(dense, rel=1e-6)
+def test_kemeny_constant_is_the_sum_over_eigenvalues():
+    """K = sum_{lambda != 1} 1 / (1 - lambda), reversible and non-reversible; and K = sum_j pi_j E_i tau_j."""
+    for P in (glauber_kernel(IsingModel(nx.cycle_graph(5), couplings=0.8)).toarray(),
+              glauber_kernel(ScoreTable.random(3, 3, seed=2, temperature=0.7)).toarray()):
+        ch = Chain(P)
+        ev = np.linalg.eigvals(P)
+        ev = np.delete(ev, np.argmin(np.abs(ev - 1)))
+        assert ch.kemeny_constant.value == pytest.approx(float(np.sum(1 / (1 - ev)).real), rel=1e-9)
+        M = np.asarray(ch.mean_first_passage_times())
+        pi = ch.stationary.value
+        np.testing.assert_allclose(M @ pi, ch.kemeny_constant.value, rtol=1e-9)  # the same from every start
+
+
+def test_kemeny_constant_of_a_metastable_two_state_chain():
+    for a, b in [(1e-12, 3e-12), (1e-250, 1e-200)]:
+        K = Chain(two_state(a, b)).kemeny_constant
+        assert abs(K.value * (a + b) - 1) <= max(K.rel_error, 1e-14)
 
 
 def test_krylov_failure_raises_convergence_error():
@@ -100,10 +150,10 @@ def test_krylov_failure_raises_convergence_error():
 
 
 def test_bad_functions():
-    P = two_state(0.2, 0.3)
+    ch = Chain(two_state(0.2, 0.3))
     with pytest.raises(ValueError, match="vector"):
-        asymptotic_variance(P, np.ones(3))
+        ch.asymptotic_variance(np.ones(3))
     with pytest.raises(ValueError, match="NaN"):
-        asymptotic_variance(P, np.array([1.0, np.nan]))
-    with pytest.raises(ValueError, match="not reversible"):
-        variance_bound_reversible(glauber_kernel(ScoreTable.random(2, 3, seed=1)), np.ones(8))
+        ch.asymptotic_variance(np.array([1.0, np.nan]))
+    with pytest.raises(TypeError):
+        ch.asymptotic_variance("f")

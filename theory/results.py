@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping
 
 import numpy as np
+from numpy.lib.mixins import NDArrayOperatorsMixin
 
 from mlmix.errors import UnresolvedError
 
@@ -158,13 +159,16 @@ class Result:
 
 
 @dataclass(frozen=True, eq=False)
-class VectorResult:
+class VectorResult(NDArrayOperatorsMixin):
     """A vector over the states with its method and accuracy.
 
     ``rel_error``: bound on the entrywise relative error max_x |v_x - true_x| / |v_x| (None when only
     normwise accuracy is known); ``abs_error``: bound on ||v - true||_1; ``residual``: the defining
     equation's residual (for a stationary law ||pi P - pi||_1); ``log_value``: log v, exact where v
     underflows (None when not available).
+
+    It behaves like its array in numpy code: arithmetic, ufuncs, indexing and array methods
+    (``.sum()``, ``.max()``, ``.shape``) act on ``value`` and return plain arrays.
     """
 
     name: str
@@ -180,8 +184,20 @@ class VectorResult:
         arr = self.value if dtype is None else self.value.astype(dtype)
         return arr.copy() if copy else arr
 
+    def __array_ufunc__(self, ufunc: np.ufunc, method: str, *inputs: Any, **kwargs: Any) -> Any:
+        inputs = tuple(x.value if isinstance(x, VectorResult) else x for x in inputs)
+        return getattr(ufunc, method)(*inputs, **kwargs)
+
+    def __getattr__(self, name: str) -> Any:  # array methods and attributes of the value
+        if name.startswith("__"):
+            raise AttributeError(name)
+        return getattr(self.value, name)
+
     def __len__(self) -> int:
         return int(self.value.shape[0])
+
+    def __iter__(self) -> Any:
+        return iter(self.value)
 
     def __getitem__(self, index: Any) -> Any:
         return self.value[index]

@@ -1,411 +1,292 @@
-"""Stationary law, reversibility, reversibilizations, Dirichlet form, gaps and Poincaré constants.
+"""Spectral gaps, Poincaré constants and relaxation times, to relative accuracy.
 
 Notation: pi P = pi, D = diag(pi), time reversal P* = D^{-1} P^T D, additive reversibilization
-S = (P + P*)/2, multiplicative P* P. Self-adjoint operators on L^2(pi) are diagonalised through
-the symmetric matrix D^{1/2} A D^{-1/2}. Dense LAPACK below :data:`mlmix.theory.matrices.DENSE_LIMIT`
-states, ARPACK (eigs / eigsh) above; a solver that does not converge raises ConvergenceError.
+S = (P + P*)/2 (same Dirichlet form as P), multiplicative reversibilization P* P. For a reversible
+S the matrix B = D^{1/2} S D^{-1/2} is symmetric with entries B_xy = sqrt(S_xy S_yx) (no pi
+needed) and L = I - B has the eigenvalues 1 - lambda_k(S) in [0, 2].
+
+* **Gap** gamma = 1 - lambda_2(S), the smallest non-zero eigenvalue of L; the **Poincaré constant**
+  is 1/gamma (THEOREMS.md 1.15; paper P's convention "E(f, f) >= Var(f)/C"). Floating-point
+  eigensolvers on P or B lose gaps below ~1e-16 in the cancellation 1 - lambda_2. Dense chains
+  avoid it: GTH elimination (:mod:`mlmix.theory.elimination`) gives L = X diag(e) X^T with every
+  entry of X and e accurate to a few ulps, X unit triangular with |X_ij| <= 1 (diagonal pivoting
+  on the escape probabilities), so the non-zero eigenvalues of L are those of
+  F^T F = diag(e')^{1/2} X'^T X' diag(e')^{1/2} (X' = X without the ground column), all determined
+  to relative accuracy ~ N u cond(X'^T X') (Demmel et al. 1999; Dopico, Koev & Molera 2009). The gap
+  is the smallest of them, computed as 1 / lambda_max of the graded inverse
+  diag(e')^{-1/2} (X'^T X')^{-1} diag(e')^{-1/2}: a largest eigenvalue, which a backward-stable
+  eigensolver gets to relative accuracy. Tested against closed forms and 60-digit arithmetic down to
+  gaps of 1e-35 (``tests/test_spectral.py``).
+* Large sparse chains: Lanczos (ARPACK) on B with the known top eigenvector sqrt(pi) deflated; the
+  eigenvalue's absolute error is bounded by the residual norm, so a gap below it is reported as an
+  interval (upper end: the Rayleigh quotient E(f, f) / Var(f) of the Ritz vector, a sum of
+  non-negative terms and hence a certified upper bound).
+* **Absolute spectral gap** 1 - max{|lambda| : lambda != 1}: for reversible chains the minimum of
+  the gap and 1 + lambda_min (absolute accuracy, from the symmetric eigensolver; for chains with
+  P(x, x) >= delta it is at least 2 delta); for non-reversible chains from the eigenvalues of P with
+  their condition numbers (an interval when unresolved). The **relaxation time** is its inverse.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import numpy as np
+import scipy.linalg as la
 import scipy.sparse as sp
 import scipy.sparse.linalg as spla
-from scipy.sparse.csgraph import breadth_first_order, connected_components
+from scipy.linalg.lapack import dpocon
 
-from mlmix.errors import ConvergenceError, ReducibleChainError
-from mlmix.theory.matrices import prefer_dense, to_dense
-from mlmix.validation import Matrix, check_transition_matrix, check_vector
+from mlmix.theory.elimination import Elimination, eliminate
+from mlmix.theory.results import DEFAULT_RTOL, EPS, Result
+from mlmix.validation import Matrix, check_memory, check_transition_matrix, check_vector
 
+#: Dense spectral algorithms up to this many states (memory permitting); Lanczos above.
+DENSE_SPECTRAL_LIMIT = 4096
 
-def communicating_classes(P: Matrix) -> tuple[list[np.ndarray], list[bool]]:
-    """Strongly connected components of the transition graph and whether each is closed."""
-    P = check_transition_matrix(P)
-    G = sp.csr_array(P, copy=True)  # eliminate_zeros works in place: never touch the caller's arrays
-    G.eliminate_zeros()
-    count, labels = connected_components(G, directed=True, connection="strong")
-    coo = G.tocoo()
-    leaving = np.zeros(count, dtype=bool)
-    leaving[labels[coo.row][labels[coo.row] != labels[coo.col]]] = True
-    classes = [np.flatnonzero(labels == c) for c in range(count)]
-    return classes, [not leaving[c] for c in range(count)]
+#: Above this size the largest eigenvalue of the graded inverse is found by Lanczos, not eigh.
+_EIGH_LIMIT = 2500
 
 
-def check_irreducible(P: Matrix) -> None:
-    """Raise ReducibleChainError naming the closed classes when P is not irreducible."""
-    classes, closed = communicating_classes(P)
-    if len(classes) > 1:
-        closed_cls = [c for c, is_closed in zip(classes, closed) if is_closed]
-        shown = "; ".join(f"{{{', '.join(map(str, c[:8]))}{', ...' if c.size > 8 else ''}}} ({c.size} states)"
-                          for c in closed_cls[:5])
-        raise ReducibleChainError(
-            f"chain is reducible: {len(classes)} communicating classes, {len(closed_cls)} closed: {shown}",
-            closed_cls)
+# ----------------------------------------------------------------------------------- reversibilizations
 
-
-@dataclass(frozen=True)
-class StationaryResult:
-    """Stationary law with the solver used and the residual ||pi P - pi||_1."""
-
-    pi: np.ndarray
-    method: str
-    residual: float
-
-
-#: Tolerance on |log P(x,y) - log P(y,x) - (phi(y) - phi(x))| in the reversibility test
-#: (relative to 1 + max |phi|): a relative error of ~1e-9 on the ratios P(x,y) / P(y,x).
-LOG_BALANCE_TOL = 1e-9
-
-#: Dense non-reversible chains up to this size get the GTH algorithm, which keeps every entry of
-#: pi to full relative accuracy; above it, LU (GTH as a fallback when pi spans > 8 decades).
-GTH_LIMIT = 512
-
-
-def log_potential(P: Matrix) -> np.ndarray | None:
-    """phi with pi ∝ exp(phi) when P is reversible (Kolmogorov's criterion), else None.
-
-    phi is built along a BFS spanning tree of the transition graph from
-    phi(y) - phi(x) = log P(x, y) - log P(y, x), then every edge is checked in log space:
-    the test is invariant to the scale of pi, so detailed-balance violations among states of tiny
-    mass are caught and pi keeps full relative accuracy. None also when the support of P is not
-    symmetric or the graph is not connected. O(nnz + N log(depth)) (pointer jumping).
-    """
-    P = check_transition_matrix(P)
-    N = P.shape[0]
-    A = sp.csr_array(P, copy=True)
-    A.setdiag(0.0)
-    A.eliminate_zeros()
-    A.sort_indices()
-    AT = sp.csr_array(A.T)
-    AT.sort_indices()
-    if N == 1:
-        return np.zeros(1)
-    if A.nnz != AT.nnz or not (np.array_equal(A.indptr, AT.indptr) and np.array_equal(A.indices, AT.indices)):
-        return None  # P(x, y) > 0 but P(y, x) = 0 for some pair
-    ratio = np.log(A.data) - np.log(AT.data)  # entry k = (x, y): log P(x,y) - log P(y,x)
-    order, pred = breadth_first_order(A, 0, directed=False, return_predecessors=True)
-    if order.size < N:
-        return None
-    rows = np.repeat(np.arange(N, dtype=np.int64), np.diff(A.indptr))
-    keys = rows * N + A.indices
-    child = order[1:]
-    inc = np.zeros(N)
-    inc[child] = ratio[np.searchsorted(keys, pred[child].astype(np.int64) * N + child)]
-    anc = pred.astype(np.int64)
-    anc[0] = 0
-    phi = inc
-    while (anc != 0).any():  # pointer jumping: phi(v) = sum of increments from the root to v
-        phi = phi + phi[anc]
-        anc = anc[anc]
-    err = np.abs(ratio - (phi[A.indices] - phi[rows]))
-    if err.size and err.max() > LOG_BALANCE_TOL * (1.0 + np.abs(phi).max()):
-        return None
-    return phi - phi.max()
-
-
-def _gth(P: np.ndarray) -> np.ndarray:
-    """Grassmann-Taksar-Heyman state reduction: subtraction-free, so every pi(x) is accurate to a
-    few ulps relative to itself, however small. O(N^3) with N numpy rank-one updates."""
-    A = np.array(P, dtype=np.float64, copy=True)
-    N = A.shape[0]
-    for k in range(N - 1, 0, -1):
-        A[:k, k] /= A[k, :k].sum()
-        A[:k, :k] += np.outer(A[:k, k], A[k, :k])
-    pi = np.zeros(N)
-    pi[0] = 1.0
-    for k in range(1, N):
-        pi[k] = pi[:k] @ A[:k, k]
-    return pi
-
-
-def stationary(P: Matrix, tol: float = 1e-10) -> StationaryResult:
-    """The unique stationary law of an irreducible chain: pi P = pi, sum pi = 1.
-
-    Reversible P (any size): pi ∝ exp(phi) from :func:`log_potential`, exact up to rounding.
-    Otherwise, dense: GTH state reduction up to :data:`GTH_LIMIT` states, else LU solve of
-    (I - P)^T pi = 0 with one equation replaced by sum pi = 1 (GTH if pi spans > 8 decades).
-    Sparse: ARPACK eigs on P^T for the eigenvalue of largest modulus; if its residual exceeds
-    ``tol`` (tiny gaps), BiCGSTAB on the non-singular system (I - P^T + u 1^T) pi = u, u = 1/N.
-    Raises ReducibleChainError (naming closed classes) or ConvergenceError.
-    """
-    P = check_transition_matrix(P)
-    check_irreducible(P)
-    N = P.shape[0]
-    phi = log_potential(P)
-    if phi is not None:
-        pi, method = np.exp(phi), "detailed balance along a spanning tree (reversible)"
-    elif prefer_dense(P) and N <= GTH_LIMIT:
-        pi, method = _gth(to_dense(P)), "GTH state reduction (dense)"
-    elif prefer_dense(P):
-        A = np.eye(N) - to_dense(P).T
-        A[-1, :] = 1.0
-        b = np.zeros(N)
-        b[-1] = 1.0
-        pi, method = np.linalg.solve(A, b), "dense LU solve"
-        if pi.min() <= 1e-8 * pi.max():  # LU loses the relative accuracy of small entries
-            pi, method = _gth(to_dense(P)), "GTH state reduction (dense; pi spans > 8 decades)"
-    else:
-        PT = sp.csr_array(P.T)
-        try:
-            vals, vecs = spla.eigs(PT, k=1, which="LM", v0=np.full(N, 1.0 / N), tol=tol / 10, ncv=min(N, 32))
-            pi, method = np.real(vecs[:, 0]), "ARPACK eigs on P^T"
-        except spla.ArpackNoConvergence:
-            pi, method = np.full(N, 1.0 / N), "ARPACK eigs on P^T (not converged)"
-        pi = pi / pi.sum()
-        if _residual(P, pi) > tol:
-            u = np.full(N, 1.0 / N)
-            op = spla.LinearOperator((N, N), matvec=lambda v: v - PT @ v + u * v.sum(), dtype=np.float64)
-            sol, info = spla.bicgstab(op, u, x0=np.clip(pi, 0, None), rtol=tol / 10, maxiter=20 * N)
-            pi, method = sol, "BiCGSTAB on (I - P^T + u 1^T) pi = u"
-            if info != 0:
-                raise ConvergenceError(f"stationary law: {method} did not converge (info={info})")
-    pi = np.clip(np.real(pi), 0.0, None)
-    pi /= pi.sum()
-    res = _residual(P, pi)
-    if res > max(tol, 1e-12) * 100:
-        raise ConvergenceError(f"stationary law: residual ||pi P - pi||_1 = {res:.3g} after {method}")
-    return StationaryResult(pi, method, res)
-
-
-def stationary_distribution(P: Matrix, tol: float = 1e-10) -> np.ndarray:
-    """pi with pi P = pi for irreducible P (see :func:`stationary` for the method and residual)."""
-    return stationary(P, tol).pi
-
-
-def _residual(P: Matrix, pi: np.ndarray) -> float:
-    return float(np.abs(P.T @ pi - pi).sum())
-
-
-def resolve_stationary(P: Matrix, pi: np.ndarray | None = None) -> np.ndarray:
-    """The given ``pi`` after validation (shape, finite, strictly positive, sums to 1 within 1e-9),
-    or the stationary law of P when ``pi`` is None. A given pi is trusted to be stationary."""
-    if pi is None:
-        pi = stationary_distribution(P)
-        if (pi <= 0).any():
-            raise ValueError(f"the stationary law underflows float64: pi(x) = 0 at {(pi <= 0).sum()} states "
-                             f"(smallest positive {pi[pi > 0].min():.3g}); raise the temperature or rescale")
-        return pi
-    return check_vector(pi, P.shape[0], "pi", positive=True, probability=True)
-
-
-def flow_matrix(P: Matrix, pi: np.ndarray | None = None) -> Matrix:
-    """Q(x, y) = pi(x) P(x, y) (ergodic flow)."""
-    P = check_transition_matrix(P)
-    pi = resolve_stationary(P, pi)
-    return sp.csr_array(P.multiply(pi[:, None])) if sp.issparse(P) else P * pi[:, None]
-
-
-def is_reversible(P: Matrix, pi: np.ndarray | None = None, rtol: float = 1e-10) -> bool:
-    """Detailed balance pi(x) P(x, y) = pi(y) P(y, x) for all x, y.
-
-    Decided by Kolmogorov's criterion in log space (:func:`log_potential`), which does not depend
-    on the accuracy of a computed pi and sees violations among states of tiny mass. When ``pi`` is
-    given it must also satisfy detailed balance, to ``rtol`` times max_xy pi(x) P(x, y).
-    Raises ReducibleChainError for a reducible chain (no unique stationary law).
-    """
-    P = check_transition_matrix(P)
-    if log_potential(P) is None:
-        check_irreducible(P)
-        return False
-    if pi is None:
-        return True
-    Q = flow_matrix(P, pi)
-    return bool(abs(Q - Q.T).max() <= rtol * abs(Q).max())
-
-
-def time_reversal(P: Matrix, pi: np.ndarray | None = None) -> Matrix:
-    """P*(x, y) = pi(y) P(y, x) / pi(x)."""
-    P = check_transition_matrix(P)
-    pi = resolve_stationary(P, pi)
+def time_reversal(P: Matrix, logpi: np.ndarray) -> Matrix:
+    """P*(x, y) = pi(y) P(y, x) / pi(x), formed as exp(log P(y,x) + log pi(y) - log pi(x)) so that
+    stationary masses spanning hundreds of decades do not overflow."""
     if sp.issparse(P):
-        return sp.csr_array(sp.diags_array(1.0 / pi) @ sp.csr_array(P.T) @ sp.diags_array(pi))
-    return (P.T * pi[None, :]) / pi[:, None]
+        T = sp.coo_array(P).T.tocoo()  # entry (x, y) holds P(y, x)
+        data = np.exp(np.log(T.data) + logpi[T.col] - logpi[T.row])
+        return sp.csr_array((data, (T.row, T.col)), shape=P.shape)
+    Pt = np.asarray(P).T
+    with np.errstate(divide="ignore"):
+        out = np.exp(np.log(Pt) + logpi[None, :] - logpi[:, None])
+    return np.where(Pt > 0, out, 0.0)
 
 
-def additive_reversibilization(P: Matrix, pi: np.ndarray | None = None) -> Matrix:
-    """S = (P + P*)/2: same stationary law and same Dirichlet form as P."""
-    P = check_transition_matrix(P)
-    pi = resolve_stationary(P, pi)
-    return (P + time_reversal(P, pi)) / 2
+def additive_reversibilization(P: Matrix, logpi: np.ndarray) -> Matrix:
+    """S = (P + P*)/2: reversible with respect to pi, same Dirichlet form as P (THEOREMS.md 1.14)."""
+    return (P + time_reversal(P, logpi)) / 2
 
 
-def multiplicative_reversibilization(P: Matrix, pi: np.ndarray | None = None) -> Matrix:
-    """P* P (first P*, then P): self-adjoint on L^2(pi), eigenvalues = squared singular values of P."""
-    P = check_transition_matrix(P)
-    pi = resolve_stationary(P, pi)
-    return time_reversal(P, pi) @ P
+def multiplicative_reversibilization(P: Matrix, logpi: np.ndarray) -> Matrix:
+    """P* P: reversible with respect to pi, eigenvalues sigma_k(P)^2 (Fill's bound uses its gap)."""
+    return time_reversal(P, logpi) @ P
 
 
-def dirichlet_form(P: Matrix, f: np.ndarray, g: np.ndarray | None = None, pi: np.ndarray | None = None) -> float:
-    """E(f, g) = (1/2) sum_{x,y} pi(x) P(x,y) (f(x) - f(y)) (g(x) - g(y))
-             = <f, g>_pi - (<f, P g>_pi + <g, P f>_pi) / 2 = <f, (I - S) g>_pi.
-    """
-    P = check_transition_matrix(P)
-    pi = resolve_stationary(P, pi)
-    f = np.asarray(f, dtype=np.float64)
-    g = f if g is None else np.asarray(g, dtype=np.float64)
-    if f.shape != (P.shape[0],) or g.shape != (P.shape[0],):
-        raise ValueError(f"f and g must be vectors over the {P.shape[0]} states")
-    return float(pi @ (f * g) - 0.5 * (pi @ (f * (P @ g)) + pi @ (g * (P @ f))))
+def symmetric_form(S: Matrix) -> Matrix:
+    """B = D^{1/2} S D^{-1/2} of a reversible S: B_xy = sqrt(S_xy S_yx)."""
+    if sp.issparse(S):
+        S = sp.csr_array(S)
+        R = S.sqrt()
+        return sp.csr_array(R.multiply(R.T))
+    R = np.sqrt(np.asarray(S))
+    return R * R.T  # sqrt(S_xy) sqrt(S_yx): no underflow of the product
 
 
-def _symmetrized(P: Matrix, pi: np.ndarray) -> Matrix:
-    """B = D^{1/2} P D^{-1/2} (so D^{1/2} P* D^{-1/2} = B^T)."""
-    if sp.issparse(P):
-        coo = sp.coo_array(P)
-        data = coo.data * np.sqrt(pi[coo.row] / pi[coo.col])
-        return sp.csr_array((data, (coo.row, coo.col)), shape=P.shape)
-    s = np.sqrt(pi)
-    return P * s[:, None] / s[None, :]
+def dirichlet_form(P: Matrix, f: np.ndarray, g: np.ndarray | None, pi: np.ndarray) -> float:
+    """E(f, g) = (1/2) sum_{x,y} pi(x) P(x, y) (f(x) - f(y)) (g(x) - g(y)) (THEOREMS.md 1.14),
+    summed edge by edge (for g = f: a sum of non-negative terms, accurate to a few ulps)."""
+    g = f if g is None else g
+    coo = sp.coo_array(P)
+    w = pi[coo.row] * coo.data
+    return float(0.5 * np.sum(w * (f[coo.row] - f[coo.col]) * (g[coo.row] - g[coo.col])))
 
 
-def _symmetric_extremes(A: Matrix, which: str, k: int, v0: np.ndarray, tol: float,
-                        vectors: bool = False) -> np.ndarray | tuple[np.ndarray, np.ndarray]:
-    """k largest ('LA', descending) or smallest ('SA', ascending) eigenvalues of a symmetric matrix,
-    with the matching orthonormal eigenvectors as columns when ``vectors``."""
-    if k > A.shape[0]:
-        raise ValueError(f"{k} eigenvalues requested from a chain with {A.shape[0]} state(s); a gap needs >= 2 states")
-    if not sp.issparse(A):
-        sym = (A + A.T) / 2
-        vals, vecs = np.linalg.eigh(sym) if vectors else (np.linalg.eigvalsh(sym), None)
-        order = np.arange(vals.size)[::-1][:k] if which == "LA" else np.arange(min(k, vals.size))
+def variance_lower_bound(f: np.ndarray, pi: np.ndarray) -> float:
+    """A certified lower bound on Var_pi(f) = sum pi (f - c)^2 - (pi(f) - c)^2 for the computed mean c."""
+    c = float(pi @ f)
+    d = f - c
+    second = float(pi @ (d * d))
+    drift = abs(float(pi @ d)) + 4 * EPS * float(pi @ np.abs(d))
+    return max(second * (1 - 4 * EPS * f.size) - drift * drift, 0.0)
+
+
+def rayleigh_upper_bound(S: Matrix, f: np.ndarray, pi: np.ndarray) -> float:
+    """E_S(f, f) / Var_pi(f) (an upper bound on the gap of S, valid for any non-constant f), with
+    the numerator rounded up and the denominator down."""
+    var = variance_lower_bound(f, pi)
+    if var <= 0:
+        return float("inf")
+    return dirichlet_form(S, f, None, pi) * (1 + 8 * EPS * f.size) / var
+
+
+# ----------------------------------------------------------------------------------- the gap
+
+def reversible_gap(S: Matrix, logpi: np.ndarray, *, rtol: float = DEFAULT_RTOL, name: str = "spectral gap",
+                   el: Elimination | None = None, dense: bool | None = None) -> tuple[Result, np.ndarray]:
+    """gamma = 1 - lambda_2(S) of an irreducible reversible S (with stationary log-law ``logpi``), and
+    a slowest-mode function f (S f = lambda_2 f up to accuracy; used for sweep cuts). ``el``: GTH
+    factors of S already computed (complete, last state the heaviest). ``dense``: use the dense
+    algorithm (default: up to :data:`DENSE_SPECTRAL_LIMIT` states)."""
+    N = S.shape[0]
+    if N < 2:
+        return Result.missing(name, "-", "a gap needs at least 2 states"), np.zeros(N)
+    if (N <= DENSE_SPECTRAL_LIMIT) if dense is None else dense:
+        return _dense_gap(S, logpi, name, el)
+    return _lanczos_gap(sp.csr_array(S), logpi, rtol, name)
+
+
+def _dense_gap(S: Matrix, logpi: np.ndarray, name: str, el: Elimination | None) -> tuple[Result, np.ndarray]:
+    N = S.shape[0]
+    check_memory(8.0 * N * N * 5, f"the accurate gap of {N} states")
+    if el is None:
+        dense = S.toarray() if sp.issparse(S) else np.asarray(S, dtype=np.float64)
+        el = eliminate(dense, last=int(np.argmax(logpi)))
+    X, e = el.symmetric_factor()
+    Xp, ep = X[:, 1:], e[1:]
+    G = Xp.T @ Xp
+    c, lower = la.cho_factor(G, lower=False, check_finite=False)
+    rcond, _ = dpocon(c, np.abs(G).sum(axis=0).max())
+    kappa = 1.0 / max(rcond, EPS)
+    emin = float(ep.min())
+    s = np.sqrt(emin / ep)
+    H = s[:, None] * la.cho_solve((c, lower), np.diag(s), check_finite=False)
+    H = (H + H.T) / 2
+    if H.shape[0] <= _EIGH_LIMIT:
+        top = [H.shape[0] - 1, H.shape[0] - 1]
+        vals, vecs = la.eigh(H, subset_by_index=top, check_finite=False)
+        if vals.size == 0:  # dsyevr can return nothing for a massively degenerate top eigenvalue
+            vals, vecs = la.eigh(H, check_finite=False)
+        lam, u, lanczos = float(vals[-1]), vecs[:, -1], 0.0
     else:
-        try:
-            res = spla.eigsh(A, k=k, which=which, v0=v0, tol=tol, ncv=min(A.shape[0], max(4 * k + 1, 24)),
-                             return_eigenvectors=vectors, maxiter=50 * A.shape[0])
-        except spla.ArpackNoConvergence as err:
-            raise ConvergenceError(f"ARPACK eigsh ({which}, k={k}) did not converge: {err}") from err
-        vals, vecs = res if vectors else (res, None)
-        order = np.argsort(-vals if which == "LA" else vals, kind="stable")
-    return (vals[order], vecs[:, order]) if vectors else vals[order]
+        vals, vecs = spla.eigsh(H, k=1, which="LA", tol=1e-14)
+        lam, u = float(vals[0]), vecs[:, 0]
+        lanczos = float(np.linalg.norm(H @ u - lam * u)) / lam
+    gap = emin / lam
+    rel = 30 * N * EPS * kappa + lanczos
+    # the slowest mode: w = X' diag(e')^{1/2} u is an eigenvector of L; f = D^{-1/2} w
+    w = Xp @ (np.sqrt(ep) * u)
+    f = np.empty(N)
+    f[el.order] = w
+    f = _scaled_mode(f, logpi)
+    method = ("GTH-accurate LDL^T of D^1/2 (I - S) D^-1/2 (escape pivoting), then the largest eigenvalue "
+              "of the graded inverse; relative error <= 30 N u cond(X'^T X')")
+    return Result.approximate(name, gap, rel, method, cond=kappa), f
 
 
-def _reversible_symmetric(P: Matrix, pi: np.ndarray) -> Matrix:
-    """D^{1/2} P D^{-1/2} symmetrised, after checking that P is reversible (ValueError if not)."""
-    if not is_reversible(P, pi):
-        raise ValueError("P is not reversible with respect to its stationary law; "
-                         "use additive_gap / poincare_constant for non-reversible chains")
-    B = _symmetrized(to_dense(P) if prefer_dense(P) else P, pi)
-    return (B + B.T) / 2
+def _scaled_mode(w: np.ndarray, logpi: np.ndarray) -> np.ndarray:
+    """f = w / sqrt(pi), computed in log scale (saturating instead of overflowing)."""
+    with np.errstate(divide="ignore"):
+        mag = np.log(np.abs(w)) - logpi / 2
+    finite = np.isfinite(mag)
+    top = mag[finite].max() if finite.any() else 0.0
+    return np.sign(w) * np.exp(np.clip(mag - top, -700.0, 0.0))
 
 
-def reversible_eigenvalues(P: Matrix, pi: np.ndarray | None = None, which: str = "LA", k: int = 2,
-                           tol: float = 1e-12) -> np.ndarray:
-    """The k largest ('LA', descending) or smallest ('SA', ascending) eigenvalues of a reversible P,
-    via the symmetric D^{1/2} P D^{-1/2} (ValueError when P is not reversible)."""
-    P = check_transition_matrix(P)
-    pi = resolve_stationary(P, pi)
-    if which not in ("LA", "SA"):
-        raise ValueError(f"which must be 'LA' or 'SA', got {which!r}")
-    return _symmetric_extremes(_reversible_symmetric(P, pi), which, k, np.sqrt(pi), tol)
+def _deflated(B: sp.csr_array, sq: np.ndarray) -> spla.LinearOperator:
+    return spla.LinearOperator(B.shape, matvec=lambda v: B @ v - sq * (sq @ v), dtype=np.float64)
+
+
+def _lanczos_gap(S: sp.csr_array, logpi: np.ndarray, rtol: float, name: str) -> tuple[Result, np.ndarray]:
+    N = S.shape[0]
+    check_memory(8.0 * (3 * S.nnz + 30 * N), f"Lanczos on {N} states")
+    B = symmetric_form(S)
+    sq = np.exp(logpi / 2)
+    sq /= np.linalg.norm(sq)
+    op = _deflated(B, sq)
+    rng = np.random.default_rng(0)
+    try:
+        vals, vecs = spla.eigsh(op, k=1, which="LA", tol=1e-13, v0=rng.standard_normal(N), maxiter=50 * N)
+        converged = True
+    except spla.ArpackNoConvergence as err:
+        vals, vecs, converged = err.eigenvalues, err.eigenvectors, False
+        if vals.size == 0:
+            return Result.interval(name, 0.0, None, "ARPACK Lanczos on D^1/2 S D^-1/2",
+                                   "Lanczos did not converge"), np.zeros(N)
+    lam, v = float(vals[0]), vecs[:, 0]
+    resid = float(np.linalg.norm(op @ v - lam * v)) + 10 * EPS
+    pi = np.exp(logpi)
+    f = _scaled_mode(v, logpi)
+    upper = min(rayleigh_upper_bound(S, f, pi), 2.0)
+    method = "ARPACK Lanczos on D^1/2 S D^-1/2 with sqrt(pi) deflated; error <= residual norm"
+    out = Result.checked(name, 1.0 - lam, resid, method, rtol=rtol, lower=0.0, upper=upper,
+                         residual=resid, converged=converged)
+    return out, f
+
+
+def bottom_gap(S: Matrix, logpi: np.ndarray, rtol: float = DEFAULT_RTOL, dense: bool | None = None) -> Result:
+    """1 + lambda_min(S) of a reversible S (absolute accuracy ~ N u from the symmetric eigensolver)."""
+    N = S.shape[0]
+    B = symmetric_form(S)
+    if (N <= DENSE_SPECTRAL_LIMIT) if dense is None else dense:
+        dense = B.toarray() if sp.issparse(B) else B
+        lam = float(la.eigvalsh((dense + dense.T) / 2, subset_by_index=[0, 0], check_finite=False)[0])
+        err = 4 * N * EPS
+        method = "LAPACK symmetric eigensolver on D^1/2 S D^-1/2; absolute error <= 4 N u"
+    else:
+        vals, vecs = spla.eigsh(sp.csr_array(B), k=1, which="SA", tol=1e-12, maxiter=50 * N)
+        lam = float(vals[0])
+        err = float(np.linalg.norm(B @ vecs[:, 0] - lam * vecs[:, 0])) + 10 * EPS
+        method = "ARPACK Lanczos (smallest eigenvalue) on D^1/2 S D^-1/2; error <= residual norm"
+    return Result.checked("1 + lambda_min", 1.0 + lam, err, method, rtol=rtol, lower=0.0, upper=2.0)
+
+
+def modulus_gap(P: Matrix, rtol: float = DEFAULT_RTOL, dense: bool | None = None) -> Result:
+    """1 - |lambda_2| of a non-reversible P (lambda_2 the eigenvalue other than 1 of largest modulus),
+    with the first-order error bound u ||P||_F kappa(lambda) from the eigenvalue condition numbers."""
+    N = P.shape[0]
+    name = "1 - |lambda_2|"
+    if N < 2:
+        return Result.missing(name, "-", "a gap needs at least 2 states")
+    if not ((N <= DENSE_SPECTRAL_LIMIT) if dense is None else dense):
+        return Result.missing(name, "-", "eigenvalues of a non-reversible chain are computed densely only; "
+                                         "see additive_gap")
+    dense = P.toarray() if sp.issparse(P) else np.asarray(P)
+    vals, left, right = la.eig(dense, left=True, right=True, check_finite=False)
+    perron = int(np.argmin(np.abs(vals - 1.0)))
+    rest = np.delete(np.arange(N), perron)
+    k = int(rest[np.argmax(np.abs(vals[rest]))])
+    cond = 1.0 / max(abs(np.vdot(left[:, k], right[:, k])), EPS)
+    err = 4 * N * EPS * np.linalg.norm(dense) * cond
+    method = "LAPACK eigenvalues of P (non-reversible); error <= 4 N u ||P||_F cond(lambda_2)"
+    return Result.checked(name, 1.0 - abs(vals[k]), err, method, rtol=rtol, lower=0.0, upper=1.0,
+                          eigenvalue=complex(vals[k]).__repr__(), condition_number=cond)
+
+
+# ----------------------------------------------------------------------------------- plain functions
+
+def _chain(P: Matrix, pi: np.ndarray | None):
+    from mlmix.theory.chain import Chain
+
+    return Chain(P, stationary=pi)
 
 
 def spectral_gap(P: Matrix, pi: np.ndarray | None = None) -> float:
-    """1 - lambda_2 for reversible P (ValueError otherwise)."""
-    return float(1.0 - reversible_eigenvalues(P, pi, "LA", 2)[1])
+    """1 - lambda_2 of a reversible chain as a float (:attr:`Chain.spectral_gap`; UnresolvedError when
+    not resolved, ValueError-like missing result for a non-reversible chain). ``pi``: a known law."""
+    return float(_chain(P, pi).spectral_gap)
 
 
-def _is_reducible(P: Matrix) -> bool:
-    """More than one communicating class: with a given positive pi, the indicator of a closed class
-    has E(f, f) = 0 < Var_pi(f), so every gap is exactly 0 (eigensolvers return rounding noise)."""
-    return len(communicating_classes(P)[0]) > 1
-
-
-def additive_gap(P: Matrix, pi: np.ndarray | None = None, tol: float = 1e-12) -> float:
-    """1 - lambda_2((P + P*)/2): the largest c with E(f, f) >= c Var_pi(f); equals the spectral gap
-    when P is reversible. Exactly 0 for a reducible P with a given pi."""
-    P = check_transition_matrix(P)
-    pi_given = pi is not None  # (pi = None: resolve_stationary refuses reducible chains)
-    pi = resolve_stationary(P, pi)
-    if pi_given and _is_reducible(P):
-        return 0.0
-    B = _symmetrized(to_dense(P) if prefer_dense(P) else P, pi)
-    A = (B + B.T) / 2
-    return float(1.0 - _symmetric_extremes(A, "LA", 2, np.sqrt(pi), tol)[1])
-
-
-def additive_eigenpairs(P: Matrix, pi: np.ndarray | None = None, k: int = 2,
-                        tol: float = 1e-12) -> tuple[np.ndarray, np.ndarray]:
-    """Top k eigenvalues of S = (P + P*)/2 (descending) and right eigenvectors S f = lambda f as
-    columns, orthonormal in L^2(pi); the first is the constant function 1 (up to sign).
-
-    Computed as f = D^{-1/2} u from the symmetric D^{1/2} S D^{-1/2} u = lambda u. The second
-    column is the Fiedler-type vector whose sweep cuts bound the conductance
-    (:mod:`mlmix.theory.conductance`).
-    """
-    P = check_transition_matrix(P)
-    pi = resolve_stationary(P, pi)
-    B = _symmetrized(to_dense(P) if prefer_dense(P) else P, pi)
-    vals, vecs = _symmetric_extremes((B + B.T) / 2, "LA", k, np.sqrt(pi), tol, vectors=True)
-    return vals, vecs / np.sqrt(pi)[:, None]
+def additive_gap(P: Matrix, pi: np.ndarray | None = None) -> float:
+    """1 - lambda_2((P + P*)/2) as a float (:attr:`Chain.additive_gap`)."""
+    return float(_chain(P, pi).additive_gap)
 
 
 def poincare_constant(P: Matrix, pi: np.ndarray | None = None) -> float:
-    """C = sup_f Var_pi(f) / E(f, f) = 1 / gap((P + P*)/2) (inf when that gap is 0)."""
-    gap = additive_gap(P, pi)
-    return float(np.inf) if gap <= 0 else 1.0 / gap
-
-
-def multiplicative_gap(P: Matrix, pi: np.ndarray | None = None, tol: float = 1e-12) -> float:
-    """1 - lambda_2(P* P) = 1 - sigma_2(P)^2, sigma_2 the second singular value of P on L^2(pi).
-    Exactly 0 for a reducible P with a given pi."""
-    P = check_transition_matrix(P)
-    if P.shape[0] < 2:
-        raise ValueError(f"a gap needs >= 2 states; the chain has {P.shape[0]}")
-    pi_given = pi is not None
-    pi = resolve_stationary(P, pi)
-    if pi_given and _is_reducible(P):
-        return 0.0
-    B = _symmetrized(to_dense(P) if prefer_dense(P) else P, pi)
-    if sp.issparse(B):
-        N = B.shape[0]
-        op = spla.LinearOperator((N, N), matvec=lambda v: B.T @ (B @ v), dtype=np.float64)
-        try:
-            vals = spla.eigsh(op, k=2, which="LA", v0=np.sqrt(pi), tol=tol, return_eigenvectors=False)
-        except spla.ArpackNoConvergence as err:
-            raise ConvergenceError(f"ARPACK eigsh on P*P did not converge: {err}") from err
-        lam2 = np.sort(vals)[0]
-    else:
-        lam2 = np.linalg.svd(B, compute_uv=False)[1] ** 2
-    return float(1.0 - lam2)
-
-
-def eigenvalues(P: Matrix, k: int = 6, tol: float = 1e-12) -> np.ndarray:
-    """The k eigenvalues of P of largest modulus (complex), sorted by decreasing modulus."""
-    P = check_transition_matrix(P)
-    N = P.shape[0]
-    if prefer_dense(P) or k >= N - 1:
-        vals = np.linalg.eigvals(to_dense(P))
-    else:
-        try:
-            vals = spla.eigs(sp.csr_array(P), k=k, which="LM", tol=tol, ncv=min(N, max(2 * k + 1, 32)),
-                             return_eigenvectors=False)
-        except spla.ArpackNoConvergence as err:
-            raise ConvergenceError(f"ARPACK eigs (k={k}) did not converge: {err}") from err
-    order = np.argsort(-np.abs(vals), kind="stable")
-    return vals[order][:k]
+    """1 / additive gap as a float (:attr:`Chain.poincare_constant`)."""
+    return float(_chain(P, pi).poincare_constant)
 
 
 def absolute_spectral_gap(P: Matrix, pi: np.ndarray | None = None) -> float:
-    """1 - lambda_*, lambda_* = max{|lambda| : lambda eigenvalue of P, lambda != 1}.
-
-    Reversible: lambda_* = max(lambda_2, |lambda_min|) from the symmetric matrix; otherwise from
-    the eigenvalue moduli of P (a rate for the spectrum, not a Poincaré constant).
-    """
-    P = check_transition_matrix(P)
-    pi = resolve_stationary(P, pi)
-    if is_reversible(P, pi):
-        B = _reversible_symmetric(P, pi)
-        top = _symmetric_extremes(B, "LA", 2, np.sqrt(pi), 1e-12)
-        bottom = _symmetric_extremes(B, "SA", 1, np.sqrt(pi), 1e-12)
-        return float(1.0 - max(top[1], abs(bottom[0])))
-    vals = eigenvalues(P, k=2)
-    return float(1.0 - abs(vals[1]))
+    """1 - max |lambda|, lambda != 1, as a float (:attr:`Chain.absolute_spectral_gap`)."""
+    return float(_chain(P, pi).absolute_spectral_gap)
 
 
 def relaxation_time(P: Matrix, pi: np.ndarray | None = None) -> float:
-    """t_rel = 1 / absolute spectral gap (inf when the gap is 0)."""
-    gap = absolute_spectral_gap(P, pi)
-    return float(np.inf) if gap <= 0 else 1.0 / gap
+    """1 / absolute spectral gap as a float (:attr:`Chain.relaxation_time`)."""
+    return float(_chain(P, pi).relaxation_time)
+
+
+def multiplicative_gap(P: Matrix, pi: np.ndarray | None = None) -> float:
+    """1 - sigma_2(P)^2 as a float (:attr:`Chain.multiplicative_gap`)."""
+    return float(_chain(P, pi).multiplicative_gap)
+
+
+def is_reversible(P: Matrix, pi: np.ndarray | None = None, rtol: float = 1e-10) -> bool:
+    """Detailed balance pi(x) P(x, y) = pi(y) P(y, x): with respect to the stationary law when ``pi``
+    is None (Kolmogorov's criterion in log space, :attr:`Chain.is_reversible`), else with respect to the
+    given law, to ``rtol`` times max_xy pi(x) P(x, y)."""
+    if pi is None:
+        return _chain(P, None).is_reversible
+    P = check_transition_matrix(P)
+    pi = check_vector(pi, P.shape[0], "pi", nonnegative=True)
+    Q = sp.csr_array(P).multiply(pi[:, None])
+    return bool(abs(Q - Q.T).max() <= rtol * abs(Q).max())

@@ -1,89 +1,98 @@
-"""MCMC asymptotic variance of ergodic averages through the Poisson equation.
+"""MCMC asymptotic variance of ergodic averages, and the Kemeny constant, through the group inverse.
 
-For a stationary chain and f: X -> R, the CLT variance of (1/t) sum_{s<t} f(X_s) is
-(THEOREMS.md section 1)
+For a stationary chain and f: X -> R the CLT variance of (1/t) sum_{s<t} f(X_s) is (THEOREMS.md 1.23)
 
-    sigma^2(f) = Var_pi(f) + 2 sum_{k>=1} Cov_pi(f(X_0), f(X_k)) = <f_bar, (2Z - I) f_bar>_pi,
+    sigma^2(f) = Var_pi(f) + 2 sum_{k>=1} Cov_pi(f(X_0), f(X_k)) = 2 <f_bar, g>_pi - <f_bar, f_bar>_pi,
 
-with f_bar = f - pi(f) and the fundamental matrix Z = (I - P + 1 pi^T)^{-1}. Z is never formed:
-g = Z f_bar solves (I - P + 1 pi^T) g = f_bar, equivalently the Poisson equation (I - P) g = f_bar
-with pi(g) = 0, and sigma^2(f) = 2 <f_bar, g>_pi - <f_bar, f_bar>_pi.
+with f_bar = f - pi(f) and g any solution of the Poisson equation (I - P) g = f_bar (g is the
+group inverse applied to f_bar up to a constant, which <f_bar, .>_pi does not see). Grounding the
+solution at the heaviest state z (g_z = 0) leaves the non-singular M-matrix system
+(I - P)_RR g_R = f_bar_R, R = all states but z, solved with the subtraction-free GTH factors of
+:mod:`mlmix.theory.elimination`. The right-hand side has both signs, so the solve is not
+subtraction-free; its error is bounded a posteriori by solving with |f_bar| (the factors' inverses
+are non-negative): |g - g~| <= c N u (I - P)_RR^{-1} |f_bar| componentwise, plus the effect of the
+rounding of pi(f). The result carries that bound (an interval when it exceeds the target).
 
-Dense LAPACK solve up to :data:`mlmix.theory.matrices.DENSE_LIMIT` states; above, Krylov: CG on the
-symmetrised system D^{1/2} (I - P + 1 pi^T) D^{-1/2} = I - B + sqrt(pi) sqrt(pi)^T (B = D^{1/2} P
-D^{-1/2} symmetric) when P is reversible, GMRES/BiCGSTAB on I - P + 1 pi^T otherwise.
+The Kemeny constant K = sum_j pi_j E_i tau_j (tau_j = 0 when i = j; the same for every i) equals
+sum over the eigenvalues lambda != 1 of 1/(1 - lambda) = tr(A^#), A^# the group inverse of I - P;
+with G the grounded inverse (zero row and column at z), A^# = (I - 1 pi^T) G (I - 1 pi^T), so
+K = tr(G) - pi^T G 1, a difference of two non-negative sums (grounding at the heaviest state keeps
+the cancellation mild); its bound is stated the same way.
 """
 
 from __future__ import annotations
 
 import numpy as np
 import scipy.sparse as sp
-import scipy.sparse.linalg as spla
 
-from mlmix.errors import ConvergenceError
-from mlmix.theory.matrices import krylov_solve, prefer_dense, to_dense
-from mlmix.theory.spectral import is_reversible, resolve_stationary, spectral_gap
-from mlmix.validation import Matrix, check_transition_matrix
-
-
-def _check_function(f: np.ndarray, n_states: int) -> np.ndarray:
-    f = np.asarray(f, dtype=np.float64)
-    if f.shape != (n_states,):
-        raise ValueError(f"f must be a vector over the {n_states} states, got shape {f.shape}")
-    if not np.isfinite(f).all():
-        raise ValueError("f contains NaN or infinite values")
-    return f
+from mlmix.theory.elimination import Elimination
+from mlmix.theory.matrices import krylov_solve
+from mlmix.theory.results import DEFAULT_RTOL, EPS, Result
+from mlmix.validation import Matrix, check_memory
 
 
-def poisson_solution(P: Matrix, f: np.ndarray, pi: np.ndarray | None = None) -> tuple[np.ndarray, str]:
-    """g = Z f_bar: the solution of (I - P) g = f - pi(f) with pi(g) = 0, and the solver used."""
-    P = check_transition_matrix(P)
-    N = P.shape[0]
-    pi = resolve_stationary(P, pi)
-    f_bar = _check_function(f, N)
-    f_bar = f_bar - pi @ f_bar
-    if prefer_dense(P):
-        A = np.eye(N) - to_dense(P) + np.outer(np.ones(N), pi)
-        return np.linalg.solve(A, f_bar), "dense LU solve of (I - P + 1 pi^T) g = f_bar"
+def asymptotic_variance_dense(el: Elimination, P: Matrix, f: np.ndarray, pi: np.ndarray, pi_rel_error: float,
+                              gap: Result, *, rtol: float = DEFAULT_RTOL) -> Result:
+    """sigma^2(f) from the GTH factors ``el`` of the chain P grounded at a heavy state.
+
+    Error bound: the effect of pi's entrywise relative error (against the centred solution), plus the
+    smaller of two bounds on the solve: componentwise from the solve with |f_bar| (sharp for
+    metastable chains), and 2 ||f_bar||_pi ||r||_pi / gap from the residual r of the Poisson equation
+    and the additive gap's certified lower end (sharp for well-mixing chains; ||(I - P)h||_pi >=
+    gap ||h||_pi for pi(h) = 0 holds for non-reversible chains too)."""
+    N = f.size
+    mean = float(pi @ f)
+    fbar = f - mean
+    g = el.solve(fbar)
+    ghat = g - float(pi @ g)
+    var = float(pi @ (fbar * fbar))
+    sigma2 = 2.0 * float(pi @ (fbar * ghat)) - var
+    c = 8.0 * N * EPS
+    err_pi = 3.0 * pi_rel_error * (2.0 * float(pi @ np.abs(fbar * ghat)) + var)
+    g_abs, g_one = el.solve(np.abs(fbar)), el.solve(np.ones(N))
+    mean_err = 4 * N * EPS * float(pi @ np.abs(f))
+    err_gth = (2.0 * float(pi @ (np.abs(fbar) * (c * g_abs + mean_err * g_one))) + c * var
+               + 4 * N * EPS * (2 * abs(float(pi @ (fbar * ghat))) + var))
+    err_res = np.inf
+    if gap.lower:
+        Pg = P @ ghat
+        r = np.abs(fbar - (ghat - Pg)) + 4 * EPS * (np.abs(ghat) + P @ np.abs(ghat)) + mean_err
+        err_res = 2.0 * np.sqrt(var * float(pi @ (r * r))) / gap.lower
+    err = err_pi + min(err_gth, err_res)
+    method = ("Poisson equation grounded at the heaviest state, GTH factors; error bounded a posteriori (solve with "
+              "|f - pi(f)|, or residual / gap)")
+    return Result.checked("asymptotic variance", sigma2, err, method, rtol=rtol, lower=0.0, upper=None)
+
+
+def asymptotic_variance_sparse(P: Matrix, f: np.ndarray, pi: np.ndarray, gap: Result,
+                               *, rtol: float = DEFAULT_RTOL) -> Result:
+    """sigma^2(f) on a large sparse chain: a Krylov solve of (I - P + 1 pi^T) g = f_bar with its
+    residual r; |sigma^2 error| <= 2 ||f_bar||_pi ||r||_pi / gap (reversible-type bound using the
+    gap's lower end), an interval when that is too large or unknown."""
+    N = f.size
     P = sp.csr_array(P)
-    diag = 1.0 - P.diagonal() + pi
-    if is_reversible(P, pi):
-        s = np.sqrt(pi)
-        B = sp.csr_array(P.multiply(s[:, None]).multiply((1.0 / s)[None, :]))
-        B = (B + B.T) / 2
-        op = spla.LinearOperator((N, N), matvec=lambda v: v - B @ v + s * (s @ v), dtype=np.float64)
-        h, method = krylov_solve(op, s * f_bar, spd=True, diagonal=diag, what="Poisson equation")
-        return h / s, method + " on the symmetrised Poisson system"
-    op = spla.LinearOperator((N, N), matvec=lambda v: v - P @ v + pi @ v, dtype=np.float64)
-    g, method = krylov_solve(op, f_bar, spd=False, diagonal=diag, what="Poisson equation")
-    return g, method + " on (I - P + 1 pi^T) g = f_bar"
+    fbar = f - float(pi @ f)
+    op = sp.linalg.LinearOperator((N, N), matvec=lambda v: v - P @ v + pi @ v, dtype=np.float64)
+    check_memory(8.0 * 70 * N, "the Krylov solve of the Poisson equation")
+    g, method = krylov_solve(op, fbar, spd=False, diagonal=1.0 - P.diagonal() + pi, what="Poisson equation")
+    r = op @ g - fbar
+    var = float(pi @ fbar**2)
+    sigma2 = 2.0 * float(pi @ (fbar * g)) - var
+    g_lo = gap.lower or 0.0
+    err = (2.0 * np.sqrt(var * float(pi @ r**2)) / g_lo) if g_lo > 0 else np.inf
+    return Result.checked("asymptotic variance", sigma2, err, method + "; error <= 2 ||f||_pi ||residual||_pi / gap",
+                          rtol=rtol, lower=0.0)
 
 
-def asymptotic_variance(P: Matrix, f: np.ndarray, pi: np.ndarray | None = None) -> float:
-    """sigma^2(f) = <f_bar, (2Z - I) f_bar>_pi = 2 <f_bar, g>_pi - Var_pi(f), g = Z f_bar.
-
-    ``pi`` defaults to the stationary law (ReducibleChainError when not unique). Raises
-    ConvergenceError when the Krylov solver fails or the result is negative beyond rounding.
-    """
-    P = check_transition_matrix(P)
-    pi = resolve_stationary(P, pi)
-    g, method = poisson_solution(P, f, pi)
-    f_bar = _check_function(f, P.shape[0])
-    f_bar = f_bar - pi @ f_bar
-    var = float(pi @ f_bar**2)
-    cross = float(pi @ (f_bar * g))
-    sigma2 = 2.0 * cross - var
-    if sigma2 < 0:  # sigma^2 >= 0 always; allow rounding relative to the two terms
-        if sigma2 < -1e-8 * (var + 2.0 * abs(cross)):
-            raise ConvergenceError(f"asymptotic variance came out negative ({sigma2:.3g}) after {method}")
-        sigma2 = 0.0
-    return sigma2
-
-
-def variance_bound_reversible(P: Matrix, f: np.ndarray, pi: np.ndarray | None = None) -> float:
-    """(2 / gap - 1) Var_pi(f): an upper bound on sigma^2(f) for reversible P (ValueError otherwise)."""
-    P = check_transition_matrix(P)
-    pi = resolve_stationary(P, pi)
-    f = _check_function(f, P.shape[0])
-    var = float(pi @ (f - pi @ f) ** 2)
-    return (2.0 / spectral_gap(P, pi) - 1.0) * var
+def kemeny_constant_dense(el: Elimination, pi: np.ndarray, pi_rel_error: float, *,
+                          rtol: float = DEFAULT_RTOL) -> Result:
+    """K = tr(G) - pi^T G 1 from the grounded inverse G (module docstring); O(N^3)."""
+    N = pi.size
+    check_memory(8.0 * N * N * 3, f"the grounded inverse of {N} states")
+    G = el.solve(np.eye(N))
+    tr = float(np.trace(G))
+    hit = float(pi @ G.sum(axis=1))
+    err = (16.0 * N * EPS + pi_rel_error) * (tr + hit)
+    return Result.checked("Kemeny constant", tr - hit, err,
+                          "trace of the group inverse from the grounded GTH inverse: tr(G) - pi^T G 1", rtol=rtol,
+                          lower=0.0)

@@ -42,7 +42,7 @@ from mlmix.theory.margins import basin_margin, escape_bound, mixing_lower_bound
 from mlmix.theory.matrices import to_dense
 from mlmix.theory.mixing import mixing_time
 from mlmix.theory.space import StateSpace
-from mlmix.theory.spectral import stationary_distribution
+from mlmix.theory.stationary import stationary_distribution
 from mlmix.verify.strategies import boost_basin, tempered
 
 COMMAND = "python -m mlmix.verify.tightness"

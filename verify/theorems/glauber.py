@@ -27,6 +27,7 @@ import sympy
 from hypothesis import strategies as st
 
 from mlmix.errors import ReducibleChainError
+from mlmix.theory.chain import Chain
 from mlmix.theory.conductance import set_conductance
 from mlmix.theory.contexts import score_table
 from mlmix.theory.hitting import expected_hitting_times
@@ -46,9 +47,10 @@ from mlmix.theory.margins import (
     mixing_lower_bound,
 )
 from mlmix.theory.matrices import to_dense
-from mlmix.theory.mixing import distance_curve, mixing_time, tv_distance
+from mlmix.theory.mixing import distance_curve, mixing_time
 from mlmix.theory.rectangles import all_rectangles, compatible_joint, is_compatible
-from mlmix.theory.spectral import communicating_classes, stationary_distribution
+from mlmix.theory.stationary import stationary_distribution
+from mlmix.theory.structure import communicating_classes
 from mlmix.verify import strategies as S
 from mlmix.verify.core import Applicability, Theorem, Verdict, compare, register
 from mlmix.verify.runner import Violation
@@ -191,12 +193,15 @@ class Cor2(GlauberTheorem):
             return Verdict(False, math.nan, instance.eps, "<=", -math.inf, None,
                            {"unique_stationary": False, "closed_classes": len(err.closed_classes)})
         moduli = np.sort(np.abs(np.linalg.eigvals(P)))[::-1]
-        t = mixing_time(P, instance.eps, pi)
+        chain = Chain(P, stationary=pi)
+        t = int(chain.mixing_time(instance.eps))
         times = sorted(set(range(min(t, 32) + 1)) | {t - 1, t} | {2**k for k in range(int(math.log2(t)) + 1)})
-        d = np.array([tv_distance(P, s, pi) for s in times])
-        return _all(compare(d[-1], instance.eps, "<=", CHAIN_RTOL, t_mix=t, second_modulus=float(moduli[1])),
+        d = [chain.tv_distance(s) for s in times]  # certified intervals [lower, upper]
+        lo, hi = np.array([r.lower for r in d]), np.array([r.upper for r in d])
+        return _all(compare(hi[-1], instance.eps, "<=", CHAIN_RTOL, t_mix=t, second_modulus=float(moduli[1])),
                     single_unit_eigenvalue=abs(moduli[0] - 1) < 1e-9 and moduli[1] < 1 - 1e-12,
-                    d_non_increasing=bool((np.diff(d) <= 1e-12).all()), d_before_t_mix_above_eps=d[-2] > instance.eps)
+                    d_non_increasing=bool((lo[1:] <= hi[:-1] + 1e-12).all()),
+                    d_before_t_mix_above_eps=lo[-2] > instance.eps)
 
     violations = (Violation(
         "positive conditionals", lambda: S.zero_conditional_instances(),

@@ -1,0 +1,163 @@
+"""The stationary law pi P = pi of a chain with one closed class, to relative accuracy in every entry.
+
+* Reversible chains (Kolmogorov's criterion, decided in log space): pi ∝ exp(phi) with phi built
+  along a spanning tree from phi(y) - phi(x) = log P(x, y) - log P(y, x). Any size, O(nnz); every
+  entry keeps its relative accuracy (as a logarithm even below 1e-308).
+* Dense non-reversible chains: GTH state elimination (:mod:`mlmix.theory.elimination`), entrywise
+  relative accuracy, logarithms exact where pi underflows.
+* Large sparse non-reversible chains: a Krylov solve of the grounded system
+  (I - P_RR)^T x = P_zR^T (x = pi_R / pi_z, a non-singular M-matrix system whose solution is
+  positive), checked afterwards: non-negative and with residual ||pi P - pi||_1 below the target;
+  otherwise power iteration polishes it, and failing that a ConvergenceError (never an eigenvector
+  with negative entries). Its accuracy is normwise (the residual and a forward-error estimate).
+
+A chain with transient states and a single closed class C has the unique law that is zero off C
+(computed on C). Several closed classes: ReducibleChainError naming them.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import scipy.sparse as sp
+import scipy.sparse.linalg as spla
+from scipy.sparse.csgraph import breadth_first_order
+from scipy.special import logsumexp
+
+from mlmix.errors import ConvergenceError
+from mlmix.theory.elimination import eliminate
+from mlmix.theory.results import EPS, VectorResult
+from mlmix.theory.structure import Structure, chain_structure, tree_depths
+from mlmix.validation import Matrix, check_memory, check_transition_matrix
+
+#: Non-reversible chains up to this many states use dense GTH elimination (memory permitting).
+DENSE_STATIONARY_LIMIT = 8192
+
+#: Relative residual target of the iterative (sparse) stationary solve.
+ITERATIVE_RTOL = 1e-12
+
+
+def log_potential(P: Matrix) -> tuple[np.ndarray, np.ndarray] | None:
+    """(phi, err) with pi ∝ exp(phi) when P is reversible, else None (Kolmogorov's criterion).
+
+    phi is accumulated along a BFS spanning tree of the transition graph from the log-ratios
+    log P(x, y) - log P(y, x), then every edge is checked in log space (so violations among states
+    of tiny mass are seen). ``err[x]`` bounds the rounding error of phi(x) (summed along its tree
+    path). None also when some P(x, y) > 0 has P(y, x) = 0, or the graph is not connected.
+    """
+    N = P.shape[0]
+    if N == 1:
+        return np.zeros(1), np.zeros(1)
+    A = sp.csr_array(P, copy=True)
+    A.setdiag(0.0)
+    A.eliminate_zeros()
+    A.sort_indices()
+    AT = sp.csr_array(A.T)
+    AT.sort_indices()
+    if A.nnz != AT.nnz or not (np.array_equal(A.indptr, AT.indptr) and np.array_equal(A.indices, AT.indices)):
+        return None
+    la, lat = np.log(A.data), np.log(AT.data)
+    ratio = la - lat
+    edge_err = 2 * EPS * (np.abs(la) + np.abs(lat) + np.abs(ratio))
+    order, pred = breadth_first_order(A, 0, directed=False, return_predecessors=True)
+    if order.size < N:
+        return None
+    rows = np.repeat(np.arange(N, dtype=np.int64), np.diff(A.indptr))
+    keys = rows * N + A.indices
+    child = order[1:]
+    at = np.searchsorted(keys, pred[child].astype(np.int64) * N + child)
+    inc, inc_err = np.zeros(N), np.zeros(N)
+    inc[child], inc_err[child] = ratio[at], edge_err[at]
+    phi = tree_depths(pred, 0, inc)
+    err = tree_depths(pred, 0, inc_err) + EPS * np.abs(phi)
+    defect = np.abs(ratio - (phi[A.indices] - phi[rows]))
+    if defect.size and (defect > 1e-9 * (1.0 + np.abs(phi).max())).any():
+        return None
+    return phi - phi.max(), err
+
+
+def stationary_law(P: Matrix, structure: Structure | None = None) -> VectorResult:
+    """The unique stationary law of P (validated here), with its method and accuracy."""
+    P = check_transition_matrix(P)
+    return compute_stationary(P, structure or chain_structure(P))
+
+
+def stationary_distribution(P: Matrix) -> np.ndarray:
+    """The stationary law as a plain array (:attr:`mlmix.theory.chain.Chain.stationary`)."""
+    return np.asarray(stationary_law(P))
+
+
+def compute_stationary(P: Matrix, structure: Structure, dense_limit: int = DENSE_STATIONARY_LIMIT) -> VectorResult:
+    """As :func:`stationary_law` for an already validated P and its structure; non-reversible chains of
+    at most ``dense_limit`` states use GTH."""
+    N = P.shape[0]
+    C = structure.recurrent_class()
+    if C.size < N:
+        sub = (P[C][:, C] if not sp.issparse(P) else sp.csr_array(P)[C][:, C])
+        inner = compute_stationary(sub, chain_structure(sub), dense_limit)
+        pi, logpi = np.zeros(N), np.full(N, -np.inf)
+        pi[C], logpi[C] = inner.value, inner.log_value
+        return VectorResult("stationary law", pi, inner.method + f"; zero on the {N - C.size} transient states",
+                            inner.rel_error, inner.abs_error, _residual(P, pi), logpi, dict(inner.details))
+    pot = log_potential(P)
+    if pot is not None:
+        phi, err = pot
+        logpi = phi - logsumexp(phi)
+        rel = float(np.expm1(err.max() + N * EPS))
+        return _result(P, logpi, "detailed balance along a spanning tree (reversible; log space)", rel)
+    if N <= dense_limit:
+        dense = P.toarray() if sp.issparse(P) else np.asarray(P)
+        logpi = eliminate(dense).log_stationary()
+        # O'Cinneide (1993): GTH's entrywise relative error is at most about 8 N^3 u (a worst case)
+        return _result(P, logpi, "GTH state elimination (dense; log space)", min(8.0 * N**3 * EPS, 1.0))
+    return _iterative(sp.csr_array(P))
+
+
+def _result(P: Matrix, logpi: np.ndarray, method: str, rel: float) -> VectorResult:
+    """pi = exp(log pi): exponentiating adds a relative error of |log pi| u per entry."""
+    pi = np.exp(logpi)
+    rel = min(rel + 2 * EPS * float(np.abs(logpi[np.isfinite(logpi)]).max(initial=0.0)), 1.0)
+    return VectorResult("stationary law", pi, method, rel, None, _residual(P, pi), logpi)
+
+
+def _residual(P: Matrix, pi: np.ndarray) -> float:
+    return float(np.abs(P.T @ pi - pi).sum())
+
+
+def _iterative(P: sp.csr_array) -> VectorResult:
+    """Grounded Krylov solve with checks (module docstring)."""
+    N = P.shape[0]
+    check_memory(8.0 * (P.nnz * 3 + 40 * N), f"iterative stationary solve of {N} states")
+    z = int(np.argmax(P.diagonal()))  # ground at a state that is hard to leave: usually heavy
+    R = np.ones(N, dtype=bool)
+    R[z] = False
+    PT = sp.csr_array(P.T)
+    A = sp.csr_array(sp.eye_array(N - 1, format="csr") - PT[R][:, R])
+    b = np.asarray(PT[R][:, [z]].todense()).ravel()
+    d = A.diagonal()
+    M = spla.LinearOperator(A.shape, matvec=lambda v: v / d, dtype=np.float64)
+    method = "GMRES(50) on the grounded system (I - P_RR)^T x = P_zR^T, Jacobi preconditioned"
+    x, info = spla.gmres(A, b, rtol=ITERATIVE_RTOL, atol=0.0, restart=50, maxiter=200, M=M)
+    if info != 0 or (x < -1e-10 * max(x.max(), 1.0)).any():
+        x, info = spla.bicgstab(A, b, x0=np.clip(x, 0, None), rtol=ITERATIVE_RTOL, atol=0.0, maxiter=20 * N, M=M)
+        method = "BiCGSTAB on the grounded system (I - P_RR)^T x = P_zR^T, Jacobi preconditioned"
+    pi = np.empty(N)
+    pi[R], pi[z] = np.clip(x, 0.0, None), 1.0
+    pi /= pi.sum()
+    res = _residual(P, pi)
+    if res > 1e-9:  # polish by power iteration (keeps pi non-negative)
+        for _ in range(2000):
+            pi = P.T @ pi
+            pi /= pi.sum()
+            res = _residual(P, pi)
+            if res <= 1e-9:
+                method += ", polished by power iteration"
+                break
+    if res > 1e-9 or (pi < 0).any():
+        raise ConvergenceError(f"stationary law of {N} states: the iterative solve reached residual "
+                               f"||pi P - pi||_1 = {res:.2g} only (metastable chain?); use a dense limit that "
+                               "fits (GTH) or the matrix-free engine")
+    with np.errstate(divide="ignore"):
+        logpi = np.log(pi)
+    return VectorResult("stationary law", pi, method, None, None, res, logpi,
+                        {"accuracy": "normwise: residual ||pi P - pi||_1; entries far below it are not "
+                                     "resolved relatively"})
