@@ -61,14 +61,18 @@ def mp_reversible_gap(P, dps=DPS):
 
 
 def mp_stationary(P):
-    """Reference stationary law in 60-digit arithmetic (bordered linear solve)."""
+    """Reference stationary law (bordered linear solve) at the current mpmath precision (>= 60 digits)
+    of the chain mlmix analyses: the float off-diagonal entries, holding probability 1 - their sum."""
     P = np.asarray(P)
     N = P.shape[0]
-    with mp.workdps(DPS):
+    with mp.workdps(max(DPS, mp.mp.dps)):
+        M = [[mp.mpf(P[x, y]) if x != y else mp.mpf(0) for y in range(N)] for x in range(N)]
+        for x in range(N):
+            M[x][x] = 1 - mp.fsum(M[x])
         A = mp.matrix(N, N)
         for x in range(N):
             for y in range(N):
-                A[x, y] = (1 if x == y else 0) - mp.mpf(P[y, x])
+                A[x, y] = (1 if x == y else 0) - M[y][x]
         for y in range(N):
             A[N - 1, y] = 1
         b = mp.matrix(N, 1)
@@ -141,15 +145,25 @@ def test_biased_birth_death_gap_against_high_precision(depth):
     np.testing.assert_allclose(ch.log_stationary.value, logpi, rtol=1e-12, atol=1e-12)
 
 
-@pytest.mark.parametrize("T", [1.0, 0.3, 0.1, 0.04])
-def test_non_reversible_metastable_additive_gap_against_60_digits(T):
-    """Score tables at low temperature: a non-reversible chain whose additive gap reaches 1e-30."""
-    P = glauber_kernel(ScoreTable.random(2, 3, seed=4, scale=1.0, temperature=T)).toarray()
+def noisy_ferromagnet():
+    """Potts scores on the 4-cycle plus noise: incompatible (non-reversible) and, at low T, metastable."""
+    base = ScoreTable.from_conditionals(PottsModel(nx.cycle_graph(4), 2, couplings=1.0))
+    rng = np.random.default_rng(0)
+    return ScoreTable(base.space, base.table + 0.3 * rng.standard_normal(base.table.shape))
+
+
+@pytest.mark.parametrize("T", [1.0, 0.2, 0.05, 0.02])
+def test_non_reversible_metastable_additive_gap_against_high_precision(T):
+    """A non-reversible chain whose additive gap goes from 0.06 down to 6e-31, against mpmath with
+    enough digits for the barrier."""
+    P = glauber_kernel(noisy_ferromagnet().at_temperature(T)).toarray()
     ch = Chain(P)
     assert not ch.is_reversible
-    pi = mp_stationary(P)
+    dps = 60 + int(2 / T)
+    with mp.workdps(dps):
+        pi = mp_stationary(P)
     np.testing.assert_allclose(ch.stationary.value, [float(v) for v in pi], rtol=1e-11)
-    with mp.workdps(DPS):  # S = (P + P*)/2 in 60 digits, then its gap
+    with mp.workdps(dps):  # S = (P + P*)/2, then its gap
         N = P.shape[0]
         S = np.zeros((N, N), dtype=object)
         for x in range(N):

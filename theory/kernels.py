@@ -7,6 +7,7 @@ job of the chain algorithms (:data:`mlmix.theory.matrices.DENSE_LIMIT`), not of 
 from __future__ import annotations
 
 from itertools import combinations
+from math import comb
 from typing import Callable, Sequence
 
 import numpy as np
@@ -15,6 +16,7 @@ from scipy.special import log_softmax, softmax
 
 from mlmix.theory.conditionals import Conditionals
 from mlmix.theory.space import DEFAULT_MAX_STATES, StateSpace
+from mlmix.validation import check_memory
 
 
 def _zero_digit_states(space: StateSpace, sites: Sequence[int]) -> np.ndarray:
@@ -54,6 +56,7 @@ def glauber_kernel(source: Conditionals, max_states: int = DEFAULT_MAX_STATES) -
     space.check_size(max_states)
     n, q, N = space.length, space.vocab_size, space.size
     width = n * (q - 1) + 1
+    check_memory(24.0 * N * width, f"the Glauber kernel on {q}^{n} states ({N * width} non-zeros)")
     index_dtype = np.int32 if N * width < 2**31 else np.int64
     indices = np.empty((N, width), dtype=index_dtype)
     data = np.empty((N, width))
@@ -127,6 +130,8 @@ def block_kernel(source: Conditionals, blocks: Sequence[Sequence[int]], weights:
     space.check_size(max_states)
     blocks = check_blocks(space, blocks)
     w = check_block_weights(weights, len(blocks))
+    nnz = sum(float(space.size) * float(space.vocab_size) ** len(K) for K, wK in zip(blocks, w) if wK > 0)
+    check_memory(48.0 * nnz, f"block dynamics on {space.size} states ({nnz:.3g} non-zeros before merging)")
     log_mu = _joint_log_weights(source)
     rows, cols, vals = [], [], []
     for K, wK in zip(blocks, w):
@@ -150,7 +155,11 @@ def k_subsets(n: int, k: int) -> list[tuple[int, ...]]:
 
 def k_gibbs_kernel(source: Conditionals, k: int, max_states: int = DEFAULT_MAX_STATES) -> sp.csr_array:
     """k-Gibbs: block dynamics with K uniform over the k-subsets of [n] (paper P, Definition 10)."""
-    return block_kernel(source, k_subsets(source.space.length, k), None, max_states)
+    n, q = source.space.length, source.space.vocab_size
+    if 1 <= k <= n:  # estimate before enumerating the C(n, k) blocks
+        nnz = comb(n, k) * float(source.space.size) * float(q) ** k
+        check_memory(48.0 * nnz, f"{k}-Gibbs on {source.space.size} states ({nnz:.3g} non-zeros before merging)")
+    return block_kernel(source, k_subsets(n, k), None, max_states)
 
 
 BlockProbabilities = np.ndarray | Callable[[np.ndarray], np.ndarray]
@@ -228,6 +237,7 @@ def independent_parallel_kernel(source: Conditionals, max_states: int = 4096) ->
     """
     space = source.space
     space.check_size(max_states)
+    check_memory(16.0 * float(space.size) ** 2, f"the dense independent parallel kernel on {space.size} states")
     states = space.all_states()
     L = source.all_log_conditionals(states)  # (N, n, q)
     logP = np.zeros((space.size, space.size))

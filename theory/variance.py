@@ -57,7 +57,10 @@ def asymptotic_variance_dense(el: Elimination, P: Matrix, f: np.ndarray, pi: np.
     if gap.lower:
         Pg = P @ ghat
         r = np.abs(fbar - (ghat - Pg)) + 4 * EPS * (np.abs(ghat) + P @ np.abs(ghat)) + mean_err
-        err_res = 2.0 * np.sqrt(var * float(pi @ (r * r))) / gap.lower
+        scale = float(r.max())
+        if scale > 0 and np.isfinite(scale):  # ||r||_pi without overflow; an infinite bound just loses the min
+            with np.errstate(over="ignore"):
+                err_res = 2.0 * np.sqrt(var) * scale * np.sqrt(float(pi @ ((r / scale) ** 2))) / gap.lower
     err = err_pi + min(err_gth, err_res)
     method = ("Poisson equation grounded at the heaviest state, GTH factors; error bounded a posteriori (solve with "
               "|f - pi(f)|, or residual / gap)")

@@ -1,0 +1,143 @@
+"""Accuracy of mlmix's exact chain figures on metastable chains, against closed forms and
+high-precision (mpmath) references: prints the markdown table of docs/accuracy.md.
+
+    python benchmarks/accuracy_table.py > table.md
+
+Each row: the chain, the figure, mlmix's value, the reference, the actual relative error, and the
+error bound mlmix states (an interval is printed when mlmix reports one: the reference must lie in it).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+
+import mpmath as mp
+import networkx as nx
+import numpy as np
+
+from mlmix.theory.chain import Chain
+from mlmix.theory.conditionals import IsingModel, PottsModel, ScoreTable
+from mlmix.theory.kernels import glauber_kernel
+
+
+def two_state(a: float, b: float) -> np.ndarray:
+    return np.array([[1 - a, a], [b, 1 - b]])
+
+
+def birth_death(m: int, depth: float, tilt: float) -> np.ndarray:
+    x = np.linspace(-1, 1, 2 * m + 1)
+    V = depth * (x**2 - 1) ** 2 + tilt * x
+    N = V.size
+    P = np.zeros((N, N))
+    for k in range(N):
+        for j in (k - 1, k + 1):
+            if 0 <= j < N:
+                P[k, j] = 0.5 * min(1.0, np.exp(V[k] - V[j]))
+        P[k, k] = 1 - P[k].sum()
+    return P
+
+
+def noisy_ferromagnet() -> ScoreTable:
+    """Potts scores on the 4-cycle (two modes) plus N(0, 0.3^2) noise per (site, context, symbol): an
+    incompatible (non-reversible) table that is metastable at low temperature."""
+    base = ScoreTable.from_conditionals(PottsModel(nx.cycle_graph(4), 2, couplings=1.0))
+    rng = np.random.default_rng(0)
+    return ScoreTable(base.space, base.table + 0.3 * rng.standard_normal(base.table.shape))
+
+
+def mp_chain(P: np.ndarray) -> list[list]:
+    """The chain mlmix analyses, in mpmath: off-diagonal entries of P, diagonal 1 - their sum."""
+    N = P.shape[0]
+    M = [[mp.mpf(P[x, y]) if x != y else mp.mpf(0) for y in range(N)] for x in range(N)]
+    for x in range(N):
+        M[x][x] = 1 - mp.fsum(M[x])
+    return M
+
+
+def mp_stationary(M: list[list]) -> list:
+    N = len(M)
+    A = mp.matrix(N, N)
+    for x in range(N):
+        for y in range(N):
+            A[x, y] = (1 if x == y else 0) - M[y][x]
+    for y in range(N):
+        A[N - 1, y] = 1
+    b = mp.matrix(N, 1)
+    b[N - 1] = 1
+    sol = mp.lu_solve(A, b)
+    return [sol[i] for i in range(N)]
+
+
+def mp_gap(S: list[list]) -> mp.mpf:
+    """Second smallest eigenvalue of L = I - D^1/2 S D^-1/2 (S reversible): off-diagonals
+    -sqrt(S_xy S_yx), diagonal sum_y S_xy."""
+    N = len(S)
+    L = mp.matrix(N, N)
+    for x in range(N):
+        for y in range(N):
+            if x != y:
+                L[x, y] = -mp.sqrt(S[x][y] * S[y][x])
+        L[x, x] = mp.fsum(S[x][y] for y in range(N) if y != x)
+    return sorted(mp.eigsy(L, eigvals_only=True))[1]
+
+
+def additive(M: list[list], pi: list) -> list[list]:
+    N = len(M)
+    return [[(M[x][y] + pi[y] * M[y][x] / pi[x]) / 2 for y in range(N)] for x in range(N)]
+
+
+def row(chain: str, figure: str, result, ref: float) -> str:
+    if result.resolved:
+        err = abs(result.value / ref - 1) if ref else abs(result.value)
+        return (f"| {chain} | {figure} | {result.value:.10g} | {ref:.10g} | {err:.1e} | "
+                f"{result.rel_error:.1e} |")
+    inside = result.lower <= ref <= (result.upper if result.upper is not None else math.inf)
+    return (f"| {chain} | {figure} | [{result.lower:.4g}, {result.upper:.4g}] | {ref:.10g} | "
+            f"{'inside' if inside else 'OUTSIDE'} | interval |")
+
+
+def main() -> None:
+    lines = ["| chain | figure | mlmix | reference | relative error | stated bound |", "|---|---|---|---|---|---|"]
+    start = time.perf_counter()
+    with mp.workdps(400):  # 1 - a - b exact for rates down to 1e-300
+        for a, b in [(1e-12, 1e-12), (1e-12, 3e-12), (1e-100, 0.3), (1e-300, 1e-300)]:
+            ch = Chain(two_state(a, b))
+            name = f"two-state a={a:g}, b={b:g}"
+            A, B = mp.mpf(a), mp.mpf(b)
+            lines.append(row(name, "spectral gap", ch.spectral_gap, float(A + B)))
+            lines.append(row(name, "asymptotic variance of 1_{1}", ch.asymptotic_variance(np.array([0.0, 1.0])),
+                             float(B / (A + B) * A / (A + B) * (2 - A - B) / (A + B))))
+            lines.append(row(name, "Kemeny constant", ch.kemeny_constant, float(1 / (A + B))))
+            lam = 1 - A - B
+            t_ref = float(mp.ceil(mp.log(mp.mpf("0.25") / (max(A, B) / (A + B))) / mp.log(lam)))
+            lines.append(row(name, "t_mix(1/4)", ch.mixing_time(), t_ref))
+    with mp.workdps(120):
+        for beta in (2.0, 6.0, 10.0, 20.0):
+            ch = Chain.from_source(IsingModel(nx.cycle_graph(6), beta=beta))
+            ref = float(2 / ((mp.exp(4 * mp.mpf(beta)) + 1) * 6))
+            lines.append(row(f"Ising cycle:6, beta={beta:g}", "spectral gap (closed form)", ch.spectral_gap, ref))
+        for depth in (30.0, 80.0, 200.0):
+            P = birth_death(12, depth, 2.0)
+            M = mp_chain(P)
+            with mp.workdps(int(60 + depth / 2)):
+                ref = float(mp_gap(M))
+            lines.append(row(f"birth-death, barrier {depth:g}", "spectral gap", Chain(P).spectral_gap, ref))
+        for T in (0.2, 0.05, 0.02):
+            P = glauber_kernel(noisy_ferromagnet().at_temperature(T)).toarray()
+            ch = Chain(P)
+            with mp.workdps(120 + int(2 / T)):
+                M = mp_chain(P)
+                pi = mp_stationary(M)
+                ref = float(mp_gap(additive(M, pi)))
+            name = f"noisy ferromagnet 2^4, T={T:g} (non-reversible)"
+            lines.append(row(name, "additive gap", ch.additive_gap, ref))
+            k = int(np.argmin(ch.stationary.value))
+            lines.append(f"| {name} | smallest pi(x) | {ch.stationary.value[k]:.10g} | {float(pi[k]):.10g} | "
+                         f"{abs(ch.stationary.value[k] / float(pi[k]) - 1):.1e} | {ch.stationary.rel_error:.1e} |")
+    print("\n".join(lines))
+    print(f"\n({time.perf_counter() - start:.1f} s)")
+
+
+if __name__ == "__main__":
+    main()
