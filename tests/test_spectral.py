@@ -357,3 +357,15 @@ def test_sparse_non_reversible_stationary_is_checked_and_non_negative():
     it = Chain(P, dense_limit=16).stationary
     assert "grounded" in it.method and it.residual < 1e-9 and (it.value >= 0).all() and it.rel_error is None
     np.testing.assert_allclose(it.value, gth.value, rtol=1e-8)
+
+
+def test_matrix_free_multiplicative_gap_matches_the_dense_one():
+    """1 - sigma_2^2 by Lanczos on C^T C (P* P never formed) equals the dense accurate gap of P* P, and
+    gives large non-reversible chains Fill's upper bound on t_mix."""
+    P = glauber_kernel(ScoreTable.random(3, 5, seed=0, temperature=0.7))
+    dense = Chain(P).multiplicative_gap
+    sparse = Chain(P, dense_limit=16)
+    assert "C^T C" in sparse.multiplicative_gap.method
+    assert sparse.multiplicative_gap.value == pytest.approx(dense.value, rel=1e-9)
+    t = sparse.mixing_time()
+    assert not t.resolved and t.lower <= int(Chain(P).mixing_time()) <= t.upper

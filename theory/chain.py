@@ -258,7 +258,7 @@ class Chain:
         """1 - sigma_2(P)^2: the gap of P* P (Fill's bound)."""
         core = self._core
         if not core.is_dense:
-            return Result.missing("multiplicative gap", "-", f"computed densely only (<= {self.dense_limit} states)")
+            return spectral.multiplicative_gap_sparse(sp.csr_array(core.P), core._logpi)
         M = spectral.multiplicative_reversibilization(core.to_dense(), core._logpi)
         return spectral.reversible_gap(M, core._logpi, name="multiplicative gap", dense=True)[0]
 
@@ -306,7 +306,7 @@ class Chain:
         witness = self.conductance.details if core.n_states > 1 else {}
         rev = core.is_reversible
         mult = None
-        if not rev and core.is_dense:
+        if not rev:
             try:
                 mult = self.multiplicative_gap
             except MemoryLimitError:
