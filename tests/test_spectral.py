@@ -367,5 +367,6 @@ def test_matrix_free_multiplicative_gap_matches_the_dense_one():
     sparse = Chain(P, dense_limit=16)
     assert "C^T C" in sparse.multiplicative_gap.method
     assert sparse.multiplicative_gap.value == pytest.approx(dense.value, rel=1e-9)
-    t = sparse.mixing_time()
+    t = sparse.mixing_time(max_states=16)  # no dense squaring: certified bounds only
     assert not t.resolved and t.lower <= int(Chain(P).mixing_time()) <= t.upper
+    assert "Fill" in t.method
