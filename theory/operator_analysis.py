@@ -26,7 +26,8 @@
 * **t_mix(eps)** (worst-start TV): reversible heat-bath kernels are positive semi-definite (an
   average of conditional expectations), so the absolute gap is gamma and t_rel = 1 / gamma;
   (t_rel - 1) log(1 / (2 eps)) <= t_mix(eps) <= t_rel log(1 / (eps pi_min)) (LPW Thms 12.4, 12.5),
-  and, for any chain, t_mix(eps) >= (pi(S^c) - eps) / Phi(S) (THEOREMS.md 1.16).
+  and, for any chain, t_mix(eps) >= (pi(S^c) - eps) / Phi(S) (THEOREMS.md 1.16), all through
+  :class:`mlmix.theory.mixing.MixingBounds`.
 """
 
 from __future__ import annotations
@@ -42,6 +43,7 @@ import torch
 
 from mlmix.errors import ConvergenceError
 from mlmix.theory.krylov import gmres, inner, lanczos_largest, norm
+from mlmix.theory.mixing import MixingBounds
 from mlmix.theory.operators import KernelOperator
 from mlmix.theory.results import DEFAULT_RTOL, EPS, Result, VectorResult
 from mlmix.validation import check_eps, check_real
@@ -337,44 +339,31 @@ def operator_conductance(op: KernelOperator, pi: VectorResult, gap: GapResult, *
                  if phi_upper <= cheeger_upper else "Cheeger sqrt(2 gap)"))
     return Result.interval("conductance", lower, upper, method,
                            "Phi* is a minimum over 2^N sets: only an enclosure is computable at this size",
-                           set_size=size, set_mass=mass_s, set_conductance=phi_s, sweep_thresholds=K,
-                           complement_mass=mass_c, set=S.cpu().numpy())
+                           set_size=size, set_mass=mass_s, set=S.cpu().numpy(), set_conductance=phi_s,
+                           set_conductance_upper=phi_upper, log10_upper=math.log10(upper) if upper > 0 else None,
+                           sweep_thresholds=K)
 
 
 # ------------------------------------------------------------------------------------------ mixing
 
-def _ceil_down(x: float) -> int:
-    """The least integer >= x, for an x that may be a rounding above its true value."""
-    return math.ceil(x * (1 - 1e-12) - 1e-12)
-
-
 def operator_mixing_bounds(op: KernelOperator, pi: VectorResult, gap: Result, conductance: Result,
                            eps: float = 0.25) -> Result:
-    """Certified bounds on the worst-start TV t_mix(eps) (module docstring): an interval of integers."""
+    """Certified bounds on the worst-start TV t_mix(eps) (module docstring), by
+    :class:`mlmix.theory.mixing.MixingBounds` from the gap (reversible: positive semi-definite, so the
+    absolute gap is the gap) and the conductance's named set."""
     eps = check_eps(eps)
-    lows, notes = [0], []
-    phi_s, mass_c = conductance.details.get("set_conductance"), conductance.details.get("complement_mass")
-    if phi_s and mass_c is not None and mass_c > eps:
-        lows.append(_ceil_down((mass_c - eps) / (phi_s * 1.000001)))
-        notes.append("lower (pi(S^c) - eps) / Phi(S) for the sweep set")
-    upper = None
-    if op.reversible and gap.lower is not None and gap.upper is not None:
-        log_pi_min = float(op.comm.allreduce_(torch.as_tensor(np.min(pi.log_value)).clone(), "min"))
-        t_rel_low = 1.0 / gap.upper
-        if eps < 0.5:
-            lows.append(_ceil_down((t_rel_low - 1) * math.log(1 / (2 * eps))))
-            notes.append("lower (t_rel - 1) log(1/(2 eps))")
-        if gap.lower > 0:
-            bound = (math.log(1 / eps) - log_pi_min * (1 + 1e-12)) / gap.lower
-            upper = math.floor(bound * (1 + 1e-12)) if bound < 2**62 else None
-            notes.append("upper t_rel log(1/(eps pi_min)); t_rel = 1/gap as P is positive semi-definite "
-                         "(heat-bath: an average of conditional expectations)")
-    elif not op.reversible:
-        notes.append("no upper bound: t_rel log(1/(eps pi_min)) needs a reversible chain")
-    method = "worst-start TV mixing time, certified bounds: " + "; ".join(notes)
-    return Result.interval(f"t_mix({eps:g})", max(lows), upper, method,
-                           "the exact worst-start t_mix needs dense powers of P; bounds only at this size",
-                           eps=eps)
+    pi_min = math.exp(float(op.comm.allreduce_(torch.as_tensor(float(np.min(pi.log_value))), "min")))
+    bounds = MixingBounds(pi_min, op.reversible, abs_gap=gap if op.reversible else None,
+                          set_mass=conductance.details.get("set_mass"),
+                          set_phi_upper=conductance.details.get("set_conductance_upper"))
+    lower, upper, how = bounds.t_mix_interval(eps)
+    if op.reversible:
+        how.append("P is positive semi-definite (an average of conditional expectations), so t_rel = 1/gap")
+    else:
+        how.append("no upper bound: t_rel log(1/(eps pi_min)) needs a reversible chain")
+    return Result.interval("t_mix", lower, upper if math.isfinite(upper) else None,
+                           "worst-start TV mixing time, certified bounds: " + "; ".join(how),
+                           "the exact worst-start t_mix needs dense powers of P; bounds only at this size", eps=eps)
 
 
 # ------------------------------------------------------------------------------------------ all together
