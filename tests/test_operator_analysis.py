@@ -12,8 +12,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from mlmix.files import dumps_json
-from mlmix.theory.conditionals import IsingModel, LogWeightTable, PottsModel, ScoreTable
 from mlmix.theory.chain import Chain
+from mlmix.theory.conditionals import IsingModel, LogWeightTable, PottsModel, ScoreTable
 from mlmix.theory.conductance import set_conductance
 from mlmix.theory.kernels import glauber_kernel, k_gibbs_kernel
 from mlmix.theory.krylov import gmres, lanczos_largest

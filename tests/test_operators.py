@@ -20,7 +20,8 @@ from mlmix.theory.conditionals import (
     clique_ising,
 )
 from mlmix.theory.kernels import block_kernel, glauber_kernel, k_gibbs_kernel
-from mlmix.theory.operators import kernel_operator, local_factors, log_joint_tensor, operator_memory
+from mlmix.theory.operators import kernel_operator, local_factors, log_joint_tensor
+from mlmix.theory.representation import operator_memory
 from mlmix.theory.space import StateSpace
 from mlmix.validation import memory_limit
 
@@ -176,3 +177,21 @@ def test_bad_input():
         op.matvec(np.ones(15))
     with pytest.raises(ValueError, match="reversible"):
         kernel_operator(ScoreTable.random(2, 3, seed=0), device="cpu").symmetric_matvec(np.ones(8))
+
+
+def test_representation_choice_by_size_and_memory():
+    from mlmix.theory.representation import choose_representation, csr_memory
+
+    assert choose_representation(StateSpace(2, 10))[0] == "dense"
+    assert choose_representation(StateSpace(2, 16))[0] == "sparse"
+    rep, why = choose_representation(StateSpace(2, 24))
+    assert rep == "operator" and "limit" in why
+    with memory_limit(csr_memory(StateSpace(2, 16)) - 1):
+        rep, why = choose_representation(StateSpace(2, 16))
+    assert rep == "operator" and "memory limit" in why
+    assert choose_representation(StateSpace(2, 24), requested="sparse") == ("sparse", "requested")
+    assert choose_representation(StateSpace(2, 4), "parallel")[0] == "dense"
+    with pytest.raises(ValueError, match="no matrix-free operator"):
+        choose_representation(StateSpace(2, 4), "parallel", requested="operator")
+    with pytest.raises(ValueError, match="representation must be one of"):
+        choose_representation(StateSpace(2, 4), requested="gpu")

@@ -25,7 +25,7 @@ import torch
 from mlmix.theory.distributed import LOCAL, Comm
 
 #: Columns updated at a time when the kept Ritz vectors overwrite the basis in place.
-_CHUNK = 1 << 20
+_CHUNK = 1 << 14
 
 ApplyFn = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
 ProgressFn = Callable[[int, float, float], None]

@@ -36,6 +36,7 @@ import math
 import sys
 import time
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any
 
 import numpy as np
@@ -46,10 +47,10 @@ from mlmix.theory.krylov import gmres, inner, lanczos_largest, norm
 from mlmix.theory.mixing import MixingBounds
 from mlmix.theory.operators import KernelOperator
 from mlmix.theory.results import DEFAULT_RTOL, EPS, Result, VectorResult
-from mlmix.validation import check_eps, check_real
+from mlmix.validation import check_eps, check_real, check_state_set
 
 #: Relative accuracy the gap is driven to (the residual ||r|| <= GAP_RTOL x gap), when reachable.
-GAP_RTOL = 1e-10
+GAP_RTOL = 1e-8
 
 #: Relative residual of the GMRES solve for a non-reversible stationary law.
 STATIONARY_RTOL = 1e-13
@@ -352,7 +353,8 @@ def operator_mixing_bounds(op: KernelOperator, pi: VectorResult, gap: Result, co
     :class:`mlmix.theory.mixing.MixingBounds` from the gap (reversible: positive semi-definite, so the
     absolute gap is the gap) and the conductance's named set."""
     eps = check_eps(eps)
-    pi_min = math.exp(float(op.comm.allreduce_(torch.as_tensor(float(np.min(pi.log_value))), "min")))
+    log_min = torch.tensor(float(np.min(pi.log_value)), dtype=torch.float64, device=op.device)
+    pi_min = math.exp(float(op.comm.allreduce_(log_min, "min")))
     bounds = MixingBounds(pi_min, op.reversible, abs_gap=gap if op.reversible else None,
                           set_mass=conductance.details.get("set_mass"),
                           set_phi_upper=conductance.details.get("set_conductance_upper"))
@@ -366,62 +368,164 @@ def operator_mixing_bounds(op: KernelOperator, pi: VectorResult, gap: Result, co
                            "the exact worst-start t_mix needs dense powers of P; bounds only at this size", eps=eps)
 
 
-# ------------------------------------------------------------------------------------------ all together
+# ------------------------------------------------------------------------------------------ the chain object
+
+class OperatorChain:
+    """The questions of :class:`mlmix.theory.chain.Chain` that a matrix-free kernel answers, lazily and
+    cached: what ``Chain.from_source(..., representation="operator")`` returns. Quantities that need
+    the matrix (Kemeny constant, hitting times, exact t_mix) are reported missing with the reason.
+    ``op`` may be sharded (:mod:`mlmix.theory.distributed`): vectors are then this process's slice."""
+
+    representation = "operator"
+    period = 1  # every block move keeps the state with positive probability
+
+    def __init__(self, op: KernelOperator, *, name: str | None = None, gap_rtol: float = GAP_RTOL,
+                 basis_size: int = 16, bins: int = SWEEP_BINS, progress: bool = False) -> None:
+        self.op = op
+        self.n_states = op.n_states
+        self.name = name or f"{op.description} on {op.n_states} states"
+        self._gap_rtol, self._basis, self._bins, self._progress = gap_rtol, basis_size, bins, progress
+        self.timings: dict[str, float] = {}
+
+    @classmethod
+    def from_source(cls, source: Any, kernel: str = "glauber", *, k: int | None = None, name: str | None = None,
+                    **options: Any) -> "OperatorChain":
+        """The matrix-free chain of a sampler on ``source`` (``options`` go to
+        :func:`mlmix.theory.operators.kernel_operator`: device, dtype, comm)."""
+        from mlmix.theory.operators import kernel_operator
+
+        return cls(kernel_operator(source, kernel, 2 if k is None else k, **options), name=name)
+
+    def __repr__(self) -> str:
+        return f"<OperatorChain {self.name}>"
+
+    def _timed(self, key: str, compute):
+        t0 = time.perf_counter()
+        out = compute()
+        self.timings[key] = self.timings.get(key, 0.0) + time.perf_counter() - t0
+        return out
+
+    @property
+    def is_irreducible(self) -> bool:
+        """Every single-site (block) move has positive probability: V^n is one class."""
+        return self.op.conditionals_positive()
+
+    @property
+    def is_reversible(self) -> bool:
+        return self.op.reversible
+
+    @cached_property
+    def _stationary(self) -> VectorResult:
+        if not self.is_irreducible:
+            raise ValueError("some conditionals underflow to 0: irreducibility is not established matrix-free "
+                             "(raise the temperature, or analyse the matrix)")
+        return self._timed("stationary_s", lambda: operator_stationary(self.op, progress=self._progress))
+
+    @cached_property
+    def _gap(self) -> GapResult:
+        return self._timed("gap_s", lambda: operator_gap(self.op, self._stationary, rtol=self._gap_rtol,
+                                                          basis_size=self._basis, progress=self._progress))
+
+    @cached_property
+    def stationary(self) -> VectorResult:
+        """pi, with its a-posteriori error bound (a non-reversible chain's needs the gap first)."""
+        pi, gap = self._stationary, self._gap.gap
+        return pi if gap.lower is None else stationary_error_bound(self.op, pi, gap.lower)
+
+    @property
+    def log_stationary(self) -> VectorResult:
+        st = self.stationary
+        return VectorResult("log stationary law", st.log_value, st.method, None, st.rel_error, st.residual, None)
+
+    @property
+    def additive_gap(self) -> Result:
+        return self._gap.gap
+
+    @property
+    def spectral_gap(self) -> Result:
+        if not self.is_reversible:
+            return Result.missing("spectral_gap", "matrix-free",
+                                  "not reversible (complex spectrum): see additive_gap / poincare_constant")
+        g = self._gap.gap
+        return Result("spectral_gap", g.value, g.method, g.rel_error, g.lower, g.upper, g.reason, dict(g.details))
+
+    @property
+    def poincare_constant(self) -> Result:
+        return self.additive_gap.reciprocal("poincare_constant")
+
+    @property
+    def absolute_spectral_gap(self) -> Result:
+        if not self.is_reversible:
+            return Result.missing("absolute_spectral_gap", "matrix-free",
+                                  "eigenvalues of a non-reversible P are not computed matrix-free")
+        g = self._gap.gap
+        psd = "a reversible heat-bath kernel is positive semi-definite, so this is the spectral gap; "
+        return Result("absolute_spectral_gap", g.value, psd + g.method, g.rel_error, g.lower, g.upper, g.reason,
+                      dict(g.details))
+
+    @property
+    def relaxation_time(self) -> Result:
+        if not self.is_reversible:
+            return Result.missing("relaxation_time", "matrix-free",
+                                  "needs the absolute spectral gap (not computed matrix-free)")
+        return self.absolute_spectral_gap.reciprocal("relaxation_time")
+
+    @cached_property
+    def conductance(self) -> Result:
+        return self._timed("conductance_s", lambda: operator_conductance(self.op, self.stationary, self._gap,
+                                                                          bins=self._bins))
+
+    def set_conductance(self, S: np.ndarray) -> Result:
+        """Phi(S) = Q(S, S^c) / pi(S) of a set (this process's boolean mask), flows summed as non-negative
+        terms."""
+        op = self.op
+        mask = torch.as_tensor(check_state_set(S, op.local_size, "S"), device=op.device)
+        pi = torch.as_tensor(self.stationary.value, device=op.device).to(op.dtype)
+        mass = _global_sum(op, torch.where(mask, pi, 0.0))
+        if not 0 < mass < 1:
+            raise ValueError("S must be a proper subset of the states")
+        unit = float(torch.finfo(op.dtype).eps) / 2
+        rel = 8 * unit * (op.space.length * op.space.vocab_size + math.log2(op.n_states)) + \
+            2 * (self.stationary.rel_error or 0.0)
+        return Result.approximate("Phi(S)", op.escape_flow(mask, pi) / mass, rel,
+                                  "flows summed as non-negative terms (matrix-free)", set_size=int(mask.sum()),
+                                  set_mass=mass)
+
+    @property
+    def kemeny_constant(self) -> Result:
+        return Result.missing("Kemeny constant", "matrix-free", "needs the fundamental matrix (dense algorithms)")
+
+    def mixing_time(self, eps: float = 0.25) -> Result:
+        """Certified bounds on the worst-start TV t_mix(eps) (module docstring)."""
+        return operator_mixing_bounds(self.op, self.stationary, self.additive_gap, self.conductance, eps)
+
+    def summary(self, eps: float = 0.25, include_stationary: bool = False, mixing_limit: int | None = None) -> dict:
+        """The keys of :meth:`Chain.summary` (``mixing_limit`` is ignored: t_mix is bounded, not computed)."""
+        eps = check_eps(eps)
+        out: dict[str, Any] = {"n_states": self.n_states, "representation": f"matrix-free operator ({self.op})",
+                               "irreducible": self.is_irreducible, "closed_classes": 1, "period": self.period,
+                               "reversible": self.is_reversible,
+                               "stationary": self.stationary.as_dict(values=include_stationary)}
+        for key in ("spectral_gap", "absolute_spectral_gap", "relaxation_time", "additive_gap",
+                    "poincare_constant", "conductance", "kemeny_constant"):
+            out[key] = getattr(self, key)
+        out["eps"] = eps
+        out["t_mix"] = self.mixing_time(eps)
+        out["timings"] = dict(self.timings)
+        return out
+
 
 def analyse_operator(op: KernelOperator, eps: float = 0.25, *, gap_rtol: float = GAP_RTOL, basis_size: int = 16,
                      bins: int = SWEEP_BINS, progress: bool = False) -> dict[str, Any]:
-    """Every figure ``mlmix exact`` reports, matrix-free: ``stationary`` (VectorResult), and Results
-    ``spectral_gap`` (None unless reversible), ``absolute_spectral_gap`` and ``relaxation_time``
-    (reversible heat-bath kernels: positive semi-definite, so equal to the spectral gap and its
-    inverse), ``additive_gap``, ``poincare_constant``, ``conductance``, ``t_mix``; plus timings."""
-    eps = check_eps(eps)
-    timings: dict[str, float] = {}
-    t0 = time.perf_counter()
-    pi = operator_stationary(op, progress=progress)
-    timings["stationary_s"] = time.perf_counter() - t0
-    t0 = time.perf_counter()
-    gap_res = operator_gap(op, pi, rtol=gap_rtol, basis_size=basis_size, progress=progress)
-    timings["gap_s"] = time.perf_counter() - t0
-    gap = gap_res.gap
-    if gap.lower is not None:
-        pi = stationary_error_bound(op, pi, gap.lower)
-    t0 = time.perf_counter()
-    conductance = operator_conductance(op, pi, gap_res, bins=bins)
-    timings["conductance_s"] = time.perf_counter() - t0
-    t_mix = operator_mixing_bounds(op, pi, gap, conductance, eps)
-    out: dict[str, Any] = {"n_states": op.n_states, "reversible": op.reversible, "representation": "operator",
-                           "kernel": op.description, "stationary": pi, "additive_gap": gap,
-                           "poincare_constant": gap.reciprocal("poincare_constant")}
-    if op.reversible:
-        psd = ("a reversible heat-bath kernel is positive semi-definite, so the absolute spectral gap is the "
-               "spectral gap; ")
-        out["spectral_gap"] = Result(name="spectral_gap", value=gap.value, method=gap.method, rel_error=gap.rel_error,
-                                     lower=gap.lower, upper=gap.upper, reason=gap.reason, details=dict(gap.details))
-        out["absolute_spectral_gap"] = Result("absolute_spectral_gap", gap.value, psd + gap.method, gap.rel_error,
-                                              gap.lower, gap.upper, gap.reason, dict(gap.details))
-        out["relaxation_time"] = out["absolute_spectral_gap"].reciprocal("relaxation_time")
-    else:
-        reason = "not reversible: the spectrum of P is complex; see additive_gap / poincare_constant"
-        out["spectral_gap"] = Result.missing("spectral_gap", "matrix-free", reason)
-        out["absolute_spectral_gap"] = Result.missing("absolute_spectral_gap", "matrix-free",
-                                                      "eigenvalues of a non-reversible P are not computed matrix-free")
-        out["relaxation_time"] = Result.missing("relaxation_time", "matrix-free",
-                                                "needs the absolute spectral gap (not computed matrix-free)")
-    out["conductance"] = conductance
-    out["eps"] = eps
-    out["t_mix"] = t_mix
-    out["timings"] = timings
+    """Every figure ``mlmix exact`` reports, matrix-free (:meth:`OperatorChain.summary` with the
+    Results themselves and the stationary law as a :class:`VectorResult`)."""
+    chain = OperatorChain(op, gap_rtol=gap_rtol, basis_size=basis_size, bins=bins, progress=progress)
+    out = chain.summary(eps)
+    out["stationary"] = chain.stationary
     return out
 
 
 def summary_dict(analysis: dict[str, Any], include_stationary: bool = False) -> dict[str, Any]:
-    """JSON-ready form of :func:`analyse_operator`'s result (Results as their dicts)."""
-    out: dict[str, Any] = {}
-    for key, value in analysis.items():
-        if isinstance(value, Result):
-            out[key] = value.as_dict()
-        elif isinstance(value, VectorResult):
-            out[key] = value.as_dict(values=include_stationary)
-        else:
-            out[key] = value
-    return out
+    """:func:`analyse_operator`'s result for :func:`mlmix.files.dumps_json`: the stationary law as its
+    dict, with its values only when ``include_stationary``."""
+    return {**analysis, "stationary": analysis["stationary"].as_dict(values=include_stationary)}

@@ -56,14 +56,16 @@ from mlmix.theory.conditionals import (
 )
 from mlmix.theory.distributed import LOCAL, Comm, local_range
 from mlmix.theory.kernels import check_block_weights, check_blocks, k_subsets
+from mlmix.theory.representation import OPERATOR_KERNELS, operator_memory
 from mlmix.theory.space import StateSpace
 from mlmix.validation import check_memory
 
-#: Kernels available as operators.
-KERNELS = ("glauber", "k-gibbs", "block")
-
 #: A broadcast runs at memory speed when its innermost contiguous run has at least this many entries.
 _RUN = 1024
+
+#: Fibres with more slices than this are summed by one reduction (a temporary of the vector's size)
+#: instead of slice by slice.
+_SLICES = 16
 
 #: float32 is an explicit option: its results carry float32 rounding (about 1e-7 relative).
 DTYPES = {"float64": torch.float64, "float32": torch.float32}
@@ -175,6 +177,7 @@ class _Plan:
     coef_shape: tuple[int, ...]   # the coefficient (1 on broadcast dims)
     g_shape: tuple[int, ...]      # the fibre sum (1 on the block's dims)
     fibre: list[tuple[slice, ...]]  # one index per local assignment of the block
+    block_dims: tuple[int, ...]     # the merged dims of the block
     coef_perm: tuple[int, ...]    # natural axes -> storage order
     coef_expand: tuple[int, ...]  # natural-order sizes after materialising trailing axes
 
@@ -209,7 +212,8 @@ def _plan(layout_id: int, layout: _Layout, block: Sequence[int], coef_sites: set
     fibre = [tuple(slice(v, v + 1) if v is not None else slice(None) for v in combo)
              for combo in itertools.product(*ranges)]
     natural_full = tuple(sizes[a] if a in full else 1 for a in range(len(sizes)))
-    return _Plan(layout_id, tuple(shape), tuple(coef_shape), tuple(g_shape), fibre, layout.perm, natural_full)
+    return _Plan(layout_id, tuple(shape), tuple(coef_shape), tuple(g_shape), fibre,
+                 tuple(i for i, b in enumerate(in_block) if b), layout.perm, natural_full)
 
 
 @dataclass
@@ -318,13 +322,16 @@ class KernelOperator:
             a, b = self._coefficient(blk, mode)
             uv, ov = u.view(plan.shape), out.view(plan.shape)
             g = self._buffer("fibre", math.prod(plan.g_shape)).view(plan.g_shape)
-            for j, idx in enumerate(plan.fibre):
-                if b is None:
-                    g.copy_(uv[idx]) if j == 0 else g.add_(uv[idx])
-                elif j == 0:
-                    torch.mul(uv[idx], b[idx], out=g)
-                else:
-                    g.addcmul_(uv[idx], b[idx])
+            if len(plan.fibre) > _SLICES:  # a large fibre: one reduction over the block's dims
+                torch.sum(uv if b is None else uv * b, dim=plan.block_dims, keepdim=True, out=g)
+            else:
+                for j, idx in enumerate(plan.fibre):
+                    if b is None:
+                        g.copy_(uv[idx]) if j == 0 else g.add_(uv[idx])
+                    elif j == 0:
+                        torch.mul(uv[idx], b[idx], out=g)
+                    else:
+                        g.addcmul_(uv[idx], b[idx])
             self.comm.group_allreduce_(g, blk.sharded, q)
             if a is None:
                 ov.add_(g)
@@ -365,10 +372,12 @@ class KernelOperator:
     # ---------------------------------------------------------------- pairs of states one move apart
     def fibre_pairs(self, pi: torch.Tensor, data: Sequence[torch.Tensor]
                     ) -> Iterator[tuple[torch.Tensor, list[torch.Tensor], list[torch.Tensor]]]:
-        """Every ordered pair (x, y), y != x, in one fibre of a block move K, with its flow
-        w_K pi(x) c_K(y_K | x_{-K}) and the values of ``data`` (local natural-order vectors) at x and
-        at y, slice by slice of the fibres. A pair is yielded on the process that holds x, once per
-        block whose fibre holds both states; the flows of a pair add up to pi(x) P(x, y)."""
+        """The flows of every block move, source slice by source slice: for each block K and each
+        assignment v of its (local) sites, with x = the states of that slice and y = every state of
+        x's K-fibre (y = x included), the flow w_K pi(x) c_K(y_K | x_{-K}) and the values of ``data``
+        (local natural-order vectors) at x (broadcast along the fibre) and at y. The flows of a pair
+        x != y add up to pi(x) P(x, y); the pairs y = x are included (their terms vanish in every
+        use here: differences, cut crossings, S x S^c). A pair is yielded on the process holding x."""
         q = self.space.vocab_size
         views = {0: (pi, list(data))}
         if self._uses_rotation:
@@ -379,23 +388,17 @@ class KernelOperator:
             pv = p_l.view(plan.shape)
             dv = [t.view(plan.shape) for t in data_l]
             theirs = [self.comm.group_all_gather(t, blk.sharded, q) for t in [blk.wcond, *dv]]
-            mine = tuple(self.digits[a] for a in blk.sharded)
-            partners = list(itertools.product(range(q), repeat=len(blk.sharded)))
-            for r, partner in enumerate(partners):
+            for r in range(len(theirs[0])):  # the fibre's processes (just this one when K is local)
                 cond_t, data_t = theirs[0][r], [t[r] for t in theirs[1:]]
-                for i, src in enumerate(plan.fibre):
-                    for j, dst in enumerate(plan.fibre):
-                        if partner == mine and i == j:
-                            continue
-                        flow = pv[src] * cond_t[dst]
-                        yield flow, [t[src] for t in dv], [t[dst] for t in data_t]
+                for src in plan.fibre:
+                    yield pv[src] * cond_t, [t[src] for t in dv], data_t
 
     def dirichlet_form(self, f: torch.Tensor, pi: torch.Tensor) -> float:
         """E(f, f) = (1/2) sum_{x,y} pi(x) P(x, y) (f(x) - f(y))^2 as a sum of non-negative terms
         (no cancellation: accurate to rounding of the sum whatever the size of E). Summed over
         all processes."""
         total = torch.zeros((), dtype=torch.float64, device=self.device)
-        for flow, (fx,), (fy,) in self.fibre_pairs(pi, [f]):
+        for flow, (fx,), (fy,) in self.fibre_pairs(pi, [f]):  # the pairs y = x add exact zeros
             total += (flow * (fx - fy).square()).sum(dtype=torch.float64)
         return float(self.comm.allreduce_(total)) / 2
 
@@ -407,6 +410,11 @@ class KernelOperator:
         for flow, (sx,), (sy,) in self.fibre_pairs(pi, [s]):
             total += (flow * sx * (1 - sy)).sum(dtype=torch.float64)
         return float(self.comm.allreduce_(total))
+
+    def conditionals_positive(self) -> bool:
+        """Every stored conditional is > 0 (none underflowed), on every process."""
+        low = torch.tensor(min(float(b.wcond.min()) for b in self.blocks), dtype=torch.float64, device=self.device)
+        return float(self.comm.allreduce_(low, "min")) > 0
 
     # ---------------------------------------------------------------- memory
     def coefficient_bytes(self) -> int:
@@ -461,23 +469,6 @@ def _block_log_conditional(log_mu: torch.Tensor, K: Sequence[int], n_sharded: in
     return log_mu - (m + s.log())
 
 
-def operator_memory(space: StateSpace, kernel: str = "glauber", k: int = 2, *, local_source: bool = False,
-                    table_source: bool = False, vectors: int = 20, dtype: torch.dtype = torch.float64,
-                    world_size: int = 1) -> int:
-    """Estimated bytes per process for a matrix-free analysis: ``vectors`` state vectors (Krylov
-    basis, stationary law, work space) plus the stored conditionals (n |V|^n numbers for a table or
-    a joint, |V|^(deg+1) per site for Ising/Potts, C(n, k) |V|^n for k-Gibbs)."""
-    item = torch.finfo(dtype).bits // 8
-    N = space.size // world_size
-    if kernel == "glauber":
-        coef = 0 if local_source else space.length * N
-        if table_source:
-            coef += space.length * N  # the float64 table itself, while converting
-    else:
-        coef = len(k_subsets(space.length, k)) * N if kernel == "k-gibbs" else space.length * N
-    return int(item * (vectors * N + coef))
-
-
 def kernel_operator(source: Conditionals, kernel: str = "glauber", k: int = 2, *,
                     blocks: Sequence[Sequence[int]] | None = None, weights: Sequence[float] | None = None,
                     device: torch.device | str | None = None, dtype: torch.dtype | str = torch.float64,
@@ -492,8 +483,8 @@ def kernel_operator(source: Conditionals, kernel: str = "glauber", k: int = 2, *
     """
     space = source.space
     n, q = space.length, space.vocab_size
-    if kernel not in KERNELS:
-        raise ValueError(f"kernel must be one of {KERNELS}, got {kernel!r}")
+    if kernel not in OPERATOR_KERNELS:
+        raise ValueError(f"kernel must be one of {OPERATOR_KERNELS}, got {kernel!r}")
     if isinstance(dtype, str):
         if dtype not in DTYPES:
             raise ValueError(f"dtype must be one of {tuple(DTYPES)}, got {dtype!r}")
