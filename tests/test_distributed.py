@@ -90,3 +90,24 @@ def test_world_size_must_be_a_power_of_the_alphabet():
 
     with pytest.raises(ValueError, match="power of"):
         kernel_operator(IsingModel(nx.cycle_graph(4)), comm=Three(), device="cpu")
+
+
+@pytest.mark.slow
+def test_torchrun_entry_point_reports_like_mlmix_exact(tmp_path):
+    """`torchrun -m mlmix.theory.distributed` (2 gloo processes) against `mlmix exact` on the CSR path."""
+    import json
+    import subprocess
+    import sys
+
+    from mlmix.theory.chain import Chain
+
+    torchrun = os.path.join(os.path.dirname(sys.executable), "torchrun")
+    cmd = [torchrun, "--standalone", "--nproc-per-node=2", "-m", "mlmix.theory.distributed", "--backend", "gloo",
+           "--model", "ising", "--graph", "cycle:12", "--beta", "0.5", "--save-stationary", str(tmp_path)]
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=300, env=dict(os.environ, OMP_NUM_THREADS="1"))
+    assert out.returncode == 0, out.stderr[-500:]
+    report = json.loads(out.stdout)
+    chain = Chain.from_source(IsingModel(nx.cycle_graph(12), beta=0.5), representation="sparse")
+    assert report["spectral_gap"]["value"] == pytest.approx(float(chain.spectral_gap), rel=1e-9)
+    pi = np.concatenate([np.load(tmp_path / f"stationary_{r:05d}.npz")["value"] for r in range(2)])
+    np.testing.assert_allclose(pi, chain.stationary.value, rtol=1e-12)
