@@ -15,7 +15,6 @@ from mlmix.theory.chain import Chain
 from mlmix.theory.conditionals import IsingModel, ScoreTable
 from mlmix.theory.operator_analysis import OperatorChain
 from mlmix.theory.representation import csr_memory
-from mlmix.theory.space import StateSpace
 from mlmix.validation import memory_limit
 
 
