@@ -190,3 +190,14 @@ def test_ising_cycle_gap_closed_form_at_2_20_states():
     res = analyse_operator(kernel_operator(IsingModel(nx.cycle_graph(n), beta=beta), device="cpu"))
     exact = _ising_cycle_gap(n, beta)
     assert abs(res["spectral_gap"].value - exact) <= 1e-12 * exact and _contains(res["spectral_gap"], exact)
+
+
+def test_underflowing_conditionals_are_refused_not_guessed():
+    """At beta = 400 some heat-bath probabilities underflow to 0: irreducibility is no longer visible
+    from the conditionals, so the matrix-free chain refuses instead of returning a law."""
+    from mlmix.theory.operator_analysis import OperatorChain
+
+    chain = OperatorChain(kernel_operator(IsingModel(nx.cycle_graph(6), beta=400.0), device="cpu"))
+    assert not chain.is_irreducible
+    with pytest.raises(ValueError, match="underflow"):
+        chain.stationary

@@ -370,6 +370,10 @@ def operator_mixing_bounds(op: KernelOperator, pi: VectorResult, gap: Result, co
 
 # ------------------------------------------------------------------------------------------ the chain object
 
+def _renamed(r: Result, name: str, note: str = "") -> Result:
+    return Result(name, r.value, note + r.method, r.rel_error, r.lower, r.upper, r.reason, dict(r.details))
+
+
 class OperatorChain:
     """The questions of :class:`mlmix.theory.chain.Chain` that a matrix-free kernel answers, lazily and
     cached: what ``Chain.from_source(..., representation="operator")`` returns. Quantities that need
@@ -446,8 +450,7 @@ class OperatorChain:
         if not self.is_reversible:
             return Result.missing("spectral_gap", "matrix-free",
                                   "not reversible (complex spectrum): see additive_gap / poincare_constant")
-        g = self._gap.gap
-        return Result("spectral_gap", g.value, g.method, g.rel_error, g.lower, g.upper, g.reason, dict(g.details))
+        return _renamed(self._gap.gap, "spectral_gap")
 
     @property
     def poincare_constant(self) -> Result:
@@ -458,10 +461,8 @@ class OperatorChain:
         if not self.is_reversible:
             return Result.missing("absolute_spectral_gap", "matrix-free",
                                   "eigenvalues of a non-reversible P are not computed matrix-free")
-        g = self._gap.gap
-        psd = "a reversible heat-bath kernel is positive semi-definite, so this is the spectral gap; "
-        return Result("absolute_spectral_gap", g.value, psd + g.method, g.rel_error, g.lower, g.upper, g.reason,
-                      dict(g.details))
+        return _renamed(self._gap.gap, "absolute_spectral_gap", "a reversible heat-bath kernel is positive "
+                        "semi-definite, so this is the spectral gap; ")
 
     @property
     def relaxation_time(self) -> Result:
