@@ -74,9 +74,10 @@ def lanczos_largest(apply: ApplyFn, v0: torch.Tensor, *, tol: Callable[[float], 
     N = v0.numel()
     V = torch.empty((m + 1, N), dtype=v0.dtype, device=v0.device)
     V[0].copy_(v0).div_(norm(comm, v0))
+    del v0  # the caller's start vector is not needed again (frees it when passed as a temporary)
     T = np.zeros((m, m))
     k, matvecs, best, stale = 0, 0, math.inf, 0
-    floor = 64 * float(torch.finfo(v0.dtype).eps)
+    floor = 64 * float(torch.finfo(V.dtype).eps)
     while True:
         end, beta = m, 0.0
         for j in range(k, m):

@@ -234,14 +234,11 @@ def operator_gap(op: KernelOperator, pi: VectorResult, *, rtol: float = GAP_RTOL
         sym(u, out)
         return out.sub_(w, alpha=float(inner(comm, w, out)))
 
-    start, stop = (comm.rank * op.local_size, (comm.rank + 1) * op.local_size)
-    v0 = (hash_uniform(start, stop, seed, op.device) - 0.5).to(op.dtype)
-    v0.sub_(w, alpha=float(inner(comm, w, v0)))
     unit = float(torch.finfo(op.dtype).eps) / 2
     floor = 8 * unit * (op.space.length * op.space.vocab_size + 4)
     report = _Progress("gap (Lanczos)", progress)
-    ritz = lanczos_largest(deflated, v0, tol=lambda th: max(rtol * (1.0 - th), floor), comm=comm,
-                           basis_size=basis_size, max_matvecs=max_matvecs, progress=report)
+    ritz = lanczos_largest(deflated, _start_vector(op, w, seed), tol=lambda th: max(rtol * (1.0 - th), floor),
+                           comm=comm, basis_size=basis_size, max_matvecs=max_matvecs, progress=report)
     y = ritz.vector
     y.sub_(w, alpha=float(inner(comm, w, y)))
     y.div_(norm(comm, y))
@@ -275,6 +272,13 @@ def operator_gap(op: KernelOperator, pi: VectorResult, *, rtol: float = GAP_RTOL
     gap = Result.checked("additive_gap", value, abs_error, method, rtol=target_rtol, lower=0.0,
                          upper=value * (1 + margin), **details)
     return GapResult(gap, f, ritz.matvecs, residual)
+
+
+def _start_vector(op: KernelOperator, w: torch.Tensor, seed: int) -> torch.Tensor:
+    """Pseudo-random (a hash of the global state index, so the same however sharded), orthogonal to w."""
+    start = op.comm.rank * op.local_size
+    v0 = (hash_uniform(start, start + op.local_size, seed, op.device) - 0.5).to(op.dtype)
+    return v0.sub_(w, alpha=float(inner(op.comm, w, v0)))
 
 
 def _first_order_pi_error(op: KernelOperator, pi: torch.Tensor, gap: float) -> float:

@@ -372,12 +372,13 @@ class KernelOperator:
     # ---------------------------------------------------------------- pairs of states one move apart
     def fibre_pairs(self, pi: torch.Tensor, data: Sequence[torch.Tensor]
                     ) -> Iterator[tuple[torch.Tensor, list[torch.Tensor], list[torch.Tensor]]]:
-        """The flows of every block move, source slice by source slice: for each block K and each
-        assignment v of its (local) sites, with x = the states of that slice and y = every state of
-        x's K-fibre (y = x included), the flow w_K pi(x) c_K(y_K | x_{-K}) and the values of ``data``
-        (local natural-order vectors) at x (broadcast along the fibre) and at y. The flows of a pair
-        x != y add up to pi(x) P(x, y); the pairs y = x are included (their terms vanish in every
-        use here: differences, cut crossings, S x S^c). A pair is yielded on the process holding x."""
+        """The flows of every block move, slice by slice of the fibres: for each block K, each
+        assignment v of its local sites (x = the states of that slice) and each other assignment v'
+        (y = x^{K<-v'}), the flow w_K pi(x) c_K(y_K | x_{-K}) and the values of ``data`` (local
+        natural-order vectors) at x and at y. A fibre of more than :data:`_SLICES` slices yields all
+        its y at once (y = x included, broadcast along the fibre: its terms vanish in every use here,
+        differences, cut crossings, S x S^c). The flows of a pair x != y add up to pi(x) P(x, y);
+        a pair is yielded on the process holding x."""
         q = self.space.vocab_size
         views = {0: (pi, list(data))}
         if self._uses_rotation:
@@ -388,10 +389,18 @@ class KernelOperator:
             pv = p_l.view(plan.shape)
             dv = [t.view(plan.shape) for t in data_l]
             theirs = [self.comm.group_all_gather(t, blk.sharded, q) for t in [blk.wcond, *dv]]
-            for r in range(len(theirs[0])):  # the fibre's processes (just this one when K is local)
+            mine = tuple(self.digits[a] for a in blk.sharded)
+            partners = itertools.product(range(q), repeat=len(blk.sharded))
+            whole = len(plan.fibre) > _SLICES
+            for r, partner in enumerate(partners):  # the fibre's processes (just this one when K is local)
                 cond_t, data_t = theirs[0][r], [t[r] for t in theirs[1:]]
                 for src in plan.fibre:
-                    yield pv[src] * cond_t, [t[src] for t in dv], data_t
+                    if whole:
+                        yield pv[src] * cond_t, [t[src] for t in dv], data_t
+                        continue
+                    for dst in plan.fibre:
+                        if dst is not src or partner != mine:
+                            yield pv[src] * cond_t[dst], [t[src] for t in dv], [t[dst] for t in data_t]
 
     def dirichlet_form(self, f: torch.Tensor, pi: torch.Tensor) -> float:
         """E(f, f) = (1/2) sum_{x,y} pi(x) P(x, y) (f(x) - f(y))^2 as a sum of non-negative terms
