@@ -93,7 +93,17 @@ def test_non_reversible_score_tables_against_dense(q, n, seed, T):
     phi = res["conductance"]
     assert phi.lower <= phi.upper
     t = res["t_mix"]
-    assert t.upper is None and t.lower <= mixing_time(P, 0.25)
+    assert t.lower <= mixing_time(P, 0.25) <= t.upper  # upper: Fill's bound from the multiplicative gap
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_multiplicative_gap_against_dense(seed):
+    from mlmix.theory.operator_analysis import OperatorChain
+
+    src = ScoreTable.random(3, 5, seed=seed, scale=1.5)
+    ref = Chain(glauber_kernel(src)).multiplicative_gap  # dense singular values, relative accuracy
+    mult = OperatorChain(kernel_operator(src, device="cpu")).multiplicative_gap
+    assert mult.resolved and _contains(mult, ref.value, slack=1e-13) and abs(mult.value - ref.value) < 1e-9
 
 
 @pytest.mark.parametrize("seed", range(4))

@@ -26,8 +26,9 @@
 * **t_mix(eps)** (worst-start TV): reversible heat-bath kernels are positive semi-definite (an
   average of conditional expectations), so the absolute gap is gamma and t_rel = 1 / gamma;
   (t_rel - 1) log(1 / (2 eps)) <= t_mix(eps) <= t_rel log(1 / (eps pi_min)) (LPW Thms 12.4, 12.5),
-  and, for any chain, t_mix(eps) >= (pi(S^c) - eps) / Phi(S) (THEOREMS.md 1.16), all through
-  :class:`mlmix.theory.mixing.MixingBounds`.
+  and, for any chain, t_mix(eps) >= (pi(S^c) - eps) / Phi(S) (THEOREMS.md 1.16) and Fill's
+  d(t) <= (1/2) sigma_2^t sqrt((1 - pi_min) / pi_min) with 1 - sigma_2^2 the gap of P* P (Lanczos on
+  C^T C, C = D^{1/2} P D^{-1/2}), all through :class:`mlmix.theory.mixing.MixingBounds`.
 """
 
 from __future__ import annotations
@@ -213,6 +214,48 @@ def _symmetric_operator(op: KernelOperator, pi: torch.Tensor):
     return apply
 
 
+def _top_ritz(op: KernelOperator, sym, w: torch.Tensor, *, rtol: float, basis_size: int, max_matvecs: int,
+              seed: int, progress: bool, what: str):
+    """The largest Ritz pair of the symmetric ``sym`` with ``w`` (its eigenvector of eigenvalue 1)
+    deflated, and the residual ||B y - theta y|| recomputed with the undeflated operator."""
+    comm = op.comm
+
+    def deflated(u: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
+        sym(u, out)
+        return out.sub_(w, alpha=float(inner(comm, w, out)))
+
+    unit = float(torch.finfo(op.dtype).eps) / 2
+    floor = 8 * unit * (op.space.length * op.space.vocab_size + 4)
+    ritz = lanczos_largest(deflated, _start_vector(op, w, seed), tol=lambda th: max(rtol * (1.0 - th), floor),
+                           comm=comm, basis_size=basis_size, max_matvecs=max_matvecs,
+                           progress=_Progress(f"{what} (Lanczos)", progress))
+    y = ritz.vector
+    y.sub_(w, alpha=float(inner(comm, w, y)))
+    y.div_(norm(comm, y))
+    By = sym(y, torch.empty_like(y))
+    theta = float(inner(comm, y, By))
+    residual = norm(comm, By.sub_(y, alpha=theta))
+    details: dict[str, Any] = {"residual": residual, "ritz_value": theta, "matvecs": ritz.matvecs,
+                               "lanczos_converged": ritz.converged, "representation": "operator",
+                               "dtype": str(op.dtype).replace("torch.", "")}
+    if ritz.next_value is not None and theta > ritz.next_value:
+        details["estimated_error"] = residual**2 / (theta - ritz.next_value)  # Temple, with an estimated gap
+    return ritz, y, theta, residual, details
+
+
+def _checked_pi(op: KernelOperator, pi: VectorResult) -> torch.Tensor:
+    pi_t = torch.as_tensor(pi.value, device=op.device).to(op.dtype)
+    pi_min = float(op.comm.allreduce_(pi_t.min().clone(), "min"))
+    if not pi_min > 1e-300:
+        raise ValueError(f"the stationary law underflows (smallest entry {pi_min:.3g}); raise the temperature")
+    return pi_t
+
+
+def _unit_sqrt(op: KernelOperator, pi_t: torch.Tensor) -> torch.Tensor:
+    w = pi_t.sqrt()
+    return w.div_(norm(op.comm, w))
+
+
 def operator_gap(op: KernelOperator, pi: VectorResult, *, rtol: float = GAP_RTOL, basis_size: int = 16,
                  max_matvecs: int = 20_000, seed: int = 0, target_rtol: float = DEFAULT_RTOL,
                  progress: bool = False) -> GapResult:
@@ -221,36 +264,15 @@ def operator_gap(op: KernelOperator, pi: VectorResult, *, rtol: float = GAP_RTOL
     rtol x gamma; ``target_rtol``: the accuracy below which the value is reported as an interval."""
     if op.n_states < 2:
         raise ValueError("a gap needs at least 2 states")
-    comm = op.comm
-    pi_t = torch.as_tensor(pi.value, device=op.device).to(op.dtype)
-    pi_min = float(comm.allreduce_(pi_t.min().clone(), "min"))
-    if not pi_min > 1e-300:
-        raise ValueError(f"the stationary law underflows (smallest entry {pi_min:.3g}); raise the temperature")
-    w = pi_t.sqrt()
-    w.div_(norm(comm, w))
-    sym = _symmetric_operator(op, pi_t)
-
-    def deflated(u: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
-        sym(u, out)
-        return out.sub_(w, alpha=float(inner(comm, w, out)))
-
-    unit = float(torch.finfo(op.dtype).eps) / 2
-    floor = 8 * unit * (op.space.length * op.space.vocab_size + 4)
-    report = _Progress("gap (Lanczos)", progress)
-    ritz = lanczos_largest(deflated, _start_vector(op, w, seed), tol=lambda th: max(rtol * (1.0 - th), floor),
-                           comm=comm, basis_size=basis_size, max_matvecs=max_matvecs, progress=report)
-    y = ritz.vector
-    y.sub_(w, alpha=float(inner(comm, w, y)))
-    y.div_(norm(comm, y))
-    By = sym(y, torch.empty_like(y))
-    theta = float(inner(comm, y, By))
-    residual = norm(comm, By.sub_(y, alpha=theta))
-    del By
+    pi_t = _checked_pi(op, pi)
+    ritz, y, theta, residual, details = _top_ritz(op, _symmetric_operator(op, pi_t), _unit_sqrt(op, pi_t),
+                                                  rtol=rtol, basis_size=basis_size, max_matvecs=max_matvecs,
+                                                  seed=seed, progress=progress, what="gap")
     f = y.div_(pi_t.sqrt())  # the Ritz function in L^2(pi)
     mean = _global_sum(op, pi_t * f)
     var = _global_sum(op, pi_t * (f - mean).square())
-    energy = op.dirichlet_form(f, pi_t)
-    value = energy / var
+    value = op.dirichlet_form(f, pi_t) / var
+    unit = float(torch.finfo(op.dtype).eps) / 2
     n_terms = op.space.length * op.space.vocab_size + math.log2(max(op.n_states, 2))
     margin = 8 * unit * n_terms + (0.0 if pi.rel_error is None else 2 * pi.rel_error)
     rounding = 2 * unit * (op.space.length * op.space.vocab_size + 2)
@@ -262,16 +284,42 @@ def operator_gap(op: KernelOperator, pi: VectorResult, *, rtol: float = GAP_RTOL
               f"(basis {basis_size}); value = E(f,f)/Var(f) of the Ritz function (an upper bound); "
               f"lower bound value - ||r||, ||r|| = {residual:.2e} (Weyl; assumes no eigenvalue above "
               f"lambda_2 was missed)")
-    details: dict[str, Any] = {"residual": residual, "ritz_value": theta, "matvecs": ritz.matvecs,
-                               "lanczos_converged": ritz.converged,
-                               "representation": "operator", "dtype": str(op.dtype).replace("torch.", "")}
-    if ritz.next_value is not None and theta > ritz.next_value:
-        details["estimated_error"] = residual**2 / (theta - ritz.next_value)  # Temple, with an estimated gap
     if pi_error:
         details["pi_error"] = pi_error
     gap = Result.checked("additive_gap", value, abs_error, method, rtol=target_rtol, lower=0.0,
                          upper=value * (1 + margin), **details)
     return GapResult(gap, f, ritz.matvecs, residual)
+
+
+def operator_multiplicative_gap(op: KernelOperator, pi: VectorResult, additive_gap: Result, *,
+                                rtol: float = GAP_RTOL, basis_size: int = 16, max_matvecs: int = 20_000,
+                                seed: int = 0, target_rtol: float = DEFAULT_RTOL, progress: bool = False) -> Result:
+    """1 - sigma_2(P)^2, the gap of P* P (Fill's bound on t_mix for any chain): Lanczos on C^T C with
+    C = D^{1/2} P D^{-1/2} (two applications per step, P* P never formed), sqrt(pi) deflated; an
+    interval 1 - theta +- (||r|| + rounding + 2 x the error of pi in C)."""
+    pi_t = _checked_pi(op, pi)
+    r = pi_t.sqrt()
+    t1 = torch.empty_like(r)
+
+    def gram(u: torch.Tensor, out: torch.Tensor) -> torch.Tensor:  # C^T C u
+        torch.div(u, r, out=t1)
+        op.apply(t1, "functions", out).mul_(r)  # C u
+        out.mul_(r)
+        op.apply(out, "measures", t1)
+        return torch.div(t1, r, out=out)
+
+    ritz, _, theta, residual, details = _top_ritz(op, gram, _unit_sqrt(op, pi_t), rtol=rtol, basis_size=basis_size,
+                                                  max_matvecs=max_matvecs, seed=seed, progress=progress,
+                                                  what="multiplicative gap")
+    unit = float(torch.finfo(op.dtype).eps) / 2
+    rounding = 4 * unit * (op.space.length * op.space.vocab_size + 2)
+    pi_error = 0.0
+    if not op.reversible and additive_gap.lower:
+        pi_error = 2 * _first_order_pi_error(op, pi_t, additive_gap.lower)
+    method = (f"thick-restart Lanczos on C^T C, C = D^1/2 P D^-1/2 (P* P never formed), sqrt(pi) deflated, "
+              f"{ritz.matvecs} steps of two applications; error <= ||r|| = {residual:.2e} (Weyl)")
+    return Result.checked("multiplicative_gap", 1.0 - theta, residual + rounding + pi_error + 4 * unit, method,
+                          rtol=target_rtol, lower=0.0, upper=1.0, **details)
 
 
 def _start_vector(op: KernelOperator, w: torch.Tensor, seed: int) -> torch.Tensor:
@@ -352,21 +400,20 @@ def operator_conductance(op: KernelOperator, pi: VectorResult, gap: GapResult, *
 # ------------------------------------------------------------------------------------------ mixing
 
 def operator_mixing_bounds(op: KernelOperator, pi: VectorResult, gap: Result, conductance: Result,
-                           eps: float = 0.25) -> Result:
+                           eps: float = 0.25, multiplicative_gap: Result | None = None) -> Result:
     """Certified bounds on the worst-start TV t_mix(eps) (module docstring), by
     :class:`mlmix.theory.mixing.MixingBounds` from the gap (reversible: positive semi-definite, so the
-    absolute gap is the gap) and the conductance's named set."""
+    absolute gap is the gap), the conductance's named set and, for any chain, Fill's bound from the
+    multiplicative gap when given."""
     eps = check_eps(eps)
     log_min = torch.tensor(float(np.min(pi.log_value)), dtype=torch.float64, device=op.device)
     pi_min = math.exp(float(op.comm.allreduce_(log_min, "min")))
-    bounds = MixingBounds(pi_min, op.reversible, abs_gap=gap if op.reversible else None,
+    bounds = MixingBounds(pi_min, op.reversible, abs_gap=gap if op.reversible else None, mult_gap=multiplicative_gap,
                           set_mass=conductance.details.get("set_mass"),
                           set_phi_upper=conductance.details.get("set_conductance_upper"))
     lower, upper, how = bounds.t_mix_interval(eps)
     if op.reversible:
         how.append("P is positive semi-definite (an average of conditional expectations), so t_rel = 1/gap")
-    else:
-        how.append("no upper bound: t_rel log(1/(eps pi_min)) needs a reversible chain")
     return Result.interval("t_mix", lower, upper if math.isfinite(upper) else None,
                            "worst-start TV mixing time, certified bounds: " + "; ".join(how),
                            "the exact worst-start t_mix needs dense powers of P; bounds only at this size", eps=eps)
@@ -496,13 +543,28 @@ class OperatorChain:
                                   "flows summed as non-negative terms (matrix-free)", set_size=int(mask.sum()),
                                   set_mass=mass)
 
+    @cached_property
+    def multiplicative_gap(self) -> Result:
+        """1 - sigma_2(P)^2 (Fill's bound): Lanczos on C^T C for a non-reversible chain; for a reversible
+        one 1 - (1 - absolute gap)^2 from the absolute gap's enclosure."""
+        if self.is_reversible:
+            g = self.absolute_spectral_gap
+            lo, hi = (None if g.lower is None else 1 - (1 - g.lower) ** 2), (None if g.upper is None else
+                                                                              1 - (1 - g.upper) ** 2)
+            return Result.interval("multiplicative_gap", lo, hi, "1 - (1 - absolute gap)^2 (reversible: sigma_2 = "
+                                   "lambda_*)", "derived from the absolute gap's enclosure")
+        return self._timed("multiplicative_gap_s", lambda: operator_multiplicative_gap(
+            self.op, self._stationary, self.additive_gap, rtol=self._gap_rtol, basis_size=self._basis,
+            progress=self._progress))
+
     @property
     def kemeny_constant(self) -> Result:
         return Result.missing("Kemeny constant", "matrix-free", "needs the fundamental matrix (dense algorithms)")
 
     def mixing_time(self, eps: float = 0.25) -> Result:
         """Certified bounds on the worst-start TV t_mix(eps) (module docstring)."""
-        return operator_mixing_bounds(self.op, self.stationary, self.additive_gap, self.conductance, eps)
+        mult = None if self.is_reversible else self.multiplicative_gap
+        return operator_mixing_bounds(self.op, self.stationary, self.additive_gap, self.conductance, eps, mult)
 
     def summary(self, eps: float = 0.25, include_stationary: bool = False, mixing_limit: int | None = None) -> dict:
         """The keys of :meth:`Chain.summary` (``mixing_limit`` is ignored: t_mix is bounded, not computed)."""
