@@ -68,3 +68,10 @@ def test_the_dense_and_sparse_paths_do_not_import_torch():
             "print('torch' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert out.stdout.strip() == "False", out.stderr[-300:]
+
+
+def test_reversible_stationary_law_does_not_wait_for_the_gap():
+    chain = OperatorChain.from_source(IsingModel(nx.cycle_graph(14), beta=0.5), device="cpu")
+    pi = chain.stationary
+    assert pi.rel_error < 1e-12 and "_gap" not in chain.__dict__  # the gap was not computed
+    assert abs(pi.value.sum() - 1) < 1e-12

@@ -483,8 +483,12 @@ class OperatorChain:
 
     @cached_property
     def stationary(self) -> VectorResult:
-        """pi, with its a-posteriori error bound (a non-reversible chain's needs the gap first)."""
-        pi, gap = self._stationary, self._gap.gap
+        """pi, with its accuracy: exact-in-log-space for a reversible chain; a non-reversible chain's
+        a-posteriori bound needs the gap first."""
+        pi = self._stationary
+        if pi.rel_error is not None:
+            return pi
+        gap = self._gap.gap
         return pi if gap.lower is None else stationary_error_bound(self.op, pi, gap.lower)
 
     @property
