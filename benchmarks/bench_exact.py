@@ -4,7 +4,7 @@ For each case (a random Potts model on a cycle, reversible; or a random score ta
 reversible) the Glauber kernel is built once and saved; then every implementation runs in its
 own subprocess (fresh peak-memory counter, a timeout, an address-space limit) on that matrix:
 
-  mlmix     mlmix.theory.spectral.stationary + mlmix.theory.spectral.additive_gap
+  mlmix     mlmix.Chain(P): .stationary and .additive_gap
   scipy     plain baseline: eigs(P^T, k=1) for pi, eigsh((B + B^T)/2, k=2) with B = D^1/2 P D^-1/2
   deeptime  MarkovStateModel(P).stationary_distribution and 1 - eigenvalues(2)[1]  (eigenvalues of P)
   pydtmc    MarkovChain(dense P).pi and .spectral_gap  (dense, skipped above --dense-limit states)
@@ -72,10 +72,11 @@ def _residual(P, pi) -> float:
 
 
 def run_mlmix(P):
-    from mlmix.theory.spectral import additive_gap, stationary
+    from mlmix.theory.chain import Chain
 
-    st = stationary(P)
-    return st.pi, additive_gap(P, st.pi), st.method
+    chain = Chain(P)
+    st = chain.stationary
+    return st.value, chain.additive_gap.value, f"{st.method}; {chain.additive_gap.method}"
 
 
 def run_scipy(P):

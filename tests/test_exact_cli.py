@@ -130,7 +130,7 @@ def test_matrix_files_and_save_matrix(tmp_path, capsys):
     (["--model", "scores", "--kernel", "k-gibbs"], "joint"),
     (["--kernel", "k-gibbs", "--k", "9"], "--k must lie in"),
     (["--mixing-limit", "0"], "--mixing-limit must be >= 1"),
-    (["--model", "scores", "--vocab", "1000", "--length", "2"], "needs about"),
+    (["--model", "scores", "--vocab", "1000", "--length", "2", "--representation", "sparse"], "needs about"),
     (["--graph", "cycle:20", "--kernel", "k-gibbs", "--k", "10"], "needs about"),
     (["--model", "scores", "--vocab", "3", "--length", "4", "--max-memory", "1KiB"], "memory limit of"),
     (["--max-memory", "lots"], "--max-memory must be a size"),

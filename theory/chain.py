@@ -91,6 +91,7 @@ class Chain:
         self.dense_limit = DENSE_LIMIT if dense_limit is None else check_int(dense_limit, "dense_limit", minimum=0)
         self.source = None
         self.kernel: str | None = None
+        self.representation_reason = "a given matrix"
         self._given = None
         if stationary is not None:
             pi = check_vector(stationary, self.n_states, "stationary", probability=True)
@@ -102,11 +103,21 @@ class Chain:
     # ------------------------------------------------------------------ construction
     @classmethod
     def from_source(cls, source: Any, kernel: str = "glauber", *, k: int | None = None,
-                    name: str | None = None, dense_limit: int | None = None) -> "Chain":
+                    name: str | None = None, dense_limit: int | None = None, representation: str = "auto",
+                    **operator_options: Any) -> "Chain":
         """The chain of a sampler on a source of conditionals (paper G section 3.2, paper P Defs 10-11):
         ``kernel`` is "glauber" (random-scan Glauber P_T), "k-gibbs" (block size ``k``, needs a
-        joint law) or "parallel" (independent parallel sampler, dense)."""
+        joint law) or "parallel" (independent parallel sampler, dense).
+
+        ``representation``: "dense" or "sparse" build the matrix and use the dense or the sparse
+        algorithms; "operator" returns the matrix-free
+        :class:`~mlmix.theory.operator_analysis.OperatorChain` (same questions; options ``device``,
+        ``dtype``); "auto" picks dense up to ``dense_limit`` states, sparse up to the kernel builders'
+        state limit while the CSR kernel fits the memory limit, the operator beyond
+        (:func:`~mlmix.theory.representation.choose_representation`).
+        The choice and its reason are in ``summary()["representation"]``."""
         from mlmix.theory.kernels import glauber_kernel, independent_parallel_kernel, k_gibbs_kernel
+        from mlmix.theory.representation import choose_representation
 
         builders: dict[str, Callable[[], Matrix]] = {
             "glauber": lambda: glauber_kernel(source),
@@ -115,9 +126,27 @@ class Chain:
         }
         if kernel not in builders:
             raise ValueError(f"kernel must be one of {', '.join(builders)}, got {kernel!r}")
-        chain = cls(builders[kernel](), name=name, dense_limit=dense_limit)
-        chain.source, chain.kernel = source, kernel
+        limit = DENSE_LIMIT if dense_limit is None else check_int(dense_limit, "dense_limit", minimum=0)
+        rep, why = choose_representation(source.space, kernel, 2 if k is None else k, representation, limit)
+        if rep == "operator":
+            from mlmix.theory.operator_analysis import OperatorChain
+
+            chain = OperatorChain.from_source(source, kernel, k=k, name=name, **operator_options)
+            chain.representation_reason = why
+            return chain
+        if operator_options:
+            raise TypeError(f"{', '.join(operator_options)}: options of representation='operator' only")
+        P = builders[kernel]()
+        if representation != "auto":  # force the requested algorithms
+            limit = P.shape[0] if rep == "dense" else 0
+        chain = cls(P, name=name, dense_limit=limit if representation != "auto" else dense_limit)
+        chain.source, chain.kernel, chain.representation_reason = source, kernel, why
         return chain
+
+    @property
+    def representation(self) -> str:
+        """"dense" or "sparse": the algorithms this chain uses ("operator" for an OperatorChain)."""
+        return "dense" if self.is_dense else "sparse"
 
     @property
     def is_dense(self) -> bool:
@@ -452,7 +481,9 @@ class Chain:
         """Every figure `mlmix exact` prints, as a JSON-ready dict of results (each with value, lower,
         upper, rel_error, method, reason); t_mix exact by dense squaring up to ``mixing_limit`` states."""
         eps = check_eps(eps)
-        out: dict[str, Any] = {"n_states": self.n_states, "irreducible": self.is_irreducible}
+        out: dict[str, Any] = {"n_states": self.n_states,
+                               "representation": f"{self.representation} ({self.representation_reason})",
+                               "irreducible": self.is_irreducible}
         try:
             out["closed_classes"] = len(self.closed_classes)
             out["period"] = self.period if len(self.closed_classes) == 1 else None

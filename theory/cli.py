@@ -30,6 +30,7 @@ from mlmix.theory.bounds import paper_constants, parse_basin
 from mlmix.theory.chain import Chain
 from mlmix.theory.conditionals import Conditionals, IsingModel, PottsModel, ScoreTable, clique_ising
 from mlmix.theory.mixing import MIXING_LIMIT
+from mlmix.theory.representation import REPRESENTATIONS
 from mlmix.theory.results import Result
 from mlmix.validation import check_eps, check_int, check_memory, check_real, check_temperature
 
@@ -77,6 +78,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
     src.add_argument("--model", choices=MODELS, default="ising", help="built-in source (default ising)")
     src.add_argument("--kernel", choices=KERNELS, default="glauber", help="sampler (default glauber)")
     src.add_argument("--k", type=int, default=2, help="block size of k-Gibbs (default 2)")
+    src.add_argument("--representation", choices=REPRESENTATIONS, default="auto",
+                     help="dense / sparse matrix or matrix-free operator (default auto: by size and memory)")
     src.add_argument("--temperature", type=float, default=None,
                      help="temperature T > 0 (default 1; for ising/potts give --beta or --temperature, not both)")
     mod = parser.add_argument_group("models")
@@ -164,7 +167,7 @@ def build_chain(args: argparse.Namespace) -> tuple[Chain, str, Conditionals | No
     q, n = source.space.vocab_size, source.space.length
     if args.kernel == "k-gibbs" and not 1 <= args.k <= n:
         raise ValueError(f"--k must lie in 1..n = {n}, got {args.k}")
-    chain = Chain.from_source(source, args.kernel, k=args.k)  # the kernel builders check memory first
+    chain = Chain.from_source(source, args.kernel, k=args.k, representation=args.representation)  # memory checked
     kernel = {"glauber": "Glauber dynamics", "k-gibbs": f"{args.k}-Gibbs block dynamics",
               "parallel": "independent parallel sampler"}[args.kernel]
     return chain, f"{description}; {kernel}; |V|^n = {q}^{n} = {chain.n_states} states", source
@@ -174,6 +177,9 @@ def run(args: argparse.Namespace) -> int:
     """Analyse the chain and print a table (or JSON with --json)."""
     _validate(args)
     chain, title, source = build_chain(args)
+    if args.save_matrix is not None and chain.representation == "operator":
+        raise ValueError("--save-matrix needs a matrix: the chain is held as a matrix-free operator "
+                         "(use --representation sparse)")
     if args.save_matrix is not None:
         chain.save(args.save_matrix)
     basin = None

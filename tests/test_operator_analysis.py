@@ -1,0 +1,213 @@
+"""Matrix-free chain quantities: closed forms at 2^16 states and above, non-reversible score tables
+against dense algorithms (GTH, LAPACK, exhaustive conductance, exact t_mix), metastable gaps
+against the dense Laplacian, and the Krylov solvers on operators with known spectra."""
+
+import json
+
+import networkx as nx
+import numpy as np
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from mlmix.files import dumps_json
+from mlmix.theory.chain import Chain
+from mlmix.theory.conditionals import IsingModel, LogWeightTable, PottsModel, ScoreTable
+from mlmix.theory.conductance import set_conductance
+from mlmix.theory.kernels import glauber_kernel, k_gibbs_kernel
+from mlmix.theory.krylov import gmres, lanczos_largest
+from mlmix.theory.mixing import mixing_time
+from mlmix.theory.operator_analysis import (
+    analyse_operator,
+    hash_uniform,
+    operator_gap,
+    operator_stationary,
+    summary_dict,
+)
+from mlmix.theory.operators import kernel_operator
+from mlmix.theory.space import StateSpace
+
+
+def _ising_cycle_gap(n, beta):
+    """Heat-bath Glauber on the Ising n-cycle, J = 1, h = 0: gap (1 - tanh(2 beta)) / n."""
+    return (1 - np.tanh(2 * beta)) / n
+
+
+def _contains(result, value, slack=0.0):
+    return result.lower - slack <= value <= result.upper + slack
+
+
+@pytest.mark.parametrize("beta", [0.5, 1.1])
+def test_ising_cycle_gap_closed_form_at_2_16_states(beta):
+    n = 16
+    res = analyse_operator(kernel_operator(IsingModel(nx.cycle_graph(n), beta=beta), device="cpu"))
+    exact = _ising_cycle_gap(n, beta)
+    gap = res["spectral_gap"]
+    assert gap.resolved and gap.rel_error < 1e-8
+    assert abs(gap.value - exact) <= 1e-12 * exact
+    assert _contains(gap, exact)
+    assert res["absolute_spectral_gap"].value == gap.value  # positive semi-definite heat-bath kernel
+    assert abs(float(res["relaxation_time"]) * exact - 1) < 1e-12
+    assert abs(float(res["poincare_constant"]) * exact - 1) < 1e-12
+    lo, hi = res["conductance"].lower, res["conductance"].upper
+    assert lo == pytest.approx(gap.lower / 2) and lo < hi <= np.sqrt(2 * gap.upper)
+    t = res["t_mix"]
+    assert 0 < t.lower < t.upper
+    assert t.upper == np.ceil(np.log(1 / (0.25 * np.exp(float(np.min(res["stationary"].log_value))))) / gap.lower)
+    json.loads(dumps_json(summary_dict(res)))
+
+
+@pytest.mark.parametrize("make, n", [
+    (lambda: IsingModel(nx.cycle_graph(16), couplings=0.0, fields=np.linspace(-1, 1, 16), beta=0.8), 16),
+    (lambda: PottsModel(nx.empty_graph(10), 3, fields=np.random.default_rng(0).normal(size=(10, 3))), 10),
+])
+def test_product_measure_gap_is_one_over_n(make, n):
+    """Glauber on a product measure: P = (1/n) sum_i E_i with commuting projections, gap exactly 1/n."""
+    src = make()
+    op = kernel_operator(src, device="cpu")
+    gap = operator_gap(op, operator_stationary(op)).gap
+    assert gap.resolved and abs(gap.value - 1 / n) <= 1e-12 / n and _contains(gap, 1 / n)
+
+
+def _dense_reference(src, P):
+    """GTH stationary law and the dense additive gap (both to relative accuracy) of mlmix.Chain."""
+    chain = Chain(P)
+    return chain.stationary.value, float(chain.additive_gap)
+
+
+@settings(max_examples=10)
+@given(st.integers(2, 3), st.integers(2, 5), st.integers(0, 10**6), st.floats(0.3, 2.0))
+def test_non_reversible_score_tables_against_dense(q, n, seed, T):
+    src = ScoreTable.random(q, n, seed=seed, temperature=T, scale=1.5)
+    P = glauber_kernel(src)
+    pi_ref, gap_ref = _dense_reference(src, P)
+    res = analyse_operator(kernel_operator(src, device="cpu"))
+    pi = res["stationary"]
+    assert np.abs(pi.value / pi_ref - 1).max() <= max(pi.rel_error, 1e-13)
+    assert np.abs(pi.value - pi_ref).sum() <= max(pi.abs_error, 1e-14)
+    assert pi.residual < 1e-12
+    gap = res["additive_gap"]
+    assert _contains(gap, gap_ref, slack=1e-13) and abs(gap.value - gap_ref) < 1e-10 * gap_ref + 1e-14
+    assert not res["spectral_gap"].resolved and res["spectral_gap"].reason
+    phi = res["conductance"]
+    assert phi.lower <= phi.upper
+    t = res["t_mix"]
+    assert t.lower <= mixing_time(P, 0.25) <= t.upper  # upper: Fill's bound from the multiplicative gap
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_multiplicative_gap_against_dense(seed):
+    from mlmix.theory.operator_analysis import OperatorChain
+
+    src = ScoreTable.random(3, 5, seed=seed, scale=1.5)
+    ref = Chain(glauber_kernel(src)).multiplicative_gap  # dense singular values, relative accuracy
+    mult = OperatorChain(kernel_operator(src, device="cpu")).multiplicative_gap
+    assert mult.resolved and _contains(mult, ref.value, slack=1e-13) and abs(mult.value - ref.value) < 1e-9
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_conductance_interval_holds_the_exhaustive_minimum(seed):
+    src = ScoreTable.random(2, 4, seed=seed, scale=2.0)  # 16 states: exhaustive search over 2^16 sets
+    P = glauber_kernel(src)
+    res = analyse_operator(kernel_operator(src, device="cpu"))
+    phi_star = float(Chain(P).conductance)  # exhaustive over the 2^16 subsets
+    phi = res["conductance"]
+    assert phi.lower <= phi_star * (1 + 1e-12) and phi_star <= phi.upper * (1 + 1e-12)
+    S = phi.details["set"]
+    assert phi.details["set_mass"] <= 0.5
+    assert phi.details["set_conductance"] == pytest.approx(set_conductance(P, S), rel=1e-12)
+    assert S.sum() == phi.details["set_size"]
+
+
+def test_reversible_block_dynamics_against_dense_mixing():
+    src = LogWeightTable.random(StateSpace(3, 5), seed=3, scale=1.5)
+    P = k_gibbs_kernel(src, 2)
+    res = analyse_operator(kernel_operator(src, "k-gibbs", 2, device="cpu"))
+    gap = res["spectral_gap"]
+    assert _contains(gap, float(Chain(P).spectral_gap), slack=1e-13)
+    t_exact = mixing_time(P, 0.1)
+    t = analyse_operator(kernel_operator(src, "k-gibbs", 2, device="cpu"), eps=0.1)["t_mix"]
+    assert t.lower <= t_exact <= t.upper
+
+
+def _laplacian_gap(src):
+    """Second eigenvalue of the symmetric Laplacian D^1/2 (I - P) D^-1/2 with its diagonal summed from the
+    off-diagonal rates (absolute error ~1e-16, so a relative reference for gaps far above that)."""
+    P = glauber_kernel(src).toarray()
+    lw = src.log_joint()
+    s = np.exp((lw - lw.max()) / 2)
+    off = P - np.diag(np.diag(P))
+    L = -off * s[:, None] / s[None, :]
+    L[np.diag_indices_from(L)] = off.sum(axis=1)
+    return np.linalg.eigvalsh((L + L.T) / 2)[1]
+
+
+@pytest.mark.parametrize("beta, resolved", [(0.5, True), (0.7, False)])
+def test_metastable_gaps_are_values_or_honest_intervals(beta, resolved):
+    """Ising on K_8: gaps 1.9e-6 (resolved) and 3.9e-9 (below the 1e-6 accuracy target: an interval)."""
+    src = IsingModel(nx.complete_graph(8), beta=beta)
+    ref = _laplacian_gap(src)
+    gap = analyse_operator(kernel_operator(src, device="cpu"))["spectral_gap"]
+    assert gap.resolved is resolved
+    assert _contains(gap, ref, slack=1e-9 * ref)
+    assert gap.upper - gap.lower < 1e-5 * ref
+    if not resolved:
+        assert "accuracy target" in gap.reason
+
+
+def test_float32_is_labelled_and_its_error_bound_holds():
+    src = IsingModel(nx.cycle_graph(12), beta=0.5)
+    op = kernel_operator(src, dtype="float32", device="cpu")
+    gap = operator_gap(op, operator_stationary(op)).gap
+    exact = _ising_cycle_gap(12, 0.5)
+    assert gap.details["dtype"] == "float32"
+    assert _contains(gap, exact) and gap.upper - gap.lower > 1e-7 * exact
+
+
+def test_lanczos_finds_the_top_of_a_known_spectrum():
+    rng = np.random.default_rng(0)
+    lam = np.sort(rng.random(4000))[::-1].copy()
+    lam[0] = 1.0 + 1e-3  # relative separation 1e-3 from the rest
+    d = torch.as_tensor(lam)
+    ritz = lanczos_largest(lambda v, out: torch.mul(d, v, out=out), torch.as_tensor(rng.standard_normal(4000)),
+                           tol=lambda th: 1e-12)
+    assert ritz.converged and abs(ritz.value - lam[0]) < 1e-12
+    r = d * ritz.vector - ritz.value * ritz.vector
+    assert float(r.norm()) < 1e-11 and abs(abs(float(ritz.vector[0])) - 1) < 1e-12
+
+
+def test_gmres_solves_a_nonsymmetric_system():
+    rng = np.random.default_rng(1)
+    A = np.eye(300) * 4 + rng.normal(size=(300, 300)) / 10
+    b = rng.normal(size=300)
+    At = torch.as_tensor(A)
+    sol = gmres(lambda x, out: torch.mv(At, x, out=out), torch.as_tensor(b), rtol=1e-13)
+    assert sol.converged and sol.relative_residual <= 1e-13
+    np.testing.assert_allclose(sol.x.numpy(), np.linalg.solve(A, b), rtol=1e-11, atol=1e-12)
+
+
+def test_hash_start_vector_does_not_depend_on_sharding():
+    whole = hash_uniform(0, 1000, 3, torch.device("cpu"))
+    parts = torch.cat([hash_uniform(0, 500, 3, torch.device("cpu")), hash_uniform(500, 1000, 3, torch.device("cpu"))])
+    assert torch.equal(whole, parts)
+    assert 0 <= float(whole.min()) and float(whole.max()) < 1 and abs(float(whole.mean()) - 0.5) < 0.05
+
+
+@pytest.mark.slow
+def test_ising_cycle_gap_closed_form_at_2_20_states():
+    n, beta = 20, 0.5
+    res = analyse_operator(kernel_operator(IsingModel(nx.cycle_graph(n), beta=beta), device="cpu"))
+    exact = _ising_cycle_gap(n, beta)
+    assert abs(res["spectral_gap"].value - exact) <= 1e-12 * exact and _contains(res["spectral_gap"], exact)
+
+
+def test_underflowing_conditionals_are_refused_not_guessed():
+    """At beta = 400 some heat-bath probabilities underflow to 0: irreducibility is no longer visible
+    from the conditionals, so the matrix-free chain refuses instead of returning a law."""
+    from mlmix.theory.operator_analysis import OperatorChain
+
+    chain = OperatorChain(kernel_operator(IsingModel(nx.cycle_graph(6), beta=400.0), device="cpu"))
+    assert not chain.is_irreducible
+    with pytest.raises(ValueError, match="underflow"):
+        chain.stationary

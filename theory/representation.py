@@ -1,0 +1,76 @@
+"""How a chain is held, by the memory each way needs: a dense matrix, a CSR matrix, or the
+matrix-free operator of :mod:`mlmix.theory.operators` (issue 14).
+
+Estimates are made before anything is allocated and compared with the memory limit in force
+(:func:`mlmix.validation.current_memory_limit`, ``--max-memory`` on the CLI). This module does not
+import torch, so choosing the dense or sparse route never loads it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from mlmix.theory.kernels import k_subsets
+from mlmix.theory.space import DEFAULT_MAX_STATES, StateSpace
+from mlmix.validation import current_memory_limit, format_bytes
+
+#: Kernels available as matrix-free operators.
+OPERATOR_KERNELS = ("glauber", "k-gibbs", "block")
+
+#: How a chain can be held ('auto' chooses).
+REPRESENTATIONS = ("auto", "dense", "sparse", "operator")
+
+
+def _itemsize(dtype: Any) -> int:
+    return 4 if "32" in str(dtype) else 8
+
+
+def operator_memory(space: StateSpace, kernel: str = "glauber", k: int = 2, *, local_source: bool = False,
+                    table_source: bool = False, vectors: int = 20, dtype: Any = "float64",
+                    world_size: int = 1) -> int:
+    """Estimated bytes per process of a matrix-free analysis: ``vectors`` state vectors (the Lanczos
+    basis of 16, the stationary law, work space) plus the stored conditionals: n |V|^n numbers for a
+    table or a joint (plus the float64 table while it is converted), |V|^(deg+1) per site for
+    Ising/Potts (negligible), C(n, k) |V|^n for k-Gibbs."""
+    N = space.size // world_size
+    if kernel == "glauber":
+        coef = 0 if local_source else space.length * N
+    else:
+        coef = len(k_subsets(space.length, k)) * N if kernel == "k-gibbs" else space.length * N
+    table = 8 * space.length * N if table_source else 0
+    return int(_itemsize(dtype) * (vectors * N + coef) + table)
+
+
+def csr_memory(space: StateSpace, kernel: str = "glauber", k: int = 2) -> int:
+    """Estimated peak bytes of the CSR route: building the kernel (24 bytes per non-zero, as
+    :func:`mlmix.theory.kernels.glauber_kernel` checks) or analysing it (the matrix, 12 bytes per
+    non-zero, plus a Lanczos workspace of 3 nnz + 30 N numbers), whichever is larger."""
+    N, n, q = space.size, space.length, space.vocab_size
+    nnz = N * (n * (q - 1) + 1) if kernel == "glauber" else len(k_subsets(n, k)) * N * q**k
+    return int(max(24 * nnz, 12 * nnz + 8 * (3 * nnz + 30 * N)))
+
+
+def choose_representation(space: StateSpace, kernel: str = "glauber", k: int = 2, requested: str = "auto",
+                          dense_limit: int = 4096) -> tuple[str, str]:
+    """('dense' | 'sparse' | 'operator', why). 'auto': dense up to ``dense_limit`` states; the CSR
+    matrix up to the kernel builders' limit :data:`~mlmix.theory.space.DEFAULT_MAX_STATES` while
+    :func:`csr_memory` fits the memory limit in force; the matrix-free operator beyond. The
+    independent parallel sampler is dense only."""
+    if requested not in REPRESENTATIONS:
+        raise ValueError(f"representation must be one of {REPRESENTATIONS}, got {requested!r}")
+    N = space.size
+    if kernel not in OPERATOR_KERNELS:
+        if requested == "operator":
+            raise ValueError(f"no matrix-free operator for kernel {kernel!r} (only {', '.join(OPERATOR_KERNELS)})")
+        return ("dense" if requested == "auto" else requested), f"the {kernel} kernel is held as a matrix"
+    if requested != "auto":
+        return requested, "requested"
+    if N <= dense_limit:
+        return "dense", f"{N} states <= the dense limit {dense_limit}"
+    if N > DEFAULT_MAX_STATES:
+        return "operator", f"{N} states > the CSR builders' limit {DEFAULT_MAX_STATES}: matrix-free"
+    need, limit = csr_memory(space, kernel, k), current_memory_limit()
+    if need <= limit:
+        return "sparse", f"the CSR kernel and its analysis need about {format_bytes(need)} <= {format_bytes(limit)}"
+    return "operator", (f"the CSR kernel would need about {format_bytes(need)} > the memory limit "
+                        f"{format_bytes(limit)}: matrix-free")
