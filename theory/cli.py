@@ -80,6 +80,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
     src.add_argument("--k", type=int, default=2, help="block size of k-Gibbs (default 2)")
     src.add_argument("--representation", choices=REPRESENTATIONS, default="auto",
                      help="dense / sparse matrix or matrix-free operator (default auto: by size and memory)")
+    src.add_argument("--threads", type=int, default=1,
+                     help="torch CPU threads of the matrix-free engine (default 1: more are slower on busy machines)")
     src.add_argument("--temperature", type=float, default=None,
                      help="temperature T > 0 (default 1; for ising/potts give --beta or --temperature, not both)")
     mod = parser.add_argument_group("models")
@@ -112,6 +114,7 @@ def _validate(args: argparse.Namespace) -> None:
     check_eps(args.eps, "--eps")
     check_int(args.mixing_limit, "--mixing-limit", minimum=1, maximum=MIXING_LIMIT)
     check_int(args.k, "--k", minimum=1)
+    check_int(args.threads, "--threads", minimum=1)
     for name in ("coupling", "field", "scale"):
         check_real(getattr(args, name), f"--{name}")
     check_real(args.scale, "--scale", minimum=0.0, open_min=True)
@@ -168,6 +171,10 @@ def build_chain(args: argparse.Namespace) -> tuple[Chain, str, Conditionals | No
     if args.kernel == "k-gibbs" and not 1 <= args.k <= n:
         raise ValueError(f"--k must lie in 1..n = {n}, got {args.k}")
     chain = Chain.from_source(source, args.kernel, k=args.k, representation=args.representation)  # memory checked
+    if chain.representation == "operator":
+        import torch
+
+        torch.set_num_threads(args.threads)
     kernel = {"glauber": "Glauber dynamics", "k-gibbs": f"{args.k}-Gibbs block dynamics",
               "parallel": "independent parallel sampler"}[args.kernel]
     return chain, f"{description}; {kernel}; |V|^n = {q}^{n} = {chain.n_states} states", source

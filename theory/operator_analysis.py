@@ -451,6 +451,18 @@ class OperatorChain:
 
         return cls(kernel_operator(source, kernel, 2 if k is None else k, **options), name=name)
 
+    #: Chain methods that need the transition matrix (solves on P itself).
+    _MATRIX_ONLY = ("hitting_time", "hitting_probabilities", "committor", "mean_first_passage_times",
+                    "asymptotic_variance", "tv_distance", "distance_curve", "time_reversal",
+                    "additive_reversibilization", "multiplicative_reversibilization", "to_scipy", "to_dense", "save",
+                    "dirichlet_form", "period", "closed_classes")
+
+    def __getattr__(self, name: str) -> Any:
+        if name in OperatorChain._MATRIX_ONLY:
+            raise ValueError(f"{name} is not available on a matrix-free chain ({self.n_states} states): build it with "
+                             "Chain.from_source(..., representation='sparse') if the CSR matrix fits in memory")
+        raise AttributeError(name)
+
     def __repr__(self) -> str:
         return f"<OperatorChain {self.name}>"
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from mlmix.theory.kernels import k_subsets
-from mlmix.theory.space import DEFAULT_MAX_STATES, StateSpace
+from mlmix.theory.space import StateSpace
 from mlmix.validation import current_memory_limit, format_bytes
 
 #: Kernels available as matrix-free operators.
@@ -19,6 +19,10 @@ OPERATOR_KERNELS = ("glauber", "k-gibbs", "block")
 
 #: How a chain can be held ('auto' chooses).
 REPRESENTATIONS = ("auto", "dense", "sparse", "operator")
+
+#: 'auto' holds chains up to this many states as CSR matrices (every Chain method available) and
+#: larger ones matrix-free (the same summary figures; 13x faster at 2^20 states, docs/benchmarks.md).
+SPARSE_AUTO_LIMIT = 2**16
 
 
 def _itemsize(dtype: Any) -> int:
@@ -53,9 +57,8 @@ def csr_memory(space: StateSpace, kernel: str = "glauber", k: int = 2) -> int:
 def choose_representation(space: StateSpace, kernel: str = "glauber", k: int = 2, requested: str = "auto",
                           dense_limit: int = 4096) -> tuple[str, str]:
     """('dense' | 'sparse' | 'operator', why). 'auto': dense up to ``dense_limit`` states; the CSR
-    matrix up to the kernel builders' limit :data:`~mlmix.theory.space.DEFAULT_MAX_STATES` while
-    :func:`csr_memory` fits the memory limit in force; the matrix-free operator beyond. The
-    independent parallel sampler is dense only."""
+    matrix up to :data:`SPARSE_AUTO_LIMIT` states while :func:`csr_memory` fits the memory limit in
+    force; the matrix-free operator beyond. The independent parallel sampler is dense only."""
     if requested not in REPRESENTATIONS:
         raise ValueError(f"representation must be one of {REPRESENTATIONS}, got {requested!r}")
     N = space.size
@@ -67,8 +70,9 @@ def choose_representation(space: StateSpace, kernel: str = "glauber", k: int = 2
         return requested, "requested"
     if N <= dense_limit:
         return "dense", f"{N} states <= the dense limit {dense_limit}"
-    if N > DEFAULT_MAX_STATES:
-        return "operator", f"{N} states > the CSR builders' limit {DEFAULT_MAX_STATES}: matrix-free"
+    if N > SPARSE_AUTO_LIMIT:
+        return "operator", (f"{N} states > {SPARSE_AUTO_LIMIT}: matrix-free (representation='sparse' keeps the "
+                            "CSR matrix)")
     need, limit = csr_memory(space, kernel, k), current_memory_limit()
     if need <= limit:
         return "sparse", f"the CSR kernel and its analysis need about {format_bytes(need)} <= {format_bytes(limit)}"
