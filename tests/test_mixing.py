@@ -177,3 +177,16 @@ def test_mixing_time_beyond_the_dense_limit_gives_bounds():
     bounded = ch.mixing_time(max_states=32)
     assert not bounded.resolved and bounded.lower <= exact <= bounded.upper
     assert "exceed the exact dense limit of 32" in bounded.reason
+
+
+def test_mixing_bounds_when_the_smallest_stationary_mass_underflows():
+    """pi_min < 1e-308 (T = 1e-3): the bounds use log pi_min (found by the verification search)."""
+    import networkx as nx
+
+    from mlmix.theory.conditionals import PottsModel
+
+    src = PottsModel.random(nx.gnp_random_graph(3, 0.3, seed=5), 2, seed=5, coupling_scale=0.25).at_temperature(1e-3)
+    ch = Chain(glauber_kernel(src))
+    assert ch.stationary.value.min() == 0.0 and np.isfinite(ch.log_stationary.value).all()
+    t = ch.mixing_time(0.25)
+    assert t.lower is not None and (t.resolved or t.upper is None or t.lower <= t.upper)

@@ -331,7 +331,7 @@ class Chain:
     # ------------------------------------------------------------------ mixing
     def _mixing_bounds(self) -> mixing.MixingBounds:
         core = self._core
-        pi_min = float(np.exp(core._logpi.min()))
+        log_pi_min = float(core._logpi.min())
         witness = self.conductance.details if core.n_states > 1 else {}
         rev = core.is_reversible
         mult = None
@@ -341,7 +341,7 @@ class Chain:
             except MemoryLimitError:
                 mult = None
         mod = None if rev or not core.is_dense else self.absolute_spectral_gap
-        return mixing.MixingBounds(pi_min, rev, self.absolute_spectral_gap if rev else None, mod, mult,
+        return mixing.MixingBounds(log_pi_min, rev, self.absolute_spectral_gap if rev else None, mod, mult,
                                    witness.get("set_mass"), self.conductance.upper)
 
     def mixing_time(self, eps: float = 0.25, max_states: int = mixing.MIXING_LIMIT) -> Result:

@@ -50,9 +50,10 @@ MAX_DOUBLINGS = 62
 @dataclass(frozen=True)
 class MixingBounds:
     """Certified inputs for the mixing bounds (each optional): rates as Results (their enclosures are
-    used), pi_min, and a set S given by its mass and conductance upper bound."""
+    used), log pi_min (pi_min itself may underflow), and a set S given by its mass and conductance
+    upper bound."""
 
-    pi_min: float
+    log_pi_min: float
     reversible: bool
     abs_gap: Result | None = None  # absolute spectral gap (reversible: 1/t_rel)
     modulus_gap: Result | None = None  # 1 - |lambda_2| (any chain)
@@ -69,14 +70,14 @@ class MixingBounds:
             if g_hi is not None and g_hi > 0:
                 lo = max(lo, (1 / g_hi - 1) * log2e)
             if g_lo > 0:
-                hi = min(hi, math.ceil(math.log(1 / (eps * self.pi_min)) / g_lo))
+                hi = min(hi, math.ceil((-math.log(eps) - self.log_pi_min) / g_lo))
             how.append("relaxation time (reversible)")
         if self.modulus_gap is not None and self.modulus_gap.upper is not None and 0 < self.modulus_gap.upper < 1:
             lo = max(lo, log2e / -math.log1p(-self.modulus_gap.upper))
             how.append("eigenvalue lower bound")
         if self.mult_gap is not None and self.mult_gap.lower is not None and self.mult_gap.lower > 0:
             rate = -0.5 * math.log1p(-min(self.mult_gap.lower, 1 - 1e-16))
-            tail = 0.5 * math.log((1 - self.pi_min) / self.pi_min) + log2e
+            tail = 0.5 * self._log_odds() + log2e
             hi = min(hi, math.ceil(max(tail, 0.0) / rate))
             how.append("Fill's bound (multiplicative reversibilization)")
         if self.set_phi_upper is not None and self.set_mass is not None and self.set_phi_upper > 0:
@@ -94,7 +95,11 @@ class MixingBounds:
             rates.append(0.5 * math.log1p(-min(self.mult_gap.lower, 1 - 1e-16)))
         if not rates:
             return math.inf
-        return math.log(0.5) + 0.5 * math.log((1 - self.pi_min) / self.pi_min) + t * min(rates)
+        return math.log(0.5) + 0.5 * self._log_odds() + t * min(rates)
+
+    def _log_odds(self) -> float:
+        """log((1 - pi_min) / pi_min), from log pi_min."""
+        return math.log1p(-math.exp(self.log_pi_min)) - self.log_pi_min
 
 
 class _Powers:
@@ -199,7 +204,7 @@ def certified_mixing_time(P: Matrix, eps: float, pi: np.ndarray, bounds: MixingB
     eps = check_eps(eps)
     N = P.shape[0]
     b_lo, b_hi, how = bounds.t_mix_interval(eps)
-    if 1 - bounds.pi_min <= eps:
+    if 1 - math.exp(bounds.log_pi_min) <= eps:
         return Result.exact("t_mix", 0, "d(0) = 1 - pi_min <= eps")
     reason = None
     if N <= max_states:

@@ -407,8 +407,8 @@ def operator_mixing_bounds(op: KernelOperator, pi: VectorResult, gap: Result, co
     multiplicative gap when given."""
     eps = check_eps(eps)
     log_min = torch.tensor(float(np.min(pi.log_value)), dtype=torch.float64, device=op.device)
-    pi_min = math.exp(float(op.comm.allreduce_(log_min, "min")))
-    bounds = MixingBounds(pi_min, op.reversible, abs_gap=gap if op.reversible else None, mult_gap=multiplicative_gap,
+    bounds = MixingBounds(float(op.comm.allreduce_(log_min, "min")), op.reversible,
+                          abs_gap=gap if op.reversible else None, mult_gap=multiplicative_gap,
                           set_mass=conductance.details.get("set_mass"),
                           set_phi_upper=conductance.details.get("set_conductance_upper"))
     lower, upper, how = bounds.t_mix_interval(eps)
