@@ -147,7 +147,7 @@ def _range(r: list | None, fmt: str = "{}") -> str:
 
 
 def format_stats(reports: list[TheoremReport]) -> str:
-    header = ("id", "instances", "non-trivial", "n", "|V|", "T", "states", "non-reversible")
+    header = ("id", "instances", "non-trivial", "n", "|V|", "T", "states", "non-reversible", "spectral gap")
     rows = []
     for r in reports:
         if r.status == "not checkable":
@@ -155,7 +155,8 @@ def format_stats(reports: list[TheoremReport]) -> str:
         g = r.regimes
         nonrev = "-" if g.get("nonreversible") is None else str(g["nonreversible"])
         rows.append((r.id, str(r.examples), str(r.nontrivial), _range(g.get("n")), _range(g.get("vocab")),
-                     _range(g.get("temperature"), "{:.3g}"), _range(g.get("states")), nonrev))
+                     _range(g.get("temperature"), "{:.3g}"), _range(g.get("states")), nonrev,
+                     _range(g.get("gap"), "{:.2g}")))
     return "\n".join(_table(header, rows))
 
 

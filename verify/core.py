@@ -364,11 +364,15 @@ def _range(values: list) -> list | None:
 
 
 def regimes(observations: list[Observation]) -> dict:
-    """[min, max] of n, vocab, temperature and states over the instances, and how many were
-    non-reversible (None where the notion does not apply)."""
+    """[min, max] of n, vocab, temperature and states over the instances, how many were non-reversible
+    (None where the notion does not apply), and the range of the spectral gaps when the check computed
+    them (a verdict's ``details["gap"]``: metastable chains reach 1e-8 .. 1e-30)."""
     out = {key: _range([o.regime.get(key) for o in observations]) for key in ("n", "vocab", "temperature", "states")}
     flags = [o.regime.get("reversible") for o in observations]
     out["nonreversible"] = sum(1 for f in flags if f is False) if any(f is not None for f in flags) else None
+    gaps = _range([o.verdict.details.get("gap") for o in observations])
+    if gaps is not None:
+        out["gap"] = gaps
     return out
 
 
@@ -389,7 +393,9 @@ def tightness_summary(observations: list[Observation]) -> dict | None:
 
 
 def weakening_outcome(theorem: Theorem, observations: list[Observation], strength: float = WEAKEN) -> dict:
-    """For every part: 'caught' when some instance violates the part weakened by ``strength``."""
+    """For every part of the non-trivial instances: 'caught' when some instance violates the part
+    weakened by ``strength`` (instances whose sides are equal by construction do not count)."""
+    observations = [o for o in observations if o.verdict.trivial is None]
     names: list[str] = []
     for o in observations:
         names += [p.name for p in o.verdict.parts if p.name not in names]

@@ -508,6 +508,20 @@ def basin_instances(draw, max_states: int = 64, two_wells: bool = False, max_rat
 
 
 @st.composite
+def metastable_instances(draw, max_states: int = 81, depth: tuple[float, float] = (18.0, 60.0)) -> Instance:
+    """Two-well basin chains at gamma/T = u, u log-uniform on ``depth`` (escape probabilities e^{-u}:
+    spectral gaps from ~1e-8 down to ~1e-26), T raised if needed so that spread/T <= 600."""
+    inst = draw(basin_instances(max_states, two_wells=True, max_ratio=1e9))
+    from mlmix.theory.margins import basin_margin
+
+    gamma = basin_margin(inst.source, inst.basin).gamma * inst.source.temperature  # in score units
+    u = draw(temperatures(*depth))
+    T = max(gamma / u, score_spread(inst.source) / 600.0)
+    return Instance(inst.source.at_temperature(T), "metastable-basin", dict(inst.params, gamma_over_T=round(gamma / T, 3)),
+                    basin=inst.basin)
+
+
+@st.composite
 def marginless_basin_instances(draw, max_states: int = 64) -> Instance:
     """Violates Assumption 1: a singleton basin {x} whose state is not an argmax at some site
     (score table with one exit symbol raised above x_i), at a low temperature T <= 0.25."""

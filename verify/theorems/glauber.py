@@ -833,7 +833,7 @@ class Thm8Escape(GlauberTheorem):
     conventions = "Assumption 1 read as in THEOREMS.md 1.20 (margin on exit tokens; exit sites hold an argmax)."
 
     def strategy(self) -> st.SearchStrategy:
-        return S.basin_instances(max_states=729, max_ratio=60.0)
+        return st.one_of(S.basin_instances(max_states=729, max_ratio=60.0), S.metastable_instances(243))
 
     def hypotheses(self, instance: S.Instance) -> Applicability:
         return _basin_hypotheses(instance)
@@ -878,7 +878,7 @@ class Thm8Conductance(GlauberTheorem):
 
     def strategy(self) -> st.SearchStrategy:
         return st.one_of(S.basin_instances(max_states=729, max_ratio=60.0),
-                         S.basin_instances(max_states=243, two_wells=True, max_ratio=60.0))
+                         S.basin_instances(max_states=243, two_wells=True, max_ratio=60.0), S.metastable_instances(243))
 
     def hypotheses(self, instance: S.Instance) -> Applicability:
         return _basin_hypotheses(instance)
@@ -887,14 +887,16 @@ class Thm8Conductance(GlauberTheorem):
         B = instance.basin
         margin = basin_margin(instance.source, B)
         P = _kernel(instance)
-        phi = _conductance(P, _pi(P), B)
+        chain = Chain(P)
+        phi = _conductance(P, chain.stationary.value, B)
         T, q, n = instance.source.temperature, instance.space.vocab_size, instance.space.length
         sharp = float(_sharp_escape(margin.gamma, T, q, margin.exit_sites, n).max())
         paper = (q - 1) * math.exp(-margin.gamma / T)
         return verdict(Part("Phi(B) <= max_x (m_x/n)(|V|-1)/(|V|-1+e^{gamma/T})", phi, sharp, "<=", CHAIN_RTOL * phi,
                             LOCAL_RTOL * sharp),
                        Part("Phi(B) <= (|V|-1) e^{-gamma/T}", phi, paper, "<=", CHAIN_RTOL * phi, LOCAL_RTOL * paper),
-                       gamma=margin.gamma, gamma_over_T=margin.gamma / T)
+                       gamma=margin.gamma, gamma_over_T=margin.gamma / T,
+                       gap=chain.additive_gap.value if instance.space.size <= 243 else None)
 
 
 @register
@@ -932,7 +934,8 @@ class Thm8Mixing(GlauberTheorem):
         return verdict(mix, Part("1/(4 Phi(B)) >= e^{gamma/T}/(4(|V|-1))", 1 / (4 * phi), exponential, ">=",
                                  CHAIN_RTOL / (4 * phi), LOCAL_RTOL * exponential),
                        conditions={"t_mix >= 1/(4 Phi(B))": mix.lhs + mix.lhs_error >= 1 / (4 * phi) * (1 - CHAIN_RTOL)},
-                       gamma=margin.gamma, conductance=phi, mass=float(pi[B].sum()))
+                       gamma=margin.gamma, conductance=phi, mass=float(pi[B].sum()),
+                       gap=Chain(P, stationary=pi).additive_gap.value)
 
     violations = (Violation(
         "Assumption 1 (argmax at exit-causing sites)", lambda: S.marginless_basin_instances(),
