@@ -377,9 +377,9 @@ def regimes(observations: list[Observation]) -> dict:
 
 
 def tightness_summary(observations: list[Observation]) -> dict | None:
-    """Tightness of the main part over the instances where both sides are resolved: median, best
-    (closest to 1) and worst, with the worst relative accuracy, and how many were at the floor."""
-    parts = [o.verdict.main for o in observations if o.verdict.parts]
+    """Tightness of the main part over the non-trivial instances where both sides are resolved: median,
+    best (closest to 1) and worst, with the worst relative accuracy, and how many were at the floor."""
+    parts = [o.verdict.main for o in observations if o.verdict.parts and o.verdict.trivial is None]
     if not parts or all(not p.ratio or p.relation == "==" for p in parts):
         return None
     resolved = sorted((p.tightness, p.tightness_error) for p in parts if p.tightness is not None)
