@@ -338,14 +338,17 @@ class BernoulliSum:
 @st.composite
 def bernoulli_sums(draw, max_n: int = 12) -> BernoulliSum:
     """n in 1..max_n (1..3 half of the time: where Hoeffding is nearly attained), p_i on a grid of
-    [0.01, 0.99] (all equal half of the time), t in (0, n] (half of the time a value |k - E S| where the
+    [0.01, 0.99] (fair or all equal two times in three), t in (0, n] (half of the time a value |k - E S| where the
     tail P(|S - E S| >= t) jumps)."""
     n = draw(st.integers(1, 3) if draw(st.booleans()) else st.integers(1, max_n))
     grid = st.integers(1, 99).map(lambda k: k / 100)
-    p = (draw(grid),) * n if draw(st.booleans()) else tuple(draw(st.lists(grid, min_size=n, max_size=n)))
+    kind = draw(st.sampled_from(("fair", "equal", "any")))  # fair coins: where Hoeffding is tightest
+    p = (0.5,) * n if kind == "fair" else (draw(grid),) * n if kind == "equal" else \
+        tuple(draw(st.lists(grid, min_size=n, max_size=n)))
     t = draw(st.integers(1, 100)) / 100 * n
-    if draw(st.booleans()):  # a jump of the tail: t = |k - E S| for a value k of S
-        t = abs(draw(st.integers(0, n)) - sum(p)) or t
+    if draw(st.booleans()):  # a jump of the tail: t = |k - E S| for a value k of S (an extreme one half the time)
+        k = draw(st.sampled_from((0, n)) if draw(st.booleans()) else st.integers(0, n))
+        t = abs(k - sum(p)) or t
     return BernoulliSum(p, float(t))
 
 
