@@ -33,7 +33,7 @@ from mlmix.verify.runner import PROFILES, run_one, select
 #: Keys of every record of ``mlmix verify --json``.
 JSON_KEYS = ("id", "paper", "number", "statement", "status", "reason", "instances", "nontrivial", "regimes",
              "tightness", "weakened", "weakened_by", "weakened_parts", "min_slack", "counterexample", "stored",
-             "refuted_in", "conventions")
+             "attained", "refuted_in", "conventions")
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -65,7 +65,8 @@ def list_record(entry: Entry) -> dict:
     if isinstance(entry, Theorem):
         out.update(known_false=entry.refuted_in is not None, refuted_in=entry.refuted_in,
                    stored_counterexamples=[{"description": c.description, "dropped": c.dropped}
-                                           for c in entry.counterexamples])
+                                           for c in entry.counterexamples],
+                   attained_by=[a.description for a in entry.attaining])
     return out
 
 
@@ -91,6 +92,9 @@ def format_list(entries: list[Entry]) -> str:
                 out.append(f"      covered by: {', '.join(e.covered_by)}")
         if e.conventions:
             out += textwrap.wrap("convention: " + e.conventions, width, initial_indent="    ",
+                                 subsequent_indent="      ")
+        for a in getattr(e, "attaining", ()):
+            out += textwrap.wrap("attained by: " + a.description, width, initial_indent="    ",
                                  subsequent_indent="      ")
     return "\n".join(out[1:])
 

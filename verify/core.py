@@ -232,6 +232,15 @@ class Counterexample:
 
 
 @dataclass(frozen=True)
+class Attaining:
+    """A stored instance on which the bound is attained or nearly so (the family that shows a bound is
+    tight); it is checked first by every search."""
+
+    description: str
+    build: Callable[[], Any]
+
+
+@dataclass(frozen=True)
 class Violation:
     """A hypothesis of a theorem that matters: ``strategy`` builds instances breaking it and
     ``conclusion_fails(instance)`` says whether the conclusion then fails on the instance."""
@@ -273,6 +282,8 @@ class Theorem(Entry):
     counterexamples: tuple[Counterexample, ...] = ()
     #: Hypotheses that matter, with strategies of instances breaking them.
     violations: tuple[Violation, ...] = ()
+    #: Instances on which the main bound is attained (checked before the random search).
+    attaining: tuple[Attaining, ...] = ()
     #: Multiplier of the number of instances (expensive checks search fewer).
     budget: float = 1.0
 
@@ -422,6 +433,7 @@ class TheoremReport:
     min_slack: float | None = None
     counterexample: Any = None
     stored: list = field(default_factory=list)
+    attained: list = field(default_factory=list)
     refuted_in: str | None = None
     reason: str | None = None
     conventions: str = ""
@@ -489,11 +501,22 @@ def search(theorem: Theorem, examples: int = 100, seed: int = 0, strategy: st.Se
             raise _Violation
         observations.append(Observation(theorem.regime(instance), v))
 
-    try:
-        probe()
-        found = False
-    except _Violation:
-        found = True
+    found = False
+    attained = []
+    for a in theorem.attaining:  # the families that attain the bound come first
+        inst = a.build()
+        v = theorem.check(inst) if theorem.hypotheses(inst) else crashed(ValueError("hypotheses fail"))
+        attained.append({"description": a.description, "tightness": v.tightness, "holds": v.holds})
+        if violated(v):
+            failure[:] = [inst, v]
+            found = True
+            break
+        observations.append(Observation(theorem.regime(inst), v))
+    if not found:
+        try:
+            probe()
+        except _Violation:
+            found = True
     counterexample = None
     if found:
         instance, v = failure
@@ -522,7 +545,7 @@ def search(theorem: Theorem, examples: int = 100, seed: int = 0, strategy: st.Se
         examples=len(observations), nontrivial=sum(o.verdict.trivial is None for o in observations),
         regimes=regimes(observations), tightness=tightness_summary(observations), weakened=weakened,
         weakened_by=how, weakened_parts=parts, min_slack=min(slacks) if slacks else None, counterexample=counterexample,
-        stored=stored, refuted_in=theorem.refuted_in, conventions=theorem.conventions)
+        stored=stored, attained=attained, refuted_in=theorem.refuted_in, conventions=theorem.conventions)
 
 
 def unchecked_report(entry: NotCheckable) -> TheoremReport:

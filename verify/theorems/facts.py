@@ -26,8 +26,8 @@ from hypothesis import strategies as st
 from mlmix.theory.chain import Chain
 from mlmix.theory.kernels import glauber_kernel
 from mlmix.verify import strategies as S
-from mlmix.verify.core import Applicability, Part, Theorem, Verdict, part, register, verdict
-from mlmix.verify.theorems.glauber import identity, mixing_part
+from mlmix.verify.core import Applicability, Attaining, Part, Theorem, Verdict, part, register, verdict
+from mlmix.verify.theorems.glauber import identity, mixing_part, two_spin_ising
 
 PAPER = "markov-facts"
 
@@ -131,6 +131,9 @@ class Cheeger(_Fact):
                        conditions={"Phi*^2 / 2 <= gap": pv**2 / 2 <= gv * (1 + 1e-9)},
                        gap=gv, conductance=pv)
 
+    attaining = (Attaining("one uniform binary site (P = [[1/2, 1/2], [1/2, 1/2]]): gap = 1 = 2 Phi*",
+                           lambda: S.Instance(S.ScoreTable(S.StateSpace(2, 1), np.zeros((1, 1, 2))), "uniform", {})),)
+
 
 @register
 class EigenvalueLowerBound(_Fact):
@@ -169,6 +172,9 @@ class EigenvalueLowerBound(_Fact):
         _, lo, err, rhs, t = worst
         return verdict(Part("d(t) >= |lambda|^t / 2", lo, rhs, ">=", err, t * lam_err * rhs / max(lam, 1e-300)),
                        t=t, modulus=lam, gap=g)
+
+    attaining = (Attaining("two spins, J = 3, T = 1 (two symmetric wells): d(t) = |lambda_2|^t / 2 to 1e-6",
+                           lambda: two_spin_ising(3.0, 1.0)),)
 
 
 def _fill_parts(chain: Chain, blocks: tuple[int, ...], times: tuple[int, ...]) -> tuple[Part, dict]:
@@ -211,6 +217,9 @@ class Fill(_Fact):
         chain = _chain(instance)
         main, details = _fill_parts(chain, (1,), (0, 1, 2, 4, 8, 16))
         return verdict(main, gap=chain.additive_gap.value, **details)
+
+    attaining = (Attaining("two spins, J = 3, T = 1: pi(00) close to 1/2, the t = 0 bound is attained",
+                           lambda: two_spin_ising(3.0, 1.0)),)
 
 
 @register
@@ -289,6 +298,10 @@ class ConductanceMixing(_Fact):
         bound = (mass_out - eps) / phi
         main = mixing_part("t_mix(eps) >= (pi(S^c) - eps)/Phi(S)", chain.to_dense(), eps, pi, bound, ">=")
         return verdict(main, set_size=int(S_.sum()), set_mass=float(pi[S_].sum()))
+
+    attaining = (Attaining("one site, |V| = 3 (an exact sampler: t_mix = 1), eps = 0.01: the bound is 0.97",
+                           lambda: (S.Instance(S.ScoreTable.random(3, 1, seed=0), "gaussian-table",
+                                               {"seed": 0, "scale": 1.0}), 0.01, 0)),)
 
 
 @register

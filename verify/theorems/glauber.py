@@ -22,12 +22,13 @@ from typing import Any
 
 import numpy as np
 import sympy
+import networkx as nx
 from hypothesis import strategies as st
 from scipy.special import log_softmax, softmax
 
 from mlmix.errors import ReducibleChainError
 from mlmix.theory.chain import Chain
-from mlmix.theory.conditionals import ScoreTable
+from mlmix.theory.conditionals import IsingModel, ScoreTable
 from mlmix.theory.contexts import score_table
 from mlmix.theory.influence import (
     aggregate_influence,
@@ -46,6 +47,7 @@ from mlmix.theory.structure import communicating_classes
 from mlmix.verify import strategies as S
 from mlmix.verify.core import (
     Applicability,
+    Attaining,
     Counterexample,
     Part,
     Theorem,
@@ -153,6 +155,24 @@ def _exact_kernel(inst: S.Instance) -> dict[tuple[int, int], sympy.Rational]:
 
 def _is_exact(inst: S.Instance) -> bool:
     return inst.weights is not None and inst.space.size <= EXACT_LIMIT and inst.source.temperature == 1.0
+
+
+def two_spin_ising(J: float = 0.4, T: float = 1.3) -> S.Instance:
+    """Two spins, coupling J, zero fields: rho_01 = tanh(J/T) = tanh(Delta/(4T)) (a zero local field is
+    attainable), and the same-site maximal coupling is the optimal one (W1 = 1 - (1 - rho)/2)."""
+    model = IsingModel(nx.path_graph(2), couplings=J).at_temperature(T)
+    return S.Instance(model, "ising", {"edges": [[0, 1]], "J": [J], "h": [0.0, 0.0]})
+
+
+def singleton_basin(margin: float = 1.0, T: float = 0.5) -> S.Instance:
+    """B = {00} on {0,1}^2 with every exit token exactly ``margin`` below: P(00, B^c) = 1/(1 + e^{gamma/T})."""
+    space = StateSpace(2, 2)
+    table = np.zeros((2, 2, 2))
+    basin = np.zeros(4, dtype=bool)
+    basin[0] = True
+    S.boost_basin(table, space, basin, margin)
+    return S.Instance(ScoreTable(space, table, T), "basin-table", {"scores": table.tolist(), "margin": margin},
+                      basin=basin)
 
 
 def _score_instance(q: int, n: int, scores: list, temperature: float = 1.0, kind: str = "score-table") -> S.Instance:
@@ -559,10 +579,19 @@ class Thm5(GlauberTheorem):
         multi = Part("t steps: W1 / d_H(x,y) <= (1 - (1-rho)/n)^t", lhs, rhs, "<=", err, LOCAL_RTOL * 10 * t)
         return verdict(one, multi, rho=rho, worst_pair_t1=[int(x0), int(y0)], worst_multi={"t": t, "pair": pair})
 
+    attaining = (Attaining("two spins, J = 0.4, T = 1.3, zero fields: W1 = 1 - (1 - rho)/2 (the same-site maximal "
+                           "coupling is optimal)", two_spin_ising),)
     violations = (Violation(
         "rho < 1", lambda: S.high_temperature_instances(S.any_sources(81), max_states=81, low=0.05, high=0.5),
         lambda inst: _max_coupled_distance(_kernel(inst), inst) >= 1.0,
         "rho >= 1: some adjacent pair is not brought closer by the coupling (E d_H(X_1, Y_1) >= 1)"),)
+
+
+def cold_product() -> S.Instance:
+    """Four independent binary sites at T = 0.1 (rho = 0), eps = 0.01."""
+    inst = S.Instance(S.product_table(2, 4, 0, 4.0).at_temperature(0.1), "product", {"seed": 0, "scale": 4.0})
+    inst.eps = 0.01
+    return inst
 
 
 def _contraction_mixing(instance: S.Instance, kappa: float, name: str) -> Verdict:
@@ -603,6 +632,9 @@ class Thm5Mixing(GlauberTheorem):
     def check(self, instance: S.Instance) -> Verdict:
         agg = aggregate_influence(influence_matrix(instance.source).rho_ij)
         return _contraction_mixing(instance, agg.rho, "rho")
+
+    attaining = (Attaining("independent near-deterministic sites (product table, |V| = 2, n = 4, T = 0.1, eps = 0.01): "
+                           "t_mix = 0.875 x the bound, and d(t) / (n (1 - 1/n)^t) -> 1", lambda: cold_product()),)
 
 
 @register
@@ -699,6 +731,8 @@ class Thm5Coupling(GlauberTheorem):
         return verdict(Part("E d_H(X_1,Y_1) <= 1 - (1-rho)/n", worst, 1 - (1 - rho) / n, "<=", LOCAL_RTOL * 10 * n,
                             LOCAL_RTOL * 10), rho=rho)
 
+    attaining = (Attaining("two spins with zero fields: TV_1(x, y) = rho_10", two_spin_ising),)
+
 
 @register
 class Lemma6(GlauberTheorem):
@@ -734,6 +768,8 @@ class Lemma6(GlauberTheorem):
                             LOCAL_RTOL * linear[a, b]),
                        trivial=trivial, pair=[int(i), int(j)])
 
+    attaining = (Attaining("two spins with zero fields: rho_01 = tanh(J/T) = tanh(Delta_01/(4T))", two_spin_ising),)
+
 
 @register
 class Lemma6Softmax(GlauberTheorem):
@@ -767,6 +803,9 @@ class Lemma6Softmax(GlauberTheorem):
         return verdict(Part("TV <= tanh(osc/(4T))", tv, tanh, "<=", atol, LOCAL_RTOL * tanh),
                        Part("tanh(osc/(4T)) <= osc/(4T)", tanh, osc / (4 * T), "<=", LOCAL_RTOL * tanh,
                             LOCAL_RTOL * osc / T), trivial=trivial)
+
+    attaining = (Attaining("a = (0.6, 0), b = (0, 0.6), T = 1: TV = tanh(1.2/4) exactly",
+                           lambda: (np.array([0.6, 0.0]), np.array([0.0, 0.6]), 1.0)),)
 
 
 @register
@@ -863,6 +902,9 @@ class Thm8Escape(GlauberTheorem):
             conditions={"kernel rows agree": bool(np.allclose(kernel_escape, escape, rtol=1e-9, atol=1e-15))},
             gamma=margin.gamma, gamma_over_T=margin.gamma / T, state=int(margin.states[k]))
 
+    attaining = (Attaining("B = {00} on {0,1}^2, margin 1, T = 1/2: P(00, B^c) = 1/(1 + e^{gamma/T}) exactly",
+                           singleton_basin),)
+
 
 def _conductance(P: np.ndarray, pi: np.ndarray, B: np.ndarray) -> float:
     """Phi(B) = sum_{x in B} pi(x) P(x, B^c) / pi(B) (a sum of positive terms: relative accuracy)."""
@@ -897,6 +939,9 @@ class Thm8Conductance(GlauberTheorem):
                        Part("Phi(B) <= (|V|-1) e^{-gamma/T}", phi, paper, "<=", CHAIN_RTOL * phi, LOCAL_RTOL * paper),
                        gamma=margin.gamma, gamma_over_T=margin.gamma / T,
                        gap=chain.additive_gap.value if instance.space.size <= 243 else None)
+
+    attaining = (Attaining("B = {00} on {0,1}^2, margin 1, T = 1/2: Phi(B) = P(00, B^c) = the per-state bound",
+                           singleton_basin),)
 
 
 @register

@@ -58,6 +58,7 @@ from mlmix.theory.space import StateSpace
 from mlmix.theory.spectral import spectral_gap
 from mlmix.verify.core import (
     Applicability,
+    Attaining,
     Counterexample,
     Part,
     Theorem,
@@ -291,6 +292,11 @@ class _PoincareBound(_PTheorem):
         return verdict(Part("lambda_max(Gamma_PL I) <= C", needed, C, "<=", err * needed, err * C),
                        trivial=trivial, poincare_constant=C)
 
+    attaining = (Attaining("two spins with one edge, 1-PL: the slowest eigenfunction lies in the span of the "
+                           "statistics, so Gamma_PL = C I^{-1} in that direction",
+                           lambda: PLInstance(IsingFamily(nx.path_graph(2)), np.array([0.3, -0.2, 0.5]),
+                                              MaskDistribution.k_subsets(StateSpace(2, 2), 1))),)
+
 
 @register
 class Theorem2(_PoincareBound):
@@ -444,11 +450,26 @@ class Proposition6(_PTheorem):
         with np.errstate(divide="ignore"):
             _, chain_rule = tensorization_terms(np.log(instance.data), fam.log_probabilities(theta), instance.masks)
         upper, method = log_sobolev_upper_bound(fam.model(theta), instance.masks)
-        trivial = "p_X = p_theta: both sides 0" if kl < 1e-14 else None
+        full_only = all(len(b) == fam.space.length for b in instance.masks.blocks)
+        trivial = ("p_X = p_theta: both sides 0" if kl < 1e-14 else
+                   "only the full block: L_PL = KL and C_AT = 1" if full_only else None)
         return verdict(Part("KL(p_X || p_theta) <= C_AT L_PL", kl, upper * excess, "<=", 1e-12 * (1 + kl),
                             1e-10 * upper * excess),
                        part("L_PL = KL - KL(fibre labels)", excess, chain_rule, "==", 1e-9, 1e-13, ratio=False),
                        trivial=trivial, c_at_upper=upper, upper_method=method)
+
+    attaining = (Attaining("two spins, J = 3 (metastable single-site updates), blocks {0,1}: 0.2, {0}: 0.4, {1}: 0.4, "
+                           "data tilting the two modes (p e^{x_0 + x_1}): KL / L_PL = 0.99 / w, C_AT <= 1/w",
+                           lambda: tilted_two_modes()),)
+
+
+def tilted_two_modes() -> PLInstance:
+    """See Proposition6.attaining."""
+    family = IsingFamily(nx.path_graph(2))
+    theta = np.array([0.0, 0.0, 3.0])
+    p = family.probabilities(theta) * np.exp((2 * family.space.all_states() - 1).sum(axis=1))
+    masks = MaskDistribution.weighted(family.space, [(0, 1), (0,), (1,)], [0.2, 0.4, 0.4])
+    return PLInstance(family, theta, masks, p / p.sum(), {"data": "p_theta tilted by e^{x_0 + x_1}"})
 
 
 @register
@@ -551,6 +572,10 @@ class ChiSquareContraction(_PTheorem):
                        conditions={"(1-1/C)^{2t} <= e^{-2t/C}": rate <= np.exp(-2 * t / C) * (1 + 1e-12)},
                        trivial=trivial, C=C)
 
+    attaining = (Attaining("r = p (1 + c f_2) along the slowest eigenfunction f_2, t = 1: chi2(r P) = lambda_2^2 chi2(r)",
+                           lambda: (PLInstance(IsingFamily(nx.path_graph(3)), np.array([0.2, 0.1, -0.3, 0.8, 0.5]),
+                                               MaskDistribution.k_subsets(StateSpace(2, 3), 1)), 0, 1, 1.0)),)
+
 
 # ----------------------------------------------------------------------------------------------
 # Probability inequalities of the proof of Theorem 4
@@ -578,6 +603,9 @@ class Lemma6Hoeffding(_PTheorem):
         trivial = "bound >= 1" if bound >= 1 else None
         return verdict(Part("P(|S - ES| >= t) <= 2 e^{-2t^2/n}", tail, bound, "<=", 1e-13, 1e-15), trivial=trivial)
 
+    attaining = (Attaining("two fair coins, t = 1: P(|S - 1| >= 1) = 1/2 against 2/e = 0.74",
+                           lambda: BernoulliSum((0.5, 0.5), 1.0)),)
+
 
 @register
 class Lemma8(_PTheorem):
@@ -602,6 +630,9 @@ class Lemma8(_PTheorem):
         trivial = "radius >= 1 >= TV" if radius >= 1 else None
         return verdict(Part("upper delta-quantile of TV < sqrt(M^3/(16 delta n))", q, radius, "<=", 1e-12, 1e-15),
                        trivial=trivial, failure_probability=float(probs[values >= radius].sum()))
+
+    attaining = (Attaining("one draw of a fair coin, delta = 0.95: TV = 1/2 always, radius sqrt(8/(16 delta)) = 0.725",
+                           lambda: EmpiricalLaw((0.5, 0.5), 1, 0.95)),)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -800,6 +831,9 @@ class Proposition8Modes(_ModesTheorem):
                        _ratio_part("min p(R_-1) / max p(rest) >= e^{2 J0}", log_p[Rm1].min() - log_p[rest].max(),
                                    2 * instance.J0), J0=instance.J0, norm=instance.norm)
 
+    attaining = (Attaining("|C| = n = 2, h = (0.5, 0), J = 0.75, unordered pairs: p(R_-1) = e^{2 J0} max p(rest) exactly",
+                           lambda: ModesInstance(CliqueIsing(2, (0, 1), 0.75, (0.5, 0.0), "unordered"), 2, 0.5)),)
+
     counterexamples = (Counterexample(
         "l-infinity reading of Assumption 5: n = 3, C = {0, 1}, h = (0.73, 0.08, -0.4), J = 0.95, unordered pairs "
         "(J - max|h| = 0.22 = J0 but J - ||h||_1 < 0): min p(R_-1)/max p(rest) = 0.698 < e^{2 J0} = 1.553",
@@ -952,6 +986,17 @@ class KGibbsSpeedup(_PTheorem):
         trivial = "k = n: one step samples exactly (gap 1)" if k == source.space.length else None
         return verdict(Part("gap(k-Gibbs) >= k gap(1-Gibbs)", gapk, k * gap1, ">=", 1e-11, 1e-11 * k),
                        trivial=trivial, gap_1=gap1, gap_k=gapk)
+
+    attaining = (Attaining("a product law on {0,1}^3, k = 2: gap_k = k/n exactly", lambda: product_joint()),)
+
+
+def product_joint() -> JointInstance:
+    """Three independent binary sites (P(1) = 0.3), k = 2."""
+    from mlmix.theory.conditionals import LogWeightTable
+
+    space = StateSpace(2, 3)
+    return JointInstance(LogWeightTable(space, np.log(np.prod(np.where(space.all_states() == 1, 0.3, 0.7), axis=1))),
+                         2, 0, 0.0)
 
 
 # ----------------------------------------------------------------------------------------------
