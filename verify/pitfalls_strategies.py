@@ -421,3 +421,49 @@ def symmetric_cliques(draw) -> SymmetricClique:
     outside = h_G * draw(st.integers(0, 90)) / 100
     convention = draw(st.sampled_from(("ordered", "unordered")))
     return SymmetricClique(c, J0 + h_G + outside, h_G, outside, M, delta, convention)
+
+
+@dataclass(frozen=True, eq=False)
+class MaskSample:
+    """One training sequence x (state index) of an Ising family on N spins with parameters theta, masks
+    p_K(.|x), m masks drawn for it, and the parameters of Lemma 7 (eps, t) or Corollary 1 (delta);
+    ``beta`` overrides Assumption 3's margin (a value above the smallest conditional breaks it)."""
+
+    family: ExponentialFamily
+    theta: np.ndarray
+    x: int
+    masks: MaskDistribution
+    m: int
+    eps: float | None = None
+    t: float | None = None
+    delta: float | None = None
+    beta: float | None = None
+
+    def describe(self) -> dict[str, Any]:
+        out = {"n_spins": self.family.space.length, "theta": np.round(self.theta, 6).tolist(), "x": self.x,
+               "blocks": [list(b) for b in self.masks.blocks], "p_K": np.round(self.masks.probs[self.x], 6).tolist(),
+               "m": self.m}
+        out.update({k: v for k, v in (("eps", self.eps), ("t", self.t), ("delta", self.delta), ("beta", self.beta))
+                    if v is not None})
+        return out
+
+    def regime(self) -> dict[str, Any]:
+        return _family_regime(self.family)
+
+
+@st.composite
+def mask_samples(draw, corollary: bool = False) -> MaskSample:
+    """N = 2 spins with one edge, theta in [-2, 2]^3, one training point, blocks {0}, {1}, {0, 1} with
+    random p_K(.|x) >= 0.05, m in 64..200 masks (where the failure probability can be below 1); Lemma 7:
+    eps and t chosen so that each failure term is in [0.05, 0.45]; Corollary 1: delta in [0.1, 0.9]."""
+    family = IsingFamily(nx.path_graph(2))
+    theta = draw(thetas(family, 2.0))
+    x = draw(st.integers(0, 3))
+    w = np.random.default_rng(draw(st.integers(0, 2**16))).uniform(0.05, 1.0, 3)
+    masks = MaskDistribution.weighted(family.space, [(0,), (1,), (0, 1)], w / w.sum())
+    m = draw(st.integers(64, 200))
+    if corollary:
+        return MaskSample(family, theta, x, masks, m, delta=draw(st.integers(10, 90)) / 100)
+    a, b = draw(st.integers(5, 45)) / 100, draw(st.integers(5, 45)) / 100
+    eps = math.sqrt(4.0 / (a * m))  # 2^{N-2} |Omega|^N / (eps^2 m) = a
+    return MaskSample(family, theta, x, masks, m, eps=eps, t=math.sqrt(math.log(2 / b) / 2))  # t in ln(1/beta) units
