@@ -291,9 +291,9 @@ class Theorem(Entry):
     def strategy(self) -> st.SearchStrategy:
         """Instances satisfying the hypotheses (mostly; ``hypotheses`` filters the rest)."""
 
-    @abstractmethod
     def hypotheses(self, instance: Any) -> Applicability:
-        """Whether the theorem applies to ``instance``."""
+        """Whether the theorem applies to ``instance`` (default: always; the strategy builds only valid ones)."""
+        return Applicability(True)
 
     @abstractmethod
     def check(self, instance: Any) -> Verdict:
@@ -312,6 +312,22 @@ class Theorem(Entry):
     #: Set when no part can be scaled meaningfully (identities with a side zero by construction):
     #: the check is then shown to fail through ``violations`` / ``counterexamples`` only.
     weaken_by_hypothesis: bool = False
+
+
+class OnFirst:
+    """Mixin for theorems whose instances are tuples (instance, extra, ...): hypotheses, regime and
+    description come from the first element; ``extras`` names the others in the description."""
+
+    extras: tuple[str, ...] = ()
+
+    def hypotheses(self, instance: tuple) -> Applicability:
+        return super().hypotheses(instance[0])
+
+    def regime(self, instance: tuple) -> dict:
+        return super().regime(instance[0])
+
+    def describe(self, instance: tuple) -> Any:
+        return {**super().describe(instance[0]), **dict(zip(self.extras, instance[1:]))}
 
 
 REGISTRY: dict[str, Theorem] = {}

@@ -18,7 +18,6 @@ gaps down to ~1e-30, computed to relative accuracy by :class:`mlmix.theory.chain
 from __future__ import annotations
 
 import math
-from typing import Any
 
 import numpy as np
 from hypothesis import strategies as st
@@ -26,8 +25,8 @@ from hypothesis import strategies as st
 from mlmix.theory.chain import Chain
 from mlmix.theory.kernels import glauber_kernel
 from mlmix.verify import strategies as S
-from mlmix.verify.core import Applicability, Attaining, Part, Theorem, Verdict, part, register, verdict
-from mlmix.verify.theorems.glauber import identity, mixing_part, two_spin_ising
+from mlmix.verify.core import Applicability, Attaining, OnFirst, Part, Theorem, Verdict, part, register, verdict
+from mlmix.verify.theorems.glauber import mixing_part, two_spin_ising
 
 PAPER = "markov-facts"
 
@@ -73,7 +72,7 @@ class _Fact(Theorem):
 
 
 @register
-class Dirichlet(_Fact):
+class Dirichlet(OnFirst, _Fact):
     id = "facts.dirichlet"
     number = "Fact 2C.1 (Dirichlet form)"
     statement = ("for any chain with stationary pi (reversible or not): <f, (I - P) f>_pi = (1/2) sum_{x,y} pi(x) "
@@ -82,14 +81,7 @@ class Dirichlet(_Fact):
     def strategy(self) -> st.SearchStrategy:
         return st.tuples(chain_instances(243), st.integers(0, 2**16))
 
-    def hypotheses(self, instance) -> Applicability:
-        return super().hypotheses(instance[0])
-
-    def regime(self, instance) -> dict:
-        return instance[0].regime()
-
-    def describe(self, instance) -> Any:
-        return {**instance[0].describe(), "f_seed": instance[1]}
+    extras = ("f_seed",)
 
     def check(self, instance) -> Verdict:
         inst, seed = instance
@@ -262,7 +254,7 @@ class Paulin(_Fact):
 
 
 @register
-class ConductanceMixing(_Fact):
+class ConductanceMixing(OnFirst, _Fact):
     id = "facts.conductance_mixing"
     number = "Fact 2C.6 (conductance lower bound on mixing)"
     statement = ("for every set S (no reversibility needed): t_mix(eps) >= (pi(S^c) - eps) / Phi(S); with "
@@ -274,14 +266,7 @@ class ConductanceMixing(_Fact):
         return st.tuples(st.one_of(chain_instances(81, min_length=1), single_site_instances()),
                          st.sampled_from((0.25, 0.1, 0.01)), st.integers(0, 2**16))
 
-    def hypotheses(self, instance) -> Applicability:
-        return super().hypotheses(instance[0])
-
-    def regime(self, instance) -> dict:
-        return instance[0].regime()
-
-    def describe(self, instance) -> Any:
-        return {**instance[0].describe(), "eps": instance[1], "set_seed": instance[2]}
+    extras = ("eps", "set_seed")
 
     def check(self, instance) -> Verdict:
         inst, eps, seed = instance
@@ -305,7 +290,7 @@ class ConductanceMixing(_Fact):
 
 
 @register
-class AsymptoticVariance(_Fact):
+class AsymptoticVariance(OnFirst, _Fact):
     id = "facts.variance"
     number = "Fact 2C.7 (asymptotic variance)"
     statement = ("for an ergodic chain and f: sigma^2(f) = lim Var(sum_{t<T} f(X_t))/T = 2 <f~, Z f~>_pi - <f~, f~>_pi, "
@@ -314,14 +299,7 @@ class AsymptoticVariance(_Fact):
     def strategy(self) -> st.SearchStrategy:
         return st.tuples(S.instances(max_states=243, max_ratio=12.0), st.integers(0, 2**16))
 
-    def hypotheses(self, instance) -> Applicability:
-        return super().hypotheses(instance[0])
-
-    def regime(self, instance) -> dict:
-        return instance[0].regime()
-
-    def describe(self, instance) -> Any:
-        return {**instance[0].describe(), "f_seed": instance[1]}
+    extras = ("f_seed",)
 
     def check(self, instance) -> Verdict:
         inst, seed = instance

@@ -20,9 +20,9 @@ from __future__ import annotations
 import math
 from typing import Any
 
+import networkx as nx
 import numpy as np
 import sympy
-import networkx as nx
 from hypothesis import strategies as st
 from scipy.special import log_softmax, softmax
 
@@ -611,13 +611,10 @@ def _contraction_mixing(instance: S.Instance, kappa: float, name: str) -> Verdic
     return verdict(mix, env, t_mix=mix.lhs, bound=bound, worst_t=int(s), kappa=kappa)
 
 
-@register
-class Thm5Mixing(GlauberTheorem):
-    id = "glauber.thm5.mixing"
-    number = "Theorem 5 (mixing consequence)"
-    statement = ("rho < 1 => d(t) <= n (1-(1-rho)/n)^t and t_mix(eps) <= ceil(n log(n/eps) / (1-rho)) "
-                 "(exact worst-start t_mix, eps in {1/4, 1/10, 1/100})")
-    conventions = "rho with column sums; TV is half L1; d(t) is the worst start."
+class _ContractionMixing(GlauberTheorem):
+    """Theorem 5's mixing consequences with the aggregate influence named by ``aggregate``."""
+
+    aggregate: str
     budget = 0.5
 
     def strategy(self) -> st.SearchStrategy:
@@ -626,39 +623,36 @@ class Thm5Mixing(GlauberTheorem):
     def hypotheses(self, instance: S.Instance) -> Applicability:
         if not _positive(instance):
             return _positive(instance)
-        rho = influence_matrix(instance.source).rho
-        return Applicability(rho < 1, f"rho = {rho:.4g} >= 1")
+        kappa = getattr(aggregate_influence(influence_matrix(instance.source).rho_ij), self.aggregate)
+        return Applicability(kappa < 1, f"{self.aggregate} = {kappa:.4g} >= 1")
 
     def check(self, instance: S.Instance) -> Verdict:
         agg = aggregate_influence(influence_matrix(instance.source).rho_ij)
-        return _contraction_mixing(instance, agg.rho, "rho")
+        return _contraction_mixing(instance, getattr(agg, self.aggregate), self.aggregate)
 
     attaining = (Attaining("independent near-deterministic sites (product table, |V| = 2, n = 4, T = 0.1, eps = 0.01): "
                            "t_mix = 0.875 x the bound, and d(t) / (n (1 - 1/n)^t) -> 1", lambda: cold_product()),)
 
 
 @register
-class Thm5Row(GlauberTheorem):
+class Thm5Mixing(_ContractionMixing):
+    id = "glauber.thm5.mixing"
+    number = "Theorem 5 (mixing consequence)"
+    statement = ("rho < 1 => d(t) <= n (1-(1-rho)/n)^t and t_mix(eps) <= ceil(n log(n/eps) / (1-rho)) "
+                 "(exact worst-start t_mix, eps in {1/4, 1/10, 1/100})")
+    conventions = "rho with column sums; TV is half L1; d(t) is the worst start."
+    aggregate = "rho"
+
+
+@register
+class Thm5Row(_ContractionMixing):
     id = "glauber.thm5.row"
     number = "Theorem 5 (Dobrushin reading, mixing)"
     statement = ("alpha = max_i sum_{j!=i} rho_ij < 1 => d(t) <= n (1-(1-alpha)/n)^t and "
                  "t_mix(eps) <= ceil(n log(n/eps) / (1-alpha)) (the paper's sum is lost; with row sums the "
                  "mixing bound survives, the Hamming contraction does not)")
     conventions = "alpha with row sums (influence received by site i)."
-    budget = 0.5
-
-    def strategy(self) -> st.SearchStrategy:
-        return S.contraction_instances(max_states=243)
-
-    def hypotheses(self, instance: S.Instance) -> Applicability:
-        if not _positive(instance):
-            return _positive(instance)
-        alpha = aggregate_influence(influence_matrix(instance.source).rho_ij).alpha
-        return Applicability(alpha < 1, f"alpha = {alpha:.4g} >= 1")
-
-    def check(self, instance: S.Instance) -> Verdict:
-        agg = aggregate_influence(influence_matrix(instance.source).rho_ij)
-        return _contraction_mixing(instance, agg.alpha, "alpha")
+    aggregate = "alpha"
 
 
 #: A Gaussian score table (|V| = 2, n = 3) at the temperature where rho = 0.9: alpha = 0.893 < 1, yet
@@ -721,9 +715,6 @@ class Thm5Coupling(GlauberTheorem):
     def strategy(self) -> st.SearchStrategy:
         return S.contraction_instances(max_states=729, eps=False)
 
-    def hypotheses(self, instance: S.Instance) -> Applicability:
-        return Applicability(True)
-
     def check(self, instance: S.Instance) -> Verdict:
         n = instance.space.length
         rho = influence_matrix(instance.source).rho
@@ -746,9 +737,6 @@ class Lemma6(GlauberTheorem):
     def strategy(self) -> st.SearchStrategy:
         return st.one_of(S.instances(max_states=729, max_ratio=200.0),
                          S.instances(st.one_of(S.ising_sources(), S.potts_sources()), max_ratio=200.0))
-
-    def hypotheses(self, instance: S.Instance) -> Applicability:
-        return Applicability(True)
 
     def check(self, instance: S.Instance) -> Verdict:
         influence, oscillation = influence_and_oscillation(instance.source)
@@ -781,9 +769,6 @@ class Lemma6Softmax(GlauberTheorem):
 
     def strategy(self) -> st.SearchStrategy:
         return S.score_pairs()
-
-    def hypotheses(self, instance: Any) -> Applicability:
-        return Applicability(True)
 
     def regime(self, instance: Any) -> dict:
         return {"vocab": len(instance[0]), "temperature": instance[2]}

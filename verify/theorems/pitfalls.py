@@ -61,6 +61,7 @@ from mlmix.verify.core import (
     Applicability,
     Attaining,
     Counterexample,
+    OnFirst,
     Part,
     Theorem,
     Verdict,
@@ -323,7 +324,7 @@ class Theorem3(_PoincareBound):
 
 
 @register
-class Proposition1(_PTheorem):
+class Proposition1(OnFirst, _PTheorem):
     id = "pitfalls.prop1"
     number = "Proposition 1"
     statement = ("Dirichlet form of adaptive weighted block dynamics: <f, (I - P) g> for the pair chain "
@@ -332,14 +333,7 @@ class Proposition1(_PTheorem):
     def strategy(self) -> st.SearchStrategy:
         return st.tuples(pl_instances(adaptive=True), st.integers(0, 2**16))
 
-    def hypotheses(self, instance) -> Applicability:
-        return Applicability(True)
-
-    def regime(self, instance) -> dict:
-        return instance[0].regime()
-
-    def describe(self, instance) -> Any:
-        return {**instance[0].describe(), "fg_seed": instance[1]}
+    extras = ("fg_seed",)
 
     def check(self, instance) -> Verdict:
         inst, seed = instance
@@ -366,9 +360,6 @@ class Lemma3(_PTheorem):
 
     def strategy(self) -> st.SearchStrategy:
         return st.just("paper example")
-
-    def hypotheses(self, instance: Any) -> Applicability:
-        return Applicability(True)
 
     def regime(self, instance: Any) -> dict:
         return {"n": 2, "vocab": 2, "temperature": None, "states": 4, "reversible": None}
@@ -402,9 +393,6 @@ class Lemma4(_PTheorem):
 
     def strategy(self) -> st.SearchStrategy:
         return pl_instances(adaptive=True)
-
-    def hypotheses(self, instance: PLInstance) -> Applicability:
-        return Applicability(True)
 
     def check(self, instance: PLInstance) -> Verdict:
         masks = instance.masks
@@ -533,7 +521,7 @@ class Theorem4Pinsker(_PTheorem):
 
 
 @register
-class ChiSquareContraction(_PTheorem):
+class ChiSquareContraction(OnFirst, _PTheorem):
     id = "pitfalls.chi2"
     number = "Section 2.2.2 (chi-square contraction of block dynamics)"
     statement = ("for weighted block dynamics P (self-adjoint, PSD) with Poincaré constant C: chi2(r P^t, p) <= "
@@ -543,15 +531,7 @@ class ChiSquareContraction(_PTheorem):
     def strategy(self) -> st.SearchStrategy:
         return st.tuples(pl_instances(), st.integers(0, 2**16), st.integers(1, 6), st.floats(0.0, 1.0))
 
-    def hypotheses(self, instance) -> Applicability:
-        return Applicability(True)
-
-    def regime(self, instance) -> dict:
-        return instance[0].regime()
-
-    def describe(self, instance) -> Any:
-        inst, seed, t, along = instance
-        return {**inst.describe(), "r_seed": seed, "t": t, "along_slowest": along}
+    extras = ("r_seed", "t", "along_slowest")
 
     def check(self, instance) -> Verdict:
         inst, seed, t, along = instance
@@ -593,9 +573,6 @@ class Lemma6Hoeffding(_PTheorem):
 
     def strategy(self) -> st.SearchStrategy:
         return bernoulli_sums()
-
-    def hypotheses(self, instance: BernoulliSum) -> Applicability:
-        return Applicability(True)
 
     def check(self, instance: BernoulliSum) -> Verdict:
         p = np.array(instance.p)
@@ -716,9 +693,6 @@ class Lemma8(_PTheorem):
     def strategy(self) -> st.SearchStrategy:
         return empirical_laws()
 
-    def hypotheses(self, instance: EmpiricalLaw) -> Applicability:
-        return Applicability(True)
-
     def check(self, instance: EmpiricalLaw) -> Verdict:
         values, probs = empirical_tv_law(np.array(instance.p), instance.n)
         q = upper_quantile(values, probs, instance.delta)
@@ -763,9 +737,6 @@ class Proposition3(_PTheorem):
     def strategy(self) -> st.SearchStrategy:
         return joint_instances(max_n=3)
 
-    def hypotheses(self, instance: JointInstance) -> Applicability:
-        return Applicability(True)
-
     def check(self, instance: JointInstance) -> Verdict:
         space = instance.source.space
         P = np.asarray(independent_parallel_kernel(instance.source))
@@ -794,9 +765,6 @@ class Remark1Gibbs(_PTheorem):
 
     def strategy(self) -> st.SearchStrategy:
         return joint_instances(max_n=3)
-
-    def hypotheses(self, instance: JointInstance) -> Applicability:
-        return Applicability(True)
 
     def check(self, instance: JointInstance) -> Verdict:
         space = instance.source.space
@@ -1011,7 +979,7 @@ class Corollary3(_PTheorem):
 
 
 @register
-class Proposition9(_PTheorem):
+class Proposition9(OnFirst, _PTheorem):
     id = "pitfalls.prop9"
     number = "Proposition 9"
     statement = ("The weighted pseudolikelihood of an Ising (or Potts) model is convex in theta for any data: "
@@ -1031,11 +999,7 @@ class Proposition9(_PTheorem):
             return Applicability(False, "theta enters through a non-linear map (not the natural parameters)")
         return Applicability(True)
 
-    def regime(self, instance) -> dict:
-        return instance[0].regime()
-
-    def describe(self, instance) -> Any:
-        return {**instance[0].describe(), "segment_seed": instance[1]}
+    extras = ("segment_seed",)
 
     def check(self, instance) -> Verdict:
         inst, seed = instance
@@ -1071,9 +1035,6 @@ class KGibbsSpeedup(_PTheorem):
 
     def strategy(self) -> st.SearchStrategy:
         return joint_instances()
-
-    def hypotheses(self, instance: JointInstance) -> Applicability:
-        return Applicability(True)
 
     def check(self, instance: JointInstance) -> Verdict:
         source, k = instance.source, instance.k
