@@ -58,6 +58,14 @@ def _chain(inst: S.Instance) -> Chain:
     return Chain(glauber_kernel(inst.source))
 
 
+def _with_function(instance: tuple) -> tuple[Chain, np.ndarray, np.ndarray, np.ndarray]:
+    """(chain, dense P, pi, f) for an instance (source instance, seed): f ~ N(0, 1) per state."""
+    inst, seed = instance
+    chain = _chain(inst)
+    pi = chain.stationary.value
+    return chain, chain.to_dense(), pi, np.random.default_rng(seed).normal(size=pi.size)
+
+
 def _worst_start_tv(P: np.ndarray, pi: np.ndarray, t: int) -> np.ndarray:
     """TV(P^t(x, .), pi) for every start x (dense power), and its rounding error t N u + 1e-15."""
     return 0.5 * np.abs(np.linalg.matrix_power(P, t) - pi[None, :]).sum(axis=1)
@@ -84,11 +92,7 @@ class Dirichlet(OnFirst, _Fact):
     extras = ("f_seed",)
 
     def check(self, instance) -> Verdict:
-        inst, seed = instance
-        chain = _chain(inst)
-        P = chain.to_dense()
-        pi = chain.stationary.value
-        f = np.random.default_rng(seed).normal(size=pi.size)
+        chain, P, pi, f = _with_function(instance)
         quadratic = float(pi @ (f * f) - pi @ (f * (P @ f)))  # <f, (I - P) f>: cancellation, absolute error
         pairs = 0.5 * float((pi[:, None] * P * (f[:, None] - f[None, :]) ** 2).sum())  # positive terms
         scale = float(pi @ (f * f))
@@ -302,11 +306,7 @@ class AsymptoticVariance(OnFirst, _Fact):
     extras = ("f_seed",)
 
     def check(self, instance) -> Verdict:
-        inst, seed = instance
-        chain = _chain(inst)
-        P = chain.to_dense()
-        pi = chain.stationary.value
-        f = np.random.default_rng(seed).normal(size=pi.size)
+        chain, P, pi, f = _with_function(instance)
         engine = chain.asymptotic_variance(f)
         fc = f - pi @ f
         A = np.eye(pi.size) - P + np.outer(np.ones(pi.size), pi)

@@ -524,6 +524,14 @@ def _max_coupled_distance(P: np.ndarray, inst: S.Instance) -> float:
     return float(coupled_distances(P, inst).max())
 
 
+def _aggregate_below_one(instance: S.Instance, aggregate: str) -> Applicability:
+    """Positive conditionals and the aggregate influence ("rho": column sums, "alpha": row sums) < 1."""
+    if not _positive(instance):
+        return _positive(instance)
+    kappa = getattr(aggregate_influence(influence_matrix(instance.source).rho_ij), aggregate)
+    return Applicability(kappa < 1, f"{aggregate} = {kappa:.4g} >= 1")
+
+
 #: Times and number of sampled pairs of the multi-step Wasserstein check of Theorem 5.
 W1_TIMES = (2, 3, 5)
 W1_PAIRS = 6
@@ -545,10 +553,7 @@ class Thm5(GlauberTheorem):
         return S.contraction_instances(max_states=81, eps=False)
 
     def hypotheses(self, instance: S.Instance) -> Applicability:
-        if not _positive(instance):
-            return _positive(instance)
-        rho = influence_matrix(instance.source).rho
-        return Applicability(rho < 1, f"rho = {rho:.4g} >= 1")
+        return _aggregate_below_one(instance, "rho")
 
     def check(self, instance: S.Instance) -> Verdict:
         space = instance.space
@@ -621,10 +626,7 @@ class _ContractionMixing(GlauberTheorem):
         return S.contraction_instances(max_states=243)
 
     def hypotheses(self, instance: S.Instance) -> Applicability:
-        if not _positive(instance):
-            return _positive(instance)
-        kappa = getattr(aggregate_influence(influence_matrix(instance.source).rho_ij), self.aggregate)
-        return Applicability(kappa < 1, f"{self.aggregate} = {kappa:.4g} >= 1")
+        return _aggregate_below_one(instance, self.aggregate)
 
     def check(self, instance: S.Instance) -> Verdict:
         agg = aggregate_influence(influence_matrix(instance.source).rho_ij)
@@ -674,10 +676,7 @@ class Thm5RowContraction(GlauberTheorem):
         return S.contraction_instances(max_states=27, eps=False)
 
     def hypotheses(self, instance: S.Instance) -> Applicability:
-        if not _positive(instance):
-            return _positive(instance)
-        alpha = aggregate_influence(influence_matrix(instance.source).rho_ij).alpha
-        return Applicability(alpha < 1, f"alpha = {alpha:.4g} >= 1")
+        return _aggregate_below_one(instance, "alpha")
 
     def check(self, instance: S.Instance) -> Verdict:
         space = instance.space
