@@ -371,6 +371,13 @@ def rational_table_instances(draw, max_states: int = 16) -> Instance:
 # Thm 5 / Cor 7: temperatures placed by the influence
 
 
+def cor7_temperature(source: Conditionals) -> float:
+    """T* = (1/4) max_j sum_i Delta_ij (Cor. 7), with 0 for an oscillation at the rounding level of the
+    scores (Delta below 1e-12 x the score spread: e.g. a graph without edges)."""
+    t_star = contraction_temperature(score_oscillation(source).delta_ij)
+    return 0.0 if t_star <= 1e-12 * max(1.0, score_spread(source)) else t_star
+
+
 def critical_temperature(source: Conditionals, target: float, steps: int = 30,
                          max_ratio: float = 60.0) -> float | None:
     """A temperature T with rho(T) <= target, at the lowest such T that bisection finds below
@@ -378,7 +385,7 @@ def critical_temperature(source: Conditionals, target: float, steps: int = 30,
 
     Bisection on log T between max(T*/200, spread/max_ratio) and T*/target (rho need not be
     monotone in T; the returned T always satisfies rho(T) <= target)."""
-    t_star = contraction_temperature(score_oscillation(source).delta_ij)
+    t_star = cor7_temperature(source)
     if t_star == 0:
         return None
     rho = lambda T: influence_matrix(source.at_temperature(T)).rho
@@ -411,7 +418,7 @@ def contraction_instances(draw, sources: st.SearchStrategy | None = None, max_st
         T = draw(temperatures(0.05, 0.5))
         return Instance(src.at_temperature(T), kind, dict(params, mode=mode), eps=level)
     src, kind, params = draw(sources if sources is not None else any_sources(max_states))
-    t_star = contraction_temperature(score_oscillation(src).delta_ij)
+    t_star = cor7_temperature(src)
     if mode == "critical" and t_star > 0:
         target = draw(st.sampled_from((0.5, 0.8, 0.9, 0.99, 0.999)))
         T = critical_temperature(src, target)
@@ -420,7 +427,7 @@ def contraction_instances(draw, sources: st.SearchStrategy | None = None, max_st
         u = draw(temperatures(low, high))
         T = t_star * u if t_star > 0 else draw(temperatures())
         params = dict(params, mode="cor7", temperature_over_cor7=round(u, 6))
-    return Instance(src.at_temperature(min(T_MAX, max(1e-3, T))), kind, params, eps=level)
+    return Instance(src.at_temperature(min(T_MAX, max(T, score_spread(src) / 200.0, 1e-3))), kind, params, eps=level)
 
 
 def high_temperature_instances(sources: st.SearchStrategy | None = None, max_states: int = MAX_STATES,
@@ -430,7 +437,7 @@ def high_temperature_instances(sources: st.SearchStrategy | None = None, max_sta
     def build(draw):
         src, kind, params = draw(sources if sources is not None else any_sources(max_states))
         u = draw(temperatures(low, high))
-        t_star = contraction_temperature(score_oscillation(src).delta_ij)
+        t_star = cor7_temperature(src)
         T = min(T_MAX, max(T_MIN, t_star * u)) if t_star > 0 else draw(temperatures())
         level = draw(st.sampled_from([0.25, 0.1])) if eps else 0.25
         return Instance(src.at_temperature(T), kind, dict(params, temperature_over_cor7=round(u, 6)), eps=level)

@@ -111,6 +111,8 @@ def mixing_part(name: str, P: np.ndarray, eps: float, pi: np.ndarray, bound: flo
     """t_mix(eps) against ``bound``: exact when the chain's powers resolve it, else its certified
     interval, whose width becomes the error of the side (a violation is then reported only when the
     whole interval violates the bound) (:meth:`mlmix.theory.chain.Chain.mixing_time`)."""
+    if pi.min() < 1e-300:  # the stationary law underflows: t_mix is not resolvable here (an unknown side)
+        return Part(name, bound, bound, relation, math.inf, 0.0)
     t = Chain(P, stationary=pi).mixing_time(eps)
     if t.resolved:
         return Part(name, float(t.value), bound, relation, 0.0, LOCAL_RTOL * abs(bound))
@@ -805,6 +807,8 @@ class Cor7(GlauberTheorem):
         return S.contraction_instances(max_states=243, low=1.0, high=20.0, modes=("cor7",))
 
     def hypotheses(self, instance: S.Instance) -> Applicability:
+        if not _positive(instance):
+            return _positive(instance)
         t_star = contraction_temperature(score_oscillation(instance.source).delta_ij)
         return Applicability(instance.source.temperature > t_star, f"T <= T* = {t_star:.4g}")
 
