@@ -2,7 +2,7 @@
 parameters, mask distributions (k-subsets, weighted block families, adaptive p_K(K|x)), eq. (5)
 Ising models satisfying Assumption 5, and random joints for block-dynamics gaps.
 
-Sizes are kept small enough to enumerate exactly (n <= 5 binary spins, Potts with q = 3 on n <= 3
+Sizes are kept small enough to enumerate exactly (n <= 5 binary spins, Potts with q = 3 on n <= 4
 sites; eq. (5) models up to |C| = 8 through their 2^|C|-state clique chains, and |C| up to 60 through
 the count of +1 spins when the clique fields are equal). Mask sizes favour k <= n - 2 (where
 Theorems 1 and 2 are not tight by construction). Random tables (adaptive mask probabilities, data
@@ -148,9 +148,9 @@ def graphs(draw, min_n: int = 2, max_n: int = 5) -> nx.Graph:
 @st.composite
 def families(draw, max_n: int = 5, potts: bool = True, min_n: int = 2) -> ExponentialFamily:
     """An Ising family (either pair convention) on min_n <= n <= max_n spins, or a Potts family
-    (q = 3, n <= 3)."""
+    (q = 3, n <= 4)."""
     if potts and draw(st.integers(0, 3)) == 0:
-        return PottsFamily(draw(graphs(min(min_n, 3), min(3, max_n))), 3)
+        return PottsFamily(draw(graphs(min(min_n, 4), min(4, max_n))), 3)
     return IsingFamily(draw(graphs(min_n, max_n)), draw(st.sampled_from(("unordered", "ordered"))))
 
 

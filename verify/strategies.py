@@ -140,10 +140,12 @@ def max_length(vocab_size: int, max_states: int, cap: int = 9) -> int:
 def shape_options(max_states: int, vocab_sizes: tuple[int, ...] = (2, 3, 4), min_length: int = 2,
                   cap: int = 9) -> list[tuple[int, int]]:
     """Every (|V|, n) with |V| in ``vocab_sizes``, min_length <= n <= cap, |V|^n <= max_states,
-    smallest spaces first (Hypothesis shrinks towards the first)."""
+    smallest spaces first (Hypothesis shrinks towards the first); shapes with n >= 4 and |V| >= 3 are
+    listed three times, so that they are drawn as often as the regime deserves."""
     out = [(q, n) for q in vocab_sizes for n in range(min_length, cap + 1) if q**n <= max_states]
     if not out:
         raise ValueError(f"no shape with |V| in {vocab_sizes}, n >= {min_length} fits in {max_states} states")
+    out += [(q, n) for q, n in out if q >= 3 and n >= 4] * 2
     return sorted(out, key=lambda s: (s[0] ** s[1], s[0]))
 
 
@@ -378,13 +380,13 @@ def cor7_temperature(source: Conditionals) -> float:
     return 0.0 if t_star <= 1e-12 * max(1.0, score_spread(source)) else t_star
 
 
-def critical_temperature(source: Conditionals, target: float, steps: int = 30,
+def critical_temperature(source: Conditionals, target: float, steps: int = 20, grid: int = 24,
                          max_ratio: float = 60.0) -> float | None:
-    """A temperature T with rho(T) <= target, at the lowest such T that bisection finds below
-    T*/target (T* the Cor. 7 temperature, where rho <= target is guaranteed); None when rho is 0.
-
-    Bisection on log T between max(T*/200, spread/max_ratio) and T*/target (rho need not be
-    monotone in T; the returned T always satisfies rho(T) <= target)."""
+    """A temperature T with rho(T) <= target and rho(T) as close to the target as a log grid of ``grid``
+    temperatures between max(T*/200, spread/max_ratio) and T*/target (T* the Cor. 7 temperature,
+    where rho <= target is guaranteed), refined by bisection towards the neighbouring grid point with
+    rho > target, finds; None when the sites do not interact. rho need not be monotone in T (it
+    vanishes again at low T, where the conditionals saturate), hence the grid."""
     t_star = cor7_temperature(source)
     if t_star == 0:
         return None
@@ -392,15 +394,20 @@ def critical_temperature(source: Conditionals, target: float, steps: int = 30,
     lo, hi = math.log(max(t_star / 200, score_spread(source) / max_ratio)), math.log(t_star / target)
     if lo >= hi:
         return math.exp(hi)
-    if rho(math.exp(lo)) <= target:
-        return math.exp(lo)
+    logs = np.linspace(lo, hi, grid)
+    values = np.array([rho(math.exp(v)) for v in logs])
+    below = np.flatnonzero(values <= target)
+    k = int(below[np.argmax(values[below])])  # the admissible grid point closest to the target
+    if k == 0 or values[k - 1] <= target:
+        return math.exp(logs[k])
+    a, b = logs[k - 1], logs[k]  # rho(a) > target >= rho(b)
     for _ in range(steps):
-        mid = (lo + hi) / 2
+        mid = (a + b) / 2
         if rho(math.exp(mid)) <= target:
-            hi = mid
+            b = mid
         else:
-            lo = mid
-    return math.exp(hi)
+            a = mid
+    return math.exp(b)
 
 
 @st.composite
@@ -411,7 +418,7 @@ def contraction_instances(draw, sources: st.SearchStrategy | None = None, max_st
     ("cor7"); the temperature at which rho reaches a target in {0.5, 0.8, 0.9, 0.99, 0.999}
     ("critical", rho close to 1); product tables at T in [0.05, 0.5] ("product-cold": rho = 0,
     near-deterministic sites)."""
-    mode = draw(st.sampled_from(modes))
+    mode = draw(st.sampled_from(modes + tuple(m for m in modes if m == "critical")))  # rho close to 1 twice as often
     level = draw(st.sampled_from([0.25, 0.1, 0.01])) if eps else 0.25
     if mode == "product-cold":
         src, kind, params = draw(product_sources(max_states))
@@ -419,7 +426,10 @@ def contraction_instances(draw, sources: st.SearchStrategy | None = None, max_st
         return Instance(src.at_temperature(T), kind, dict(params, mode=mode), eps=level)
     src, kind, params = draw(sources if sources is not None else any_sources(max_states))
     t_star = cor7_temperature(src)
-    if mode == "critical" and t_star > 0:
+    if t_star == 0:  # sites that do not interact are the "product-cold" mode's business: draw a generic table
+        src, kind, params = draw(gaussian_table_sources(max_states))
+        t_star = cor7_temperature(src)
+    if mode == "critical":
         target = draw(st.sampled_from((0.5, 0.8, 0.9, 0.99, 0.999)))
         T = critical_temperature(src, target)
         params = dict(params, mode=mode, rho_target=target)
@@ -428,6 +438,11 @@ def contraction_instances(draw, sources: st.SearchStrategy | None = None, max_st
         T = t_star * u if t_star > 0 else draw(temperatures())
         params = dict(params, mode="cor7", temperature_over_cor7=round(u, 6))
     return Instance(src.at_temperature(min(T_MAX, max(T, score_spread(src) / 200.0, 1e-3))), kind, params, eps=level)
+
+
+def mostly_incompatible(max_states: int) -> st.SearchStrategy:
+    """Incompatible (non-reversible) sources two times in three: the chains paper G is about."""
+    return st.one_of(incompatible_sources(max_states), incompatible_sources(max_states), compatible_sources(max_states))
 
 
 def high_temperature_instances(sources: st.SearchStrategy | None = None, max_states: int = MAX_STATES,

@@ -552,7 +552,7 @@ class Thm5(GlauberTheorem):
     budget = 0.4
 
     def strategy(self) -> st.SearchStrategy:
-        return S.contraction_instances(max_states=81, eps=False)
+        return S.contraction_instances(S.mostly_incompatible(81), max_states=81, eps=False)
 
     def hypotheses(self, instance: S.Instance) -> Applicability:
         return _aggregate_below_one(instance, "rho")
@@ -625,7 +625,7 @@ class _ContractionMixing(GlauberTheorem):
     budget = 0.5
 
     def strategy(self) -> st.SearchStrategy:
-        return S.contraction_instances(max_states=243)
+        return S.contraction_instances(S.mostly_incompatible(243), max_states=243)
 
     def hypotheses(self, instance: S.Instance) -> Applicability:
         return _aggregate_below_one(instance, self.aggregate)
