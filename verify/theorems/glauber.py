@@ -945,7 +945,7 @@ class Thm8Mixing(GlauberTheorem):
     budget = 0.5
 
     def strategy(self) -> st.SearchStrategy:
-        return S.basin_instances(max_states=243, two_wells=True, max_ratio=40.0)
+        return S.basin_instances(max_states=128, two_wells=True, max_ratio=40.0)
 
     def hypotheses(self, instance: S.Instance) -> Applicability:
         ok = _basin_hypotheses(instance)
@@ -1106,7 +1106,7 @@ class DriftBand(GlauberTheorem):
     budget = 0.5
 
     def strategy(self) -> st.SearchStrategy:
-        return S.count_instances(max_states=729)
+        return S.count_instances(max_states=243)
 
     def _band(self, instance: S.Instance) -> tuple[int, int, float] | None:
         P = _kernel(instance)
