@@ -30,10 +30,12 @@ from mlmix.files import dumps_json, jsonable
 from mlmix.verify.core import PAPERS, Entry, NotCheckable, Theorem, TheoremReport
 from mlmix.verify.runner import PROFILES, run_one, select
 
-#: Keys of every record of ``mlmix verify --json``.
+#: Keys of every record of ``mlmix verify --json`` (``examples``, ``holds``, ``tightness_median`` and
+#: ``tightness_max`` are kept from the earlier format: instances, status == "holds", and the median and
+#: worst of ``tightness``).
 JSON_KEYS = ("id", "paper", "number", "statement", "status", "reason", "instances", "nontrivial", "regimes",
              "tightness", "weakened", "weakened_by", "weakened_parts", "min_slack", "counterexample", "stored",
-             "attained", "refuted_in", "conventions")
+             "attained", "refuted_in", "conventions", "examples", "holds", "tightness_median", "tightness_max")
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -51,8 +53,10 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 
 def report_record(report: TheoremReport) -> dict:
-    record = {key: getattr(report, key) for key in JSON_KEYS if key != "instances"}
-    record["instances"] = report.examples
+    t = report.tightness or {}
+    record = {key: getattr(report, key) for key in JSON_KEYS[:19] if key != "instances"}
+    record.update(instances=report.examples, examples=report.examples, holds=report.holds,
+                  tightness_median=t.get("median"), tightness_max=t.get("worst"))
     return jsonable({key: record[key] for key in JSON_KEYS})
 
 
