@@ -1,4 +1,5 @@
-"""`mlmix verify`: selection, JSON records, the table, exit status 1 on a false theorem."""
+"""`mlmix verify`: selection, --list (every result, full statements), JSON records with status,
+regimes, tightness and weakening, --stats, and exit status 1 on an unexpected failure."""
 
 import json
 
@@ -6,8 +7,8 @@ import pytest
 from hypothesis import strategies as st
 
 from mlmix.cli import main
-from mlmix.verify.cli import JSON_KEYS, jsonable
-from mlmix.verify.core import REGISTRY, Applicability, Theorem, compare, register
+from mlmix.verify.cli import JSON_KEYS
+from mlmix.verify.core import CATALOGUE, Applicability, Theorem, compare, register, unregister
 from mlmix.verify.runner import load_theorems, select
 
 
@@ -19,25 +20,52 @@ def run_cli(capsys, *argv):
 
 def test_json_records_have_the_documented_keys(capsys):
     status, out, _ = run_cli(capsys, "--theorem", "glauber.prop1", "--theorem", "glauber.lemma6",
-                             "--examples", "5", "--json")
+                             "--theorem", "pitfalls.prop2", "--examples", "10", "--json")
     assert status == 0
     records = json.loads(out)
-    assert [r["id"] for r in records] == ["glauber.prop1", "glauber.lemma6"]
+    # a prefix selects the family: glauber.lemma6 brings glauber.lemma6.softmax
+    assert [r["id"] for r in records] == ["glauber.prop1", "glauber.lemma6", "glauber.lemma6.softmax",
+                                          "pitfalls.prop2"]
     for r in records:
         assert set(JSON_KEYS) <= set(r)
-        assert r["paper"] == "glauber-mlm" and r["holds"] is True and r["counterexample"] is None
-        assert r["examples"] >= 1 and r["examples"] <= 5
+    checked, unchecked = records[1], records[3]
+    assert checked["status"] == "holds" and checked["weakened"] == "caught" and checked["number"].startswith("Lemma 6")
+    assert 1 <= checked["instances"] <= 10 + len(checked["attained"]) and 0 <= checked["nontrivial"] <= checked["instances"]
+    assert checked["attained"] and checked["attained"][0]["tightness"] == pytest.approx(1.0)
+    assert set(checked["regimes"]) == {"n", "vocab", "temperature", "states", "nonreversible"}
+    assert checked["regimes"]["n"][0] <= checked["regimes"]["n"][1]
+    assert {"resolved", "at_floor"} <= set(checked["tightness"])
+    assert unchecked["status"] == "not checkable" and "Transformer" in unchecked["reason"]
 
 
-def test_prefix_selects_a_family_and_table_has_columns(capsys):
-    status, out, _ = run_cli(capsys, "--theorem", "glauber.thm8", "--examples", "3", "--seed", "4")
+def test_list_prints_every_result_with_full_statements(capsys, monkeypatch):
+    monkeypatch.setenv("COLUMNS", "80")
+    status, out, _ = run_cli(capsys, "--list")
+    assert status == 0
+    for entry in CATALOGUE.values():
+        assert entry.id in out
+    assert max(len(line) for line in out.splitlines()) <= 80 + 60  # wrapped, ids and numbers on one line
+    words = CATALOGUE["glauber.thm5"].statement.split()
+    assert words[-1] in out and "..." not in out.split("glauber.thm5 ")[1][:200]
+    status, out, _ = run_cli(capsys, "--list", "--json")
+    records = json.loads(out)
+    assert {r["id"] for r in records} == set(CATALOGUE)
+    by_id = {r["id"]: r for r in records}
+    assert by_id["pitfalls.prop5"]["known_false"] and by_id["pitfalls.lemma1"]["checkable"] is False
+    assert by_id["glauber.drift.boundary"]["stored_counterexamples"]
+
+
+def test_table_and_stats(capsys):
+    status, out, _ = run_cli(capsys, "--theorem", "glauber.thm8", "--examples", "10", "--seed", "4", "--stats")
     assert status == 0
     header = out.splitlines()[0]
-    for column in ("id", "statement", "examples", "holds", "min slack", "tight med", "tight worst", "counterexample"):
+    for column in ("id", "result", "status", "instances", "non-trivial", "weakened", "tightness"):
         assert column in header
     for tid in ("glauber.thm8.escape", "glauber.thm8.conductance", "glauber.thm8.mixing"):
         assert tid in out
-    assert "glauber.thm5" not in out
+    assert "glauber.thm5" not in out and "mlmix verify --list" in out
+    stats = out.split("non-reversible")[1]
+    assert "glauber.thm8.escape" in stats
 
 
 def test_unknown_theorem_is_a_clean_error(capsys):
@@ -45,6 +73,11 @@ def test_unknown_theorem_is_a_clean_error(capsys):
     assert status == 2 and "no theorem matches 'glauber.nope'" in err
     status, _, err = run_cli(capsys, "--examples", "0")
     assert status == 2 and "--examples" in err
+
+
+def test_known_false_results_do_not_change_the_exit_status(capsys):
+    status, out, _ = run_cli(capsys, "--theorem", "pitfalls.prop5", "--examples", "20")
+    assert status == 0 and "known false" in out and "FAILS as documented" in out
 
 
 class _FalseTheorem(Theorem):
@@ -79,8 +112,8 @@ def false_theorems():
     register(_FalseTheorem)
     register(_CrashingTheorem)
     yield
-    del REGISTRY[_FalseTheorem.id]
-    del REGISTRY[_CrashingTheorem.id]
+    unregister(_FalseTheorem.id)
+    unregister(_CrashingTheorem.id)
 
 
 def test_false_theorem_gives_exit_status_one_and_minimal_counterexample(capsys, false_theorems):
@@ -88,22 +121,14 @@ def test_false_theorem_gives_exit_status_one_and_minimal_counterexample(capsys, 
     assert status == 1
     records = {r["id"]: r for r in json.loads(out)}
     false = records["test.false-halving"]
-    assert false["holds"] is False and false["counterexample"]["instance"] == "1"
+    assert false["status"] == "fails" and false["counterexample"]["instance"] == "1"
     assert false["counterexample"]["lhs"] == 1.0 and false["counterexample"]["rhs"] == 0.5
     crash = records["test.crashing"]
-    assert crash["holds"] is False and "ZeroDivisionError: boom" in crash["counterexample"]["details"]["error"]
+    assert crash["status"] == "fails" and "ZeroDivisionError: boom" in crash["counterexample"]["details"]["error"]
     status, out, _ = run_cli(capsys, "--theorem", "test.false-halving", "--examples", "20")
-    assert status == 1 and "FAILS" in out and "NO" in out
+    assert status == 1 and "FAILS UNEXPECTEDLY" in out
 
 
 def test_false_theorem_is_gone_after_the_test():
-    assert "test.false-halving" not in REGISTRY
+    assert "test.false-halving" not in CATALOGUE
     assert "test.false-halving" not in [t.id for t in select(None)]
-
-
-def test_jsonable_handles_numpy_and_non_finite():
-    import numpy as np
-
-    out = jsonable({"a": np.float64(np.inf), "b": np.int64(3), "c": np.array([1.5, np.nan]), "d": np.bool_(True)})
-    assert out == {"a": "inf", "b": 3, "c": [1.5, "nan"], "d": True}
-    json.dumps(out, allow_nan=False)

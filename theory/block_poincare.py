@@ -143,7 +143,7 @@ def tensorization_ratio(source: Conditionals, masks: MaskDistribution, r: np.nda
         raise ValueError(f"r must be a probability vector over the {log_mu.size} states")
     with np.errstate(divide="ignore"):
         log_r = np.log(r)
-    kl, denom = _kl_terms(log_r, log_mu, masks)
+    kl, denom = tensorization_terms(log_r, log_mu, masks)
     if denom <= 0:
         raise ValueError("the conditional KL vanishes: r agrees with mu on every fibre (r = mu)")
     return kl / denom
@@ -159,7 +159,7 @@ def _fibre_log_mass(log_p: np.ndarray, masks: MaskDistribution, b: int) -> np.nd
     return out
 
 
-def _kl_terms(log_r: np.ndarray, log_mu: np.ndarray, masks: MaskDistribution) -> tuple[float, float]:
+def tensorization_terms(log_r: np.ndarray, log_mu: np.ndarray, masks: MaskDistribution) -> tuple[float, float]:
     """(KL(r||mu), KL(r||mu) - KL(r-bar||mu-bar)) with r-bar, mu-bar the fibre-label laws."""
     live = np.isfinite(log_r)
     kl = float(np.sum(np.exp(log_r[live]) * (log_r[live] - log_mu[live])))
@@ -262,7 +262,7 @@ def approximate_tensorization(source: Conditionals, masks: MaskDistribution, res
         res = minimize(_log_ratio_and_gradient, z0, args=(log_mu, masks, fibre_index), jac=True,
                        method="BFGS", options={"maxiter": max_iter, "gtol": 1e-8})
         r = np.exp(log_softmax(log_mu + np.clip(res.x, -scale_limit, scale_limit)))
-        kl, denom = _kl_terms(np.log(r), log_mu, masks)
+        kl, denom = tensorization_terms(np.log(r), log_mu, masks)
         if denom > 1e-12 and kl / denom > best:
             best, witness = kl / denom, r
     upper, upper_method = log_sobolev_upper_bound(source, masks)

@@ -226,3 +226,44 @@ def parallel_stuck_probabilities(spec: CliqueIsing, T: int) -> np.ndarray:
     escape = hitting_probabilities(P, ~inside, T)
     out[inside] = 1.0 - escape[inside]
     return out
+
+
+# ----------------------------------------------------------------------------------------------
+# Large cliques with equal fields: the count of +1 spins (Corollary 3)
+
+
+def clique_count_law(size: int, edge_weight: float, field: float) -> np.ndarray:
+    """p(m) for m = 0..|C| (m = number of +1 spins) of the clique model with every clique field equal to
+    ``field`` and every edge weight ``edge_weight``: p(m) ∝ binom(|C|, m) exp(field s + w (s^2 - |C|)/2),
+    s = 2m - |C| the clique sum (sum_{i<j} x_i x_j = (s^2 - |C|)/2). Computed in log space."""
+    m = np.arange(size + 1)
+    s = 2 * m - size
+    log_binom = np.array([float(np.log(comb(size, int(k)))) for k in m])
+    log_w = log_binom + field * s + edge_weight * (s.astype(np.float64) ** 2 - size) / 2
+    log_w -= log_w.max()
+    p = np.exp(log_w)
+    return p / p.sum()
+
+
+def _binomial_pmf(trials: int, log_p: float, log_q: float) -> np.ndarray:
+    """Binomial(trials, p) from log p and log(1 - p) (exact zeros at p = 0 or 1)."""
+    k = np.arange(trials + 1)
+    log_binom = np.array([float(np.log(comb(trials, int(j)))) for j in k])
+    with np.errstate(invalid="ignore"):
+        log_pmf = log_binom + np.where(k > 0, k * log_p, 0.0) + np.where(trials - k > 0, (trials - k) * log_q, 0.0)
+    return np.exp(log_pmf)
+
+
+def clique_count_parallel_kernel(size: int, edge_weight: float, field: float) -> np.ndarray:
+    """The count m of +1 spins under the independent parallel sampler (P Def. 11) on a clique with equal
+    fields: every spin resamples from its conditional given the others, P(x_i = +1 | rest) =
+    sigma(2 (field + w sum_{j != i} x_j)); a +1 spin sees rest sum s - 1, a -1 spin s + 1, so the new
+    count is Binomial(m, p_+) + Binomial(|C| - m, p_-). Exact (|C|+1) x (|C|+1) kernel."""
+    P = np.zeros((size + 1, size + 1))
+    for m in range(size + 1):
+        s = 2 * m - size
+        a_plus, a_minus = 2.0 * (field + edge_weight * (s - 1)), 2.0 * (field + edge_weight * (s + 1))
+        # log sigma(a) = -log(1 + e^{-a}), log(1 - sigma(a)) = -log(1 + e^{a}), both stable
+        P[m] = np.convolve(_binomial_pmf(m, -np.logaddexp(0.0, -a_plus), -np.logaddexp(0.0, a_plus)),
+                           _binomial_pmf(size - m, -np.logaddexp(0.0, -a_minus), -np.logaddexp(0.0, a_minus)))
+    return P

@@ -1,109 +1,192 @@
-"""``mlmix verify``: search every registered theorem for counterexamples and print the table.
+"""``mlmix verify``: search every catalogued result for counterexamples and print what was found.
 
-Each theorem of :mod:`mlmix.verify.theorems` is checked on ``--examples`` Hypothesis instances that
-satisfy its hypotheses; a violation is shrunk to the smallest counterexample found. Columns: id,
-statement, examples tried, holds, minimum slack (how far the tightest instance was from failing),
-median and worst tightness (bound / exact for upper bounds, exact / bound for lower bounds: the
-looseness factor, >= 1), and the smallest counterexample. Exit status 1 when any theorem fails,
-except a theorem whose published statement is documented as refuted (``Theorem.refuted_in``): its
-counterexample is still searched for and printed, marked "NO (known)".
+Each theorem of :mod:`mlmix.verify.theorems` is checked on Hypothesis instances that satisfy its
+hypotheses (``--examples`` per theorem times its budget; ``--thorough`` searches five times more and
+also searches every declared hypothesis violation); a violation is shrunk to the smallest
+counterexample found. Results that are not checkable numerically are listed with the reason.
+
+Per result: **status** ("holds", "fails", "known false", "not checkable"), **instances** tried and how
+many were **non-trivial** (the two sides not equal by construction), **weakened** ("caught" when the
+bound scaled by 1/2 (upper) or 2 (lower, identities) is violated on some instance, or when a stored
+counterexample breaking a hypothesis makes the conclusion fail; "missed" otherwise), and
+**tightness** (bound / exact for upper bounds, exact / bound for lower bounds, >= 1, 1 = tight) over
+the instances where both sides are resolved above their accuracy; the others are counted "at the
+floating-point floor". ``--stats`` adds the range of the instances (n, |V|, T, states) and how many
+chains were non-reversible. ``--list`` prints every result with its full statement without running
+anything. Exit status 1 when a result fails unexpectedly (a documented refutation does not count,
+but a stored counterexample that stops failing does), 0 otherwise.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
-import math
+import shutil
 import sys
-from typing import Any
+import textwrap
 
-import numpy as np
 from tqdm import tqdm
 
-from mlmix.verify.core import TheoremReport
-from mlmix.verify.runner import run_one, select
+from mlmix.files import dumps_json, jsonable
+from mlmix.verify.core import PAPERS, Entry, NotCheckable, Theorem, TheoremReport
+from mlmix.verify.runner import PROFILES, run_one, select
 
-JSON_KEYS = ("id", "paper", "examples", "holds", "min_slack", "tightness_median", "tightness_max", "counterexample",
-             "refuted_in")
+#: Keys of every record of ``mlmix verify --json`` (``examples``, ``holds``, ``tightness_median`` and
+#: ``tightness_max`` are kept from the earlier format: instances, status == "holds", and the median and
+#: worst of ``tightness``).
+JSON_KEYS = ("id", "paper", "number", "statement", "status", "reason", "instances", "nontrivial", "regimes",
+             "tightness", "weakened", "weakened_by", "weakened_parts", "min_slack", "counterexample", "stored",
+             "attained", "refuted_in", "conventions", "examples", "holds", "tightness_median", "tightness_max")
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--examples", type=int, default=100, help="instances per theorem (default 100)")
+    parser.add_argument("--examples", type=int, default=None,
+                        help="instances per theorem before its budget (default 100; 500 with --thorough)")
+    parser.add_argument("--thorough", action="store_true",
+                        help="five times more instances, and search every hypothesis violation")
     parser.add_argument("--theorem", action="append", metavar="ID",
-                        help="theorem id or id prefix such as 'glauber.' or 'glauber.thm8' (repeatable; default all)")
+                        help="result id or id prefix such as 'glauber.' or 'glauber.thm8' (repeatable; default all)")
     parser.add_argument("--seed", type=int, default=0, help="Hypothesis seed (default 0)")
     parser.add_argument("--json", action="store_true", help="print a JSON list instead of the table")
-
-
-def jsonable(value: Any) -> Any:
-    """Plain JSON values: numpy scalars and arrays unwrapped, non-finite floats as strings."""
-    if isinstance(value, dict):
-        return {str(k): jsonable(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [jsonable(v) for v in value]
-    if isinstance(value, np.ndarray):
-        return jsonable(value.tolist())
-    if isinstance(value, (bool, np.bool_)):
-        return bool(value)
-    if isinstance(value, (int, np.integer)):
-        return int(value)
-    if isinstance(value, (float, np.floating)):
-        v = float(value)
-        return v if math.isfinite(v) else str(v)
-    if value is None or isinstance(value, str):
-        return value
-    return repr(value)
+    parser.add_argument("--list", action="store_true", help="list the results (ids, numbers, statements) without running")
+    parser.add_argument("--stats", action="store_true",
+                        help="also print, per result, the instances tried and their range (n, |V|, T, states)")
 
 
 def report_record(report: TheoremReport) -> dict:
-    record = {key: getattr(report, key) for key in JSON_KEYS}
-    record.update(number=report.number, statement=report.statement)
-    return jsonable(record)
+    t = report.tightness or {}
+    record = {key: getattr(report, key) for key in JSON_KEYS[:19] if key != "instances"}
+    record.update(instances=report.examples, examples=report.examples, holds=report.holds,
+                  tightness_median=t.get("median"), tightness_max=t.get("worst"))
+    return jsonable({key: record[key] for key in JSON_KEYS})
+
+
+def list_record(entry: Entry) -> dict:
+    """What ``--list --json`` prints for one result (nothing is run)."""
+    out = {"id": entry.id, "paper": entry.paper, "number": entry.number, "statement": entry.statement,
+           "checkable": entry.checkable, "conventions": entry.conventions}
+    if isinstance(entry, NotCheckable):
+        out.update(reason=entry.reason, covered_by=list(entry.covered_by))
+    if isinstance(entry, Theorem):
+        out.update(known_false=entry.refuted_in is not None, refuted_in=entry.refuted_in,
+                   stored_counterexamples=[{"description": c.description, "dropped": c.dropped}
+                                           for c in entry.counterexamples],
+                   attained_by=[a.description for a in entry.attaining])
+    return out
+
+
+def _width() -> int:
+    return max(80, shutil.get_terminal_size((120, 24)).columns)
+
+
+def format_list(entries: list[Entry]) -> str:
+    """Every result with its full statement, wrapped (never truncated)."""
+    width = _width()
+    out, paper = [], None
+    for e in entries:
+        if e.paper != paper:
+            paper = e.paper
+            out += ["", f"== {PAPERS[paper]} ({paper}) =="]
+        status = "not checkable" if not e.checkable else ("known false" if e.refuted_in else "checked")
+        out += ["", f"{e.id}  [{e.number}]  ({status})"]
+        out += textwrap.wrap(e.statement, width, initial_indent="    ", subsequent_indent="    ")
+        if isinstance(e, NotCheckable):
+            out += textwrap.wrap("why not checked: " + e.reason, width, initial_indent="    ",
+                                 subsequent_indent="      ")
+            if e.covered_by:
+                out.append(f"      covered by: {', '.join(e.covered_by)}")
+        if e.conventions:
+            out += textwrap.wrap("convention: " + e.conventions, width, initial_indent="    ",
+                                 subsequent_indent="      ")
+        for a in getattr(e, "attaining", ()):
+            out += textwrap.wrap("attained by: " + a.description, width, initial_indent="    ",
+                                 subsequent_indent="      ")
+    return "\n".join(out[1:])
 
 
 def _num(value: float | None) -> str:
     return "-" if value is None else f"{value:.3g}"
 
 
-def _short(text: str, width: int) -> str:
-    return text if len(text) <= width else text[: width - 3] + "..."
+def _tightness(report: TheoremReport) -> str:
+    t = report.tightness
+    if not t:
+        return "-"
+    floor = f", {t['at_floor']} at floor" if t["at_floor"] else ""
+    if not t["resolved"]:
+        return f"at the floating-point floor ({t['at_floor']})"
+    return f"{t['median']:.3g} (best {t['best']:.3g}){floor}"
 
 
-def _holds(report: TheoremReport) -> str:
-    if report.holds:
-        return "yes" if report.refuted_in is None else "yes (known false)"
-    return "NO" if report.refuted_in is None else "NO (known)"
+def _table(header: tuple[str, ...], rows: list[tuple[str, ...]]) -> list[str]:
+    widths = [max(len(h), *(len(row[k]) for row in rows)) if rows else len(h) for k, h in enumerate(header)]
+    line = lambda cells: "  ".join(c.ljust(w) for c, w in zip(cells, widths)).rstrip()
+    return [line(header), line(["-" * w for w in widths])] + [line(row) for row in rows]
 
 
 def format_table(reports: list[TheoremReport]) -> str:
-    header = ("id", "statement", "examples", "holds", "min slack", "tight med", "tight worst", "counterexample")
-    rows = [(r.id, _short(r.statement, 44), str(r.examples), _holds(r), _num(r.min_slack),
-             _num(r.tightness_median), _num(r.tightness_max),
-             "-" if r.counterexample is None else _short(json.dumps(jsonable(r.counterexample.get("instance",
-                                                                                                   r.counterexample))), 40))
+    header = ("id", "result", "status", "instances", "non-trivial", "weakened", "tightness median (best)")
+    rows = [(r.id, r.number, r.status, str(r.examples) if r.status != "not checkable" else "-",
+             str(r.nontrivial) if r.status != "not checkable" else "-", r.weakened or "-", _tightness(r))
             for r in reports]
-    widths = [max(len(h), *(len(row[k]) for row in rows)) for k, h in enumerate(header)]
-    line = lambda cells: "  ".join(c.ljust(w) for c, w in zip(cells, widths)).rstrip()  # noqa: E731
-    out = [line(header), line(["-" * w for w in widths])] + [line(row) for row in rows]
-    failed = [r for r in reports if not r.holds]
-    for r in failed:
-        known = f" as documented in {r.refuted_in}" if r.refuted_in else ""
-        out += ["", f"{r.id} ({r.number}) FAILS{known}; smallest counterexample:",
-                json.dumps(jsonable(r.counterexample), indent=1)]
-    out += ["", f"{len(reports) - len(failed)} of {len(reports)} theorems hold on every instance tried"
-                f"; {sum(r.unexpected for r in reports)} unexpected failures."]
+    out = _table(header, rows)
+    for r in reports:
+        if r.status in ("fails", "known false"):
+            known = f" as documented in {r.refuted_in}" if r.status == "known false" else " UNEXPECTEDLY"
+            out += ["", f"{r.id} ({r.number}) FAILS{known}; smallest counterexample found:",
+                    dumps_json(r.counterexample, indent=1) if r.counterexample else "(none found by the "
+                    "search on this budget; the stored counterexamples below fail)"]
+            for s in r.stored:
+                flag = "" if s["as_expected"] else "  <-- NOT AS EXPECTED"
+                out.append(f"  stored: {s['description']}: conclusion fails = {s['conclusion_fails']}{flag}")
+    counts = {s: sum(r.status == s for r in reports) for s in ("holds", "fails", "known false", "not checkable")}
+    missed = [r.id for r in reports if r.weakened == "missed"]
+    out += ["", f"{counts['holds']} hold, {counts['known false']} known false, {counts['not checkable']} not "
+                f"checkable (reasons: --list), {counts['fails']} unexpected failures; weakened bound missed by: "
+                f"{', '.join(missed) if missed else 'none'}.",
+            "Full statements: mlmix verify --list; per-result ranges: --stats; everything: --json."]
     return "\n".join(out)
 
 
+def _range(r: list | None, fmt: str = "{}") -> str:
+    if r is None:
+        return "-"
+    lo, hi = (fmt.format(v) for v in r)
+    return lo if lo == hi else f"{lo}..{hi}"
+
+
+def format_stats(reports: list[TheoremReport]) -> str:
+    header = ("id", "instances", "non-trivial", "n", "|V|", "T", "states", "non-reversible", "spectral gap")
+    rows = []
+    for r in reports:
+        if r.status == "not checkable":
+            continue
+        g = r.regimes
+        nonrev = "-" if g.get("nonreversible") is None else str(g["nonreversible"])
+        rows.append((r.id, str(r.examples), str(r.nontrivial), _range(g.get("n")), _range(g.get("vocab")),
+                     _range(g.get("temperature"), "{:.3g}"), _range(g.get("states")), nonrev,
+                     _range(g.get("gap"), "{:.2g}")))
+    return "\n".join(_table(header, rows))
+
+
 def run(args: argparse.Namespace) -> int:
-    if args.examples < 1:
-        raise ValueError(f"--examples must be >= 1, got {args.examples}")
-    theorems = select(args.theorem)
+    profile = PROFILES["thorough" if args.thorough else "default"]
+    examples = profile["examples"] if args.examples is None else args.examples
+    if examples < 1:
+        raise ValueError(f"--examples must be >= 1, got {examples}")
+    entries = select(args.theorem)
+    if args.list:
+        if args.json:
+            print(dumps_json([jsonable(list_record(e)) for e in entries], indent=1))
+        else:
+            print(format_list(entries))
+        return 0
     reports = []
-    for theorem in tqdm(theorems, desc="verify", unit="theorem", file=sys.stderr, disable=None):
-        reports.append(run_one(theorem, args.examples, args.seed))
+    for entry in tqdm(entries, desc="verify", unit="result", file=sys.stderr, disable=None):
+        reports.append(run_one(entry, examples, args.seed, violations=profile["violations"]))
     if args.json:
-        print(json.dumps([report_record(r) for r in reports], indent=1))
+        print(dumps_json([report_record(r) for r in reports], indent=1))
     else:
         print(format_table(reports))
+        if args.stats:
+            print("\n" + format_stats(reports))
     return 1 if any(r.unexpected for r in reports) else 0

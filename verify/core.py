@@ -1,8 +1,30 @@
-"""Theorem objects, verdicts, the registry, and the Hypothesis runner that searches for violations.
+"""Theorem objects, verdicts that can fail, the registry, and the Hypothesis search for violations.
 
-A theorem states an inequality lhs REL rhs about an *instance* (a source of conditionals, a
-chain, a model with parameters). ``hypotheses(instance)`` says whether the theorem applies;
-``check(instance)`` computes both sides exactly and returns a :class:`Verdict`.
+A theorem states one or more inequalities ``lhs REL rhs`` about an *instance* (a source of
+conditionals, a chain, a model with parameters). ``hypotheses(instance)`` says whether the
+theorem applies; ``check(instance)`` computes both sides of every inequality (a :class:`Part`)
+with an absolute error bound on each side and returns a :class:`Verdict`.
+
+Checks that can fail
+    Every part can be *weakened*: its right-hand side is scaled by ``strength`` (0.5 by default)
+    in the failing direction (``lhs <= s rhs``, ``lhs >= rhs / s``, ``lhs == rhs / s``).
+    A weakened bound that is still never violated on the instances tried means the check could not
+    tell the theorem from a false one: ``mlmix verify`` reports ``weakened: "missed"``. A theorem
+    whose conclusion is an identity with a side that is zero by construction, or whose content is
+    a hypothesis, is shown to fail by *dropping a hypothesis* instead: ``violations`` (a strategy
+    of instances breaking one hypothesis, searched by :func:`mlmix.verify.runner.find_violation`)
+    and ``counterexamples`` (stored minimal instances, re-checked on every run).
+
+Tightness that means something
+    A part's tightness (bound / exact for an upper bound, exact / bound for a lower bound: the
+    looseness factor, >= 1 whenever the bound holds) is reported only when both sides are resolved
+    above their accuracy (absolute error <= :data:`RESOLVED_RTOL` x |value|); otherwise the
+    instance is counted "at the floating-point floor".
+
+Regimes
+    ``regime(instance)`` describes an instance (n, vocabulary size, temperature, states,
+    reversible or not) for ``mlmix verify --stats``; a verdict whose two sides are equal by
+    construction carries ``trivial`` (the reason) and is not counted as non-trivial.
 """
 
 from __future__ import annotations
@@ -10,57 +32,181 @@ from __future__ import annotations
 import math
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any, Callable, Mapping
 
-from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import HealthCheck, Phase, assume, given, settings
 from hypothesis import seed as hypothesis_seed
 from hypothesis import strategies as st
 
 PAPERS = {"glauber-mlm": "Mixing Times of Glauber Dynamics on Masked Language Models",
-          "gmlm-pitfalls": "Promises and Pitfalls of Generative Masked Language Modeling"}
+          "gmlm-pitfalls": "Promises and Pitfalls of Generative Masked Language Modeling",
+          "markov-facts": "Standard Markov-chain facts the proofs and the exact engine use (THEOREMS.md 2C)"}
 
-#: Default relative tolerance of numerical comparisons: lhs <= rhs + RTOL * max(1, |lhs|, |rhs|).
+#: Default relative error assumed for each side of a comparison when a check gives none.
 RTOL = 1e-9
+
+#: A side is resolved (its tightness ratio meaningful) when its error is at most this fraction of it.
+RESOLVED_RTOL = 1e-6
+
+#: Default weakening: the right-hand side scaled by 0.5 (upper bounds) or 2 (lower bounds, identities).
+WEAKEN = 0.5
+
+RELATIONS = ("<=", ">=", "==")
+
+
+@dataclass(frozen=True)
+class Part:
+    """One inequality ``lhs relation rhs`` of a check, with absolute error bounds on both sides.
+
+    ``ratio``: whether lhs/rhs is a meaningful looseness factor (positive quantities); identities
+    have none.
+    """
+
+    name: str
+    lhs: float
+    rhs: float
+    relation: str
+    lhs_error: float = 0.0
+    rhs_error: float = 0.0
+    ratio: bool = True
+
+    def __post_init__(self) -> None:
+        if self.relation not in RELATIONS:
+            raise ValueError(f"relation must be one of {RELATIONS}, got {self.relation!r}")
+        object.__setattr__(self, "lhs", float(self.lhs))
+        object.__setattr__(self, "rhs", float(self.rhs))
+
+    def bound(self, strength: float = 1.0) -> float:
+        """The right-hand side scaled by ``strength`` in the failing direction (1 = as stated)."""
+        r = self.rhs
+        if strength == 1.0:
+            return r
+        if self.relation == "<=":
+            return r * strength if r > 0 else r / strength
+        return r / strength if r > 0 else r * strength
+
+    def tolerance(self, strength: float = 1.0) -> float:
+        return self.lhs_error + self.rhs_error / min(strength, 1.0)
+
+    def holds(self, strength: float = 1.0) -> bool:
+        """Whether ``lhs relation bound(strength)`` holds within the error bounds."""
+        if math.isnan(self.lhs) or math.isnan(self.rhs):
+            return False
+        b, tol = self.bound(strength), self.tolerance(strength)
+        if self.relation == "<=":
+            return self.lhs <= b + tol
+        if self.relation == ">=":
+            return self.lhs >= b - tol
+        return abs(self.lhs - b) <= tol
+
+    @property
+    def slack(self) -> float:
+        """rhs - lhs for '<=', lhs - rhs for '>=', -|lhs - rhs| for '=='; 0 when within the error."""
+        d = {"<=": self.rhs - self.lhs, ">=": self.lhs - self.rhs}.get(self.relation, -abs(self.lhs - self.rhs))
+        return 0.0 if abs(d) <= self.tolerance() else d
+
+    @property
+    def resolved(self) -> bool:
+        """Both sides nonzero and resolved above their accuracy."""
+        return (self.lhs != 0 and self.rhs != 0 and self.lhs_error <= RESOLVED_RTOL * abs(self.lhs)
+                and self.rhs_error <= RESOLVED_RTOL * abs(self.rhs))
+
+    @property
+    def tightness(self) -> float | None:
+        """bound / exact (upper bounds) or exact / bound (lower bounds) when resolved, else None."""
+        if not self.ratio or self.relation == "==" or not self.resolved or self.lhs * self.rhs <= 0:
+            return None
+        return self.rhs / self.lhs if self.relation == "<=" else self.lhs / self.rhs
+
+    @property
+    def tightness_error(self) -> float:
+        """Relative error bound of :attr:`tightness`."""
+        return self.lhs_error / abs(self.lhs) + self.rhs_error / abs(self.rhs) if self.resolved else math.inf
+
+    def as_dict(self) -> dict:
+        return {"name": self.name, "lhs": self.lhs, "rhs": self.rhs, "relation": self.relation,
+                "lhs_error": self.lhs_error, "rhs_error": self.rhs_error, "holds": self.holds()}
+
+
+def part(name: str, lhs: float, rhs: float, relation: str, rtol: float = RTOL, atol: float = 0.0,
+         ratio: bool = True) -> Part:
+    """A :class:`Part` whose sides carry error rtol |side| + atol."""
+    lhs, rhs = float(lhs), float(rhs)
+    return Part(name, lhs, rhs, relation, rtol * abs(lhs) + atol, rtol * abs(rhs) + atol, ratio)
 
 
 @dataclass(frozen=True)
 class Verdict:
-    """Outcome of one check: ``lhs relation rhs`` with slack and tightness.
+    """Outcome of one check: the parts (inequalities), boolean certificates that cannot be weakened
+    (``conditions``, e.g. exact sympy identities), details, and ``trivial`` (why the two sides are
+    equal by construction on this instance, or None)."""
 
-    slack: how far the inequality is from failing, in the units of the two sides
-        (rhs - lhs for '<=', lhs - rhs for '>=', -|lhs - rhs| for '==').
-    tightness: looseness factor, bound / exact for an upper bound and exact / bound for a lower
-        bound (>= 1 whenever the bound holds, 1 = tight), None when not meaningful.
-    """
+    parts: tuple[Part, ...]
+    conditions: Mapping[str, bool] = field(default_factory=dict)
+    details: Mapping[str, Any] = field(default_factory=dict)
+    trivial: str | None = None
 
-    holds: bool
-    lhs: float
-    rhs: float
-    relation: str
-    slack: float
-    tightness: float | None = None
-    details: dict = field(default_factory=dict)
+    @property
+    def holds(self) -> bool:
+        return all(p.holds() for p in self.parts) and all(self.conditions.values())
+
+    def weakened_holds(self, strength: float = WEAKEN, name: str | None = None) -> bool:
+        """Whether the verdict still holds with the part ``name`` (every part when None) weakened."""
+        return all(p.holds(strength if name is None or p.name == name else 1.0) for p in self.parts) \
+            and all(self.conditions.values())
+
+    @property
+    def main(self) -> Part:
+        return self.parts[0]
+
+    @property
+    def lhs(self) -> float:
+        return self.main.lhs
+
+    @property
+    def rhs(self) -> float:
+        return self.main.rhs
+
+    @property
+    def relation(self) -> str:
+        return self.main.relation
+
+    @property
+    def slack(self) -> float:
+        return self.main.slack
+
+    @property
+    def tightness(self) -> float | None:
+        return self.main.tightness
+
+    def failing(self) -> list[str]:
+        return [p.name for p in self.parts if not p.holds()] + [k for k, v in self.conditions.items() if not v]
+
+    def as_dict(self) -> dict:
+        out = {"lhs": self.lhs, "rhs": self.rhs, "relation": self.relation, "slack": self.slack,
+               "parts": [p.as_dict() for p in self.parts], "details": dict(self.details)}
+        if self.conditions:
+            out["conditions"] = dict(self.conditions)
+        if self.failing():
+            out["failing"] = self.failing()
+        return out
 
 
-def compare(lhs: float, rhs: float, relation: str, rtol: float = RTOL, tightness: float | None = None,
+def verdict(*parts: Part, trivial: str | None = None, conditions: Mapping[str, bool] | None = None,
             **details: Any) -> Verdict:
-    """Build a Verdict for ``lhs relation rhs`` with tolerance rtol * max(1, |lhs|, |rhs|)."""
-    lhs, rhs = float(lhs), float(rhs)
-    tol = rtol * max(1.0, abs(lhs), abs(rhs))
-    if relation == "<=":
-        slack = rhs - lhs
-        holds = slack >= -tol
-    elif relation == ">=":
-        slack = lhs - rhs
-        holds = slack >= -tol
-    elif relation == "==":
-        slack = -abs(lhs - rhs)
-        holds = -slack <= tol
-    else:
-        raise ValueError(f"relation must be '<=', '>=' or '==', got {relation!r}")
-    if math.isnan(lhs) or math.isnan(rhs):
-        holds = False
-    return Verdict(holds, lhs, rhs, relation, slack, tightness, dict(details))
+    """A Verdict from parts (the first is the main one: the paper's headline inequality)."""
+    return Verdict(tuple(parts), {k: bool(v) for k, v in (conditions or {}).items()}, dict(details), trivial)
+
+
+def compare(lhs: float, rhs: float, relation: str, rtol: float = RTOL, atol: float = 0.0, *, name: str = "main",
+            trivial: str | None = None, **details: Any) -> Verdict:
+    """A one-part Verdict for ``lhs relation rhs``, each side with error rtol |side| + atol."""
+    return verdict(part(name, lhs, rhs, relation, rtol, atol), trivial=trivial, **details)
+
+
+def crashed(err: Exception) -> Verdict:
+    """The verdict of a check that raised: a failure on this instance, reported with the error."""
+    return Verdict((Part("main", math.nan, math.nan, "=="),), {}, {"error": f"{type(err).__name__}: {err}"})
 
 
 @dataclass(frozen=True)
@@ -74,46 +220,157 @@ class Applicability:
         return self.ok
 
 
-class Theorem(ABC):
-    """One result of a paper. Subclasses set the class attributes and implement the methods."""
+@dataclass(frozen=True)
+class Counterexample:
+    """A stored minimal instance on which a conclusion fails: the published statement when
+    ``dropped`` is None (a known-false result), else the named hypothesis is broken (it shows the
+    hypothesis is necessary). ``build`` returns the instance."""
+
+    description: str
+    build: Callable[[], Any]
+    dropped: str | None = None
+
+
+@dataclass(frozen=True)
+class Attaining:
+    """A stored instance on which the bound is attained or nearly so (the family that shows a bound is
+    tight); it is checked first by every search."""
+
+    description: str
+    build: Callable[[], Any]
+
+
+@dataclass(frozen=True)
+class Violation:
+    """A hypothesis of a theorem that matters: ``strategy`` builds instances breaking it and
+    ``conclusion_fails(instance)`` says whether the conclusion then fails on the instance."""
+
+    hypothesis: str
+    strategy: Callable[[], st.SearchStrategy]
+    conclusion_fails: Callable[[Any], bool]
+    description: str
+
+
+class Entry(ABC):
+    """A numbered result of a paper: a theorem object or a result that is not checkable numerically."""
 
     id: str  # e.g. "glauber.thm5"
     paper: str  # a key of PAPERS
     number: str  # e.g. "Theorem 5"
     statement: str  # words and formula
-    #: Where a documented counterexample to the statement as published lives (docs section), or
-    #: None. A refuted theorem is still searched and its counterexample printed, but its failure
+    #: Which reading of a convention the object uses and which one fails (empty when none matters).
+    conventions: str = ""
+    checkable: bool = True
+
+
+class NotCheckable(Entry):
+    """A result listed with the reason it is not checked numerically (and what covers it instead)."""
+
+    checkable = False
+    reason: str
+    covered_by: tuple[str, ...] = ()
+
+
+class Theorem(Entry):
+    """One checked result. Subclasses set the class attributes and implement the methods."""
+
+    #: Where the counterexample to the statement as published is documented (docs section), or None.
+    #: A refuted theorem is still searched and its stored counterexamples re-checked, but its failure
     #: is expected: it does not make ``mlmix verify`` exit 1.
     refuted_in: str | None = None
+    #: Stored minimal counterexamples (see :class:`Counterexample`).
+    counterexamples: tuple[Counterexample, ...] = ()
+    #: Hypotheses that matter, with strategies of instances breaking them.
+    violations: tuple[Violation, ...] = ()
+    #: Instances on which the main bound is attained (checked before the random search).
+    attaining: tuple[Attaining, ...] = ()
+    #: Multiplier of the number of instances (expensive checks search fewer).
+    budget: float = 1.0
 
     @abstractmethod
     def strategy(self) -> st.SearchStrategy:
         """Instances satisfying the hypotheses (mostly; ``hypotheses`` filters the rest)."""
 
-    @abstractmethod
     def hypotheses(self, instance: Any) -> Applicability:
-        """Whether the theorem applies to ``instance``."""
+        """Whether the theorem applies to ``instance`` (default: always; the strategy builds only valid ones)."""
+        return Applicability(True)
 
     @abstractmethod
     def check(self, instance: Any) -> Verdict:
-        """Both sides of the conclusion, computed exactly."""
+        """Both sides of every inequality of the conclusion, computed exactly (with error bounds)."""
 
     def describe(self, instance: Any) -> Any:
         """A JSON-serialisable description of an instance (for counterexamples)."""
-        return repr(instance)
+        describe = getattr(instance, "describe", None)
+        return describe() if callable(describe) else repr(instance)
+
+    def regime(self, instance: Any) -> dict:
+        """n, vocab, temperature, states and reversible (None when not applicable) of an instance."""
+        regime = getattr(instance, "regime", None)
+        return regime() if callable(regime) else {}
+
+    #: Set when no part can be scaled meaningfully (identities with a side zero by construction):
+    #: the check is then shown to fail through ``violations`` / ``counterexamples`` only.
+    weaken_by_hypothesis: bool = False
+
+
+class OnFirst:
+    """Mixin for theorems whose instances are tuples (instance, extra, ...): hypotheses, regime and
+    description come from the first element; ``extras`` names the others in the description."""
+
+    extras: tuple[str, ...] = ()
+
+    def hypotheses(self, instance: tuple) -> Applicability:
+        return super().hypotheses(instance[0])
+
+    def regime(self, instance: tuple) -> dict:
+        return super().regime(instance[0])
+
+    def describe(self, instance: tuple) -> Any:
+        return {**super().describe(instance[0]), **dict(zip(self.extras, instance[1:]))}
 
 
 REGISTRY: dict[str, Theorem] = {}
+UNCHECKED: dict[str, NotCheckable] = {}
+#: Every entry (theorems and not-checkable results) in registration order: the paper order.
+CATALOGUE: dict[str, Entry] = {}
 
 
-def register(cls: type[Theorem]) -> type[Theorem]:
-    """Class decorator: instantiate and add to the registry under ``cls.id``."""
-    if cls.id in REGISTRY:
-        raise ValueError(f"theorem id {cls.id!r} registered twice")
-    if cls.paper not in PAPERS:
-        raise ValueError(f"unknown paper {cls.paper!r}")
-    REGISTRY[cls.id] = cls()
+def _add(entry: Entry) -> None:
+    if entry.id in CATALOGUE:
+        raise ValueError(f"result id {entry.id!r} registered twice")
+    if entry.paper not in PAPERS:
+        raise ValueError(f"unknown paper {entry.paper!r}")
+    CATALOGUE[entry.id] = entry
+
+
+def register(cls: type[Entry]) -> type[Entry]:
+    """Class decorator: instantiate and add to the catalogue (and to REGISTRY or UNCHECKED)."""
+    entry = cls()
+    _add(entry)
+    (REGISTRY if isinstance(entry, Theorem) else UNCHECKED)[entry.id] = entry
     return cls
+
+
+def unregister(entry_id: str) -> None:
+    """Remove an entry (tests register throwaway theorems)."""
+    CATALOGUE.pop(entry_id, None)
+    REGISTRY.pop(entry_id, None)
+    UNCHECKED.pop(entry_id, None)
+
+
+def not_checkable(id: str, paper: str, number: str, statement: str, reason: str,
+                  covered_by: tuple[str, ...] = ()) -> NotCheckable:
+    """Register a result that is not checked numerically, with the reason."""
+    cls = type(f"NotCheckable_{id}", (NotCheckable,), {"id": id, "paper": paper, "number": number,
+                                                       "statement": statement, "reason": reason,
+                                                       "covered_by": tuple(covered_by)})
+    register(cls)
+    return UNCHECKED[id]
+
+
+# ----------------------------------------------------------------------------------------------
+# Search
 
 
 class _Violation(Exception):
@@ -121,73 +378,194 @@ class _Violation(Exception):
 
 
 @dataclass
+class Observation:
+    """What one checked instance contributed to a report."""
+
+    regime: dict
+    verdict: Verdict
+
+
+def _range(values: list) -> list | None:
+    vals = [v for v in values if v is not None]
+    return [min(vals), max(vals)] if vals else None
+
+
+def regimes(observations: list[Observation]) -> dict:
+    """[min, max] of n, vocab, temperature and states over the instances, how many were non-reversible
+    (None where the notion does not apply), and the range of the spectral gaps when the check computed
+    them (a verdict's ``details["gap"]``: metastable chains reach 1e-8 .. 1e-30)."""
+    out = {key: _range([o.regime.get(key) for o in observations]) for key in ("n", "vocab", "temperature", "states")}
+    flags = [o.regime.get("reversible") for o in observations]
+    out["nonreversible"] = sum(1 for f in flags if f is False) if any(f is not None for f in flags) else None
+    gaps = _range([o.verdict.details.get("gap") for o in observations])
+    if gaps is not None:
+        out["gap"] = gaps
+    return out
+
+
+def tightness_summary(observations: list[Observation]) -> dict | None:
+    """Tightness of the main part over the non-trivial instances where both sides are resolved: median,
+    best (closest to 1) and worst, with the worst relative accuracy, and how many were at the floor."""
+    parts = [o.verdict.main for o in observations if o.verdict.parts and o.verdict.trivial is None]
+    if not parts or all(not p.ratio or p.relation == "==" for p in parts):
+        return None
+    resolved = sorted((p.tightness, p.tightness_error) for p in parts if p.tightness is not None)
+    out = {"part": parts[0].name, "resolved": len(resolved),
+           "at_floor": sum(1 for p in parts if p.tightness is None and p.ratio and p.relation != "==")}
+    if resolved:
+        values = [t for t, _ in resolved]
+        out.update(median=values[len(values) // 2], best=values[0], worst=values[-1],
+                   rel_accuracy=max(e for _, e in resolved))
+    return out
+
+
+def weakening_outcome(theorem: Theorem, observations: list[Observation], strength: float = WEAKEN) -> dict:
+    """For every part of the non-trivial instances: 'caught' when some instance violates the part
+    weakened by ``strength`` (instances whose sides are equal by construction do not count)."""
+    observations = [o for o in observations if o.verdict.trivial is None]
+    names: list[str] = []
+    for o in observations:
+        names += [p.name for p in o.verdict.parts if p.name not in names]
+    return {name: "caught" if any(not o.verdict.weakened_holds(strength, name) for o in observations) else "missed"
+            for name in names}
+
+
+@dataclass
 class TheoremReport:
-    """What a search found: counts, slack and tightness statistics, the minimal counterexample."""
+    """What a search found (see ``mlmix verify --json`` for the meaning of each field)."""
 
     id: str
     paper: str
     number: str
     statement: str
+    status: str  # "holds", "fails", "known false", "not checkable"
     examples: int
-    holds: bool
-    min_slack: float | None
-    tightness_median: float | None
-    tightness_max: float | None
+    nontrivial: int = 0
+    regimes: dict = field(default_factory=dict)
+    tightness: dict | None = None
+    weakened: str | None = None  # "caught" / "missed" / None (not checkable)
+    weakened_by: str | None = None  # how: "rhs scaled by 0.5 / 2" or "dropped hypothesis: ..."
+    weakened_parts: dict = field(default_factory=dict)
+    min_slack: float | None = None
     counterexample: Any = None
+    stored: list = field(default_factory=list)
+    attained: list = field(default_factory=list)
     refuted_in: str | None = None
+    reason: str | None = None
+    conventions: str = ""
+
+    @property
+    def holds(self) -> bool:
+        """No violation found among the instances tried (always False for a known-false result)."""
+        return self.status == "holds"
 
     @property
     def unexpected(self) -> bool:
-        """A failure of a theorem not documented as refuted."""
-        return not self.holds and self.refuted_in is None
+        """A failure not documented as a refutation (or a stored counterexample that stopped failing)."""
+        return self.status == "fails"
 
     def as_dict(self) -> dict:
         return dict(self.__dict__)
 
 
-def search(theorem: Theorem, examples: int = 100, seed: int = 0,
-           strategy: st.SearchStrategy | None = None,
-           on_verdict: Callable[[Any, Verdict], None] | None = None) -> TheoremReport:
+def _recheck(theorem: Theorem, ce: Counterexample) -> dict:
+    """Re-check a stored counterexample: it must break exactly the named hypothesis (or none) and the
+    conclusion must fail on it."""
+    inst = ce.build()
+    applies = bool(theorem.hypotheses(inst))
+    try:
+        v = theorem.check(inst)
+    except Exception as err:  # a crash on a stored instance is reported, not hidden
+        v = crashed(err)
+    ok = (not v.holds) and (applies == (ce.dropped is None))
+    return {"description": ce.description, "dropped": ce.dropped, "instance": theorem.describe(inst),
+            "hypotheses_hold": applies, "conclusion_fails": not v.holds, "as_expected": ok,
+            "verdict": v.as_dict()}
+
+
+def search(theorem: Theorem, examples: int = 100, seed: int = 0, strategy: st.SearchStrategy | None = None,
+           on_verdict: Callable[[Any, Verdict], None] | None = None, weaken: float | None = None,
+           weaken_part: str | None = None, shrink: bool = True) -> TheoremReport:
     """Run Hypothesis over ``theorem.strategy()`` (or ``strategy``) for up to ``examples`` instances
     satisfying the hypotheses; on a violation Hypothesis shrinks it and the minimal one is reported.
+
+    ``weaken``: search for violations of the bound weakened by this strength (part ``weaken_part``,
+    every part when None) instead of the theorem itself.
     """
-    verdicts: list[Verdict] = []
+    observations: list[Observation] = []
     failure: list = []
 
+    def violated(v: Verdict) -> bool:
+        return not v.holds if weaken is None else not v.weakened_holds(weaken, weaken_part)
+
+    phases = [Phase.explicit, Phase.reuse, Phase.generate] + ([Phase.shrink] if shrink else [])
+
     @hypothesis_seed(seed)
-    @settings(max_examples=examples, deadline=None, database=None, print_blob=False,
+    @settings(max_examples=examples, deadline=None, database=None, print_blob=False, phases=phases,
               suppress_health_check=list(HealthCheck))
     @given(strategy if strategy is not None else theorem.strategy())
     def probe(instance: Any) -> None:
         assume(bool(theorem.hypotheses(instance)))
         try:
-            verdict = theorem.check(instance)
+            v = theorem.check(instance)
         except Exception as err:  # a crashing check is a failure on this instance, shrunk and reported
-            verdict = Verdict(False, math.nan, math.nan, "==", -math.inf, None,
-                              {"error": f"{type(err).__name__}: {err}"})
+            v = crashed(err)
         if on_verdict is not None:
-            on_verdict(instance, verdict)
-        if not verdict.holds:
-            failure[:] = [instance, verdict]
+            on_verdict(instance, v)
+        if violated(v):
+            failure[:] = [instance, v]
             raise _Violation
-        verdicts.append(verdict)
+        observations.append(Observation(theorem.regime(instance), v))
 
-    try:
-        probe()
-        holds = True
-    except _Violation:
-        holds = False
+    found = False
+    attained = []
+    for a in theorem.attaining:  # the families that attain the bound come first
+        inst = a.build()
+        v = theorem.check(inst) if theorem.hypotheses(inst) else crashed(ValueError("hypotheses fail"))
+        attained.append({"description": a.description, "tightness": v.tightness, "holds": v.holds})
+        if violated(v):
+            failure[:] = [inst, v]
+            found = True
+            break
+        observations.append(Observation(theorem.regime(inst), v))
+    if not found:
+        try:
+            probe()
+        except _Violation:
+            found = True
     counterexample = None
-    if not holds:
-        instance, verdict = failure
-        counterexample = {"instance": theorem.describe(instance), "lhs": verdict.lhs, "rhs": verdict.rhs,
-                          "relation": verdict.relation, "slack": verdict.slack, "details": verdict.details}
-    slacks = [v.slack for v in verdicts] + ([failure[1].slack] if failure else [])
-    tight = sorted(v.tightness for v in verdicts if v.tightness is not None and math.isfinite(v.tightness))
+    if found:
+        instance, v = failure
+        counterexample = {"instance": theorem.describe(instance), **v.as_dict()}
+        observations.append(Observation(theorem.regime(instance), v))
+    stored = [_recheck(theorem, ce) for ce in theorem.counterexamples] if weaken is None else []
+    if weaken is not None:
+        status = "fails" if found else "holds"
+    elif theorem.refuted_in is not None:
+        status = "known false" if all(s["as_expected"] for s in stored if s["dropped"] is None) else "fails"
+    else:
+        status = "fails" if found or not all(s["as_expected"] for s in stored) else "holds"
+    parts = weakening_outcome(theorem, observations)
+    if theorem.refuted_in is not None:
+        weakened, how = "caught", "known false: the stored counterexample fails"
+    elif theorem.weaken_by_hypothesis or not parts:
+        dropped = [s["dropped"] for s in stored if s["as_expected"] and s["dropped"] is not None]
+        weakened = "caught" if dropped else "missed"
+        how = f"dropped hypothesis: {', '.join(dropped)}" if dropped else "no stored counterexample"
+    else:
+        weakened = "caught" if all(o == "caught" for o in parts.values()) else "missed"
+        how = f"every bound scaled by {WEAKEN:g} (upper) or {1 / WEAKEN:g} (lower, identities)"
+    slacks = [o.verdict.slack for o in observations if o.verdict.parts and not math.isnan(o.verdict.slack)]
     return TheoremReport(
-        id=theorem.id, paper=theorem.paper, number=theorem.number, statement=theorem.statement,
-        examples=len(verdicts) + (1 if failure else 0), holds=holds,
-        min_slack=min(slacks) if slacks else None,
-        tightness_median=tight[len(tight) // 2] if tight else None,
-        tightness_max=tight[-1] if tight else None,
-        counterexample=counterexample, refuted_in=theorem.refuted_in)
+        id=theorem.id, paper=theorem.paper, number=theorem.number, statement=theorem.statement, status=status,
+        examples=len(observations), nontrivial=sum(o.verdict.trivial is None for o in observations),
+        regimes=regimes(observations), tightness=tightness_summary(observations), weakened=weakened,
+        weakened_by=how, weakened_parts=parts, min_slack=min(slacks) if slacks else None, counterexample=counterexample,
+        stored=stored, attained=attained, refuted_in=theorem.refuted_in, conventions=theorem.conventions)
+
+
+def unchecked_report(entry: NotCheckable) -> TheoremReport:
+    """The report of a result that is not checked numerically."""
+    reason = entry.reason + (f" (covered by: {', '.join(entry.covered_by)})" if entry.covered_by else "")
+    return TheoremReport(id=entry.id, paper=entry.paper, number=entry.number, statement=entry.statement,
+                         status="not checkable", examples=0, reason=reason, conventions=entry.conventions)

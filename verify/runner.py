@@ -1,75 +1,97 @@
-"""Loading, selecting and running the registered theorems; searching for hypothesis violations.
+"""Loading, selecting and running the catalogued results; searching for hypothesis violations.
 
 Every module of the :mod:`mlmix.verify.theorems` package is imported (so a new paper's module registers
-itself by existing). :func:`run` searches each selected theorem with :func:`mlmix.verify.core.search`.
-:class:`Violation` documents that a hypothesis matters: instances that break it, and the
-conclusion that then fails; :func:`find_violation` asks Hypothesis for the smallest such instance.
+itself by existing). :func:`run_one` searches a theorem with :func:`mlmix.verify.core.search` (or
+reports a not-checkable result); :func:`find_violation` asks Hypothesis for the smallest instance
+that breaks one hypothesis of a theorem and on which its conclusion fails.
 """
 
 from __future__ import annotations
 
 import importlib
 import pkgutil
-from dataclasses import dataclass
-from typing import Any, Callable, Iterable
+from typing import Any, Iterable
 
 from hypothesis import HealthCheck, find, settings
-from hypothesis import strategies as st
 
-from mlmix.verify.core import REGISTRY, Theorem, TheoremReport, search
+from mlmix.verify.core import (
+    CATALOGUE,
+    Entry,
+    NotCheckable,
+    Theorem,
+    TheoremReport,
+    Violation,
+    search,
+    unchecked_report,
+)
+
+__all__ = ["Violation", "find_violation", "load_theorems", "run_one", "select", "PROFILES"]
+
+#: Instances per theorem (before its ``budget`` multiplier) and whether hypothesis-violation
+#: searches run, per profile of ``mlmix verify``.
+PROFILES = {"default": {"examples": 100, "violations": False},
+            "thorough": {"examples": 500, "violations": True}}
 
 
-def load_theorems() -> dict[str, Theorem]:
-    """Import every module of :mod:`mlmix.verify.theorems` (each registers its theorems); the registry."""
+def load_theorems() -> dict[str, Entry]:
+    """Import every module of :mod:`mlmix.verify.theorems` (each registers its results); the catalogue."""
     import mlmix.verify.theorems as package
 
     for info in pkgutil.iter_modules(package.__path__, package.__name__ + "."):
         importlib.import_module(info.name)
-    return REGISTRY
+    return CATALOGUE
 
 
-def select(patterns: Iterable[str] | None = None) -> list[Theorem]:
-    """Registered theorems whose id equals a pattern or starts with it (all when none given), in
-    registration order.
+def select(patterns: Iterable[str] | None = None) -> list[Entry]:
+    """Catalogued results whose id equals a pattern or starts with it (all when none given), in
+    registration order (module by module, each in its paper's order).
 
     A pattern ending in '.' or naming a prefix such as ``glauber.thm8`` selects every id under it.
     ValueError names a pattern that matches nothing.
     """
-    registry = load_theorems()
-    ids = list(registry)  # registration order: module by module, each in its paper's order
+    catalogue = load_theorems()
+    ids = list(catalogue)
     if not patterns:
-        return [registry[i] for i in ids]
+        return [catalogue[i] for i in ids]
     chosen: list[str] = []
     for pattern in patterns:
         prefix = pattern if pattern.endswith(".") else pattern + "."
         hits = [i for i in ids if i == pattern or i.startswith(prefix)]
         if not hits:
-            raise ValueError(f"no theorem matches {pattern!r}; known ids: {', '.join(ids)}")
+            raise ValueError(f"no theorem matches {pattern!r}; `mlmix verify --list` shows the ids")
         chosen += [i for i in hits if i not in chosen]
-    return [registry[i] for i in chosen]
+    return [catalogue[i] for i in chosen]
 
 
-def run_one(theorem: Theorem, examples: int, seed: int) -> TheoremReport:
-    """:func:`search` with errors reported as a failed theorem (the traceback's last line kept)."""
+def examples_for(theorem: Theorem, examples: int) -> int:
+    """The number of instances a theorem gets: ``examples`` x its budget, at least 5."""
+    return max(5, int(round(examples * theorem.budget)))
+
+
+def run_one(entry: Entry, examples: int, seed: int, violations: bool = False) -> TheoremReport:
+    """:func:`search` with errors reported as a failed theorem (the last line kept); with
+    ``violations`` also search every declared hypothesis violation (the weakening is then 'caught'
+    only if each is found)."""
+    if isinstance(entry, NotCheckable):
+        return unchecked_report(entry)
     try:
-        return search(theorem, examples=examples, seed=seed)
+        report = search(entry, examples=examples_for(entry, examples), seed=seed)
     except Exception as err:  # a crash in a check is reported, not hidden, and the run goes on
-        last = f"{type(err).__name__}: {err}"
-        return TheoremReport(id=theorem.id, paper=theorem.paper, number=theorem.number,
-                             statement=theorem.statement, examples=0, holds=False, min_slack=None,
-                             tightness_median=None, tightness_max=None,
-                             counterexample={"error": last}, refuted_in=theorem.refuted_in)
-
-
-@dataclass(frozen=True)
-class Violation:
-    """A hypothesis of a theorem that matters: ``strategy`` builds instances breaking it and
-    ``conclusion_fails(instance)`` says whether the conclusion then fails on the instance."""
-
-    hypothesis: str
-    strategy: Callable[[], st.SearchStrategy]
-    conclusion_fails: Callable[[Any], bool]
-    description: str
+        return TheoremReport(id=entry.id, paper=entry.paper, number=entry.number, statement=entry.statement,
+                             status="fails", examples=0, counterexample={"error": f"{type(err).__name__}: {err}"},
+                             refuted_in=entry.refuted_in, conventions=entry.conventions)
+    if violations and entry.violations:
+        found = {}
+        for v in entry.violations:
+            try:
+                find_violation(entry, v, examples=examples)
+                found[v.hypothesis] = "caught"
+            except Exception:  # NoSuchExample (or a crash): not shown to matter on this budget
+                found[v.hypothesis] = "missed"
+        report.weakened_parts = {**report.weakened_parts, **{f"drop: {k}": o for k, o in found.items()}}
+        if entry.weaken_by_hypothesis:
+            report.weakened = "caught" if all(o == "caught" for o in found.values()) else "missed"
+    return report
 
 
 def find_violation(theorem: Theorem, violation: Violation, examples: int = 200) -> Any:

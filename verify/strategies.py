@@ -1,18 +1,26 @@
-"""Hypothesis strategies that build small instances for the theorems of paper G.
+"""Hypothesis strategies that build instances for the theorems of paper G, in the regimes the
+theorems are about.
 
-Instances are composed from small pieces: a shape (|V|, n) with |V|^n bounded, integer parameters
-(half-integers for couplings, fields, log-weights and scores, so shrinking drives them to 0 and a
-counterexample reads as a handful of small numbers), a temperature log-uniform on [0.05, 20].
+Shapes (|V|, n) are drawn uniformly from every pair with n >= 2 and |V|^n <= ``max_states``
+(729 for dense checks, 81 for Wasserstein linear programmes), so n >= 4 with |V| >= 3 is as likely
+as the small cases; shrinking goes to the smallest space.
 
-Temperatures are raised where needed so that the largest score spread s_max - s_min of any
-conditional, divided by T, stays below ``max_ratio``: this keeps every conditional probability
-above e^{-max_ratio}, so the float64 linear algebra on the chain (stationary laws, t_mix by
-squaring) stays meaningful. Chain-level theorems use a small ratio, local ones a larger one.
+Sources of conditionals come in two flavours:
 
-Sources: compatible ones (Ising models on random graphs given as edge masks, Potts models,
-log-weight tables, score tables tabulated from a joint), incompatible score tables, exact
-rational instances (positive integer weights, at T = 1) for sympy certificates, and sources that
-violate a hypothesis (conditionals with zeros; basins without a margin).
+* *generic*: Gaussian scores drawn from a seed (``ScoreTable.random``: incompatible, like an MLM;
+  ``LogWeightTable.random``: a generic joint; Potts models on G(n, p) graphs; product tables, whose
+  sites do not interact; joints perturbed by small Gaussian noise: incompatible but nearly
+  reversible). Every entry differs; an instance is described by (|V|, n, seed, scale).
+* *shrinkable*: integer or half-integer parameters drawn entry by entry (``fill=nothing``: no
+  repeated fill value), so a counterexample shrinks to a handful of small numbers. Kept to
+  spaces of at most 64 states.
+
+Temperatures are log-uniform on [0.05, 20]; chain-level theorems keep spread/T below ``max_ratio``
+(so every probability stays above e^{-max_ratio}). Contraction instances (Thm 5, Cor 7) place T
+relative to the influence: T = u T* (T* the Cor. 7 temperature), or the temperature at which rho
+reaches a target in [0.5, 0.999] (rho close to 1), or product tables at low T (the near-deterministic
+chains on which Thm 5's t_mix bound is tightest). Basins for Thm 8 carry margins boosted into the
+score table and reach gamma/T up to 40 (metastable chains: spectral gaps down to 1e-17).
 """
 
 from __future__ import annotations
@@ -35,21 +43,28 @@ from mlmix.theory.conditionals import (
     ScoreTable,
 )
 from mlmix.theory.contexts import score_table
-from mlmix.theory.influence import contraction_temperature, score_oscillation
+from mlmix.theory.influence import contraction_temperature, influence_matrix, score_oscillation
+from mlmix.theory.rectangles import is_compatible
 from mlmix.theory.space import StateSpace
 from mlmix.validation import check_temperature
 
 T_MIN, T_MAX = 0.05, 20.0
 
-#: Default bound on |V|^n: every exact computation on an instance then takes milliseconds.
-MAX_STATES = 256
+#: Default bound on |V|^n for dense checks.
+MAX_STATES = 729
+
+#: Largest space of the entry-by-entry (shrinkable) sources.
+SHRINKABLE_STATES = 64
+
+#: Scales of Gaussian scores (standard deviations).
+SCALES = (0.25, 0.5, 1.0, 2.0, 4.0)
 
 
 @dataclass(eq=False)
 class Instance:
     """A source of conditionals at a temperature plus what a theorem needs about it.
 
-    kind/params: how it was built (JSON-serialisable, enough to rebuild it by hand);
+    kind/params: how it was built (JSON-serialisable, enough to rebuild it);
     weights: positive integer weights of an exact rational instance (joint (|V|^n,) or per-fibre
         table (n, |V|^(n-1), |V|)), whose conditionals are w / sum w at T = 1;
     basin: boolean mask over V^n (Thm 8); eps: TV level of t_mix; symbols/level: the set A and
@@ -64,10 +79,23 @@ class Instance:
     eps: float = 0.25
     symbols: tuple[int, ...] | None = None
     level: int | None = None
+    _reversible: bool | None = field(default=None, repr=False)
 
     @property
     def space(self) -> StateSpace:
         return self.source.space
+
+    @property
+    def reversible(self) -> bool | None:
+        """Whether the Glauber chain is reversible: for positive conditionals, iff they are compatible
+        (Thm 3 and its converse); None when some conditional is zero."""
+        if self._reversible is None and np.isfinite(score_table(self.source)).all():
+            self._reversible = bool(is_compatible(self.source))
+        return self._reversible
+
+    def regime(self) -> dict:
+        return {"n": self.space.length, "vocab": self.space.vocab_size, "temperature": self.source.temperature,
+                "states": self.space.size, "reversible": self.reversible}
 
     def describe(self) -> dict:
         out: dict[str, Any] = {"kind": self.kind, "vocab_size": self.space.vocab_size, "length": self.space.length,
@@ -101,26 +129,40 @@ def temperatures(low: float = T_MIN, high: float = T_MAX) -> st.SearchStrategy[f
     return st.integers(lo, hi).map(lambda k: float(round(math.exp(k / _T_STEPS), 6)))
 
 
-def max_length(vocab_size: int, max_states: int, cap: int = 6) -> int:
+def seeds() -> st.SearchStrategy[int]:
+    return st.integers(0, 2**31 - 1)
+
+
+def max_length(vocab_size: int, max_states: int, cap: int = 9) -> int:
     return max(1, min(cap, int(math.floor(math.log(max_states) / math.log(vocab_size) + 1e-9))))
 
 
-@st.composite
-def shapes(draw, max_states: int = MAX_STATES, vocab_sizes: tuple[int, ...] = (2, 3, 4), min_length: int = 1,
-           cap: int = 6) -> tuple[int, int]:
-    """(|V|, n) with |V| in ``vocab_sizes``, min_length <= n <= cap and |V|^n <= max_states."""
-    q = draw(st.sampled_from([v for v in vocab_sizes if v ** min_length <= max_states]))
-    return q, draw(st.integers(min_length, max(min_length, max_length(q, max_states, cap))))
+def shape_options(max_states: int, vocab_sizes: tuple[int, ...] = (2, 3, 4), min_length: int = 2,
+                  cap: int = 9) -> list[tuple[int, int]]:
+    """Every (|V|, n) with |V| in ``vocab_sizes``, min_length <= n <= cap, |V|^n <= max_states,
+    smallest spaces first (Hypothesis shrinks towards the first); shapes with n >= 4 and |V| >= 3 are
+    listed three times, so that they are drawn as often as the regime deserves."""
+    out = [(q, n) for q in vocab_sizes for n in range(min_length, cap + 1) if q**n <= max_states]
+    if not out:
+        raise ValueError(f"no shape with |V| in {vocab_sizes}, n >= {min_length} fits in {max_states} states")
+    out += [(q, n) for q, n in out if q >= 3 and n >= 4] * 2
+    return sorted(out, key=lambda s: (s[0] ** s[1], s[0]))
+
+
+def shapes(max_states: int = MAX_STATES, vocab_sizes: tuple[int, ...] = (2, 3, 4), min_length: int = 2,
+           cap: int = 9) -> st.SearchStrategy[tuple[int, int]]:
+    """(|V|, n) uniform over :func:`shape_options`."""
+    return st.sampled_from(shape_options(max_states, vocab_sizes, min_length, cap))
 
 
 def half_integers(shape: int | tuple[int, ...], bound: int) -> st.SearchStrategy[np.ndarray]:
-    """Arrays of k/2 with |k| <= bound (shrink to zeros)."""
-    return arrays(np.int64, shape, elements=st.integers(-bound, bound)).map(lambda a: a / 2.0)
+    """Arrays of k/2 with |k| <= bound, every entry drawn on its own (shrink to zeros)."""
+    return arrays(np.int64, shape, elements=st.integers(-bound, bound), fill=st.nothing()).map(lambda a: a / 2.0)
 
 
 def positive_integers(shape: int | tuple[int, ...], high: int = 6) -> st.SearchStrategy[np.ndarray]:
-    """Arrays of integers in [1, high] (shrink to ones): exact rational weights."""
-    return arrays(np.int64, shape, elements=st.integers(1, high))
+    """Arrays of integers in [1, high], every entry drawn on its own (shrink to ones)."""
+    return arrays(np.int64, shape, elements=st.integers(1, high), fill=st.nothing())
 
 
 def score_spread(source: Conditionals) -> float:
@@ -140,15 +182,15 @@ def _edge_list(n: int, mask: np.ndarray) -> list[tuple[int, int]]:
 
 
 # ----------------------------------------------------------------------------------------------
-# Sources (at T = 1; the temperature is applied by :func:`instances`)
+# Shrinkable sources (at T = 1; the temperature is applied by :func:`instances`)
 
 
 @st.composite
-def ising_sources(draw, max_states: int = MAX_STATES) -> tuple[Conditionals, str, dict]:
+def ising_sources(draw, max_states: int = SHRINKABLE_STATES) -> tuple[Conditionals, str, dict]:
     """Ising model on a random graph (an edge mask over the pairs), couplings and fields k/2."""
-    n = draw(st.integers(1, max_length(2, max_states)))
+    n = draw(st.integers(2, max_length(2, min(max_states, SHRINKABLE_STATES))))
     pairs = n * (n - 1) // 2
-    mask = draw(arrays(bool, pairs))
+    mask = draw(arrays(bool, pairs, fill=st.nothing()))
     J = draw(half_integers(pairs, 3))
     h = draw(half_integers(n, 2))
     edges = _edge_list(n, mask)
@@ -160,11 +202,11 @@ def ising_sources(draw, max_states: int = MAX_STATES) -> tuple[Conditionals, str
 
 
 @st.composite
-def potts_sources(draw, max_states: int = MAX_STATES) -> tuple[Conditionals, str, dict]:
+def potts_sources(draw, max_states: int = SHRINKABLE_STATES) -> tuple[Conditionals, str, dict]:
     """Potts model on a random graph with couplings k/2 and fields k/2 of shape (n, q)."""
-    q, n = draw(shapes(max_states, vocab_sizes=(3, 4, 2)))
+    q, n = draw(shapes(min(max_states, SHRINKABLE_STATES), vocab_sizes=(3, 4, 2)))
     pairs = n * (n - 1) // 2
-    mask = draw(arrays(bool, pairs))
+    mask = draw(arrays(bool, pairs, fill=st.nothing()))
     J = draw(half_integers(pairs, 3))
     h = draw(half_integers((n, q), 2))
     edges = _edge_list(n, mask)
@@ -176,32 +218,32 @@ def potts_sources(draw, max_states: int = MAX_STATES) -> tuple[Conditionals, str
 
 
 @st.composite
-def log_weight_sources(draw, max_states: int = MAX_STATES) -> tuple[Conditionals, str, dict]:
+def log_weight_sources(draw, max_states: int = SHRINKABLE_STATES) -> tuple[Conditionals, str, dict]:
     """A joint with log-weights k/2 on every state (compatible, no structure)."""
-    q, n = draw(shapes(max_states))
+    q, n = draw(shapes(min(max_states, SHRINKABLE_STATES)))
     space = StateSpace(q, n)
     w = draw(half_integers(space.size, 4))
     return LogWeightTable(space, w), "log-weights", {"log_weights": w.tolist()}
 
 
 @st.composite
-def score_table_sources(draw, max_states: int = MAX_STATES) -> tuple[Conditionals, str, dict]:
+def score_table_sources(draw, max_states: int = SHRINKABLE_STATES) -> tuple[Conditionals, str, dict]:
     """Scores k/2 for every (site, context, symbol): generally incompatible, like an MLM."""
-    q, n = draw(shapes(max_states))
+    q, n = draw(shapes(min(max_states, SHRINKABLE_STATES)))
     space = StateSpace(q, n)
     s = draw(half_integers((n, q ** (n - 1), q), 4))
     return ScoreTable(space, s), "score-table", {"scores": s.tolist()}
 
 
 @st.composite
-def tabulated_compatible_sources(draw, max_states: int = MAX_STATES) -> tuple[Conditionals, str, dict]:
+def tabulated_compatible_sources(draw, max_states: int = SHRINKABLE_STATES) -> tuple[Conditionals, str, dict]:
     """A compatible joint re-expressed as a score table (no log_joint: compatibility must be found)."""
     src, kind, params = draw(st.one_of(log_weight_sources(max_states), ising_sources(max_states)))
     return ScoreTable.from_conditionals(src), f"table-of-{kind}", params
 
 
 @st.composite
-def perturbed_compatible_sources(draw, max_states: int = MAX_STATES) -> tuple[Conditionals, str, dict]:
+def perturbed_compatible_sources(draw, max_states: int = SHRINKABLE_STATES) -> tuple[Conditionals, str, dict]:
     """A tabulated compatible joint with one score changed by a nonzero k/2 (incompatible unless
     the change is a constant shift of a whole fibre, which it is not for |V| >= 2)."""
     src, kind, params = draw(tabulated_compatible_sources(max_states))
@@ -214,27 +256,91 @@ def perturbed_compatible_sources(draw, max_states: int = MAX_STATES) -> tuple[Co
     return ScoreTable(src.space, table), f"perturbed-{kind}", params
 
 
+# ----------------------------------------------------------------------------------------------
+# Generic sources: Gaussian parameters from a seed
+
+
+@st.composite
+def gaussian_table_sources(draw, max_states: int = MAX_STATES) -> tuple[Conditionals, str, dict]:
+    """Scores i.i.d. N(0, scale^2) for every (site, context, symbol) (incompatible, like an MLM)."""
+    q, n = draw(shapes(max_states))
+    seed, scale = draw(seeds()), draw(st.sampled_from(SCALES))
+    return ScoreTable.random(q, n, seed=seed, scale=scale), "gaussian-table", {"seed": seed, "scale": scale}
+
+
+@st.composite
+def gaussian_joint_sources(draw, max_states: int = MAX_STATES) -> tuple[Conditionals, str, dict]:
+    """Log-weights i.i.d. N(0, scale^2) on every state: a generic compatible joint."""
+    q, n = draw(shapes(max_states))
+    seed, scale = draw(seeds()), draw(st.sampled_from(SCALES))
+    return LogWeightTable.random(StateSpace(q, n), seed=seed, scale=scale), "gaussian-joint", \
+        {"seed": seed, "scale": scale}
+
+
+@st.composite
+def gaussian_potts_sources(draw, max_states: int = MAX_STATES) -> tuple[Conditionals, str, dict]:
+    """Potts model on a G(n, p) graph with N(0, scale^2) couplings and N(0, 1/4) fields."""
+    q, n = draw(shapes(max_states))
+    seed, scale = draw(seeds()), draw(st.sampled_from(SCALES))
+    p = draw(st.sampled_from((0.3, 0.6, 1.0)))
+    graph = nx.gnp_random_graph(n, p, seed=seed)
+    return PottsModel.random(graph, q, seed=seed, coupling_scale=scale), "gaussian-potts", \
+        {"seed": seed, "scale": scale, "edge_probability": p}
+
+
+def product_table(q: int, n: int, seed: int, scale: float) -> ScoreTable:
+    """Sites that ignore each other: s_i(v | x_{-i}) = g_i(v), g_i ~ N(0, scale^2) (rho = 0)."""
+    g = scale * np.random.default_rng(seed).standard_normal((n, 1, q))
+    return ScoreTable(StateSpace(q, n), np.broadcast_to(g, (n, q ** (n - 1), q)).copy())
+
+
+@st.composite
+def product_sources(draw, max_states: int = MAX_STATES) -> tuple[Conditionals, str, dict]:
+    """Product tables (:func:`product_table`): compatible, rho = 0."""
+    q, n = draw(shapes(max_states))
+    seed, scale = draw(seeds()), draw(st.sampled_from(SCALES))
+    return product_table(q, n, seed, scale), "product", {"seed": seed, "scale": scale}
+
+
+@st.composite
+def near_compatible_sources(draw, max_states: int = MAX_STATES) -> tuple[Conditionals, str, dict]:
+    """A Gaussian joint tabulated as scores plus N(0, noise^2) noise, noise in {1e-3, 1e-2, 0.1}:
+    incompatible (non-reversible) but close to a reversible chain."""
+    src, _, params = draw(gaussian_joint_sources(max_states))
+    noise = draw(st.sampled_from((1e-3, 1e-2, 0.1)))
+    table = ScoreTable.from_conditionals(src).table
+    rng = np.random.default_rng(params["seed"] + 1)
+    return ScoreTable(src.space, table + noise * rng.standard_normal(table.shape)), "near-compatible", \
+        dict(params, noise=noise)
+
+
 def compatible_sources(max_states: int = MAX_STATES) -> st.SearchStrategy:
-    return st.one_of(ising_sources(max_states), potts_sources(max_states), log_weight_sources(max_states),
-                     tabulated_compatible_sources(max_states))
+    small = min(max_states, SHRINKABLE_STATES)
+    return st.one_of(ising_sources(small), potts_sources(small), log_weight_sources(small),
+                     tabulated_compatible_sources(small), gaussian_joint_sources(max_states),
+                     gaussian_potts_sources(max_states), product_sources(max_states))
 
 
 def incompatible_sources(max_states: int = MAX_STATES) -> st.SearchStrategy:
-    return st.one_of(score_table_sources(max_states), perturbed_compatible_sources(max_states))
+    small = min(max_states, SHRINKABLE_STATES)
+    return st.one_of(score_table_sources(small), perturbed_compatible_sources(small),
+                     gaussian_table_sources(max_states), near_compatible_sources(max_states))
 
 
 def any_sources(max_states: int = MAX_STATES) -> st.SearchStrategy:
-    return st.one_of(compatible_sources(max_states), incompatible_sources(max_states))
+    """Incompatible sources twice as often as compatible ones (MLMs are incompatible)."""
+    return st.one_of(incompatible_sources(max_states), compatible_sources(max_states),
+                     gaussian_table_sources(max_states))
 
 
 @st.composite
 def instances(draw, sources: st.SearchStrategy | None = None, max_states: int = MAX_STATES,
               max_ratio: float = 30.0, eps: bool = False) -> Instance:
     """A source from ``sources`` (default: any) at a temperature log-uniform on [0.05, 20],
-    raised if needed to keep spread/T <= max_ratio; ``eps`` draws the t_mix level from {1/4, 1/10}."""
+    raised if needed to keep spread/T <= max_ratio; ``eps`` draws the t_mix level from {1/4, 1/10, 1/100}."""
     T = draw(temperatures())  # drawn first: Hypothesis varies early draws more freely
     src, kind, params = draw(sources if sources is not None else any_sources(max_states))
-    level = draw(st.sampled_from([0.25, 0.1])) if eps else 0.25
+    level = draw(st.sampled_from([0.25, 0.1, 0.01])) if eps else 0.25
     return Instance(tempered(src, T, max_ratio), kind, params, eps=level)
 
 
@@ -264,20 +370,93 @@ def rational_table_instances(draw, max_states: int = 16) -> Instance:
 
 
 # ----------------------------------------------------------------------------------------------
-# Thm 5 / Cor 7: temperatures placed around the sufficient temperature of Cor. 7
+# Thm 5 / Cor 7: temperatures placed by the influence
+
+
+def cor7_temperature(source: Conditionals) -> float:
+    """T* = (1/4) max_j sum_i Delta_ij (Cor. 7), with 0 for an oscillation at the rounding level of the
+    scores (Delta below 1e-12 x the score spread: e.g. a graph without edges)."""
+    t_star = contraction_temperature(score_oscillation(source).delta_ij)
+    return 0.0 if t_star <= 1e-12 * max(1.0, score_spread(source)) else t_star
+
+
+def critical_temperature(source: Conditionals, target: float, steps: int = 20, grid: int = 24,
+                         max_ratio: float = 60.0) -> float | None:
+    """A temperature T with rho(T) <= target and rho(T) as close to the target as a log grid of ``grid``
+    temperatures between max(T*/200, spread/max_ratio) and T*/target (T* the Cor. 7 temperature,
+    where rho <= target is guaranteed), refined by bisection towards the neighbouring grid point with
+    rho > target, finds; None when the sites do not interact. rho need not be monotone in T (it
+    vanishes again at low T, where the conditionals saturate), hence the grid."""
+    t_star = cor7_temperature(source)
+    if t_star == 0:
+        return None
+    rho = lambda T: influence_matrix(source.at_temperature(T)).rho
+    lo, hi = math.log(max(t_star / 200, score_spread(source) / max_ratio)), math.log(t_star / target)
+    if lo >= hi:
+        return math.exp(hi)
+    logs = np.linspace(lo, hi, grid)
+    values = np.array([rho(math.exp(v)) for v in logs])
+    below = np.flatnonzero(values <= target)
+    k = int(below[np.argmax(values[below])])  # the admissible grid point closest to the target
+    if k == 0 or values[k - 1] <= target:
+        return math.exp(logs[k])
+    a, b = logs[k - 1], logs[k]  # rho(a) > target >= rho(b)
+    for _ in range(steps):
+        mid = (a + b) / 2
+        if rho(math.exp(mid)) <= target:
+            b = mid
+        else:
+            a = mid
+    return math.exp(b)
 
 
 @st.composite
-def high_temperature_instances(draw, sources: st.SearchStrategy | None = None, max_states: int = MAX_STATES,
-                               low: float = 0.25, high: float = 8.0, eps: bool = True) -> Instance:
-    """T = T* u with T* = (1/4) max_j sum_i Delta_ij (Cor. 7) and u log-uniform on [low, high],
-    clipped to [0.05, 20]; below u = 1 the instance may or may not have rho < 1."""
-    u = draw(temperatures(low, high))
+def contraction_instances(draw, sources: st.SearchStrategy | None = None, max_states: int = MAX_STATES,
+                          eps: bool = True, low: float = 0.5, high: float = 8.0,
+                          modes: tuple[str, ...] = ("cor7", "critical", "product-cold")) -> Instance:
+    """Instances for Thm 5 and Cor 7 in three modes: T = u T* with u log-uniform on [low, high]
+    ("cor7"); the temperature at which rho reaches a target in {0.5, 0.8, 0.9, 0.99, 0.999}
+    ("critical", rho close to 1); product tables at T in [0.05, 0.5] ("product-cold": rho = 0,
+    near-deterministic sites)."""
+    mode = draw(st.sampled_from(modes + tuple(m for m in modes if m == "critical")))  # rho close to 1 twice as often
+    level = draw(st.sampled_from([0.25, 0.1, 0.01])) if eps else 0.25
+    if mode == "product-cold":
+        src, kind, params = draw(product_sources(max_states))
+        T = draw(temperatures(0.05, 0.5))
+        return Instance(src.at_temperature(T), kind, dict(params, mode=mode), eps=level)
     src, kind, params = draw(sources if sources is not None else any_sources(max_states))
-    t_star = contraction_temperature(score_oscillation(src).delta_ij)
-    T = min(T_MAX, max(T_MIN, t_star * u)) if t_star > 0 else draw(temperatures())
-    level = draw(st.sampled_from([0.25, 0.1])) if eps else 0.25
-    return Instance(src.at_temperature(T), kind, dict(params, temperature_over_cor7=round(u, 6)), eps=level)
+    t_star = cor7_temperature(src)
+    if t_star == 0:  # sites that do not interact are the "product-cold" mode's business: draw a generic table
+        src, kind, params = draw(gaussian_table_sources(max_states))
+        t_star = cor7_temperature(src)
+    if mode == "critical":
+        target = draw(st.sampled_from((0.5, 0.8, 0.9, 0.99, 0.999)))
+        T = critical_temperature(src, target)
+        params = dict(params, mode=mode, rho_target=target)
+    else:
+        u = draw(temperatures(low, high))
+        T = t_star * u if t_star > 0 else draw(temperatures())
+        params = dict(params, mode="cor7", temperature_over_cor7=round(u, 6))
+    return Instance(src.at_temperature(min(T_MAX, max(T, score_spread(src) / 200.0, 1e-3))), kind, params, eps=level)
+
+
+def mostly_incompatible(max_states: int) -> st.SearchStrategy:
+    """Incompatible (non-reversible) sources two times in three: the chains paper G is about."""
+    return st.one_of(incompatible_sources(max_states), incompatible_sources(max_states), compatible_sources(max_states))
+
+
+def high_temperature_instances(sources: st.SearchStrategy | None = None, max_states: int = MAX_STATES,
+                               low: float = 0.25, high: float = 8.0, eps: bool = True) -> st.SearchStrategy:
+    """T = u T* only (the "cor7" mode of :func:`contraction_instances`), u log-uniform on [low, high]."""
+    @st.composite
+    def build(draw):
+        src, kind, params = draw(sources if sources is not None else any_sources(max_states))
+        u = draw(temperatures(low, high))
+        t_star = cor7_temperature(src)
+        T = min(T_MAX, max(T_MIN, t_star * u)) if t_star > 0 else draw(temperatures())
+        level = draw(st.sampled_from([0.25, 0.1])) if eps else 0.25
+        return Instance(src.at_temperature(T), kind, dict(params, temperature_over_cor7=round(u, 6)), eps=level)
+    return build()
 
 
 # ----------------------------------------------------------------------------------------------
@@ -299,29 +478,40 @@ def boost_basin(table: np.ndarray, space: StateSpace, basin: np.ndarray, margin:
         # ScoreTable context index of x_{-i}: the remaining digits in order, as base enumerates
         rest = np.delete(space.decode(base), i, axis=1)
         ctx = rest @ (q ** np.arange(n - 2, -1, -1, dtype=np.int64)) if n > 1 else np.zeros(base.size, np.int64)
-        for c, row, ins in zip(ctx[mixed], table[i][ctx[mixed]], inside[mixed]):
-            table[i, c, ins] = row.max() + margin
+        rows = table[i][ctx[mixed]]
+        boosted = np.where(inside[mixed], rows.max(axis=1, keepdims=True) + margin, rows)
+        table[i, ctx[mixed]] = boosted
 
 
 @st.composite
-def basin_instances(draw, max_states: int = 64, two_wells: bool = False, max_ratio: float = 20.0) -> Instance:
-    """A score table and a basin B (Hamming ball of radius 0 or 1 around a centre, B != V^n) on
-    which Assumption 1 holds by construction with margin >= gamma_0 in {1/2, ..., 3}. With
-    ``two_wells`` a second singleton well at Hamming distance >= radius + 2 gets its own margin, so
-    B can carry stationary mass <= 1/2 (needed by Thm 8's mixing bound)."""
+def basin_instances(draw, max_states: int = 64, two_wells: bool = False, max_ratio: float = 40.0,
+                    min_length: int = 1) -> Instance:
+    """A score table and a basin B (Hamming ball of radius 0, 1 or 2 around a centre, B != V^n) on
+    which Assumption 1 holds by construction with margin gamma_0 in {1/2, ..., 3}; scores are
+    half-integers drawn entry by entry (small spaces) or Gaussian from a seed. Temperatures down to
+    gamma/T = max_ratio (metastable chains). With ``two_wells`` a second singleton well at Hamming
+    distance >= radius + 2 gets its own margin, so B can carry stationary mass <= 1/2 (Thm 8's mixing
+    bound needs it)."""
     T = draw(temperatures())
-    q, n = draw(shapes(max_states, min_length=2 if two_wells else 1))
+    q, n = draw(shapes(max_states, min_length=2 if two_wells else min_length))
     space = StateSpace(q, n)
-    scores = draw(half_integers((n, q ** (n - 1), q), 4))
-    centre = draw(arrays(np.int64, n, elements=st.integers(0, q - 1)))
-    radius = draw(st.integers(0, 1)) if n >= 3 or not two_wells else 0
+    shape = (n, q ** (n - 1), q)
+    if space.size <= 16 and draw(st.booleans()):
+        scores = draw(half_integers(shape, 4))
+        params: dict[str, Any] = {"scores": scores.tolist()}
+    else:
+        seed, scale = draw(seeds()), draw(st.sampled_from(SCALES))
+        scores = scale * np.random.default_rng(seed).standard_normal(shape)
+        params = {"seed": seed, "scale": scale}
+    centre = draw(arrays(np.int64, n, elements=st.integers(0, q - 1), fill=st.nothing()))
+    radius = draw(st.integers(0, min(2, n - 2))) if n >= 3 else 0
     states = space.all_states()
     dist = (states != centre).sum(axis=1)
     basin = dist <= radius
     if basin.all():
         basin = dist == 0
     margin = draw(st.integers(1, 6)) / 2
-    params = {"scores": scores.tolist(), "centre": centre.tolist(), "radius": int(radius), "margin": margin}
+    params.update(centre=centre.tolist(), radius=int(radius), margin=margin)
     table = scores.copy()
     if two_wells:
         far = np.flatnonzero(dist >= radius + 2)
@@ -337,6 +527,20 @@ def basin_instances(draw, max_states: int = 64, two_wells: bool = False, max_rat
     boost_basin(table, space, basin, margin)
     src = tempered(ScoreTable(space, table), T, max_ratio)
     return Instance(src, "basin-table", params, basin=basin)
+
+
+@st.composite
+def metastable_instances(draw, max_states: int = 81, depth: tuple[float, float] = (18.0, 60.0)) -> Instance:
+    """Two-well basin chains at gamma/T = u, u log-uniform on ``depth`` (escape probabilities e^{-u}:
+    spectral gaps from ~1e-8 down to ~1e-26), T raised if needed so that spread/T <= 600."""
+    inst = draw(basin_instances(max_states, two_wells=True, max_ratio=1e9))
+    from mlmix.theory.margins import basin_margin
+
+    gamma = basin_margin(inst.source, inst.basin).gamma * inst.source.temperature  # in score units
+    u = draw(temperatures(*depth))
+    T = max(gamma / u, score_spread(inst.source) / 600.0)
+    return Instance(inst.source.at_temperature(T), "metastable-basin", dict(inst.params, gamma_over_T=round(gamma / T, 3)),
+                    basin=inst.basin)
 
 
 @st.composite
@@ -369,10 +573,78 @@ def drift_instances(draw, sources: st.SearchStrategy | None = None, max_states: 
     below ``max_ratio`` because exit times from {N >= k} are solved for as well)."""
     inst = draw(instances(sources, max_states, max_ratio))
     q, n = inst.space.vocab_size, inst.space.length
-    mask = draw(arrays(bool, q).filter(lambda m: m.any() and not m.all()))
+    mask = draw(arrays(bool, q, fill=st.nothing()).filter(lambda m: m.any() and not m.all()))
     inst.symbols = tuple(int(v) for v in np.flatnonzero(mask))
     inst.level = draw(st.integers(1, n))
     return inst
+
+
+def count_table(q: int, f: tuple[float, ...], noise: float = 0.0, seed: int = 0) -> ScoreTable:
+    """Count-dependent conditionals on V^n, n = len(f): site i picks symbol 0 (the token w) with
+    probability f[m], m = number of w among the other n - 1 sites, and each other symbol with
+    probability (1 - f[m]) / (|V| - 1). Compatible (exchangeable: mu(x) ∝ g(N(x))) when noise = 0;
+    ``noise`` adds N(0, noise^2) to every score (incompatible)."""
+    n = len(f)
+    space = StateSpace(q, n)
+    rest = StateSpace(q, n - 1).all_states() if n > 1 else np.zeros((1, 0), dtype=np.int64)
+    m = (rest == 0).sum(axis=1)
+    p = np.asarray(f, dtype=np.float64)[m]
+    row = np.empty((m.size, q))
+    row[:, 0] = np.log(p)
+    row[:, 1:] = np.log((1 - p) / (q - 1))[:, None]
+    table = np.broadcast_to(row, (n, m.size, q)).copy()
+    if noise:
+        table += noise * np.random.default_rng(seed).standard_normal(table.shape)
+    return ScoreTable(space, table)
+
+
+def count_instance(q: int, f: tuple[float, ...], level: int, noise: float = 0.0, seed: int = 0,
+                   kind: str = "count-chain") -> Instance:
+    """:func:`count_table` as an instance with A = {0} and boundary level ``level``."""
+    params = {"f": [float(v) for v in f], "noise": noise, "seed": seed}
+    return Instance(count_table(q, f, noise, seed), kind, params, symbols=(0,), level=level)
+
+
+@st.composite
+def count_instances(draw, max_states: int = MAX_STATES, noise: bool = True) -> Instance:
+    """Count-dependent chains attracted towards token 0 above a level k: f(m) drawn per level in
+    [0.05, 0.95] with f(m) >= 1/2 from m = k - 1 on (positive drift on a band), plus optional noise."""
+    q, n = draw(shapes(max_states, vocab_sizes=(2, 3), min_length=3))
+    k = draw(st.integers(1, n - 1))
+    f = tuple(draw(st.integers(5, 95)) / 100 if m < k - 1 else draw(st.integers(50, 95)) / 100 for m in range(n))
+    level_noise = draw(st.sampled_from((0.0, 0.0, 0.1, 0.3))) if noise else 0.0
+    return count_instance(q, f, k, level_noise, draw(seeds()) if level_noise else 0)
+
+
+@dataclass(frozen=True)
+class CountChain:
+    """The binary count chain of :func:`count_table` (no noise) described by its level function f
+    alone (n = len(f) can be large: the count N is itself a birth-death chain), with a level k."""
+
+    f: tuple[float, ...]
+    level: int
+
+    def describe(self) -> dict:
+        return {"kind": "count-chain", "length": len(self.f), "f": list(self.f), "level": self.level}
+
+    def regime(self) -> dict:
+        n = len(self.f)
+        return {"n": n, "vocab": 2, "temperature": 1.0, "states": 2**n, "reversible": True}
+
+    def instance(self) -> Instance:
+        """The full chain on {0,1}^n (for small n)."""
+        return count_instance(2, self.f, self.level)
+
+
+@st.composite
+def boundary_drift_instances(draw, lengths: tuple[int, ...] = (4, 6, 8, 10, 12, 16, 20)) -> CountChain:
+    """Binary count chains with a strictly positive drift on the boundary {N = k} of B_k = {N >= k}
+    (the hypothesis of the section 5.4 certificate), k = n/2: f(k - 1) high, f(m >= k) free."""
+    n = draw(st.sampled_from(lengths))
+    k = n // 2
+    high = draw(st.integers(60, 99)) / 100
+    low = draw(st.integers(5, 95)) / 100
+    return CountChain(tuple(0.5 if m < k - 1 else (high if m == k - 1 else low) for m in range(n)), k)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -416,9 +688,9 @@ def zero_conditional_instances(draw, max_states: int = 64) -> Instance:
     space = StateSpace(q, n)
     shape = (n, q ** (n - 1), q)
     scores = draw(half_integers(shape, 4))
-    allowed = draw(arrays(bool, shape))
+    allowed = draw(arrays(bool, shape, fill=st.nothing()))
     if draw(st.booleans()):
-        allowed = _consensus_mask(q, n) | (allowed & draw(arrays(bool, shape[:2]))[..., None])
+        allowed = _consensus_mask(q, n) | (allowed & draw(arrays(bool, shape[:2], fill=st.nothing()))[..., None])
     first = np.zeros(shape, dtype=bool)
     first[..., 0] = True
     allowed = np.where(allowed.any(axis=-1, keepdims=True), allowed, first)  # keep >= 1 symbol per fibre
@@ -434,6 +706,6 @@ def zero_conditional_instances(draw, max_states: int = 64) -> Instance:
 def score_pairs(draw, max_size: int = 6) -> tuple[np.ndarray, np.ndarray, float]:
     """Two score vectors a, b of the same length in 2..max_size (entries k/4) and a temperature."""
     size = draw(st.integers(2, max_size))
-    a = draw(arrays(np.int64, size, elements=st.integers(-12, 12))) / 4.0
-    b = draw(arrays(np.int64, size, elements=st.integers(-12, 12))) / 4.0
+    a = draw(arrays(np.int64, size, elements=st.integers(-12, 12), fill=st.nothing())) / 4.0
+    b = draw(arrays(np.int64, size, elements=st.integers(-12, 12), fill=st.nothing())) / 4.0
     return a, b, draw(temperatures())

@@ -1,0 +1,318 @@
+"""The standard Markov-chain facts the proofs and the exact engine rely on (THEOREMS.md section 2C),
+checked on non-reversible Glauber chains of score tables and on metastable two-well chains (spectral
+gaps down to ~1e-30, computed to relative accuracy by :class:`mlmix.theory.chain.Chain`).
+
+1. Dirichlet form: E(f, f) = <f, (I - P) f>_pi = (1/2) sum pi(x) P(x, y) (f(x) - f(y))^2, the same for P
+   and its additive reversibilization (two formulas).
+2. Conductance: Phi_P(S) = Phi_{P_add}(S); Cheeger for P_add: Phi*^2 / 2 <= gap <= 2 Phi* (exact
+   Phi* by subset enumeration, <= 16 states).
+3. Every eigenvalue lambda != 1 bounds the worst-start distance below: d(t) >= |lambda|^t / 2.
+4. Fill: 4 TV(P^t(x, .), pi)^2 <= sigma_2^{2t} (1 - pi(x)) / pi(x), sigma_2^2 = 1 - gap(P* P).
+5. Paulin: the block form 4 TV(P^t(x, .), pi)^2 <= (1 - gap((P*)^k P^k))^{floor(t/k)} (1 - pi(x))/pi(x)
+   and its consequences t_mix <= (1 + 2 ln 2 + ln(1/pi_min)) / gamma_ps, gamma_ps >= 1/(2 t_mix).
+6. Conductance bound on mixing (no reversibility): t_mix(eps) >= (pi(S^c) - eps) / Phi(S) for every S.
+7. Asymptotic variance of ergodic averages: sigma^2(f) = 2 <f~, Z f~>_pi - <f~, f~>_pi with
+   Z = (I - P + 1 pi)^{-1}, against the engine's Poisson-equation solution.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from hypothesis import strategies as st
+
+from mlmix.theory.chain import Chain
+from mlmix.theory.kernels import glauber_kernel
+from mlmix.verify import strategies as S
+from mlmix.verify.core import Applicability, Attaining, OnFirst, Part, Theorem, Verdict, part, register, verdict
+from mlmix.verify.theorems.glauber import mixing_part, two_spin_ising
+
+PAPER = "markov-facts"
+
+#: Unit roundoff.
+U = float(np.finfo(float).eps) / 2
+
+
+def chain_instances(max_states: int, metastable: bool = True, min_length: int = 2) -> st.SearchStrategy:
+    """Glauber chains of any source (mostly incompatible: non-reversible) and, with ``metastable``,
+    basin chains (two wells, or one basin with n >= ``min_length``) and metastable two-well chains at
+    gamma/T in [18, 60] (spectral gaps ~1e-8 .. 1e-26)."""
+    options = [S.instances(max_states=max_states, max_ratio=40.0)]
+    if metastable:
+        options += [S.basin_instances(max_states=max_states, two_wells=True, max_ratio=60.0),
+                    S.basin_instances(max_states=max_states, min_length=min_length, max_ratio=60.0),
+                    S.metastable_instances(min(max_states, 81))]
+    return st.one_of(*options)
+
+
+@st.composite
+def single_site_instances(draw) -> S.Instance:
+    """n = 1: Glauber resamples the only site from its conditional, an exact sampler (t_mix = 1)."""
+    q, seed, scale = draw(st.integers(2, 8)), draw(S.seeds()), draw(st.sampled_from(S.SCALES))
+    src = S.ScoreTable.random(q, 1, seed=seed, scale=scale).at_temperature(draw(S.temperatures(0.2, 5.0)))
+    return S.Instance(src, "gaussian-table", {"seed": seed, "scale": scale})
+
+
+def _chain(inst: S.Instance) -> Chain:
+    return Chain(glauber_kernel(inst.source))
+
+
+def _with_function(instance: tuple) -> tuple[Chain, np.ndarray, np.ndarray, np.ndarray]:
+    """(chain, dense P, pi, f) for an instance (source instance, seed): f ~ N(0, 1) per state."""
+    inst, seed = instance
+    chain = _chain(inst)
+    pi = chain.stationary.value
+    return chain, chain.to_dense(), pi, np.random.default_rng(seed).normal(size=pi.size)
+
+
+def _worst_start_tv(P: np.ndarray, pi: np.ndarray, t: int) -> np.ndarray:
+    """TV(P^t(x, .), pi) for every start x (dense power), and its rounding error t N u + 1e-15."""
+    return 0.5 * np.abs(np.linalg.matrix_power(P, t) - pi[None, :]).sum(axis=1)
+
+
+class _Fact(Theorem):
+    paper = PAPER
+
+    def hypotheses(self, instance: S.Instance) -> Applicability:
+        table_ok = np.isfinite(S.score_table(instance.source)).all()
+        return Applicability(bool(table_ok), "" if table_ok else "zero conditionals")
+
+
+@register
+class Dirichlet(OnFirst, _Fact):
+    id = "facts.dirichlet"
+    number = "Fact 2C.1 (Dirichlet form)"
+    statement = ("for any chain with stationary pi (reversible or not): <f, (I - P) f>_pi = (1/2) sum_{x,y} pi(x) "
+                 "P(x,y) (f(x) - f(y))^2, and P and (P + P*)/2 have the same Dirichlet form")
+
+    def strategy(self) -> st.SearchStrategy:
+        return st.tuples(chain_instances(243), st.integers(0, 2**16))
+
+    extras = ("f_seed",)
+
+    def check(self, instance) -> Verdict:
+        chain, P, pi, f = _with_function(instance)
+        quadratic = float(pi @ (f * f) - pi @ (f * (P @ f)))  # <f, (I - P) f>: cancellation, absolute error
+        pairs = 0.5 * float((pi[:, None] * P * (f[:, None] - f[None, :]) ** 2).sum())  # positive terms
+        scale = float(pi @ (f * f))
+        additive = chain.additive_reversibilization().dirichlet_form(f)
+        err = 10 * pi.size * U * scale
+        return verdict(Part("<f,(I-P)f> = (1/2) sum pi P (f(x)-f(y))^2", quadratic, pairs, "==", err, 1e-12 * pairs, False),
+                       Part("E_P(f,f) = E_(P+P*)/2(f,f)", additive, pairs, "==", err, 1e-12 * pairs, False))
+
+
+@register
+class Cheeger(_Fact):
+    id = "facts.cheeger"
+    number = "Fact 2C.2 (conductance and Cheeger)"
+    statement = ("Phi_P(S) = Phi_{(P+P*)/2}(S) for every S (stationarity alone gives Q(S,S^c) = Q(S^c,S)), and "
+                 "Phi*^2/2 <= gap((P+P*)/2) <= 2 Phi*, Phi* = min over pi(S) <= 1/2 (exact by enumeration)")
+    conventions = ("The lower Cheeger bound is loose on these chains (gap / (Phi*^2/2) stays far above 2) and is "
+                   "checked as a condition; the upper bound is attained by two-state-like chains.")
+
+    def strategy(self) -> st.SearchStrategy:
+        return chain_instances(16, min_length=1)
+
+    def check(self, instance: S.Instance) -> Verdict:
+        chain = _chain(instance)
+        gap, phi = chain.additive_gap, chain.conductance
+        mask = np.asarray(phi.details["set"], dtype=bool)
+        direct = chain.set_conductance(mask)
+        sym = chain.additive_reversibilization().set_conductance(mask)
+        gv, pv = float(gap.value), float(phi.value)
+        return verdict(Part("gap(P_add) <= 2 Phi*", gv, 2 * pv, "<=", (gap.rel_error or 1e-9) * gv,
+                            (phi.rel_error or 1e-9) * 2 * pv),
+                       part("Phi_P(S) = Phi_P_add(S)", float(direct.value), float(sym.value), "==", 1e-9, ratio=False),
+                       conditions={"Phi*^2 / 2 <= gap": pv**2 / 2 <= gv * (1 + 1e-9)},
+                       gap=gv, conductance=pv)
+
+    attaining = (Attaining("one uniform binary site (P = [[1/2, 1/2], [1/2, 1/2]]): gap = 1 = 2 Phi*",
+                           lambda: S.Instance(S.ScoreTable(S.StateSpace(2, 1), np.zeros((1, 1, 2))), "uniform", {})),)
+
+
+@register
+class EigenvalueLowerBound(_Fact):
+    id = "facts.eigenvalue"
+    number = "Fact 2C.3 (eigenvalue lower bound)"
+    statement = ("every eigenvalue lambda != 1 of P (complex for non-reversible P) gives d(t) >= |lambda|^t / 2; "
+                 "checked with the largest |lambda| at t = 1, 2, 4, ... while |lambda|^t / 2 >= 1e-6")
+
+    def strategy(self) -> st.SearchStrategy:
+        return chain_instances(81)
+
+    def check(self, instance: S.Instance) -> Verdict:
+        chain = _chain(instance)
+        gap = chain.absolute_spectral_gap
+        if gap.value is None and gap.upper is None:
+            return verdict(Part("d(t) >= |lambda|^t / 2", 1.0, 0.0, ">=", 0.0, 0.0),
+                           trivial=f"|lambda_2| is not resolved: {gap.reason}")
+        # an unresolved gap: the largest value of its interval (the smallest |lambda|, the weakest bound)
+        g = float(gap.value) if gap.value is not None else float(gap.upper)
+        lam = 1.0 - g
+        lam_err = (gap.rel_error or 1e-9) * g + 1e-15
+        worst = None
+        t = 1
+        while lam**t / 2 >= 1e-6 and t <= 2**40:
+            d = chain.tv_distance(t)
+            lo = float(d.lower)
+            if lo <= 0 or float(d.upper) - lo > 0.1 * lo:  # beyond the resolution of the powers
+                break
+            rhs = lam**t / 2
+            if worst is None or rhs / max(lo, 1e-300) > worst[0]:
+                worst = (rhs / max(lo, 1e-300), lo, float(d.upper) - lo, rhs, t)
+            t *= 2
+        if worst is None:
+            return verdict(Part("d(t) >= |lambda|^t / 2", 1.0, lam / 2, ">=", 0.0, 0.0),
+                           trivial="|lambda|/2 < 1e-6: the bound is vacuous", gap=g)
+        _, lo, err, rhs, t = worst
+        return verdict(Part("d(t) >= |lambda|^t / 2", lo, rhs, ">=", err, t * lam_err * rhs / max(lam, 1e-300)),
+                       t=t, modulus=lam, gap=g)
+
+    attaining = (Attaining("two spins, J = 3, T = 1 (two symmetric wells): d(t) = |lambda_2|^t / 2 to 1e-6",
+                           lambda: two_spin_ising(3.0, 1.0)),)
+
+
+def _fill_parts(chain: Chain, blocks: tuple[int, ...], times: tuple[int, ...]) -> tuple[Part, dict]:
+    """The worst (x, t, k) of 4 TV(P^t(x,.),pi)^2 <= (1 - gap((P*)^k P^k))^{floor(t/k)} (1 - pi(x)) / pi(x)."""
+    P = chain.to_dense()
+    pi = chain.stationary.value
+    rev = chain.time_reversal().to_dense()
+    worst = None
+    for k in blocks:
+        Pk = np.linalg.matrix_power(P, k)
+        M = np.linalg.matrix_power(rev, k) @ Pk
+        s = np.sqrt(pi)
+        lam2 = np.linalg.eigvalsh((s[:, None] * M / s[None, :] + (s[:, None] * M / s[None, :]).T) / 2)[-2]
+        rate = min(1.0, max(0.0, float(lam2)))
+        for t in times:
+            tv = _worst_start_tv(P, pi, t)
+            lhs = 4 * tv**2
+            rhs = rate ** (t // k) * (1 - pi) / pi
+            ratio = lhs / np.maximum(rhs, 1e-300)
+            x = int(np.argmax(ratio))
+            if worst is None or ratio[x] > worst[0]:
+                worst = (ratio[x], lhs[x], rhs[x], 8 * tv[x] * (t + 1) * pi.size * U + 1e-15, t, k, x)
+    _, lhs, rhs, err, t, k, x = worst
+    return Part("4 TV(P^t(x,.),pi)^2 <= (1-gap_k)^{floor(t/k)} (1-pi(x))/pi(x)", lhs, rhs, "<=", err,
+                1e-9 * rhs), {"t": t, "k": k, "start": x}
+
+
+@register
+class Fill(_Fact):
+    id = "facts.fill"
+    number = "Fact 2C.4 (Fill's bound)"
+    statement = ("for every chain (reversible or not), start x and t >= 0: 4 TV(P^t(x,.), pi)^2 <= sigma_2^{2t} "
+                 "(1 - pi(x))/pi(x), sigma_2^2 = 1 - gap(P* P) (the multiplicative reversibilization)")
+    conventions = "TV is half L1; at t = 0 the bound reads 4 (1 - pi(x))^2 <= (1 - pi(x))/pi(x), attained at pi(x) = 1/2."
+
+    def strategy(self) -> st.SearchStrategy:
+        return chain_instances(81)
+
+    def check(self, instance: S.Instance) -> Verdict:
+        chain = _chain(instance)
+        main, details = _fill_parts(chain, (1,), (0, 1, 2, 4, 8, 16))
+        return verdict(main, gap=chain.additive_gap.value, **details)
+
+    attaining = (Attaining("two spins, J = 3, T = 1: pi(00) close to 1/2, the t = 0 bound is attained",
+                           lambda: two_spin_ising(3.0, 1.0)),)
+
+
+@register
+class Paulin(_Fact):
+    id = "facts.paulin"
+    number = "Fact 2C.5 (Paulin's pseudo-spectral gap)"
+    statement = ("gamma_ps = max_k gap((P*)^k P^k)/k: 4 TV(P^t(x,.),pi)^2 <= (1 - gap((P*)^k P^k))^{floor(t/k)} "
+                 "(1-pi(x))/pi(x) for every k, hence t_mix <= (1 + 2 ln 2 + ln(1/pi_min)) / gamma_ps and "
+                 "gamma_ps >= 1/(2 t_mix)")
+    conventions = ("The two t_mix inequalities are loose by design (bound / t_mix >= 2.2 and 2 gamma_ps t_mix >= 2.9 "
+                   "on every family tried, lazy rotations included) and are checked as conditions; the block "
+                   "inequality they rest on is the part that can be shown to fail (attained at t = 0, pi(x) = 1/2).")
+    budget = 0.5
+
+    def strategy(self) -> st.SearchStrategy:
+        return st.one_of(S.instances(max_states=27, max_ratio=8.0),
+                         S.basin_instances(max_states=16, two_wells=True, max_ratio=8.0))
+
+    def check(self, instance: S.Instance) -> Verdict:
+        chain = _chain(instance)
+        t_mix = chain.mixing_time(0.25)
+        if not t_mix.resolved or t_mix.value > 200:
+            main, details = _fill_parts(chain, (1, 2, 3), (0, 1, 2, 4, 8))
+            return verdict(main, **details)
+        t = int(t_mix.value)
+        P, rev = chain.to_dense(), chain.time_reversal().to_dense()
+        pi = chain.stationary.value
+        s = np.sqrt(pi)
+        gamma_ps, Pk, Rk = 0.0, np.eye(pi.size), np.eye(pi.size)
+        for k in range(1, 2 * t + 2):
+            Pk, Rk = Pk @ P, Rk @ rev
+            M = Rk @ Pk
+            lam2 = np.linalg.eigvalsh((s[:, None] * M / s[None, :] + (s[:, None] * M / s[None, :]).T) / 2)[-2]
+            gamma_ps = max(gamma_ps, (1 - float(lam2)) / k)
+        main, details = _fill_parts(chain, (1, 2, 3), (0, 1, 2, 4, 8))
+        upper = (1 + 2 * math.log(2) + math.log(1 / pi.min())) / gamma_ps
+        return verdict(main, conditions={"t_mix <= (1 + 2 ln 2 + ln(1/pi_min)) / gamma_ps": t <= upper * (1 + 1e-9),
+                                         "gamma_ps >= 1/(2 t_mix)": gamma_ps >= 1 / (2 * t) * (1 - 1e-9)},
+                       gamma_ps=gamma_ps, t_mix=t, **details)
+
+
+@register
+class ConductanceMixing(OnFirst, _Fact):
+    id = "facts.conductance_mixing"
+    number = "Fact 2C.6 (conductance lower bound on mixing)"
+    statement = ("for every set S (no reversibility needed): t_mix(eps) >= (pi(S^c) - eps) / Phi(S); with "
+                 "pi(S) <= 1/2 this gives Theorem 8's t_mix(1/4) >= 1/(4 Phi(S)). Attained by exact samplers "
+                 "(n = 1: t_mix = 1, Phi(S) = pi(S^c)) as eps -> 0")
+    budget = 0.5
+
+    def strategy(self) -> st.SearchStrategy:
+        return st.tuples(st.one_of(chain_instances(81, min_length=1), single_site_instances()),
+                         st.sampled_from((0.25, 0.1, 0.01)), st.integers(0, 2**16))
+
+    extras = ("eps", "set_seed")
+
+    def check(self, instance) -> Verdict:
+        inst, eps, seed = instance
+        chain = _chain(inst)
+        pi = chain.stationary.value
+        S_ = inst.basin if inst.basin is not None else np.random.default_rng(seed).random(pi.size) < 0.5
+        if S_.all() or not S_.any():
+            S_ = np.arange(pi.size) == int(np.argmax(pi))
+        mass_out = float(pi[~S_].sum())
+        if mass_out <= eps:
+            return verdict(Part("t_mix(eps) >= (pi(S^c) - eps)/Phi(S)", 1.0, 0.0, ">=", 0.0, 0.0),
+                           trivial="pi(S^c) <= eps: the bound is not positive")
+        phi = float(chain.set_conductance(S_).value)
+        bound = (mass_out - eps) / phi
+        main = mixing_part("t_mix(eps) >= (pi(S^c) - eps)/Phi(S)", chain.to_dense(), eps, pi, bound, ">=")
+        return verdict(main, set_size=int(S_.sum()), set_mass=float(pi[S_].sum()))
+
+    attaining = (Attaining("one site, |V| = 3 (an exact sampler: t_mix = 1), eps = 0.01: the bound is 0.97",
+                           lambda: (S.Instance(S.ScoreTable.random(3, 1, seed=0), "gaussian-table",
+                                               {"seed": 0, "scale": 1.0}), 0.01, 0)),)
+
+
+@register
+class AsymptoticVariance(OnFirst, _Fact):
+    id = "facts.variance"
+    number = "Fact 2C.7 (asymptotic variance)"
+    statement = ("for an ergodic chain and f: sigma^2(f) = lim Var(sum_{t<T} f(X_t))/T = 2 <f~, Z f~>_pi - <f~, f~>_pi, "
+                 "f~ = f - pi f, Z = (I - P + 1 pi)^{-1}; checked against the engine's Poisson-equation solution")
+
+    def strategy(self) -> st.SearchStrategy:
+        return st.tuples(S.instances(max_states=243, max_ratio=12.0), st.integers(0, 2**16))
+
+    extras = ("f_seed",)
+
+    def check(self, instance) -> Verdict:
+        chain, P, pi, f = _with_function(instance)
+        engine = chain.asymptotic_variance(f)
+        fc = f - pi @ f
+        A = np.eye(pi.size) - P + np.outer(np.ones(pi.size), pi)
+        Zf = np.linalg.solve(A, fc)
+        direct = 2 * float(pi @ (fc * Zf)) - float(pi @ fc**2)
+        cond = float(np.linalg.cond(A))
+        return verdict(Part("sigma^2 (Poisson equation) = 2<f,Zf> - <f,f> (fundamental matrix)", float(engine.value),
+                            direct, "==", (engine.rel_error or 1e-9) * abs(float(engine.value)),
+                            10 * pi.size * cond * U * float(pi @ fc**2), False), condition_number=cond)
