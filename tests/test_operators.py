@@ -184,8 +184,8 @@ def test_representation_choice_by_size_and_memory():
 
     assert choose_representation(StateSpace(2, 10))[0] == "dense"
     assert choose_representation(StateSpace(2, 16))[0] == "sparse"
-    rep, why = choose_representation(StateSpace(2, 24))
-    assert rep == "operator" and "limit" in why
+    rep, why = choose_representation(StateSpace(2, 17))  # above SPARSE_AUTO_LIMIT = 2^16
+    assert rep == "operator" and "65536: matrix-free" in why
     with memory_limit(csr_memory(StateSpace(2, 16)) - 1):
         rep, why = choose_representation(StateSpace(2, 16))
     assert rep == "operator" and "memory limit" in why
