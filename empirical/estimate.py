@@ -27,7 +27,7 @@ import numpy as np
 from tqdm.auto import tqdm
 
 from mlmix.theory.conditionals import Conditionals, ScoreTable
-from mlmix.theory.contexts import Replacements, TopK
+from mlmix.theory.contexts import Replacements, TopK, rows_per_call
 from mlmix.theory.influence import (
     aggregate_influence,
     contraction_temperature,
@@ -39,7 +39,7 @@ from mlmix.theory.margins import (
     mixing_lower_bound,
     state_margins,
 )
-from mlmix.theory.rectangles import all_rectangles, sample_rectangles
+from mlmix.theory.rectangles import rectangle_summary, sample_rectangles
 from mlmix.validation import check_int
 
 DEFAULT_CONTEXTS = 256
@@ -152,6 +152,27 @@ def margin_report(source: Conditionals, states: np.ndarray, decode=None) -> list
     return out
 
 
+def best_margin_state(source: Conditionals, contexts: np.ndarray | None, decode=None) -> dict:
+    """The best-margin state ("trap") of a context set (None: all of V^n, in chunks), with its
+    :func:`margin_report`, and ``local_modes``: how many states of the set are strict local modes
+    (Assumption 1 holds for the singleton basin {x})."""
+    space = source.space
+    chunk = rows_per_call(space.vocab_size, space.length)
+    total = space.size if contexts is None else int(np.asarray(contexts).shape[0])
+    best_state, best_gamma, modes = None, -np.inf, 0
+    for start in range(0, total, chunk):
+        states = (space.decode(np.arange(start, min(total, start + chunk), dtype=np.int64)) if contexts is None
+                  else np.asarray(contexts)[start:start + chunk])
+        margins = state_margins(source, states)
+        modes += int(((margins.gamma > 0) & margins.all_argmax).sum())
+        b = int(np.argmax(margins.gamma))
+        if margins.gamma[b] > best_gamma:
+            best_state, best_gamma = states[b], float(margins.gamma[b])
+    trap = margin_report(source, best_state[None], decode)[0]
+    trap["local_modes"] = modes
+    return trap
+
+
 # ------------------------------------------------------------------------------------ the constants
 
 
@@ -167,25 +188,23 @@ def constants(source: Conditionals, contexts: np.ndarray | None, rng: np.random.
     ``replacements`` (sampled path) chooses the y = x^{j<-b} of rho_ij and Delta_ij.
     """
     exact = contexts is None
-    src = ScoreTable.from_conditionals(source) if exact else source
-    ctx = src.space.all_states() if exact else np.asarray(contexts)
+    src = source if isinstance(source, ScoreTable) or not exact else ScoreTable.from_conditionals(source)
+    ctx = None if exact else np.asarray(contexts)
     step = progress.update if progress is not None else (lambda _=1: None)
 
-    infl, osc = influence_and_oscillation(src, None if exact else ctx, None if exact else replacements, rng,
-                                                max_states=src.space.size)
+    infl, osc = influence_and_oscillation(src, ctx, None if exact else replacements, rng, max_states=src.space.size)
     agg = aggregate_influence(infl.rho_ij)
     t_star = contraction_temperature(osc.delta_ij)  # (1/4) max_j sum_{i != j} Delta_ij
     step(2)
     if exact:
-        rects = all_rectangles(src, max_states=src.space.size)
+        rect = rectangle_summary(src, max_states=src.space.size).as_dict()
     else:
         rects = sample_rectangles(src, ctx, rectangles, rng, top_k=top_k)
-    rect = summarise(rects.values)
-    if rects.count:
-        worst = int(np.argmax(rects.values))
-        rect["worst"] = rects.record(worst)
-        if records and not exact:
-            rect["records"] = [rects.record(k) for k in range(rects.count)]
+        rect = summarise(rects.values)
+        if rects.count:
+            rect["worst"] = rects.record(int(np.argmax(rects.values)))
+            if records:
+                rect["records"] = [rects.record(k) for k in range(rects.count)]
     rect["protocol"] = ("all rectangles of V^n (i < j, a' != x_i, b' != x_j)" if exact else
                         f"{rectangles} rectangles: uniform context and sites, replacements from the "
                         f"model's top-{top_k}" if top_k else f"{rectangles} rectangles, uniform replacements")
@@ -199,14 +218,11 @@ def constants(source: Conditionals, contexts: np.ndarray | None, rng: np.random.
         drift = {"symbols": sorted(int(a) for a in np.unique(drift_symbols)), "k": int(k),
                  **summarise(values), "min": float(values.min()), "positive_fraction": float((values > 0).mean())}
     step()
-    margins = state_margins(src, ctx)
-    best = int(np.argmax(margins.gamma))
-    trap = margin_report(src, ctx[best:best + 1], decode)[0]
-    trap["local_modes"] = int(((margins.gamma > 0) & margins.all_argmax).sum())
+    trap = best_margin_state(src, ctx, decode)
     step()
     return {
         "kind": "exact" if exact else "estimate",
-        "n_contexts": int(ctx.shape[0]),
+        "n_contexts": src.space.size if exact else int(ctx.shape[0]),
         "rho_hat": agg.rho, "alpha_hat": agg.alpha, "rho_ij": infl.rho_ij.tolist(),
         "contraction": contraction_verdict(agg.rho, exact),
         "delta_hat": 4 * t_star, "delta_ij": osc.delta_ij.tolist(),
