@@ -299,8 +299,8 @@ def _order_statistics(chunks: Callable[[], Iterator[np.ndarray]], top: np.ndarra
         for R in (chunks() if groups else ()):
             flat = R.ravel()
             bits = flat.view(np.int64)
-            for prefix, shift in pieces:
-                pieces[(prefix, shift)].append(flat[(bits >> shift) == prefix])
+            for (prefix, shift), found_values in pieces.items():
+                found_values.append(flat[(bits >> shift) == prefix])
             for k, (prefix, shift, _, _) in refine.items():
                 inside = bits[(bits >> shift) == prefix]
                 hists[k] += np.bincount((inside >> (shift - 16)) & 0xFFFF, minlength=1 << 16)
