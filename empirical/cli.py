@@ -3,7 +3,7 @@ contexts and, when |V|^n is small (the shipped default model), computed exactly 
 
     mlmix estimate                                  # the shipped default model, table
     mlmix estimate --json --convergence             # + exact values and convergence with N
-    mlmix estimate --model bert-base-uncased --length 16 --contexts 64 --device cuda --json
+    mlmix estimate --model bert-base-uncased --length 16 --contexts 64 --device cuda:0 --json
     mlmix estimate --model ./my-model --candidates "the a of ! ." --length 8
 
 A hub id is only looked up offline when HF_HUB_OFFLINE is set; give a local folder (config,
@@ -20,8 +20,10 @@ from pathlib import Path
 import numpy as np
 
 from mlmix.empirical import estimate as est
+from mlmix.empirical.frames import add_frame_arguments, add_model_arguments
 from mlmix.files import atomic_write_text
 from mlmix.theory.contexts import TopK
+from mlmix.validation import check_int
 
 DEFAULT_LENGTH = 16
 
@@ -33,20 +35,11 @@ def configure(parser: argparse.ArgumentParser) -> None:
                        help="Hugging Face id or local folder of a masked LM (default: the shipped model)")
     model.add_argument("--causal", action="store_true",
                        help="the model is an autoregressive LM: use the compatible causal control (R = 0)")
-    model.add_argument("--length", type=int, default=None,
-                       help=f"n, content tokens per sequence (default: the shipped model's, else {DEFAULT_LENGTH})")
     model.add_argument("--temperature", type=float, default=1.0, help="T > 0 (default 1)")
-    model.add_argument("--candidates", default=None, metavar="TOKENS",
-                       help="restrict the support to these whitespace-separated tokens")
-    model.add_argument("--prefix", default=None, metavar="TEXT", help="fixed text before the content, never resampled")
-    model.add_argument("--device", choices=("cpu", "cuda"), default=None, help="default: cuda when available")
-    model.add_argument("--precision", choices=("auto", "float32", "bfloat16", "float16"), default="auto",
-                       help="autocast dtype (auto: bf16 on CUDA, float32 on CPU)")
-    model.add_argument("--batch-size", type=int, default=None, help="rows per forward pass (default: from free memory)")
+    add_model_arguments(model)
     model.add_argument("--compile", action="store_true", help="torch.compile the model")
-    model.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's choice)")
-    model.add_argument("--trust-remote-code", action="store_true",
-                       help="allow the model repository's own Python code (off by default)")
+    frame = parser.add_argument_group("frame (fixed context, free positions, alphabet)")
+    add_frame_arguments(frame)
     sample = parser.add_argument_group("contexts and statistics")
     sample.add_argument("--contexts", type=int, default=est.DEFAULT_CONTEXTS, help="number of sampled contexts")
     sample.add_argument("--text", type=Path, default=None,
@@ -76,20 +69,20 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 
 def load_source(args: argparse.Namespace):
-    """The conditionals object described by the model arguments."""
+    """The conditionals object described by the model and frame arguments."""
     from mlmix.empirical.causal import CausalLMConditionals
     from mlmix.empirical.mlm import DEFAULT_MODEL_DIR, MaskedLMConditionals
 
     model = args.model if args.model is not None else str(DEFAULT_MODEL_DIR)
     length = args.length
-    if length is None:
+    if length is None and args.frame is None:
         law = Path(model) / "law.json"
         length = json.loads(law.read_text())["law"]["length"] if law.is_file() else DEFAULT_LENGTH
     cls = CausalLMConditionals if args.causal else MaskedLMConditionals
     return cls.from_pretrained(model, length, trust_remote_code=args.trust_remote_code,
-                               candidates=args.candidates.split() if args.candidates else None,
-                               prefix=args.prefix, temperature=args.temperature, device=args.device,
-                               precision=args.precision, batch_size=args.batch_size, compile=args.compile)
+                               allow_pickle=args.allow_pickle, frame=args.frame, candidates=args.candidates,
+                               prefix=args.prefix, suffix=args.suffix, temperature=args.temperature,
+                               device=args.device, dtype=args.dtype, batch_size=args.batch_size, compile=args.compile)
 
 
 def _contexts(source, args: argparse.Namespace) -> int | np.ndarray:
@@ -114,7 +107,8 @@ def _recorded_law(args: argparse.Namespace, source):
     from mlmix.empirical.train_default import load_law
 
     folder = Path(args.model) if args.model is not None else DEFAULT_MODEL_DIR
-    if args.causal or args.candidates or args.prefix or not (folder / "law.json").is_file():
+    if args.causal or args.candidates or args.prefix or args.suffix or args.frame \
+            or not (folder / "law.json").is_file():
         return None
     law = load_law(folder)
     return law.at_temperature(source.temperature) if law.space == source.space else None
@@ -128,12 +122,9 @@ def run(args: argparse.Namespace) -> int:
     start = time.perf_counter()
     if args.contexts < 1:
         raise ValueError(f"--contexts must be >= 1, got {args.contexts}")
-    if args.threads is not None:
-        if args.threads < 1:
-            raise ValueError(f"--threads must be >= 1, got {args.threads}")
-        import torch
+    import torch
 
-        torch.set_num_threads(args.threads)
+    torch.set_num_threads(check_int(1 if args.threads is None else args.threads, "--threads", minimum=1))
     source = load_source(args)
     replacements = "auto" if args.replacements is None else (None if args.replacements == 0 else
                                                            TopK(args.replacements))
