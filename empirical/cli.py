@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 import time
 from pathlib import Path
 
@@ -21,9 +22,9 @@ import numpy as np
 
 from mlmix.empirical import estimate as est
 from mlmix.empirical.frames import add_frame_arguments, add_model_arguments
-from mlmix.files import atomic_write_text
+from mlmix.files import atomic_write_text, dumps_json
 from mlmix.theory.contexts import TopK
-from mlmix.validation import check_int
+from mlmix.validation import check_int, parse_duration
 
 DEFAULT_LENGTH = 16
 
@@ -41,7 +42,12 @@ def configure(parser: argparse.ArgumentParser) -> None:
     frame = parser.add_argument_group("frame (fixed context, free positions, alphabet)")
     add_frame_arguments(frame)
     sample = parser.add_argument_group("contexts and statistics")
-    sample.add_argument("--contexts", type=int, default=est.DEFAULT_CONTEXTS, help="number of sampled contexts")
+    sample.add_argument("--contexts", type=int, default=None,
+                        help=f"number of sampled contexts (default: as many as the --budget allows, at most "
+                             f"{est.DEFAULT_CONTEXTS})")
+    sample.add_argument("--budget", default="10m", metavar="DURATION",
+                        help="time budget for the forward passes (e.g. 90s, 10m, 1.5h; default 10m): chooses the "
+                             "number of contexts and whether to tabulate the exact values")
     sample.add_argument("--text", type=Path, default=None,
                         help="draw contexts as windows of this text file instead of uniformly from V^n")
     sample.add_argument("--seed", type=int, default=0)
@@ -59,8 +65,12 @@ def configure(parser: argparse.ArgumentParser) -> None:
     sample.add_argument("--state", default=None, metavar="TEXT", help="report the local margins of this state")
     out = parser.add_argument_group("exact values and output")
     out.add_argument("--exact", choices=("auto", "yes", "no"), default="auto",
-                     help="exact values over all contexts (auto: when |V|^n <= --exact-limit)")
+                     help="exact values over all contexts (auto: when |V|^n <= --exact-limit and the exact table is "
+                          "cached or fits in the budget); a masked LM's table is cached and then also gives the "
+                          "sampled estimates, without forward passes")
     out.add_argument("--exact-limit", type=int, default=est.EXACT_LIMIT)
+    out.add_argument("--max-passes", type=int, default=None,
+                     help="refuse to tabulate an exact table that needs more masked forward passes")
     out.add_argument("--convergence", action="store_true", help="estimates against the number of contexts")
     out.add_argument("--json", action="store_true", help="print JSON instead of a table")
     out.add_argument("--output", type=Path, default=None, help="also write the JSON report to this file")
@@ -114,14 +124,74 @@ def _recorded_law(args: argparse.Namespace, source):
     return law.at_temperature(source.temperature) if law.space == source.space else None
 
 
+def plan(source, args: argparse.Namespace, replacements, say) -> dict:
+    """Where the numbers come from and how many contexts, within ``--budget``.
+
+    A masked LM whose chain is enumerable (|V|^n <= --exact-limit) is tabulated exactly when its
+    table is cached or its n |V|^(n-1) passes fit in the budget (always with ``--exact yes``); the
+    table then gives the exact values and the sampled estimates alike, without further passes.
+    Otherwise the model is queried: the number of contexts is the largest (at most the default)
+    whose passes (:func:`mlmix.empirical.estimate.query_rows`) fit in the budget at the rate measured
+    on a first small batch, and the cost is printed before starting.
+    """
+    from mlmix.empirical.mlm import MaskedLMConditionals
+    from mlmix.empirical.tabulate import cached_table, cost_line, format_duration, measure_rate, passes_needed, tabulate
+
+    budget = parse_duration(args.budget)
+    space = source.space
+    want_exact = {"auto": space.size <= args.exact_limit, "yes": True, "no": False}[args.exact]
+    if want_exact and space.size > args.exact_limit:
+        raise ValueError(f"|V|^n = {space.vocab_size}^{space.length} = {space.size} states exceeds the exact "
+                         f"limit of {args.exact_limit}; raise the limit (--exact-limit) or skip the exact values")
+    out = {"budget_s": budget, "exact": want_exact, "source": "model", "note": None}
+    rule = est.default_replacements(source) if replacements == "auto" else replacements
+    table = cached_table(source) if want_exact and isinstance(source, MaskedLMConditionals) else None
+    rate = None if table is not None else measure_rate(source)
+    if want_exact and table is None and isinstance(source, MaskedLMConditionals):
+        passes = passes_needed(space)
+        if args.exact == "yes" or passes / rate <= budget:
+            table = tabulate(source, max_passes=args.max_passes, progress=not args.no_progress, log=say)
+        else:
+            out["exact"] = False
+            out["note"] = (f"exact values skipped: the table needs {cost_line(passes, rate, source.device)}, over "
+                           f"the budget of {format_duration(budget)} (--exact yes tabulates it once, cached)")
+            say(out["note"])
+    if table is not None:
+        out.update(source="exact table", table=table.describe()["table"], passes=0,
+                   contexts=args.contexts or est.DEFAULT_CONTEXTS)
+        say("estimates and exact values read from the exact table: no further forward pass")
+        return {**out, "conditionals": table.at_temperature(source.temperature)}
+
+    def rows(contexts: int) -> int:
+        sampled = est.query_rows(space, contexts, rectangles=args.rectangles, top_k=args.top_k or None,
+                                 replacements=rule, drift_states=args.drift_states, state=args.state is not None,
+                                 with_convergence=args.convergence)
+        return sampled + (passes_needed(space) if out["exact"] else 0)
+
+    contexts = args.contexts
+    if contexts is None:
+        if rows(1) / rate > budget:
+            raise ValueError(f"one context already needs {cost_line(rows(1), rate, source.device)}, over the "
+                             f"budget of {format_duration(budget)}: raise --budget, shorten --length or restrict "
+                             f"--candidates")
+        contexts = max(c for c in range(1, est.DEFAULT_CONTEXTS + 1) if rows(c) / rate <= budget)
+    if args.batch_size is None and source.device.type == "cpu":  # about one batch per second: a live ETA
+        source.batch_size = int(min(source.batch_size, max(8, rate)))
+    out.update(contexts=contexts, passes=rows(contexts), passes_per_second=rate)
+    say(f"{cost_line(out['passes'], rate, source.device, 'forward passes')} for {contexts} contexts"
+        f"{' and the exact table' if out['exact'] else ''} (budget {format_duration(budget)})")
+    return {**out, "conditionals": source}
+
+
 def run(args: argparse.Namespace) -> int:
-    """Load the model, estimate, print a table or JSON; returns the exit status."""
+    """Load the model, plan within the budget, estimate, print a table or JSON; returns the exit status."""
     from transformers.utils import logging as hf_logging
 
     hf_logging.disable_progress_bar()
+    hf_logging.set_verbosity_error()
     start = time.perf_counter()
-    if args.contexts < 1:
-        raise ValueError(f"--contexts must be >= 1, got {args.contexts}")
+    if args.contexts is not None:
+        check_int(args.contexts, "--contexts", minimum=1)
     import torch
 
     torch.set_num_threads(check_int(1 if args.threads is None else args.threads, "--threads", minimum=1))
@@ -129,19 +199,23 @@ def run(args: argparse.Namespace) -> int:
     replacements = "auto" if args.replacements is None else (None if args.replacements == 0 else
                                                            TopK(args.replacements))
     state = source.encode(args.state) if args.state is not None else None
+    say = (lambda text: None) if args.no_progress else (lambda text: print(f"mlmix: {text}", file=sys.stderr,
+                                                                            flush=True))
+    route = plan(source, args, replacements, say)
+    args.contexts = route["contexts"]
     report = est.estimate(
-        source, contexts=_contexts(source, args), seed=args.seed, rectangles=args.rectangles,
+        route.pop("conditionals"), contexts=_contexts(source, args), seed=args.seed, rectangles=args.rectangles,
         top_k=args.top_k or None, replacements=replacements, drift_symbols=_drift_symbols(source, args),
-        drift_k=args.drift_k, drift_states=args.drift_states, state=state,
-        exact={"auto": None, "yes": True, "no": False}[args.exact], exact_limit=args.exact_limit,
-        with_convergence=args.convergence, records=not args.no_records, progress=not args.no_progress)
-    report = {"model": source.name, **source.describe(), **report}
+        drift_k=args.drift_k, drift_states=args.drift_states, state=state, exact=route["exact"],
+        exact_limit=args.exact_limit, with_convergence=args.convergence, records=not args.no_records,
+        progress=not args.no_progress)
+    report = {"model": source.name, **source.describe(), **report, "plan": route}
     law = _recorded_law(args, source) if report["exact"] is not None else None
     if law is not None:  # the shipped model: the exact constants of the law it was trained on
         report["true_law"] = est.constants(law, None, np.random.default_rng(args.seed), records=False,
                                            drift_symbols=_drift_symbols(source, args), drift_k=args.drift_k)
     report["seconds"] = time.perf_counter() - start  # loading included
-    text = json.dumps(report, indent=1)
+    text = dumps_json(report)
     if args.output is not None:
         atomic_write_text(args.output, text + "\n")
     print(text if args.json else format_table(report))
@@ -184,6 +258,15 @@ def format_table(report: dict) -> str:
               f"{_fmt(get(law, key)) if law else '':>14}" for name, key in rows]
     lines.append(f"contraction: {report['contraction']}" + (f"; exact: {ex['contraction']}" if ex else ""))
     lines.append(f"note: {report['lower_bounds']}")
+    route = report.get("plan") or {}
+    if route.get("source") == "exact table":
+        lines.append("source: the exact table of the model's conditionals "
+                     f"({'read from the cache' if route['table'].get('from_cache') else 'tabulated now'}); "
+                     "no forward pass for the estimates")
+    elif route:
+        lines.append(f"source: {route['passes']:,} forward passes of the model")
+    if route.get("note"):
+        lines.append(route["note"])
     if "margins" in report:
         m = report["margins"]
         lines.append(f"state {' '.join(m.get('tokens', map(str, m['state'])))}: gamma {m['gamma']:.4g}, "

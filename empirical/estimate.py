@@ -46,8 +46,9 @@ DEFAULT_CONTEXTS = 256
 DEFAULT_RECTANGLES = 300
 DEFAULT_TOP_K = 50
 DEFAULT_DRIFT_STATES = 200
-#: Largest |V|^n for which the exact values are computed next to the estimates.
-EXACT_LIMIT = 2**14
+#: Largest |V|^n for which the exact values are computed next to the estimates (the local
+#: quantities stream: 160,000 states of AntiBERTy's n = 4 chain take seconds).
+EXACT_LIMIT = 2**18
 #: Replacement symbols b at site j for rho/Delta: all of V below this |V|, else the source's top-k.
 ALL_REPLACEMENTS_UP_TO = 64
 DEFAULT_REPLACEMENT_TOP_K = 8
@@ -256,6 +257,38 @@ def default_replacements(source: Conditionals) -> Replacements:
     return TopK(DEFAULT_REPLACEMENT_TOP_K)
 
 
+def replacements_per_site(rule: Replacements, vocab_size: int) -> int:
+    """Replacement symbols b per (context, site) that a rule yields (at most; x_j itself is skipped)."""
+    if rule is None:
+        return vocab_size - 1
+    if isinstance(rule, TopK):
+        return min(rule.k, vocab_size - 1)
+    if isinstance(rule, (int, np.integer)):
+        return int(rule)
+    return int(np.asarray(rule).shape[-1])
+
+
+def query_rows(space, contexts: int, *, rectangles: int = DEFAULT_RECTANGLES, top_k: int | None = DEFAULT_TOP_K,
+               replacements: Replacements = None, drift_states: int | None = DEFAULT_DRIFT_STATES,
+               state: bool = False, with_convergence: bool = False) -> int:
+    """Score queries (rows of ``source.scores``; masked forward passes for an MLM) that the sampled
+    part of :func:`estimate` makes on a model with these settings (``drift_states=None``: no drift
+    statistic): per context, n for its own scores, n R (n-1) for the pairs x, x^{j<-b} of rho/Delta
+    (R replacements per site) and n for its margins; 4 per rectangle (+2 for top-k replacements);
+    n per drift state; n for the trap and for ``state``; the convergence runs repeat rho/Delta and
+    the rectangles on nested prefixes of the contexts."""
+    n = space.length
+    R = replacements_per_site(replacements, space.vocab_size)
+    pairs = n + n * R * (n - 1)
+    per_rectangles = rectangles * (6 if top_k else 4)
+    rows = contexts * (pairs + n) + per_rectangles + n * (1 + bool(state))
+    rows += 0 if drift_states is None else drift_states * n
+    if with_convergence:
+        sizes = {*[int(m) for m in 4 ** np.arange(2, 12) if m < contexts], contexts}
+        rows += sum(m * pairs + per_rectangles for m in sizes)
+    return int(rows)
+
+
 def estimate(source: Conditionals, *, contexts: int | np.ndarray = DEFAULT_CONTEXTS, seed: int = 0,
              rectangles: int = DEFAULT_RECTANGLES, top_k: int | None = DEFAULT_TOP_K,
              replacements: Replacements | str = "auto", drift_symbols: Sequence[int] | None = None,
@@ -266,7 +299,11 @@ def estimate(source: Conditionals, *, contexts: int | np.ndarray = DEFAULT_CONTE
     exact values next to them when |V|^n <= ``exact_limit`` (``exact=None``) or when asked, the
     margins of ``state``, and optionally the convergence of the estimates with the context count.
 
-    At the source's temperature; ``seed`` fixes contexts, rectangles and drift states.
+    At the source's temperature; ``seed`` fixes contexts, rectangles and drift states. With
+    ``progress``, a language-model source shows a bar over its forward passes (:func:`query_rows`,
+    with an ETA), any other source a bar over the stages. Give an MLM's exact values by passing its
+    tabulated table (:func:`mlmix.empirical.tabulate.tabulate`) as ``source``: every number then
+    comes from the table, without a forward pass.
     """
     start = time.perf_counter()
     rng = np.random.default_rng(seed)
@@ -280,20 +317,36 @@ def estimate(source: Conditionals, *, contexts: int | np.ndarray = DEFAULT_CONTE
     decode = getattr(source, "decode", None)
     options = dict(rectangles=rectangles, top_k=top_k, drift_symbols=drift_symbols, drift_k=drift_k,
                    drift_states=drift_states, decode=decode)
-    stages = 5 * (1 + do_exact) + bool(with_convergence)  # five step() calls per constants()
-    with tqdm(total=stages, desc="mlmix estimate", disable=not progress, leave=False) as bar:
-        report = constants(source, ctx, rng, replacements=rule, records=records, progress=bar, **options)
+    counts_rows = hasattr(source, "on_rows")
+    if counts_rows:
+        total = query_rows(space, ctx.shape[0], rectangles=rectangles, top_k=top_k, replacements=rule,
+                           drift_states=None if drift_symbols is None else drift_states, state=state is not None,
+                           with_convergence=with_convergence)
+        total += space.length * space.vocab_size ** (space.length - 1) if do_exact else 0
+        bar = tqdm(total=total, desc="mlmix estimate", unit=" passes", disable=not progress, leave=False,
+                   smoothing=0.05)
+        source.on_rows, step_bar = bar.update, None
+    else:
+        bar = step_bar = tqdm(total=5 * (1 + do_exact) + bool(with_convergence), desc="mlmix estimate",
+                              disable=not progress, leave=False)  # five step() calls per constants()
+    try:
+        report = constants(source, ctx, rng, replacements=rule, records=records, progress=step_bar, **options)
         report["replacements"] = _describe_replacements(rule)
         report["lower_bounds"] = ("rho_hat, alpha_hat, delta_hat, contraction_temperature, rectangle max and the "
                                   "trap's gamma are maxima over the sampled contexts: lower bounds of the exact suprema")
-        report["exact"] = (constants(source, None, np.random.default_rng(seed), records=False, progress=bar, **options)
-                           if do_exact else None)
+        report["exact"] = (constants(source, None, np.random.default_rng(seed), records=False, progress=step_bar,
+                                     **options) if do_exact else None)
         if state is not None:
             report["margins"] = margin_report(source, np.atleast_2d(state), decode)[0]
         if with_convergence:
             report["convergence"] = convergence(source, ctx, seed, rectangles=rectangles, top_k=top_k,
                                                 replacements=rule)
-            bar.update()
+            if step_bar is not None:
+                step_bar.update()
+    finally:
+        bar.close()
+        if counts_rows:
+            source.on_rows = None
     report.update({"temperature": source.temperature, "vocab_size": space.vocab_size, "length": space.length})
     report["seconds"] = time.perf_counter() - start
     return report

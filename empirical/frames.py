@@ -241,3 +241,20 @@ def add_model_arguments(parser: argparse.ArgumentParser | argparse._ArgumentGrou
                              "`mlmix convert` makes a safetensors copy once instead")
     parser.add_argument("--trust-remote-code", action="store_true",
                         help="allow the model repository's own Python code (off by default)")
+
+
+def add_mlm_arguments(parser: argparse.ArgumentParser) -> None:
+    """The ``--mlm MODEL`` source of ``mlmix exact``: a masked LM over a frame, tabulated exactly
+    (:mod:`mlmix.empirical.tabulate`). Adds the frame and model options; ``--length`` and
+    ``--temperature`` are the parser's own (with ``--frame``, a ``--length`` left at its default is
+    ignored: the frame's blanks give n)."""
+    group = parser.add_argument_group("masked language model (--mlm): its exact chain over a frame")
+    group.add_argument("--mlm", default=None, metavar="ID_OR_PATH",
+                       help="Hugging Face id or local folder of a masked LM: tabulate its conditionals over the "
+                            "frame (n |V|^(n-1) masked passes, cached) and analyse the exact chain")
+    add_frame_arguments(group, length=False)
+    add_model_arguments(group)
+    group.add_argument("--max-passes", type=int, default=None,
+                       help="refuse to tabulate when more masked forward passes are needed (default: no cap)")
+    group.add_argument("--no-progress", action="store_true", help="no progress bar while tabulating")
+    parser.set_defaults(mlm_length_default=parser.get_default("length"))
