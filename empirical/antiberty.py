@@ -59,7 +59,7 @@ def fetch(dest: str | Path) -> tuple[Path, Path]:
     if not wheel.is_file():
         dest.mkdir(parents=True, exist_ok=True)
         done = subprocess.run([sys.executable, "-m", "pip", "download", f"antiberty=={VERSION}", "--no-deps",
-                               "--only-binary=:all:", "-d", str(dest)], capture_output=True, text=True)
+                               "--only-binary=:all:", "-d", str(dest)], capture_output=True, text=True, check=False)
         if done.returncode != 0:
             text = done.stdout + done.stderr
             if any(mark in text for mark in _OFFLINE):
