@@ -125,8 +125,9 @@ def format_duration(seconds: float) -> str:
 
 def cost_line(passes: int, rate: float, device: torch.device, what: str = "masked forward passes") -> str:
     """'32,000 masked forward passes, about 6.1 min at the measured 87 passes/s on cpu'."""
-    return (f"{passes:,} {what}, about {format_duration(passes / rate)} at the measured {rate:,.0f} "
-            f"passes/s on {device}")
+    seconds = passes / rate
+    duration = format_duration(seconds) if seconds < 1 else f"about {format_duration(seconds)}"
+    return f"{passes:,} {what}, {duration} at the measured {rate:,.0f} passes/s on {device}"
 
 
 class MLMTable(ScoreTable):
