@@ -8,8 +8,8 @@ masked position, restricted to the alphabet). So the score table
 
 costs n |V|^(n-1) passes: 32,000 for AntiBERTy's 20 amino acids at n = 4 (160,000 states). It is
 computed once, in batches on the source's device, with the cost printed before the work starts
-(measured on a first small batch), a progress bar with ETA, chunks of :data:`CHUNK_ROWS` passes
-checkpointed so an interrupted run resumes, and the result written atomically to a cache keyed by
+(measured on a first small batch), a progress bar with ETA, chunks of about :data:`CHUNK_SECONDS`
+of work checkpointed so an interrupted run resumes (with the chunking it started with), and the result written atomically to a cache keyed by
 the model's weights (a hash of every tensor), the full input template (specials, frame and free
 positions), the alphabet and the compute dtype. The table does not depend on T (T only rescales
 the logits), so any temperature reuses it. The cache folder is ``$MLMIX_CACHE/tables`` (default
@@ -35,7 +35,7 @@ import numpy as np
 import torch
 from tqdm.auto import tqdm
 
-from mlmix.files import OutputDir, atomic_save_npz, atomic_write_json, read_json
+from mlmix.files import MANIFEST, OutputDir, atomic_save_npz, atomic_write_json, read_json
 from mlmix.theory.conditionals import ScoreTable
 from mlmix.theory.space import StateSpace
 from mlmix.validation import check_int, check_memory
@@ -43,9 +43,11 @@ from mlmix.validation import check_int, check_memory
 #: Environment variable naming mlmix's cache folder (tables go to its ``tables`` subfolder).
 CACHE_ENV = "MLMIX_CACHE"
 
-#: Masked passes per checkpointed chunk of a tabulation (independent of the batch size, so a run
-#: resumes with any batch size or device).
-CHUNK_ROWS = 4096
+#: Seconds of work per checkpointed chunk of a tabulation (at the measured rate; at least
+#: :data:`MIN_CHUNK_ROWS` passes, a power of two). A resumed run keeps the chunking it started with,
+#: whatever its batch size or device.
+CHUNK_SECONDS = 30.0
+MIN_CHUNK_ROWS = 4096
 
 #: Version of the cache layout; part of every key.
 FORMAT = 1
@@ -185,13 +187,15 @@ def tabulate(source, *, cache_dir: str | os.PathLike | None = None, use_cache: b
     start = time.perf_counter()
     rate = measure_rate(source)
     say(cost_line(total, rate, source.device) + f" (n = {n} sites x {q}^{n - 1} contexts); use --max-passes to cap")
+    partial = root / f"{key}.partial"
+    chunk = _chunk_rows(partial if use_cache else None, record, rate)
     with tqdm(total=total, desc="tabulating", unit=" passes", disable=not progress, file=sys.stderr,
               smoothing=0.05) as bar:
         if use_cache:
-            with OutputDir(root / f"{key}.partial", "tabulate", {**record, "chunk_rows": CHUNK_ROWS}) as out:
-                scores = _compute(source, total, bar, out.path)
+            with OutputDir(partial, "tabulate", {**record, "chunk_rows": chunk}) as out:
+                scores = _compute(source, total, chunk, bar, out.path)
         else:
-            scores = _compute(source, total, bar, None)
+            scores = _compute(source, total, chunk, bar, None)
     seconds = time.perf_counter() - start
     info = {**source.describe(), "table": {"passes": total, "seconds": seconds, "passes_per_second": total / seconds,
                                            "from_cache": False, "key": key}}
@@ -206,7 +210,19 @@ def tabulate(source, *, cache_dir: str | os.PathLike | None = None, use_cache: b
     return table
 
 
-def _compute(source, total: int, bar: tqdm, folder: Path | None) -> np.ndarray:
+def _chunk_rows(partial: Path | None, record: dict, rate: float) -> int:
+    """Passes per chunk: those of an interrupted run of the same table, else about CHUNK_SECONDS of work."""
+    manifest = None if partial is None else partial / MANIFEST
+    if manifest is not None and manifest.is_file():
+        params = (read_json(manifest, "tabulation manifest").get("params") or {})
+        if {k: params.get(k) for k in record} == json.loads(json.dumps(record)) and \
+                isinstance(params.get("chunk_rows"), int) and params["chunk_rows"] > 0:
+            return params["chunk_rows"]
+    work = max(1, int(rate * CHUNK_SECONDS))
+    return max(MIN_CHUNK_ROWS, 1 << (work.bit_length() - 1))
+
+
+def _compute(source, total: int, chunk: int, bar: tqdm, folder: Path | None) -> np.ndarray:
     """Scores of every global row r = i |V|^(n-1) + c (site i, context index c), float32 (total, |V|);
     chunks already in ``folder`` are reused, new ones saved there."""
     n, q = source.space.length, source.space.vocab_size
@@ -217,8 +233,8 @@ def _compute(source, total: int, bar: tqdm, folder: Path | None) -> np.ndarray:
     previous = source.on_rows
     source.on_rows = bar.update
     try:
-        for start in range(0, total, CHUNK_ROWS):
-            stop = min(total, start + CHUNK_ROWS)
+        for start in range(0, total, chunk):
+            stop = min(total, start + chunk)
             path = None if folder is None else folder / f"chunk-{start:012d}.npz"
             if path is not None and path.is_file():
                 with np.load(path, allow_pickle=False) as saved:

@@ -82,7 +82,8 @@ def test_cache_keys_follow_weights_frame_alphabet_and_dtype(mlm):
 
 
 def test_an_interrupted_tabulation_resumes_from_its_chunks(mlm, tmp_path, monkeypatch):
-    monkeypatch.setattr(tab, "CHUNK_ROWS", 10)
+    monkeypatch.setattr(tab, "MIN_CHUNK_ROWS", 10)
+    monkeypatch.setattr(tab, "CHUNK_SECONDS", 1e-9)  # chunks of MIN_CHUNK_ROWS passes
     ref = tab.tabulate(mlm, use_cache=False, progress=False, log=lambda _: None)
     original, calls = mlm.scores_torch, []
 
@@ -98,6 +99,7 @@ def test_an_interrupted_tabulation_resumes_from_its_chunks(mlm, tmp_path, monkey
     partial = next(tmp_path.glob("*.partial"))
     assert sorted(p.name for p in partial.glob("chunk-*")) == ["chunk-000000000000.npz", "chunk-000000000010.npz"]
     monkeypatch.setattr(mlm, "scores_torch", original)
+    monkeypatch.setattr(tab, "MIN_CHUNK_ROWS", 4096)  # a resumed run keeps the chunking it started with
     counter = Counter(monkeypatch)
     resumed = tab.tabulate(mlm, cache_dir=tmp_path, progress=False, log=lambda _: None)
     assert counter.rows == 1 + 32 + (48 - 20)  # warm-up, rate, and only the missing chunks
