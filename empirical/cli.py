@@ -127,9 +127,10 @@ def _recorded_law(args: argparse.Namespace, source):
 def plan(source, args: argparse.Namespace, replacements, say) -> dict:
     """Where the numbers come from and how many contexts, within ``--budget``.
 
-    A masked LM whose chain is enumerable (|V|^n <= --exact-limit) is tabulated exactly when its
-    table is cached or its n |V|^(n-1) passes fit in the budget (always with ``--exact yes``); the
-    table then gives the exact values and the sampled estimates alike, without further passes.
+    A masked LM whose chain is enumerable (|V|^n <= --exact-limit) is read from its cached exact
+    table, or tabulated when the exact values are asked for and its n |V|^(n-1) passes fit in the
+    budget (always with ``--exact yes``); the table then gives the exact values and the sampled
+    estimates alike, without further passes.
     Otherwise the model is queried: the number of contexts is the largest (at most the default)
     whose passes (:func:`mlmix.empirical.estimate.query_rows`) fit in the budget at the rate measured
     on a first small batch, and the cost is printed before starting.
@@ -139,15 +140,18 @@ def plan(source, args: argparse.Namespace, replacements, say) -> dict:
 
     budget = parse_duration(args.budget)
     space = source.space
-    want_exact = {"auto": space.size <= args.exact_limit, "yes": True, "no": False}[args.exact]
-    if want_exact and space.size > args.exact_limit:
+    enumerable = space.size <= args.exact_limit
+    want_exact = {"auto": enumerable, "yes": True, "no": False}[args.exact]
+    if want_exact and not enumerable:
         raise ValueError(f"|V|^n = {space.vocab_size}^{space.length} = {space.size} states exceeds the exact "
                          f"limit of {args.exact_limit}; raise the limit (--exact-limit) or skip the exact values")
     out = {"budget_s": budget, "exact": want_exact, "source": "model", "note": None}
     rule = est.default_replacements(source) if replacements == "auto" else replacements
-    table = cached_table(source) if want_exact and isinstance(source, MaskedLMConditionals) else None
-    rate = None if table is not None else measure_rate(source)
-    if want_exact and table is None and isinstance(source, MaskedLMConditionals):
+    is_mlm = isinstance(source, MaskedLMConditionals)
+    table = cached_table(source) if is_mlm and enumerable else None
+    rate = None
+    if want_exact and table is None and is_mlm:
+        rate = measure_rate(source)
         passes = passes_needed(space)
         if args.exact == "yes" or passes / rate <= budget:
             table = tabulate(source, max_passes=args.max_passes, progress=not args.no_progress, log=say)
@@ -159,8 +163,10 @@ def plan(source, args: argparse.Namespace, replacements, say) -> dict:
     if table is not None:
         out.update(source="exact table", table=table.describe()["table"], passes=0,
                    contexts=args.contexts or est.DEFAULT_CONTEXTS)
-        say("estimates and exact values read from the exact table: no further forward pass")
+        say("estimates" + (" and exact values" if out["exact"] else "") +
+            " read from the exact table: no further forward pass")
         return {**out, "conditionals": table.at_temperature(source.temperature)}
+    rate = rate if rate is not None else measure_rate(source)
 
     def rows(contexts: int) -> int:
         sampled = est.query_rows(space, contexts, rectangles=args.rectangles, top_k=args.top_k or None,

@@ -168,6 +168,13 @@ def test_estimate_reuses_the_exact_table(tmp_path, capsys, monkeypatch):
                            None, np.random.default_rng(0))
     assert r["exact"]["rho_hat"] == pytest.approx(direct["rho_hat"], abs=1e-6)
     assert r["exact"]["rectangle"]["mean"] == pytest.approx(direct["rectangle"]["mean"], abs=1e-5)
+    # without the exact values, the sampled estimates still come from the cached table
+    counter.rows = 0
+    assert main(["estimate", "--model", str(folder), *frame, "--json", "--exact", "no", "--contexts", "30",
+                 "--rectangles", "40"]) == 0
+    r_no = json.loads(capsys.readouterr().out)
+    assert counter.rows == 0 and r_no["exact"] is None and r_no["plan"]["source"] == "exact table"
+    assert r_no["rho_hat"] == r["rho_hat"]
 
 
 def test_query_rows_counts_every_forward_pass(monkeypatch):
