@@ -127,12 +127,12 @@ def test_exact_cli_on_a_masked_lm_folder_and_its_cache(tmp_path, capsys, monkeyp
     captured = capsys.readouterr()
     second = json.loads(captured.out)
     assert counter.rows == 0 and "read from the cache" in second["chain"] and "no forward pass" in captured.err
-    assert second["absolute_spectral_gap"] == first["absolute_spectral_gap"]
+    assert second["absolute_spectral_gap"]["value"] == first["absolute_spectral_gap"]["value"]
     # the same chain built by hand from the model agrees
     P = glauber_kernel(MaskedLMConditionals(model, tok, frame="a _ _ !", candidates="a b c", device="cpu",
                                             temperature=0.8)).toarray()
     gap = 1 - np.sort(np.abs(np.linalg.eigvals(P)))[-2]
-    assert second["absolute_spectral_gap"] == pytest.approx(gap, abs=1e-5)
+    assert second["absolute_spectral_gap"]["value"] == pytest.approx(gap, abs=1e-5)
 
 
 @pytest.mark.parametrize("args, message", [
@@ -152,8 +152,8 @@ def test_estimate_reuses_the_exact_table(tmp_path, capsys, monkeypatch):
     model, tok = tiny_masked_lm("bert", seed=5)
     folder = save_model(model, tok, tmp_path / "m")
     frame = ["--frame", "b _ _ _", "--candidates", "a b c !"]
-    assert main(["exact", "--mlm", str(folder), *frame, "--no-progress"]) == 0
-    capsys.readouterr()
+    assert main(["exact", "--mlm", str(folder), *frame, "--no-progress", "--json"]) == 0
+    chain = json.loads(capsys.readouterr().out)
     counter = Counter(monkeypatch)
     assert main(["estimate", "--model", str(folder), *frame, "--json", "--contexts", "30", "--rectangles", "40"]) == 0
     captured = capsys.readouterr()
@@ -168,6 +168,12 @@ def test_estimate_reuses_the_exact_table(tmp_path, capsys, monkeypatch):
                            None, np.random.default_rng(0))
     assert r["exact"]["rho_hat"] == pytest.approx(direct["rho_hat"], abs=1e-6)
     assert r["exact"]["rectangle"]["mean"] == pytest.approx(direct["rectangle"]["mean"], abs=1e-5)
+    # `mlmix exact --mlm` reports the same constants as the exact column of `mlmix estimate`
+    g = chain["paper_g"]
+    assert g["rho"]["value"] == pytest.approx(r["exact"]["rho_hat"], rel=1e-12)
+    assert g["contraction_temperature"]["value"] == pytest.approx(r["exact"]["contraction_temperature"], rel=1e-12)
+    for key in ("mean", "median", "q90", "max", "count"):
+        assert g["rectangle"][key] == pytest.approx(r["exact"]["rectangle"][key], rel=1e-12)
     # without the exact values, the sampled estimates still come from the cached table
     counter.rows = 0
     assert main(["estimate", "--model", str(folder), *frame, "--json", "--exact", "no", "--contexts", "30",
