@@ -421,13 +421,15 @@ def _head_of(model: PreTrainedModel) -> Callable[[torch.Tensor], torch.Tensor] |
         return model.lm_head
     if name == "ModernBertForMaskedLM":
         return lambda h: model.decoder(model.head(h))
+    if name == "EsmForMaskedLM":
+        return model.lm_head
     return None
 
 
 class MaskedLMConditionals(TokenConditionals):
     """Conditionals of an ``AutoModelForMaskedLM``: the logits at the [MASK]ed site over the support.
 
-    For BERT, RoBERTa (and XLM-R) and ModernBERT the encoder runs on the whole sequence and the
+    For BERT, RoBERTa (and XLM-R), ModernBERT and ESM the encoder runs on the whole sequence and the
     head only on the masked positions; other masked LMs fall back to the full forward pass and a
     gather (same numbers, slower).
     """

@@ -141,3 +141,35 @@ def test_saved_safetensors_folder_still_loads_without_flags(tmp_path):
     folder = save_model(model, tok, tmp_path / "mb")
     again = MaskedLMConditionals.from_pretrained(folder, N, device="cpu")
     np.testing.assert_array_equal(logits(again), logits(MaskedLMConditionals(model, tok, N, device="cpu")))
+
+
+def test_an_esm_style_protein_model_with_a_lone_vocab_txt(tmp_path):
+    """ESM vocabularies (<cls> <pad> <eos> <unk> residues <mask>), rotary positions and token dropout:
+    the frame's conditionals equal the plain forward pass on the tokenizer's ids with the mask placed
+    by hand, and the head run only at the mask equals the full head."""
+    from transformers import EsmConfig, EsmForMaskedLM
+
+    tokens = ["<cls>", "<pad>", "<eos>", "<unk>", *"L A G V S E R T I D P K Q N F Y M H W C".split(), "<mask>"]
+    torch.manual_seed(0)
+    config = EsmConfig(vocab_size=len(tokens), hidden_size=16, num_hidden_layers=2, num_attention_heads=2,
+                       intermediate_size=32, max_position_embeddings=64, pad_token_id=1, mask_token_id=len(tokens) - 1,
+                       position_embedding_type="rotary", token_dropout=True)
+    model = EsmForMaskedLM(config).eval()
+    model.save_pretrained(tmp_path / "esm", safe_serialization=True)
+    (tmp_path / "esm" / "vocab.txt").write_text("\n".join(tokens))
+    mlm = MaskedLMConditionals.from_pretrained(tmp_path / "esm", frame="M K _ L _ A", candidates="A C D E",
+                                               device="cpu")
+    assert mlm.describe()["architecture"] == "EsmForMaskedLM" and mlm._template.tolist()[0] == 0  # <cls>
+    x = np.array([[0, 1], [2, 3], [3, 3]])
+    got = mlm.all_log_conditionals(x)
+    for row, state in zip(got, x):
+        words = ["M", "K", "ACDE"[state[0]], "L", "ACDE"[state[1]], "A"]
+        for site, position in ((0, 2), (1, 4)):
+            ids = mlm.tokenizer(" ".join(words))["input_ids"]  # <cls> ... <eos>
+            ids[1 + position] = config.mask_token_id
+            with torch.no_grad():
+                logits = model(input_ids=torch.tensor([ids])).logits[0, 1 + position].double().numpy()
+            ref = logits[mlm.support_ids]
+            np.testing.assert_allclose(row[site], ref - np.logaddexp.reduce(ref), atol=1e-5)
+    mlm._head = None  # the generic path: full forward, then gather
+    np.testing.assert_allclose(mlm.all_log_conditionals(x), got, atol=1e-6)
