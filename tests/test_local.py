@@ -423,3 +423,14 @@ def test_exact_passes_estimate_their_memory_first():
     big = ScoreTable.random(20, 4, seed=1)  # 160,000 states
     with memory_limit("4MiB"), pytest.raises(MemoryLimitError, match="influence pass"):
         influence_matrix(big, max_states=big.space.size)
+
+
+def test_paper_constants_of_mlmix_exact_reach_past_65536_states():
+    """17^4 = 83,521 states (beyond the old 4^8 limit): rho from the vectorised pass and R streamed."""
+    from mlmix.theory.bounds import paper_constants
+
+    src = ScoreTable.random(17, 4, seed=2, temperature=1.5)
+    g = paper_constants(src, None, 0.25)
+    assert "reason" not in g
+    assert g["rho"].value == pytest.approx(influence_matrix(src, max_states=src.space.size).rho, rel=1e-14)
+    assert g["rectangle"]["count"] == 17**4 * 6 * 16**2 and g["rectangle"]["median"] <= g["rectangle"]["q90"]

@@ -64,7 +64,7 @@ def paper_constants(source: Any, chain: Chain, eps: float, basin: np.ndarray | N
         return {"reason": f"|V|^n = {space.size} exceeds {CONSTANTS_LIMIT}: the exact local constants are not computed"}
     check_memory(8.0 * space.size * n * q * 3, "the exact local constants (score table of all contexts)")
     local = 8 * q * EPS  # softmax / score-difference rounding
-    infl, osc = influence_and_oscillation(source)
+    infl, osc = influence_and_oscillation(source, max_states=CONSTANTS_LIMIT)
     agg = aggregate_influence(infl.rho_ij)
     t_star = contraction_temperature(osc.delta_ij)
     out: dict[str, Any] = {
