@@ -124,7 +124,7 @@ def _recorded_law(args: argparse.Namespace, source):
     return law.at_temperature(source.temperature) if law.space == source.space else None
 
 
-def plan(source, args: argparse.Namespace, replacements, say) -> dict:
+def plan(source, args: argparse.Namespace, replacements, drift: list[int] | None, say) -> dict:
     """Where the numbers come from and how many contexts, within ``--budget``.
 
     A masked LM whose chain is enumerable (|V|^n <= --exact-limit) is read from its cached exact
@@ -170,7 +170,8 @@ def plan(source, args: argparse.Namespace, replacements, say) -> dict:
 
     def rows(contexts: int) -> int:
         sampled = est.query_rows(space, contexts, rectangles=args.rectangles, top_k=args.top_k or None,
-                                 replacements=rule, drift_states=args.drift_states, state=args.state is not None,
+                                 replacements=rule, drift_states=None if drift is None else args.drift_states,
+                                 state=args.state is not None,
                                  with_convergence=args.convergence)
         return sampled + (passes_needed(space) if out["exact"] else 0)
 
@@ -207,11 +208,12 @@ def run(args: argparse.Namespace) -> int:
     state = source.encode(args.state) if args.state is not None else None
     say = (lambda text: None) if args.no_progress else (lambda text: print(f"mlmix: {text}", file=sys.stderr,
                                                                             flush=True))
-    route = plan(source, args, replacements, say)
+    drift = _drift_symbols(source, args)
+    route = plan(source, args, replacements, drift, say)
     args.contexts = route["contexts"]
     report = est.estimate(
         route.pop("conditionals"), contexts=_contexts(source, args), seed=args.seed, rectangles=args.rectangles,
-        top_k=args.top_k or None, replacements=replacements, drift_symbols=_drift_symbols(source, args),
+        top_k=args.top_k or None, replacements=replacements, drift_symbols=drift,
         drift_k=args.drift_k, drift_states=args.drift_states, state=state, exact=route["exact"],
         exact_limit=args.exact_limit, with_convergence=args.convergence, records=not args.no_records,
         progress=not args.no_progress)
@@ -219,7 +221,7 @@ def run(args: argparse.Namespace) -> int:
     law = _recorded_law(args, source) if report["exact"] is not None else None
     if law is not None:  # the shipped model: the exact constants of the law it was trained on
         report["true_law"] = est.constants(law, None, np.random.default_rng(args.seed), records=False,
-                                           drift_symbols=_drift_symbols(source, args), drift_k=args.drift_k)
+                                           drift_symbols=drift, drift_k=args.drift_k)
     report["seconds"] = time.perf_counter() - start  # loading included
     text = dumps_json(report)
     if args.output is not None:

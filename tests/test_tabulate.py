@@ -205,8 +205,13 @@ def test_the_budget_chooses_the_contexts_and_skips_an_exact_table_that_does_not_
     monkeypatch.setattr(tab, "measure_rate", lambda source, rows=32, seed=0: 100.0)  # 100 passes/s, by decree
     base = ["estimate", "--model", str(folder), "--length", "3", "--json", "--rectangles", "10",
             "--drift-states", "5"]
+    counter = Counter(monkeypatch)
     assert main([*base, "--budget", "20s", "--exact", "no"]) == 0
     r = json.loads(capsys.readouterr().out)
+    assert counter.rows == r["plan"]["passes"]  # the printed cost is the work done
+    counter.rows = 0
+    assert main([*base, "--budget", "20s", "--exact", "no", "--candidates", "a b c"]) == 0  # no '!': no drift
+    assert counter.rows == json.loads(capsys.readouterr().out)["plan"]["passes"]
 
     def rows(c):
         return est.query_rows(r_space(r), c, rectangles=10, replacements=None, drift_states=5)
