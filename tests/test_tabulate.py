@@ -89,7 +89,7 @@ def test_an_interrupted_tabulation_resumes_from_its_chunks(mlm, tmp_path, monkey
 
     def failing(symbols, sites, validate=True):
         calls.append(symbols.shape[0])
-        if len(calls) == 5:  # warm-up + rate measurement + two chunks, then the machine "dies"
+        if len(calls) == 5:  # two calls to measure the rate, two chunks, then the machine "dies"
             raise KeyboardInterrupt
         return original(symbols, sites, validate=validate)
 
@@ -102,7 +102,7 @@ def test_an_interrupted_tabulation_resumes_from_its_chunks(mlm, tmp_path, monkey
     monkeypatch.setattr(tab, "MIN_CHUNK_ROWS", 4096)  # a resumed run keeps the chunking it started with
     counter = Counter(monkeypatch)
     resumed = tab.tabulate(mlm, cache_dir=tmp_path, progress=False, log=lambda _: None)
-    assert counter.rows == 1 + 32 + (48 - 20)  # warm-up, rate, and only the missing chunks
+    assert counter.rows == 2 * 32 + (48 - 20)  # the rate measurement and only the missing chunks
     np.testing.assert_array_equal(resumed.table, ref.table)
     assert not partial.exists()
 
