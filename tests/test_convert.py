@@ -84,11 +84,11 @@ def test_folders_without_weights_tokenizer_or_with_missing_weights_are_clear_err
 
 def test_tokenizer_from_vocab_wordlevel_wordpiece_and_errors(tmp_path):
     vocab = tmp_path / "vocab.txt"
-    vocab.write_text("\n".join(["<cls>", "<pad>", "<eos>", "<unk>", "L", "A", "G", "<mask>"]) + "\n")
+    vocab.write_text("<cls>\n<pad>\n<eos>\n<unk>\nL\nA\nG\n<mask>\n")
     esm = tokenizer_from_vocab(vocab)
     assert esm("L A G")["input_ids"] == [0, 4, 5, 6, 2] and esm.mask_token == "<mask>"
     assert esm("LAG", add_special_tokens=False)["input_ids"] == [3]  # one unknown word, not three residues
-    vocab.write_text("\n".join(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "play", "##ing", "the"]))
+    vocab.write_text("[PAD]\n[UNK]\n[CLS]\n[SEP]\n[MASK]\nplay\n##ing\nthe")
     wp = tokenizer_from_vocab(vocab)
     assert wp.convert_ids_to_tokens(wp("the playing")["input_ids"]) == ["[CLS]", "the", "play", "##ing", "[SEP]"]
     assert tokenizer_from_vocab(vocab, lowercase=True)("The")["input_ids"][1] == 7
@@ -149,7 +149,8 @@ def test_an_esm_style_protein_model_with_a_lone_vocab_txt(tmp_path):
     by hand, and the head run only at the mask equals the full head."""
     from transformers import EsmConfig, EsmForMaskedLM
 
-    tokens = ["<cls>", "<pad>", "<eos>", "<unk>", *"L A G V S E R T I D P K Q N F Y M H W C".split(), "<mask>"]
+    residues = ["L", "A", "G", "V", "S", "E", "R", "T", "I", "D", "P", "K", "Q", "N", "F", "Y", "M", "H", "W", "C"]
+    tokens = ["<cls>", "<pad>", "<eos>", "<unk>", *residues, "<mask>"]
     torch.manual_seed(0)
     config = EsmConfig(vocab_size=len(tokens), hidden_size=16, num_hidden_layers=2, num_attention_heads=2,
                        intermediate_size=32, max_position_embeddings=64, pad_token_id=1, mask_token_id=len(tokens) - 1,
