@@ -65,7 +65,7 @@ def chain_steps_per_second(source: MaskedLMConditionals, x0: np.ndarray, steps: 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--device", default="cpu")
-    parser.add_argument("--precision", default=None, help="float32, bfloat16, float16 (default: auto)")
+    parser.add_argument("--dtype", default=None, help="float32, bfloat16, float16 (default: auto)")
     parser.add_argument("--lengths", type=int, nargs="+", default=[16, 64])
     parser.add_argument("--batches", type=int, nargs="+", default=[8, 32], help="numbers of parallel chains B")
     parser.add_argument("--steps", type=int, default=2, help="timed steps per configuration")
@@ -77,7 +77,7 @@ def main(argv: list[str] | None = None) -> int:
     model, tok = bert_base(device)
     rows = []
     for n in args.lengths:
-        source = MaskedLMConditionals(model, tok, n, device=device, precision=args.precision)
+        source = MaskedLMConditionals(model, tok, n, device=device, dtype=args.dtype)
         for B in args.batches:
             x0 = np.random.default_rng(n).integers(0, source.space.vocab_size, size=(B, n))
             batched = chain_steps_per_second(source, x0, args.steps, one_by_one=False)
@@ -87,7 +87,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"n = {n:3d}  B = {B:5d}  batched {batched:10.1f} chain-steps/s   one-chain loop {looped:8.1f}"
                   f"   x{batched / looped:.1f}", flush=True)
     info = {"device": str(device), "device_name": torch.cuda.get_device_name(device) if device.type == "cuda"
-            else "cpu", "precision": str(source.precision), "threads": args.threads, "steps": args.steps,
+            else "cpu", "dtype": str(source.dtype), "threads": args.threads, "steps": args.steps,
             "torch": torch.__version__, "model": "BertForMaskedLM(BertConfig()), random weights", "rows": rows}
     if args.out is not None:
         atomic_write_text(args.out, json.dumps(info, indent=2) + "\n")

@@ -14,7 +14,7 @@ the fraction of the card's dense FLOP bound reached (FLOPs counted per masked se
 weights x positions + attention 4 L^2 H per layer + the head at one position).
 
     python benchmarks/bench_mlm.py --device cpu --threads 1
-    python benchmarks/bench_mlm.py --device cuda --precision bfloat16 --peak-tflops 989
+    python benchmarks/bench_mlm.py --device cuda --dtype bfloat16 --peak-tflops 989
 """
 
 from __future__ import annotations
@@ -76,8 +76,8 @@ def timed(fn, device: torch.device, repeats: int) -> float:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--device", choices=("cpu", "cuda"), default="cuda" if torch.cuda.is_available() else "cpu")
-    parser.add_argument("--precision", choices=("auto", "float32", "bfloat16", "float16"), default="auto")
+    parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu", help="cpu, cuda or cuda:N")
+    parser.add_argument("--dtype", choices=("auto", "float32", "bfloat16", "float16"), default="auto")
     parser.add_argument("--length", type=int, default=16)
     parser.add_argument("--naive", type=int, default=None, help="masked sequences in the naive loop")
     parser.add_argument("--batch", type=int, default=None, help="masked sequences per batched call")
@@ -89,12 +89,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args(argv)
     torch.set_num_threads(args.threads)
-    cuda = args.device == "cuda"
+    cuda = torch.device(args.device).type == "cuda"
     naive_count = args.naive or (256 if cuda else 8)
     batch = args.batch or (32768 if cuda else 64)
 
     model, tok = bert_base()
-    mlm = MaskedLMConditionals(model, tok, args.length, device=args.device, precision=args.precision,
+    mlm = MaskedLMConditionals(model, tok, args.length, device=args.device, dtype=args.dtype,
                                batch_size=args.batch_size, compile=args.compile)
     dev, n = mlm.device, args.length
     rng = np.random.default_rng(0)
@@ -102,7 +102,7 @@ def main(argv: list[str] | None = None) -> int:
     sites = torch.as_tensor(rng.integers(0, n, batch), device=dev)
 
     ids = mlm.token_ids(symbols[:naive_count])
-    pos = mlm.offset + sites[:naive_count]
+    pos = mlm.slots[sites[:naive_count]]
     ids[torch.arange(naive_count, device=dev), pos] = mlm.mask_id
 
     def naive() -> None:
@@ -122,7 +122,7 @@ def main(argv: list[str] | None = None) -> int:
     rates = {"naive": naive_count / t_naive, "batched": batch / t_batched, "all_sites": max(1, batch // n) * n / t_all}
     flops = flops_per_masked_sequence(model.config, mlm.positions)
     result = {"device": str(dev), "gpu": torch.cuda.get_device_name(dev) if cuda else None,
-              "precision": str(mlm.precision).replace("torch.", ""), "threads": args.threads, "length": n,
+              "dtype": str(mlm.dtype).replace("torch.", ""), "threads": args.threads, "length": n,
               "positions": mlm.positions, "batch_size": mlm.batch_size, "masked_per_s": rates,
               "speedup_batched": rates["batched"] / rates["naive"], "speedup_all_sites": rates["all_sites"] / rates["naive"],
               "tflops": {k: v * flops / 1e12 for k, v in rates.items()}, "torch": torch.__version__}
@@ -132,7 +132,7 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps(result, indent=1))
     else:
         print(f"bert-base-sized MLM, n = {n} ({result['positions']} positions), {result['device']} "
-              f"{result['precision']}, {args.threads} thread(s), batch size {mlm.batch_size}")
+              f"{result['dtype']}, {args.threads} thread(s), batch size {mlm.batch_size}")
         for k, v in rates.items():
             extra = f", {result['fraction_of_peak'][k]:.1%} of peak" if args.peak_tflops else ""
             print(f"  {k:<10} {v:12.1f} masked sequences/s  ({result['tflops'][k]:.3f} TFLOP/s{extra})")

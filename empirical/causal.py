@@ -1,11 +1,13 @@
 """The compatible control: conditionals of an autoregressive (GPT-2 style) language model's joint.
 
 A causal LM defines a joint on the content x in S^n (S the support) after a fixed start
-(BOS token and optional prefix):
+(BOS token and the frame's fixed tokens before the first free position):
 
-    log p(x) = sum_{t=0}^{n-1} log p_LM(x_t | start, x_0 .. x_{t-1}),
+    log p(x) = sum_t log p_LM(token_t | start, token_0 .. token_{t-1}),
 
-with each factor normalised over the model's whole vocabulary; mu(x) ∝ p(x) on S^n. Its
+summed over every position from the first free one to the end of the frame (fixed tokens after a
+free position depend on x, those before it only add a constant), with each factor normalised over
+the model's whole vocabulary; mu(x) ∝ p(x) on S^n. Its
 single-site scores are s_i(v | x_{-i}) = log p(x^{i<-v}), so pi_i^T ∝ p(x^{i<-v})^{1/T} are
 the conditionals of the tempered joint mu_T ∝ p^{1/T}: a compatible source. Every rectangle
 statistic vanishes by telescoping (paper G, Prop. 4; the "GPT-2" control row of Table 1), up to
@@ -27,19 +29,19 @@ from mlmix.empirical.mlm import TokenConditionals
 class CausalLMConditionals(TokenConditionals):
     """Compatible conditionals from an ``AutoModelForCausalLM``; ``log_joint`` is available.
 
-    The content follows the tokenizer's start tokens (a BOS token is prepended when the tokenizer
-    adds none) and the optional prefix; a model without BOS token needs a prefix. Precision
-    ``None``/``"auto"`` means float32 here, also on CUDA: in bf16 the rounding of log p(x) (a sum of
-    n log-probabilities) is ~0.1, which would hide the control's R = 0.
+    The frame follows the tokenizer's start tokens (a BOS token is prepended when the tokenizer
+    adds none); a model without BOS token needs a prefix. The dtype ``None``/``"auto"`` means
+    float32 here, also on CUDA: in bf16 the rounding of log p(x) (a sum of n log-probabilities) is
+    ~0.1, which would hide the control's R = 0.
     """
 
     auto_class = AutoModelForCausalLM
 
-    def __init__(self, model: PreTrainedModel, tokenizer, length: int, **kwargs) -> None:
-        if kwargs.get("precision") in (None, "auto"):
-            kwargs["precision"] = "float32"
+    def __init__(self, model: PreTrainedModel, tokenizer, length: int | None = None, **kwargs) -> None:
+        if kwargs.get("dtype") in (None, "auto"):
+            kwargs["dtype"] = "float32"
         super().__init__(model, tokenizer, length, **kwargs)
-        if self.offset == 0:
+        if int(self.slots[0]) == 0:
             raise ValueError("the causal model needs a start: its tokenizer has no BOS token, so pass a prefix")
 
     def _special_template(self) -> tuple[list[int], list[int]]:
@@ -48,16 +50,17 @@ class CausalLMConditionals(TokenConditionals):
         return (head if head or bos is None else [int(bos)]), []
 
     def _scored_positions(self) -> int:
-        return self.space.length + 1
+        return self.positions - int(self.slots[0]) + 1
 
     def _sequence_log_probs(self, token_ids: torch.Tensor) -> torch.Tensor:
-        """log p(content | start) for full inputs (N, L) whose content is the last n positions: (N,)."""
-        n = self.space.length
-        targets = token_ids[:, -n:]
+        """log p(tokens from the first free position on | start) for full inputs (N, L): (N,)."""
+        first = int(self.slots[0])
+        keep = token_ids.shape[1] - first + 1
+        targets = token_ids[:, first:]
 
         def compute(chunk: torch.Tensor) -> torch.Tensor:
             # Unknown kwargs are ignored by models without logits_to_keep; the slice is right either way.
-            logits = self._forward(input_ids=token_ids[chunk], logits_to_keep=n + 1).logits[:, -(n + 1):-1]
+            logits = self._forward(input_ids=token_ids[chunk], logits_to_keep=keep).logits[:, -keep:-1]
             logp = torch.log_softmax(logits.float(), dim=-1)
             return logp.gather(-1, targets[chunk, :, None])[..., 0].sum(-1)
 
@@ -78,7 +81,7 @@ class CausalLMConditionals(TokenConditionals):
         site_t = self._check_sites_torch(sites, batch, validate)
         variants = ids.repeat_interleave(q, dim=0)
         rows = torch.arange(batch * q, device=self.device)
-        variants[rows, self.offset + site_t.repeat_interleave(q)] = self._support_t.repeat(batch)
+        variants[rows, self.slots[site_t].repeat_interleave(q)] = self._support_t.repeat(batch)
         return self._sequence_log_probs(variants).reshape(batch, q)
 
     def log_joint(self) -> np.ndarray:

@@ -3,7 +3,7 @@ contexts and, when |V|^n is small (the shipped default model), computed exactly 
 
     mlmix estimate                                  # the shipped default model, table
     mlmix estimate --json --convergence             # + exact values and convergence with N
-    mlmix estimate --model bert-base-uncased --length 16 --contexts 64 --device cuda --json
+    mlmix estimate --model bert-base-uncased --length 16 --contexts 64 --device cuda:0 --json
     mlmix estimate --model ./my-model --candidates "the a of ! ." --length 8
 
 A hub id is only looked up offline when HF_HUB_OFFLINE is set; give a local folder (config,
@@ -14,14 +14,17 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 import time
 from pathlib import Path
 
 import numpy as np
 
 from mlmix.empirical import estimate as est
-from mlmix.files import atomic_write_text
+from mlmix.empirical.frames import add_frame_arguments, add_model_arguments
+from mlmix.files import atomic_write_text, dumps_json
 from mlmix.theory.contexts import TopK
+from mlmix.validation import check_int, parse_duration
 
 DEFAULT_LENGTH = 16
 
@@ -33,22 +36,18 @@ def configure(parser: argparse.ArgumentParser) -> None:
                        help="Hugging Face id or local folder of a masked LM (default: the shipped model)")
     model.add_argument("--causal", action="store_true",
                        help="the model is an autoregressive LM: use the compatible causal control (R = 0)")
-    model.add_argument("--length", type=int, default=None,
-                       help=f"n, content tokens per sequence (default: the shipped model's, else {DEFAULT_LENGTH})")
     model.add_argument("--temperature", type=float, default=1.0, help="T > 0 (default 1)")
-    model.add_argument("--candidates", default=None, metavar="TOKENS",
-                       help="restrict the support to these whitespace-separated tokens")
-    model.add_argument("--prefix", default=None, metavar="TEXT", help="fixed text before the content, never resampled")
-    model.add_argument("--device", choices=("cpu", "cuda"), default=None, help="default: cuda when available")
-    model.add_argument("--precision", choices=("auto", "float32", "bfloat16", "float16"), default="auto",
-                       help="autocast dtype (auto: bf16 on CUDA, float32 on CPU)")
-    model.add_argument("--batch-size", type=int, default=None, help="rows per forward pass (default: from free memory)")
+    add_model_arguments(model)
     model.add_argument("--compile", action="store_true", help="torch.compile the model")
-    model.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's choice)")
-    model.add_argument("--trust-remote-code", action="store_true",
-                       help="allow the model repository's own Python code (off by default)")
+    frame = parser.add_argument_group("frame (fixed context, free positions, alphabet)")
+    add_frame_arguments(frame)
     sample = parser.add_argument_group("contexts and statistics")
-    sample.add_argument("--contexts", type=int, default=est.DEFAULT_CONTEXTS, help="number of sampled contexts")
+    sample.add_argument("--contexts", type=int, default=None,
+                        help=f"number of sampled contexts (default: as many as the --budget allows, at most "
+                             f"{est.DEFAULT_CONTEXTS})")
+    sample.add_argument("--budget", default="10m", metavar="DURATION",
+                        help="time budget for the forward passes (e.g. 90s, 10m, 1.5h; default 10m): chooses the "
+                             "number of contexts and whether to tabulate the exact values")
     sample.add_argument("--text", type=Path, default=None,
                         help="draw contexts as windows of this text file instead of uniformly from V^n")
     sample.add_argument("--seed", type=int, default=0)
@@ -66,8 +65,12 @@ def configure(parser: argparse.ArgumentParser) -> None:
     sample.add_argument("--state", default=None, metavar="TEXT", help="report the local margins of this state")
     out = parser.add_argument_group("exact values and output")
     out.add_argument("--exact", choices=("auto", "yes", "no"), default="auto",
-                     help="exact values over all contexts (auto: when |V|^n <= --exact-limit)")
+                     help="exact values over all contexts (auto: when |V|^n <= --exact-limit and the exact table is "
+                          "cached or fits in the budget); a masked LM's table is cached and then also gives the "
+                          "sampled estimates, without forward passes")
     out.add_argument("--exact-limit", type=int, default=est.EXACT_LIMIT)
+    out.add_argument("--max-passes", type=int, default=None,
+                     help="refuse to tabulate an exact table that needs more masked forward passes")
     out.add_argument("--convergence", action="store_true", help="estimates against the number of contexts")
     out.add_argument("--json", action="store_true", help="print JSON instead of a table")
     out.add_argument("--output", type=Path, default=None, help="also write the JSON report to this file")
@@ -76,20 +79,20 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 
 def load_source(args: argparse.Namespace):
-    """The conditionals object described by the model arguments."""
+    """The conditionals object described by the model and frame arguments."""
     from mlmix.empirical.causal import CausalLMConditionals
     from mlmix.empirical.mlm import DEFAULT_MODEL_DIR, MaskedLMConditionals
 
     model = args.model if args.model is not None else str(DEFAULT_MODEL_DIR)
     length = args.length
-    if length is None:
+    if length is None and args.frame is None:
         law = Path(model) / "law.json"
         length = json.loads(law.read_text())["law"]["length"] if law.is_file() else DEFAULT_LENGTH
     cls = CausalLMConditionals if args.causal else MaskedLMConditionals
     return cls.from_pretrained(model, length, trust_remote_code=args.trust_remote_code,
-                               candidates=args.candidates.split() if args.candidates else None,
-                               prefix=args.prefix, temperature=args.temperature, device=args.device,
-                               precision=args.precision, batch_size=args.batch_size, compile=args.compile)
+                               allow_pickle=args.allow_pickle, frame=args.frame, candidates=args.candidates,
+                               prefix=args.prefix, suffix=args.suffix, temperature=args.temperature,
+                               device=args.device, dtype=args.dtype, batch_size=args.batch_size, compile=args.compile)
 
 
 def _contexts(source, args: argparse.Namespace) -> int | np.ndarray:
@@ -114,43 +117,113 @@ def _recorded_law(args: argparse.Namespace, source):
     from mlmix.empirical.train_default import load_law
 
     folder = Path(args.model) if args.model is not None else DEFAULT_MODEL_DIR
-    if args.causal or args.candidates or args.prefix or not (folder / "law.json").is_file():
+    if args.causal or args.candidates or args.prefix or args.suffix or args.frame \
+            or not (folder / "law.json").is_file():
         return None
     law = load_law(folder)
     return law.at_temperature(source.temperature) if law.space == source.space else None
 
 
+def plan(source, args: argparse.Namespace, replacements, drift: list[int] | None, say) -> dict:
+    """Where the numbers come from and how many contexts, within ``--budget``.
+
+    A masked LM whose chain is enumerable (|V|^n <= --exact-limit) is read from its cached exact
+    table, or tabulated when the exact values are asked for and its n |V|^(n-1) passes fit in the
+    budget (always with ``--exact yes``); the table then gives the exact values and the sampled
+    estimates alike, without further passes.
+    Otherwise the model is queried: the number of contexts is the largest (at most the default)
+    whose passes (:func:`mlmix.empirical.estimate.query_rows`) fit in the budget at the rate measured
+    on a first small batch, and the cost is printed before starting.
+    """
+    from mlmix.empirical.mlm import MaskedLMConditionals
+    from mlmix.empirical.tabulate import cached_table, cost_line, format_duration, measure_rate, passes_needed, tabulate
+
+    budget = parse_duration(args.budget)
+    space = source.space
+    enumerable = space.size <= args.exact_limit
+    want_exact = {"auto": enumerable, "yes": True, "no": False}[args.exact]
+    if want_exact and not enumerable:
+        raise ValueError(f"|V|^n = {space.vocab_size}^{space.length} = {space.size} states exceeds the exact "
+                         f"limit of {args.exact_limit}; raise the limit (--exact-limit) or skip the exact values")
+    out = {"budget_s": budget, "exact": want_exact, "source": "model", "note": None}
+    rule = est.default_replacements(source) if replacements == "auto" else replacements
+    is_mlm = isinstance(source, MaskedLMConditionals)
+    table = cached_table(source) if is_mlm and enumerable else None
+    rate = None
+    if want_exact and table is None and is_mlm:
+        rate = measure_rate(source)
+        passes = passes_needed(space)
+        if args.exact == "yes" or passes / rate <= budget:
+            table = tabulate(source, max_passes=args.max_passes, progress=not args.no_progress, log=say)
+        else:
+            out["exact"] = False
+            out["note"] = (f"exact values skipped: the table needs {cost_line(passes, rate, source.device)}, over "
+                           f"the budget of {format_duration(budget)} (--exact yes tabulates it once, cached)")
+            say(out["note"])
+    if table is not None:
+        out.update(source="exact table", table=table.describe()["table"], passes=0,
+                   contexts=args.contexts or est.DEFAULT_CONTEXTS)
+        say("estimates" + (" and exact values" if out["exact"] else "") +
+            " read from the exact table: no further forward pass")
+        return {**out, "conditionals": table.at_temperature(source.temperature)}
+    rate = rate if rate is not None else measure_rate(source)
+
+    def rows(contexts: int) -> int:
+        sampled = est.query_rows(space, contexts, rectangles=args.rectangles, top_k=args.top_k or None,
+                                 replacements=rule, drift_states=None if drift is None else args.drift_states,
+                                 state=args.state is not None,
+                                 with_convergence=args.convergence)
+        return sampled + (passes_needed(space) if out["exact"] else 0)
+
+    contexts = args.contexts
+    if contexts is None:
+        if rows(1) / rate > budget:
+            raise ValueError(f"one context already needs {cost_line(rows(1), rate, source.device)}, over the "
+                             f"budget of {format_duration(budget)}: raise --budget, shorten --length or restrict "
+                             f"--candidates")
+        contexts = max(c for c in range(1, est.DEFAULT_CONTEXTS + 1) if rows(c) / rate <= budget)
+    if args.batch_size is None and source.device.type == "cpu":  # about one batch per second: a live ETA
+        source.batch_size = int(min(source.batch_size, max(8, rate)))
+    out.update(contexts=contexts, passes=rows(contexts), passes_per_second=rate)
+    say(f"{cost_line(out['passes'], rate, source.device, 'forward passes')} for {contexts} contexts"
+        f"{' and the exact table' if out['exact'] else ''} (budget {format_duration(budget)})")
+    return {**out, "conditionals": source}
+
+
 def run(args: argparse.Namespace) -> int:
-    """Load the model, estimate, print a table or JSON; returns the exit status."""
+    """Load the model, plan within the budget, estimate, print a table or JSON; returns the exit status."""
     from transformers.utils import logging as hf_logging
 
     hf_logging.disable_progress_bar()
+    hf_logging.set_verbosity_error()
     start = time.perf_counter()
-    if args.contexts < 1:
-        raise ValueError(f"--contexts must be >= 1, got {args.contexts}")
-    if args.threads is not None:
-        if args.threads < 1:
-            raise ValueError(f"--threads must be >= 1, got {args.threads}")
-        import torch
+    if args.contexts is not None:
+        check_int(args.contexts, "--contexts", minimum=1)
+    import torch
 
-        torch.set_num_threads(args.threads)
+    torch.set_num_threads(check_int(1 if args.threads is None else args.threads, "--threads", minimum=1))
     source = load_source(args)
     replacements = "auto" if args.replacements is None else (None if args.replacements == 0 else
                                                            TopK(args.replacements))
     state = source.encode(args.state) if args.state is not None else None
+    say = (lambda text: None) if args.no_progress else (lambda text: print(f"mlmix: {text}", file=sys.stderr,
+                                                                            flush=True))
+    drift = _drift_symbols(source, args)
+    route = plan(source, args, replacements, drift, say)
+    args.contexts = route["contexts"]
     report = est.estimate(
-        source, contexts=_contexts(source, args), seed=args.seed, rectangles=args.rectangles,
-        top_k=args.top_k or None, replacements=replacements, drift_symbols=_drift_symbols(source, args),
-        drift_k=args.drift_k, drift_states=args.drift_states, state=state,
-        exact={"auto": None, "yes": True, "no": False}[args.exact], exact_limit=args.exact_limit,
-        with_convergence=args.convergence, records=not args.no_records, progress=not args.no_progress)
-    report = {"model": source.name, **source.describe(), **report}
+        route.pop("conditionals"), contexts=_contexts(source, args), seed=args.seed, rectangles=args.rectangles,
+        top_k=args.top_k or None, replacements=replacements, drift_symbols=drift,
+        drift_k=args.drift_k, drift_states=args.drift_states, state=state, exact=route["exact"],
+        exact_limit=args.exact_limit, with_convergence=args.convergence, records=not args.no_records,
+        progress=not args.no_progress)
+    report = {"model": source.name, **source.describe(), **report, "plan": route}
     law = _recorded_law(args, source) if report["exact"] is not None else None
     if law is not None:  # the shipped model: the exact constants of the law it was trained on
         report["true_law"] = est.constants(law, None, np.random.default_rng(args.seed), records=False,
-                                           drift_symbols=_drift_symbols(source, args), drift_k=args.drift_k)
+                                           drift_symbols=drift, drift_k=args.drift_k)
     report["seconds"] = time.perf_counter() - start  # loading included
-    text = json.dumps(report, indent=1)
+    text = dumps_json(report)
     if args.output is not None:
         atomic_write_text(args.output, text + "\n")
     print(text if args.json else format_table(report))
@@ -193,6 +266,15 @@ def format_table(report: dict) -> str:
               f"{_fmt(get(law, key)) if law else '':>14}" for name, key in rows]
     lines.append(f"contraction: {report['contraction']}" + (f"; exact: {ex['contraction']}" if ex else ""))
     lines.append(f"note: {report['lower_bounds']}")
+    route = report.get("plan") or {}
+    if route.get("source") == "exact table":
+        lines.append("source: the exact table of the model's conditionals "
+                     f"({'read from the cache' if route['table'].get('from_cache') else 'tabulated now'}); "
+                     "no forward pass for the estimates")
+    elif route:
+        lines.append(f"source: {route['passes']:,} forward passes of the model")
+    if route.get("note"):
+        lines.append(route["note"])
     if "margins" in report:
         m = report["margins"]
         lines.append(f"state {' '.join(m.get('tokens', map(str, m['state'])))}: gamma {m['gamma']:.4g}, "

@@ -27,7 +27,7 @@ import numpy as np
 from tqdm.auto import tqdm
 
 from mlmix.theory.conditionals import Conditionals, ScoreTable
-from mlmix.theory.contexts import Replacements, TopK
+from mlmix.theory.contexts import Replacements, TopK, rows_per_call
 from mlmix.theory.influence import (
     aggregate_influence,
     contraction_temperature,
@@ -39,15 +39,16 @@ from mlmix.theory.margins import (
     mixing_lower_bound,
     state_margins,
 )
-from mlmix.theory.rectangles import all_rectangles, sample_rectangles
+from mlmix.theory.rectangles import rectangle_summary, sample_rectangles
 from mlmix.validation import check_int
 
 DEFAULT_CONTEXTS = 256
 DEFAULT_RECTANGLES = 300
 DEFAULT_TOP_K = 50
 DEFAULT_DRIFT_STATES = 200
-#: Largest |V|^n for which the exact values are computed next to the estimates.
-EXACT_LIMIT = 2**14
+#: Largest |V|^n for which the exact values are computed next to the estimates (the local
+#: quantities stream: 160,000 states of AntiBERTy's n = 4 chain take seconds).
+EXACT_LIMIT = 2**18
 #: Replacement symbols b at site j for rho/Delta: all of V below this |V|, else the source's top-k.
 ALL_REPLACEMENTS_UP_TO = 64
 DEFAULT_REPLACEMENT_TOP_K = 8
@@ -152,6 +153,27 @@ def margin_report(source: Conditionals, states: np.ndarray, decode=None) -> list
     return out
 
 
+def best_margin_state(source: Conditionals, contexts: np.ndarray | None, decode=None) -> dict:
+    """The best-margin state ("trap") of a context set (None: all of V^n, in chunks), with its
+    :func:`margin_report`, and ``local_modes``: how many states of the set are strict local modes
+    (Assumption 1 holds for the singleton basin {x})."""
+    space = source.space
+    chunk = rows_per_call(space.vocab_size, space.length)
+    total = space.size if contexts is None else int(np.asarray(contexts).shape[0])
+    best_state, best_gamma, modes = None, -np.inf, 0
+    for start in range(0, total, chunk):
+        states = (space.decode(np.arange(start, min(total, start + chunk), dtype=np.int64)) if contexts is None
+                  else np.asarray(contexts)[start:start + chunk])
+        margins = state_margins(source, states)
+        modes += int(((margins.gamma > 0) & margins.all_argmax).sum())
+        b = int(np.argmax(margins.gamma))
+        if margins.gamma[b] > best_gamma:
+            best_state, best_gamma = states[b], float(margins.gamma[b])
+    trap = margin_report(source, best_state[None], decode)[0]
+    trap["local_modes"] = modes
+    return trap
+
+
 # ------------------------------------------------------------------------------------ the constants
 
 
@@ -167,25 +189,23 @@ def constants(source: Conditionals, contexts: np.ndarray | None, rng: np.random.
     ``replacements`` (sampled path) chooses the y = x^{j<-b} of rho_ij and Delta_ij.
     """
     exact = contexts is None
-    src = ScoreTable.from_conditionals(source) if exact else source
-    ctx = src.space.all_states() if exact else np.asarray(contexts)
+    src = source if isinstance(source, ScoreTable) or not exact else ScoreTable.from_conditionals(source)
+    ctx = None if exact else np.asarray(contexts)
     step = progress.update if progress is not None else (lambda _=1: None)
 
-    infl, osc = influence_and_oscillation(src, None if exact else ctx, None if exact else replacements, rng,
-                                                max_states=src.space.size)
+    infl, osc = influence_and_oscillation(src, ctx, None if exact else replacements, rng, max_states=src.space.size)
     agg = aggregate_influence(infl.rho_ij)
     t_star = contraction_temperature(osc.delta_ij)  # (1/4) max_j sum_{i != j} Delta_ij
     step(2)
     if exact:
-        rects = all_rectangles(src, max_states=src.space.size)
+        rect = rectangle_summary(src, max_states=src.space.size).as_dict()
     else:
         rects = sample_rectangles(src, ctx, rectangles, rng, top_k=top_k)
-    rect = summarise(rects.values)
-    if rects.count:
-        worst = int(np.argmax(rects.values))
-        rect["worst"] = rects.record(worst)
-        if records and not exact:
-            rect["records"] = [rects.record(k) for k in range(rects.count)]
+        rect = summarise(rects.values)
+        if rects.count:
+            rect["worst"] = rects.record(int(np.argmax(rects.values)))
+            if records:
+                rect["records"] = [rects.record(k) for k in range(rects.count)]
     rect["protocol"] = ("all rectangles of V^n (i < j, a' != x_i, b' != x_j)" if exact else
                         f"{rectangles} rectangles: uniform context and sites, replacements from the "
                         f"model's top-{top_k}" if top_k else f"{rectangles} rectangles, uniform replacements")
@@ -199,14 +219,11 @@ def constants(source: Conditionals, contexts: np.ndarray | None, rng: np.random.
         drift = {"symbols": sorted(int(a) for a in np.unique(drift_symbols)), "k": int(k),
                  **summarise(values), "min": float(values.min()), "positive_fraction": float((values > 0).mean())}
     step()
-    margins = state_margins(src, ctx)
-    best = int(np.argmax(margins.gamma))
-    trap = margin_report(src, ctx[best:best + 1], decode)[0]
-    trap["local_modes"] = int(((margins.gamma > 0) & margins.all_argmax).sum())
+    trap = best_margin_state(src, ctx, decode)
     step()
     return {
         "kind": "exact" if exact else "estimate",
-        "n_contexts": int(ctx.shape[0]),
+        "n_contexts": src.space.size if exact else int(ctx.shape[0]),
         "rho_hat": agg.rho, "alpha_hat": agg.alpha, "rho_ij": infl.rho_ij.tolist(),
         "contraction": contraction_verdict(agg.rho, exact),
         "delta_hat": 4 * t_star, "delta_ij": osc.delta_ij.tolist(),
@@ -240,6 +257,38 @@ def default_replacements(source: Conditionals) -> Replacements:
     return TopK(DEFAULT_REPLACEMENT_TOP_K)
 
 
+def replacements_per_site(rule: Replacements, vocab_size: int) -> int:
+    """Replacement symbols b per (context, site) that a rule yields (at most; x_j itself is skipped)."""
+    if rule is None:
+        return vocab_size - 1
+    if isinstance(rule, TopK):
+        return min(rule.k, vocab_size - 1)
+    if isinstance(rule, (int, np.integer)):
+        return int(rule)
+    return int(np.asarray(rule).shape[-1])
+
+
+def query_rows(space, contexts: int, *, rectangles: int = DEFAULT_RECTANGLES, top_k: int | None = DEFAULT_TOP_K,
+               replacements: Replacements = None, drift_states: int | None = DEFAULT_DRIFT_STATES,
+               state: bool = False, with_convergence: bool = False) -> int:
+    """Score queries (rows of ``source.scores``; masked forward passes for an MLM) that the sampled
+    part of :func:`estimate` makes on a model with these settings (``drift_states=None``: no drift
+    statistic): per context, n for its own scores, n R (n-1) for the pairs x, x^{j<-b} of rho/Delta
+    (R replacements per site) and n for its margins; 4 per rectangle (+2 for top-k replacements);
+    n per drift state; n for the trap and for ``state``; the convergence runs repeat rho/Delta and
+    the rectangles on nested prefixes of the contexts."""
+    n = space.length
+    R = replacements_per_site(replacements, space.vocab_size)
+    pairs = n + n * R * (n - 1)
+    per_rectangles = rectangles * (6 if top_k else 4)
+    rows = contexts * (pairs + n) + per_rectangles + n * (1 + bool(state))
+    rows += 0 if drift_states is None else drift_states * n
+    if with_convergence:
+        sizes = {*[int(m) for m in 4 ** np.arange(2, 12) if m < contexts], contexts}
+        rows += sum(m * pairs + per_rectangles for m in sizes)
+    return int(rows)
+
+
 def estimate(source: Conditionals, *, contexts: int | np.ndarray = DEFAULT_CONTEXTS, seed: int = 0,
              rectangles: int = DEFAULT_RECTANGLES, top_k: int | None = DEFAULT_TOP_K,
              replacements: Replacements | str = "auto", drift_symbols: Sequence[int] | None = None,
@@ -250,7 +299,11 @@ def estimate(source: Conditionals, *, contexts: int | np.ndarray = DEFAULT_CONTE
     exact values next to them when |V|^n <= ``exact_limit`` (``exact=None``) or when asked, the
     margins of ``state``, and optionally the convergence of the estimates with the context count.
 
-    At the source's temperature; ``seed`` fixes contexts, rectangles and drift states.
+    At the source's temperature; ``seed`` fixes contexts, rectangles and drift states. With
+    ``progress``, a language-model source shows a bar over its forward passes (:func:`query_rows`,
+    with an ETA), any other source a bar over the stages. Give an MLM's exact values by passing its
+    tabulated table (:func:`mlmix.empirical.tabulate.tabulate`) as ``source``: every number then
+    comes from the table, without a forward pass.
     """
     start = time.perf_counter()
     rng = np.random.default_rng(seed)
@@ -264,20 +317,36 @@ def estimate(source: Conditionals, *, contexts: int | np.ndarray = DEFAULT_CONTE
     decode = getattr(source, "decode", None)
     options = dict(rectangles=rectangles, top_k=top_k, drift_symbols=drift_symbols, drift_k=drift_k,
                    drift_states=drift_states, decode=decode)
-    stages = 5 * (1 + do_exact) + bool(with_convergence)  # five step() calls per constants()
-    with tqdm(total=stages, desc="mlmix estimate", disable=not progress, leave=False) as bar:
-        report = constants(source, ctx, rng, replacements=rule, records=records, progress=bar, **options)
+    counts_rows = hasattr(source, "on_rows")
+    if counts_rows:
+        total = query_rows(space, ctx.shape[0], rectangles=rectangles, top_k=top_k, replacements=rule,
+                           drift_states=None if drift_symbols is None else drift_states, state=state is not None,
+                           with_convergence=with_convergence)
+        total += space.length * space.vocab_size ** (space.length - 1) if do_exact else 0
+        bar = tqdm(total=total, desc="mlmix estimate", unit=" passes", disable=not progress, leave=False,
+                   smoothing=0.05)
+        source.on_rows, step_bar = bar.update, None
+    else:
+        bar = step_bar = tqdm(total=5 * (1 + do_exact) + bool(with_convergence), desc="mlmix estimate",
+                              disable=not progress, leave=False)  # five step() calls per constants()
+    try:
+        report = constants(source, ctx, rng, replacements=rule, records=records, progress=step_bar, **options)
         report["replacements"] = _describe_replacements(rule)
         report["lower_bounds"] = ("rho_hat, alpha_hat, delta_hat, contraction_temperature, rectangle max and the "
                                   "trap's gamma are maxima over the sampled contexts: lower bounds of the exact suprema")
-        report["exact"] = (constants(source, None, np.random.default_rng(seed), records=False, progress=bar, **options)
-                           if do_exact else None)
+        report["exact"] = (constants(source, None, np.random.default_rng(seed), records=False, progress=step_bar,
+                                     **options) if do_exact else None)
         if state is not None:
             report["margins"] = margin_report(source, np.atleast_2d(state), decode)[0]
         if with_convergence:
             report["convergence"] = convergence(source, ctx, seed, rectangles=rectangles, top_k=top_k,
                                                 replacements=rule)
-            bar.update()
+            if step_bar is not None:
+                step_bar.update()
+    finally:
+        bar.close()
+        if counts_rows:
+            source.on_rows = None
     report.update({"temperature": source.temperature, "vocab_size": space.vocab_size, "length": space.length})
     report["seconds"] = time.perf_counter() - start
     return report

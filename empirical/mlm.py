@@ -1,10 +1,11 @@
 """Conditionals of a Hugging Face masked language model on V^n (paper G, section 3.1).
 
 A state is a sequence of n *symbols*; symbol k stands for the token id ``support_ids[k]``. The
-support is the model's vocabulary minus special and unused tokens, or a restricted candidate set.
-The model sees ``[specials] prefix x_0 .. x_{n-1} [specials]`` exactly as its tokenizer would wrap
-the content; the prefix is fixed and never resampled. For site i the score is the MLM logit at the
-masked position,
+support (the frame's alphabet) is the model's vocabulary minus special and unused tokens, or a
+restricted candidate set. The model sees ``[specials] frame [specials]`` exactly as its tokenizer
+would wrap the text, with x_0 .. x_{n-1} at the frame's free positions (:mod:`mlmix.empirical.frames`:
+a fixed left context, free positions anywhere, a fixed right context); the fixed tokens are never
+resampled. For site i the score is the MLM logit at the masked position,
 
     s_i(v | x_{-i}) = logit_v( encoder(x with x_i := [MASK]) at position i ),
 
@@ -21,16 +22,16 @@ from __future__ import annotations
 
 import contextlib
 import os
-import re
 from abc import abstractmethod
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Callable, Sequence
 
 import numpy as np
 import torch
 from scipy.special import log_softmax
 from transformers import AutoModelForMaskedLM, AutoTokenizer, PreTrainedModel
 
+from mlmix.empirical.frames import Frame, build_frame, known_ids
 from mlmix.theory.conditionals import Conditionals
 from mlmix.theory.space import StateSpace
 from mlmix.validation import check_int
@@ -38,10 +39,13 @@ from mlmix.validation import check_int
 #: The model shipped with mlmix (trained by ``empirical/train_default.py``).
 DEFAULT_MODEL_DIR = Path(__file__).resolve().parent / "default_model"
 
-PRECISIONS = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
-#: Tokens that are placeholders in common vocabularies ([unused17], <unused3>, ...).
-_UNUSED = re.compile(r"^(\[unused\d+\]|<unused\d+>|\[UNUSED_?\d+\]|<\|unused_?\d+\|>)$")
+#: Files from which ``AutoTokenizer`` builds a tokenizer (a lone vocab.txt is read by :func:`load_tokenizer`).
+_TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "vocab.json", "spiece.model", "sentencepiece.bpe.model")
+
+#: Pickled checkpoints transformers can read (one file or shards).
+_PICKLE_WEIGHTS = ("pytorch_model.bin", "pytorch_model-*.bin")
 
 #: Largest rows per forward pass when the batch size is chosen from free GPU memory.
 _MAX_AUTO_BATCH = 8192
@@ -55,32 +59,43 @@ def hub_offline() -> bool:
 
 
 def load_pretrained(auto_class: type, model_id_or_path: str | Path, *, trust_remote_code: bool = False,
-                    local_files_only: bool | None = None, revision: str | None = None):
-    """Load (model, tokenizer) with safetensors weights only; returns the model in eval mode.
+                    local_files_only: bool | None = None, revision: str | None = None, allow_pickle: bool = False,
+                    tokenizer=None):
+    """Load (model, tokenizer) in eval mode; safetensors weights unless ``allow_pickle``.
 
-    A local folder must hold ``*.safetensors`` weights (pickled ``.bin`` files can execute code and
-    are refused). A hub id is looked up in the local cache only when offline (``HF_HUB_OFFLINE``)
-    or when ``local_files_only`` is set; if it is not there the error says how to provide a folder.
-    ``trust_remote_code`` stays False unless the caller opts in.
+    A local folder needs ``*.safetensors`` weights, or pickled ``pytorch_model.bin`` weights with
+    ``allow_pickle=True`` (read by ``torch.load(weights_only=True)``, which refuses arbitrary
+    objects); ``mlmix convert`` writes a safetensors copy once. Its tokenizer comes from the usual
+    files, or from a lone ``vocab.txt`` (:func:`load_tokenizer`). A hub id is looked up in the local
+    cache only when offline (``HF_HUB_OFFLINE``) or when ``local_files_only`` is set; if it is not
+    there the error says how to provide a folder. ``trust_remote_code`` stays False unless the
+    caller opts in. Weights the architecture needs but the checkpoint lacks are an error (they would
+    silently stay random). A ``tokenizer`` given by the caller is used instead of the folder's.
     """
     name = str(model_id_or_path)
     path = Path(name).expanduser()
     if path.is_dir():
         if not any(path.glob("*.safetensors")):
-            raise ValueError(
-                f"model folder {path} holds no *.safetensors weights; mlmix loads safetensors only "
-                f"(pickled .bin weights can run arbitrary code). Re-save the model with "
-                f"model.save_pretrained(folder, safe_serialization=True)")
+            pickles = [f for pattern in _PICKLE_WEIGHTS for f in path.glob(pattern)]
+            if not pickles:
+                raise ValueError(f"model folder {path} holds no weights (*.safetensors or pytorch_model.bin)")
+            if not allow_pickle:
+                raise ValueError(
+                    f"model folder {path} holds only pickled weights ({pickles[0].name}); pickles can run code, so "
+                    f"load them explicitly with --allow-pickle (Python: allow_pickle=True; read with "
+                    f"torch.load(weights_only=True)), or write a safetensors copy once: mlmix convert {path} DST")
         source, local = str(path), True
     else:
         if name.startswith((".", "/", "~")) or name.count("/") > 1 or os.sep != "/" and os.sep in name:
             raise ValueError(f"model folder {name} does not exist")
         source = name
         local = hub_offline() if local_files_only is None else bool(local_files_only)
-    options = dict(trust_remote_code=bool(trust_remote_code), local_files_only=local, revision=revision)
+    options = {"trust_remote_code": bool(trust_remote_code), "local_files_only": local, "revision": revision}
     try:
-        tokenizer = AutoTokenizer.from_pretrained(source, **options)
-        model = auto_class.from_pretrained(source, use_safetensors=True, **options)
+        if tokenizer is None:
+            tokenizer = load_tokenizer(source, **options)
+        model, info = auto_class.from_pretrained(source, use_safetensors=None if allow_pickle else True,
+                                                 weights_only=True, output_loading_info=True, **options)
     except (OSError, ValueError) as err:
         if local and not path.is_dir():
             raise ValueError(
@@ -88,8 +103,30 @@ def load_pretrained(auto_class: type, model_id_or_path: str | Path, *, trust_rem
                 f"with network run `hf download {name} --local-dir DIR` (it needs the config, tokenizer files "
                 f"and *.safetensors weights), copy DIR here and pass its path instead, e.g. "
                 f"`mlmix estimate --model DIR`") from err
+        if isinstance(err, ValueError) and str(err).startswith("model folder"):
+            raise
         raise ValueError(f"could not load model {name!r}: {err}") from err
+    missing = sorted(info.get("missing_keys") or [])
+    if missing:
+        raise ValueError(f"the checkpoint {name} lacks {len(missing)} weights that {type(model).__name__} needs "
+                         f"(e.g. {missing[0]}): they would stay random; is it a masked LM of this architecture?")
     return model.eval(), tokenizer
+
+
+def load_tokenizer(source: str, **options):
+    """The tokenizer of a hub id or folder. A folder with no tokenizer files but a ``vocab.txt``
+    (e.g. a bare BERT checkpoint) gets a fast tokenizer built from it (see
+    :func:`mlmix.empirical.convert.tokenizer_from_vocab`); a folder with neither is an error."""
+    path = Path(source)
+    if path.is_dir() and not any((path / f).is_file() for f in _TOKENIZER_FILES):
+        if (path / "vocab.txt").is_file():
+            from mlmix.empirical.convert import tokenizer_from_vocab
+
+            return tokenizer_from_vocab(path / "vocab.txt")
+        raise ValueError(f"model folder {path} has no tokenizer (no tokenizer.json, tokenizer_config.json or "
+                         f"vocab.txt): copy the model's tokenizer files into it, or build one from a vocabulary "
+                         f"file with: mlmix convert {path} DST --vocab VOCAB.txt")
+    return AutoTokenizer.from_pretrained(source, **options)
 
 
 def resolve_device(device: str | torch.device | None) -> torch.device:
@@ -107,51 +144,62 @@ def resolve_device(device: str | torch.device | None) -> torch.device:
     return dev
 
 
-def resolve_precision(precision: str | None, device: torch.device) -> torch.dtype:
-    """Autocast dtype: ``None`` -> bf16 on CUDA (fp16 where bf16 is unsupported), float32 on CPU."""
-    if precision is None or precision == "auto":
+def resolve_dtype(dtype: str | torch.dtype | None, device: torch.device) -> torch.dtype:
+    """Compute dtype (autocast): ``None``/"auto" -> bf16 on CUDA (fp16 where bf16 is unsupported), float32 on CPU."""
+    if dtype is None or dtype == "auto":
         if device.type != "cuda":
             return torch.float32
         return torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
-    if precision not in PRECISIONS:
-        raise ValueError(f"precision must be one of {sorted(PRECISIONS)} or 'auto', got {precision!r}")
-    return PRECISIONS[precision]
+    if isinstance(dtype, torch.dtype) and dtype in DTYPES.values():
+        return dtype
+    if dtype not in DTYPES:
+        raise ValueError(f"dtype must be one of {sorted(DTYPES)} or 'auto', got {dtype!r}")
+    return DTYPES[dtype]
 
 
 class TokenConditionals(Conditionals):
-    """Shared machinery of language-model sources: support, special-token template, prefix, device.
+    """Shared machinery of language-model sources: frame, alphabet, special-token template, device.
 
-    Subclasses implement :meth:`scores_torch`. ``length`` is n (content tokens); ``candidates``
-    (a list of tokens or ids, or a text to tokenize) restricts the support, in that order; ``prefix`` (text or tokens) is placed before the
-    content and never resampled; ``batch_size`` rows per forward pass (``None``: chosen from free
-    GPU memory on CUDA, 256 on CPU; results do not depend on it beyond dtype rounding).
+    Subclasses implement :meth:`scores_torch`. The frame (:func:`mlmix.empirical.frames.build_frame`)
+    is ``prefix + frame + suffix``: ``frame`` a text with ``_`` at each free position, or ``length``
+    free positions when there is none; ``prefix``/``suffix`` texts or token lists, fixed and never
+    resampled. ``candidates`` (tokens or ids, a whitespace-separated text, or ``@file``) is the
+    alphabet, in that order (default: every ordinary token). ``dtype`` is the compute dtype
+    (autocast; default bf16 on CUDA, float32 on CPU); ``device`` a torch device string such as
+    ``cuda:0``; ``batch_size`` rows per forward pass (``None``: chosen from free GPU memory on CUDA,
+    256 on CPU; results do not depend on it beyond dtype rounding).
     """
 
     auto_class: type = AutoModelForMaskedLM
 
-    def __init__(self, model: PreTrainedModel, tokenizer, length: int, *, candidates: Sequence | None = None,
-                 prefix: str | Sequence[str] | None = None, temperature: float = 1.0,
-                 device: str | torch.device | None = None, precision: str | None = None,
+    def __init__(self, model: PreTrainedModel, tokenizer, length: int | None = None, *, frame: str | None = None,
+                 prefix: str | Sequence[str] | None = None, suffix: str | Sequence[str] | None = None,
+                 candidates: str | Sequence | None = None, temperature: float = 1.0,
+                 device: str | torch.device | None = None, dtype: str | torch.dtype | None = None,
                  batch_size: int | None = None, compile: bool = False) -> None:
-        length = check_int(length, "length", minimum=1)
+        if tokenizer is None:
+            raise ValueError("the model has no tokenizer; a language-model source needs one to place its frame")
         self.model = model.eval()
         self.tokenizer = tokenizer
         self.name = str(getattr(model, "name_or_path", "") or type(model).__name__)
         self.device = resolve_device(device)
-        self.precision = resolve_precision(precision, self.device)
+        self.dtype = resolve_dtype(dtype, self.device)
         self.model.to(self.device)
-        self.support_ids = self._support(candidates)
-        super().__init__(StateSpace(len(self.support_ids), int(length)), temperature)
+        self.frame: Frame = build_frame(tokenizer, length=length, frame=frame, prefix=prefix, suffix=suffix,
+                                        candidates=candidates, excluded=self._special_ids(),
+                                        vocab_limit=self._vocab_limit())
+        self.support_ids = np.asarray(self.frame.alphabet, dtype=np.int64)
+        super().__init__(StateSpace(len(self.support_ids), self.frame.length), temperature)
         head, tail = self._special_template()
-        self.prefix_ids = self._known_ids(prefix, what="prefix") if prefix is not None else []
-        self.offset = len(head) + len(self.prefix_ids)
-        self._template = torch.tensor(head + self.prefix_ids + [0] * self.space.length + tail,
+        self._template = torch.tensor(head + [0 if t is None else t for t in self.frame.tokens] + tail,
                                       dtype=torch.long, device=self.device)
+        #: input position of each free site (specials and fixed tokens counted)
+        self.slots = torch.tensor([len(head) + k for k in self.frame.free], dtype=torch.long, device=self.device)
         limit = self.max_positions()
         if limit is not None and self._template.numel() > limit:
             raise ValueError(
-                f"sequence of {self._template.numel()} positions (n = {self.space.length} content tokens, "
-                f"prefix {len(self.prefix_ids)}, specials {len(head) + len(tail)}) is longer than the "
+                f"the frame needs {self._template.numel()} positions (n = {self.space.length} free, "
+                f"{self.frame.fixed} fixed tokens, {len(head) + len(tail)} specials), longer than the "
                 f"{limit} positions the model allows")
         self._support_t = torch.as_tensor(self.support_ids, device=self.device)
         self._symbol_of = {int(t): k for k, t in enumerate(self.support_ids)}
@@ -159,15 +207,18 @@ class TokenConditionals(Conditionals):
                            else self._auto_batch_size())
         self._encoder = torch.compile(self.model.base_model) if compile else self.model.base_model
         self._forward = torch.compile(self.model) if compile else self.model
+        #: called with the number of rows after each forward pass (progress bars)
+        self.on_rows: Callable[[int], None] | None = None
 
     # ------------------------------------------------------------------ construction
     @classmethod
-    def from_pretrained(cls, model_id_or_path: str | Path, length: int, *, trust_remote_code: bool = False,
-                        local_files_only: bool | None = None, revision: str | None = None,
-                        **kwargs) -> "TokenConditionals":
-        """Load a hub id or local folder (safetensors only, see :func:`load_pretrained`)."""
+    def from_pretrained(cls, model_id_or_path: str | Path, length: int | None = None, *,
+                        trust_remote_code: bool = False, local_files_only: bool | None = None,
+                        revision: str | None = None, allow_pickle: bool = False, **kwargs) -> "TokenConditionals":
+        """Load a hub id or local folder (see :func:`load_pretrained`) and build the source."""
         model, tokenizer = load_pretrained(cls.auto_class, model_id_or_path, trust_remote_code=trust_remote_code,
-                                           local_files_only=local_files_only, revision=revision)
+                                           local_files_only=local_files_only, revision=revision,
+                                           allow_pickle=allow_pickle)
         return cls(model, tokenizer, length, **kwargs)
 
     def _vocab_limit(self) -> int:
@@ -176,45 +227,6 @@ class TokenConditionals(Conditionals):
     def _special_ids(self) -> set[int]:
         ids = set(self.tokenizer.all_special_ids)
         ids.update(i for i, t in getattr(self.tokenizer, "added_tokens_decoder", {}).items() if t.special)
-        return ids
-
-    def _support(self, candidates: Sequence | None) -> np.ndarray:
-        limit, special = self._vocab_limit(), self._special_ids()
-        if candidates is None:
-            tokens = self.tokenizer.convert_ids_to_tokens(list(range(limit)))
-            ids = [i for i, t in enumerate(tokens) if i not in special and t is not None and not _UNUSED.match(t)]
-        else:
-            ids = self._known_ids(candidates if isinstance(candidates, str) else list(candidates), what="candidate")
-            bad = [self.tokenizer.convert_ids_to_tokens(i) for i in ids if i in special or i >= limit]
-            if bad:
-                raise ValueError(f"candidates must be ordinary tokens of the model, got special/out-of-range {bad}")
-            if len(set(ids)) != len(ids):
-                raise ValueError("candidates contain duplicates")
-        if len(ids) < 2:
-            raise ValueError(f"the support needs at least 2 tokens, got {len(ids)}")
-        return np.asarray(ids, dtype=np.int64)
-
-    def _known_ids(self, tokens: str | Sequence, what: str) -> list[int]:
-        """Token ids of a text (tokenized without specials) or of a list of tokens / ids."""
-        unk = self.tokenizer.unk_token_id
-        if isinstance(tokens, str):
-            ids = list(self.tokenizer(tokens, add_special_tokens=False)["input_ids"])
-            if unk is not None and unk in ids and self.tokenizer.unk_token not in tokens:
-                raise ValueError(f"{what} text {tokens!r} contains tokens unknown to the tokenizer")
-            return ids
-        ids = []
-        for tok in tokens:
-            if isinstance(tok, (int, np.integer)) and not isinstance(tok, bool):
-                if not 0 <= int(tok) < len(self.tokenizer):
-                    raise ValueError(f"{what} token id {tok} is outside the vocabulary")
-                ids.append(int(tok))
-                continue
-            if not isinstance(tok, str):
-                raise TypeError(f"{what} tokens must be strings or ints, got {type(tok).__name__}")
-            tid = self.tokenizer.convert_tokens_to_ids(tok)
-            if tid is None or (tid == unk and tok != self.tokenizer.unk_token):
-                raise ValueError(f"unknown {what} token {tok!r}: not in the tokenizer's vocabulary")
-            ids.append(int(tid))
         return ids
 
     def _special_template(self) -> tuple[list[int], list[int]]:
@@ -230,7 +242,7 @@ class TokenConditionals(Conditionals):
 
     @property
     def positions(self) -> int:
-        """L, the number of input positions: specials + prefix + n content tokens."""
+        """L, the number of input positions: specials + fixed tokens + n free positions."""
         return int(self._template.numel())
 
     def max_positions(self) -> int | None:
@@ -253,7 +265,7 @@ class TokenConditionals(Conditionals):
         inter = getattr(cfg, "intermediate_size", None) or 4 * hidden
         heads = getattr(cfg, "num_attention_heads", 16)
         width = self.positions
-        itemsize = torch.finfo(self.precision).bits // 8
+        itemsize = torch.finfo(self.dtype).bits // 8
         per_row = (width * (8 * hidden + 2 * inter + 2 * heads * width) * itemsize
                    + 8 * self._vocab_limit() * self._scored_positions())
         free, _ = torch.cuda.mem_get_info(self.device)
@@ -275,7 +287,7 @@ class TokenConditionals(Conditionals):
             ids = self.tokenizer(text, add_special_tokens=False)["input_ids"] if isinstance(text, str) else \
                 self.tokenizer.convert_tokens_to_ids(list(text))
             return np.asarray([self._symbol_of[i] for i in ids if i in self._symbol_of], dtype=np.int64)
-        ids = self._known_ids(text, what="input")
+        ids = known_ids(self.tokenizer, text, "input")
         missing = [self.tokenizer.convert_ids_to_tokens(i) for i in ids if i not in self._symbol_of]
         if missing:
             raise ValueError(f"tokens {missing} are not in the support of this model")
@@ -293,14 +305,14 @@ class TokenConditionals(Conditionals):
         return torch.as_tensor(self.check_contexts(contexts), dtype=torch.long, device=self.device)
 
     def token_ids(self, symbols: torch.Tensor, validate: bool = True) -> torch.Tensor:
-        """Full model inputs (B, L): specials and prefix around the content tokens of ``symbols``.
+        """Full model inputs (B, L): the frame with the tokens of ``symbols`` at its free positions.
 
         ``validate=False`` skips the range check of the symbols (a host-device synchronisation on
         CUDA); only for symbols known to be valid, e.g. states produced by a chain.
         """
         sym = self._check_symbols(symbols) if validate else symbols
         ids = self._template.expand(sym.shape[0], -1).clone()
-        ids[:, self.offset:self.offset + self.space.length] = self._support_t[sym]
+        ids[:, self.slots] = self._support_t[sym]
         return ids
 
     def _check_symbols(self, symbols: torch.Tensor) -> torch.Tensor:
@@ -333,10 +345,10 @@ class TokenConditionals(Conditionals):
 
     # ------------------------------------------------------------------ torch API
     def autocast(self):
-        """The autocast context of this source's precision (a no-op in float32)."""
-        if self.precision == torch.float32:
+        """The autocast context of this source's dtype (a no-op in float32)."""
+        if self.dtype == torch.float32:
             return contextlib.nullcontext()
-        return torch.autocast(self.device.type, dtype=self.precision)
+        return torch.autocast(self.device.type, dtype=self.dtype)
 
     def _batched(self, rows: int, compute: Callable[[slice], torch.Tensor],
                  trailing: tuple[int, ...] = ()) -> torch.Tensor:
@@ -355,6 +367,8 @@ class TokenConditionals(Conditionals):
                     raise
                 self.batch_size //= 2
             else:
+                if self.on_rows is not None:
+                    self.on_rows(stop - start)
                 start = stop
                 continue
             # outside the handler: the exception's frames (the failed chunk's activations) are gone
@@ -391,10 +405,11 @@ class TokenConditionals(Conditionals):
         return self.scores(contexts, site)
 
     def describe(self) -> dict:
-        """Model, support size, length, device and precision as plain values (for reports)."""
+        """Model, frame, alphabet size, device and dtype as plain values (for reports)."""
         return {"model": self.name, "architecture": type(self.model).__name__, "vocab_size": self.space.vocab_size,
-                "length": self.space.length, "prefix_tokens": len(self.prefix_ids), "device": str(self.device),
-                "precision": str(self.precision).replace("torch.", ""), "batch_size": self.batch_size}
+                "length": self.space.length, "frame": self.frame.text(self.tokenizer),
+                "fixed_tokens": self.frame.fixed, "device": str(self.device),
+                "dtype": str(self.dtype).replace("torch.", ""), "batch_size": self.batch_size}
 
 
 def _head_of(model: PreTrainedModel) -> Callable[[torch.Tensor], torch.Tensor] | None:
@@ -406,21 +421,23 @@ def _head_of(model: PreTrainedModel) -> Callable[[torch.Tensor], torch.Tensor] |
         return model.lm_head
     if name == "ModernBertForMaskedLM":
         return lambda h: model.decoder(model.head(h))
+    if name == "EsmForMaskedLM":
+        return model.lm_head
     return None
 
 
 class MaskedLMConditionals(TokenConditionals):
     """Conditionals of an ``AutoModelForMaskedLM``: the logits at the [MASK]ed site over the support.
 
-    For BERT, RoBERTa (and XLM-R) and ModernBERT the encoder runs on the whole sequence and the
+    For BERT, RoBERTa (and XLM-R), ModernBERT and ESM the encoder runs on the whole sequence and the
     head only on the masked positions; other masked LMs fall back to the full forward pass and a
     gather (same numbers, slower).
     """
 
     auto_class = AutoModelForMaskedLM
 
-    def __init__(self, model: PreTrainedModel, tokenizer, length: int, **kwargs) -> None:
-        if getattr(tokenizer, "mask_token_id", None) is None:
+    def __init__(self, model: PreTrainedModel, tokenizer, length: int | None = None, **kwargs) -> None:
+        if tokenizer is not None and getattr(tokenizer, "mask_token_id", None) is None:
             raise ValueError("the tokenizer has no mask token; a masked language model is required")
         super().__init__(model, tokenizer, length, **kwargs)
         self.mask_id = int(tokenizer.mask_token_id)
@@ -445,7 +462,7 @@ class MaskedLMConditionals(TokenConditionals):
     def scores_torch(self, symbols: torch.Tensor, sites: int | torch.Tensor, *, validate: bool = True) -> torch.Tensor:
         ids = self.token_ids(symbols, validate)
         site_t = self._check_sites_torch(sites, ids.shape[0], validate)
-        pos = self.offset + site_t
+        pos = self.slots[site_t]
         ids[torch.arange(ids.shape[0], device=self.device), pos] = self.mask_id
         return self.masked_logits_torch(ids, pos)
 
@@ -454,7 +471,7 @@ class MaskedLMConditionals(TokenConditionals):
         ids = self.token_ids(symbols)
         batch, n = ids.shape[0], self.space.length
         copies = ids.repeat_interleave(n, dim=0)
-        pos = self.offset + torch.arange(n, device=self.device).repeat(batch)
+        pos = self.slots.repeat(batch)
         copies[torch.arange(batch * n, device=self.device), pos] = self.mask_id
         return self.masked_logits_torch(copies, pos).reshape(batch, n, self.space.vocab_size)
 

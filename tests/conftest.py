@@ -1,8 +1,14 @@
 """Shared test configuration: one torch thread (2-core CI machines), reproducible Hypothesis."""
 
+import atexit
 import os
+import shutil
+import tempfile
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
+# exact MLM tables are cached under $MLMIX_CACHE: tests use a fresh folder, never the user's cache
+os.environ["MLMIX_CACHE"] = tempfile.mkdtemp(prefix="mlmix-test-cache-")
+atexit.register(shutil.rmtree, os.environ["MLMIX_CACHE"], ignore_errors=True)
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 

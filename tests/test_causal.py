@@ -81,7 +81,7 @@ def test_prefix_and_start_token():
     model, tok = tiny_causal_lm(seed=3)
     plain = CausalLMConditionals(model, tok, N, device="cpu")
     pre = CausalLMConditionals(model, tok, N, prefix="! a", device="cpu")
-    assert plain.offset == 1 and pre.offset == 3
+    assert int(plain.slots[0]) == 1 and int(pre.slots[0]) == 3
     ctx = np.array([[0, 1, 2]])
     assert np.abs(pre.scores(ctx, 1) - plain.scores(ctx, 1)).max() > 1e-3
     tok.backend_tokenizer.post_processor = processors.TemplateProcessing(single="$A", special_tokens=[])
@@ -89,4 +89,4 @@ def test_prefix_and_start_token():
     assert tok("a b")["input_ids"] == tok("a b", add_special_tokens=False)["input_ids"]
     with pytest.raises(ValueError, match="needs a start"):
         CausalLMConditionals(model, tok, N, device="cpu")
-    assert CausalLMConditionals(model, tok, N, prefix="!", device="cpu").offset == 1
+    assert int(CausalLMConditionals(model, tok, N, prefix="!", device="cpu").slots[0]) == 1

@@ -75,9 +75,10 @@ def test_a_local_modernbert_folder_with_candidates_prefix_and_text(capsys, tmp_p
     text = tmp_path / "text.txt"
     text.write_text("a b ! c zz a a b c ! ! a b c a\n")
     r = run_json(capsys, "--model", str(folder), "--length", "3", "--candidates", "a b !", "--prefix", "c",
-                 "--contexts", "12", "--rectangles", "20", "--text", str(text), "--drift-token", "!",
+                 "--suffix", "a", "--contexts", "12", "--rectangles", "20", "--text", str(text), "--drift-token", "!",
                  "--drift-k", "1", "--convergence")
-    assert r["vocab_size"] == 3 and r["prefix_tokens"] == 1 and r["exact"]["n_contexts"] == 27
+    assert r["vocab_size"] == 3 and r["fixed_tokens"] == 2 and r["exact"]["n_contexts"] == 27
+    assert r["frame"] == "c _ _ _ a"
     assert r["drift"]["symbols"] == [2] and [c["n_contexts"] for c in r["convergence"]] == [12]
     assert "true_law" not in r
 

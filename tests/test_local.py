@@ -10,7 +10,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy.special import softmax
 
+from mlmix.errors import MemoryLimitError
 from mlmix.theory import contexts as contexts_module
+from mlmix.theory import rectangles as rectangles_module
 from mlmix.theory.conditionals import (
     Conditionals,
     IsingModel,
@@ -39,43 +41,55 @@ from mlmix.theory.rectangles import (
     compatible_joint,
     is_compatible,
     rectangle_statistic,
+    rectangle_summary,
     sample_rectangles,
 )
 from mlmix.theory.space import StateSpace
 from mlmix.theory.stationary import stationary_distribution
+from mlmix.validation import memory_limit
 from mlmix.verify import strategies as S
 
 
 def brute_influence(src):
-    """rho_ij and Delta_ij by looping over every pair with the source's own per-site calls."""
+    """rho_ij, Delta_ij and the one-step spread by looping over every pair with the source's own
+    per-site calls."""
     space, T = src.space, src.temperature
     n, q = space.length, space.vocab_size
     rho, delta = np.zeros((n, n)), np.zeros((n, n))
+    spread = np.zeros(n)
     for x in space.all_states():
         for j in range(n):
             for b in range(q):
                 y = x.copy()
                 y[j] = b
+                total = 0.0
                 for i in range(n):
                     if i == j:
                         continue
                     sx, sy = src.scores(x[None], i)[0], src.scores(y[None], i)[0]
-                    rho[i, j] = max(rho[i, j], 0.5 * np.abs(softmax(sx / T) - softmax(sy / T)).sum())
+                    tv = 0.5 * np.abs(softmax(sx / T) - softmax(sy / T)).sum()
+                    rho[i, j] = max(rho[i, j], tv)
+                    total += tv
                     diff = sx - sy
                     delta[i, j] = max(delta[i, j], diff.max() - diff.min())
-    return rho, delta
+                spread[j] = max(spread[j], total)
+    return rho, delta, spread
 
 
 @pytest.mark.parametrize("src", [ScoreTable.random(3, 3, seed=1, temperature=0.7),
                                  PottsModel.random(nx.path_graph(3), 3, seed=4, temperature=1.3),
                                  IsingModel(nx.cycle_graph(4), couplings=0.8, fields=[0.3, -0.2, 0, 0.5])])
 def test_influence_and_oscillation_match_brute_force(src):
-    rho, delta = brute_influence(src)
+    rho, delta, spread = brute_influence(src)
     res = influence_matrix(src)
     osc = score_oscillation(src)
     assert res.exact and osc.exact
     np.testing.assert_allclose(res.rho_ij, rho, atol=1e-13)
     np.testing.assert_allclose(osc.delta_ij, delta, atol=1e-12)
+    np.testing.assert_allclose(res.spread, spread, atol=1e-13)
+    # the sampled path over every state and every replacement (pairs queried one by one) agrees
+    full = influence_matrix(src, src.space.all_states(), np.arange(src.space.vocab_size))
+    np.testing.assert_allclose(full.spread, spread, atol=1e-13)
     n, q = src.space.length, src.space.vocab_size
     assert res.pairs == src.space.size * n * (q - 1)
     # the one-step coupling spread never exceeds the column sums
@@ -342,3 +356,81 @@ def test_all_rectangles_count_formula():
     for q, n in [(2, 3), (3, 2), (4, 3)]:
         src = ScoreTable.random(q, n, seed=q + n)
         assert all_rectangles(src).count == q ** n * len(list(combinations(range(n), 2))) * (q - 1) ** 2
+
+
+def _quantile_reference(values, p):
+    return float(np.quantile(values, p))
+
+
+@settings(max_examples=25)
+@given(S.any_sources(max_states=81), st.sampled_from([(0.5, 0.9), (0.0, 0.37, 1.0)]))
+def test_streamed_rectangle_summary_equals_the_materialised_rectangles(drawn, probs):
+    """Two algorithms: every (x, a', b') one by one (all_rectangles) against the streamed double
+    differences of G_r(a, b), one value per unordered rectangle counted four times."""
+    src, _, _ = drawn
+    rects = all_rectangles(src)
+    summary = rectangle_summary(src, quantiles=probs)
+    assert summary.count == rects.count and summary.exact
+    if rects.count == 0:
+        return
+    scale = max(1.0, rects.max)
+    assert summary.max == pytest.approx(rects.max, abs=1e-12 * scale)
+    assert summary.mean == pytest.approx(rects.mean, abs=1e-12 * scale)
+    for p in probs:
+        assert summary.quantiles[p] == pytest.approx(_quantile_reference(rects.values, p), abs=1e-12 * scale)
+    w = summary.worst
+    assert w["R"] == summary.max and w["a_new"] != w["state"][w["i"]] and w["b_new"] != w["state"][w["j"]]
+    assert rectangle_statistic(src, np.array([w["state"]]), w["i"], w["j"], w["a_new"], w["b_new"])[0] == \
+        pytest.approx(w["R"], abs=1e-12 * scale)
+
+
+def test_rectangle_quantiles_are_exact_order_statistics_with_ties_and_tiny_buffers(monkeypatch):
+    """Integer scores make every R an exact small integer (many ties); with chunks of 5 values and at
+    most 3 gathered values the selection must bisect down to single bit patterns and still give
+    np.quantile exactly."""
+    rng = np.random.default_rng(7)
+    space = StateSpace(4, 3)
+    src = ScoreTable(space, rng.integers(0, 3, size=(3, 16, 4)).astype(float), temperature=1.0)
+    values = all_rectangles(src).values
+    probs = (0.0, 0.25, 0.5, 0.9, 0.999, 1.0)
+    big = rectangle_summary(src, quantiles=probs)
+    monkeypatch.setattr(rectangles_module, "SUMMARY_CHUNK", 5)
+    monkeypatch.setattr(rectangles_module, "SELECT_CAP", 3)
+    small = rectangle_summary(src, quantiles=probs)
+    for p in probs:
+        assert big.quantiles[p] == small.quantiles[p] == np.quantile(values, p)
+    assert big.mean == pytest.approx(values.mean(), rel=1e-15) and small.max == big.max == values.max()
+    zero = rectangle_summary(ScoreTable(space, np.zeros((3, 16, 4))), quantiles=(0.5,))
+    assert zero.max == zero.quantiles[0.5] == zero.mean == 0.0 and zero.count == 4**3 * 3 * 9
+
+
+def test_rectangle_summary_as_dict_and_refusals():
+    src = ScoreTable.random(3, 3, seed=4)
+    d = rectangle_summary(src).as_dict()
+    assert set(d) == {"mean", "median", "q90", "max", "count", "worst"}
+    with pytest.raises(ValueError, match="quantile"):
+        rectangle_summary(src, quantiles=(1.5,))
+    with pytest.raises(ValueError, match="exact limit"):
+        rectangle_summary(PottsModel(nx.empty_graph(9), 4))
+
+
+def test_exact_passes_estimate_their_memory_first():
+    src = ScoreTable.random(6, 4, seed=1)  # 1,296 states, 116,640 rectangles
+    with memory_limit("2MiB"):
+        with pytest.raises(MemoryLimitError, match="every rectangle"):
+            all_rectangles(src)
+        rectangle_summary(src, quantiles=())  # streams: fits
+    big = ScoreTable.random(20, 4, seed=1)  # 160,000 states
+    with memory_limit("4MiB"), pytest.raises(MemoryLimitError, match="influence pass"):
+        influence_matrix(big, max_states=big.space.size)
+
+
+def test_paper_constants_of_mlmix_exact_reach_past_65536_states():
+    """17^4 = 83,521 states (beyond the old 4^8 limit): rho from the vectorised pass and R streamed."""
+    from mlmix.theory.bounds import paper_constants
+
+    src = ScoreTable.random(17, 4, seed=2, temperature=1.5)
+    g = paper_constants(src, None, 0.25)
+    assert "reason" not in g
+    assert g["rho"].value == pytest.approx(influence_matrix(src, max_states=src.space.size).rho, rel=1e-14)
+    assert g["rectangle"]["count"] == 17**4 * 6 * 16**2 and g["rectangle"]["median"] <= g["rectangle"]["q90"]

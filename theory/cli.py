@@ -107,6 +107,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
                           f"at most {MIXING_LIMIT}); larger chains get certified bounds")
     out.add_argument("--save-matrix", type=Path, default=None, metavar="FILE",
                      help="also write the analysed transition matrix (.npz, read back by --matrix)")
+    from mlmix.empirical.frames import add_mlm_arguments  # no torch import until --mlm is used
+
+    add_mlm_arguments(parser)
 
 
 def _validate(args: argparse.Namespace) -> None:
@@ -133,6 +136,10 @@ def _validate(args: argparse.Namespace) -> None:
 
 def build_source(args: argparse.Namespace) -> tuple[Conditionals, str]:
     """The built-in source of conditionals the arguments describe, and a one-line description."""
+    if args.mlm is not None:  # a masked LM over a frame, tabulated exactly (cached)
+        from mlmix.empirical.tabulate import source_from_args
+
+        return source_from_args(args)
     T = 1.0 if args.temperature is None else args.temperature
     beta = 0.5 if args.beta is None else args.beta
     if args.model == "ising":

@@ -32,9 +32,9 @@ from typing import Iterator
 
 import numpy as np
 
-from mlmix.theory.conditionals import Conditionals
+from mlmix.theory.conditionals import Conditionals, ScoreTable
 from mlmix.theory.space import StateSpace
-from mlmix.validation import check_int
+from mlmix.validation import check_int, check_memory
 
 #: held per working chunk (256 MiB); lower it for a small GPU, raise it for throughput.
 QUERY_FLOATS = 2**25
@@ -76,18 +76,15 @@ def query_all_sites(source: Conditionals, states: np.ndarray) -> np.ndarray:
 
 
 class ScoreOracle:
-    """Scores s_i(.|x_{-i}) at every site of a batch of states: looked up in a table of all of
-    V^n (exact mode, each context queried once) or queried from the source on demand."""
+    """Scores s_i(.|x_{-i}) at every site of a batch of states, queried from the source on demand
+    (sampled context sets; exact passes read a :func:`context_table` instead)."""
 
-    def __init__(self, source: Conditionals, tabulate: bool, max_states: int) -> None:
+    def __init__(self, source: Conditionals) -> None:
         self.source = source
-        self.table = score_table(source, max_states) if tabulate else None
 
     def all_sites(self, states: np.ndarray, skip: np.ndarray | None = None,
                   known: np.ndarray | None = None) -> np.ndarray:
         """(E, n, q) scores; with ``skip`` (E,) the skipped site's row is copied from ``known``."""
-        if self.table is not None:
-            return self.table[self.source.space.encode(states)]
         if skip is None:
             return query_all_sites(self.source, states)
         E, n = states.shape
@@ -100,6 +97,26 @@ class ScoreOracle:
         return out
 
 
+def context_table(source: Conditionals, max_states: int = EXACT_MAX_STATES) -> np.ndarray:
+    """s_i(. | x_{-i}) for every site and context: float64 (n, |V|^(n-1), |V|), the layout of
+    :class:`~mlmix.theory.conditionals.ScoreTable` (a score table's own array is returned as is;
+    any other source is queried once per context, n |V|^(n-1) rows). |V| times smaller than
+    :func:`score_table`; refused past ``max_states`` states or the memory limit."""
+    space = source.space
+    space.check_size(max_states)
+    if isinstance(source, ScoreTable):
+        return source.table
+    check_memory(8 * space.length * space.size, f"the score table of {space.length} x {space.size} scores")
+    return ScoreTable.from_conditionals(source).table
+
+
+def site_tensor(table: np.ndarray, space: StateSpace, site: int) -> np.ndarray:
+    """The rows of site i of a :func:`context_table` as a tensor with one axis per other site
+    (ascending) and the symbol last: shape (|V|,) * (n - 1) + (|V|,) (a view)."""
+    q, n = space.vocab_size, space.length
+    return table[site].reshape((q,) * (n - 1) + (q,))
+
+
 def score_table(source: Conditionals, max_states: int = EXACT_MAX_STATES) -> np.ndarray:
     """s_i(. | x_{-i}) at every site of every state of V^n: float64 (|V|^n, n, |V|), index order.
 
@@ -107,6 +124,7 @@ def score_table(source: Conditionals, max_states: int = EXACT_MAX_STATES) -> np.
     """
     space = source.space
     space.check_size(max_states)
+    check_memory(8 * space.length * space.vocab_size * space.size, "the per-state score table")
     n, q = space.length, space.vocab_size
     idx = np.arange(space.size, dtype=np.int64)
     out = np.empty((space.size, n, q))

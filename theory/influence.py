@@ -19,12 +19,14 @@ from mlmix.theory.contexts import (
     Replacements,
     ScoreOracle,
     context_count,
+    context_table,
     replacement_symbols,
     resolve_replacements,
     rows_per_call,
+    site_tensor,
     state_chunks,
 )
-from mlmix.validation import check_temperature
+from mlmix.validation import check_memory, check_temperature
 
 
 @dataclass(frozen=True)
@@ -36,11 +38,12 @@ class _PairBatch:
 
 def _pairs(source: Conditionals, contexts: np.ndarray | None, replacements: Replacements,
            rng: np.random.Generator | None, max_states: int) -> Iterator[_PairBatch]:
-    """Every pair (x, y = x^{j<-b}) with x in the context set, any site j, b a replacement."""
+    """Every pair (x, y = x^{j<-b}) with x in the context set, any site j, b a replacement, with
+    the scores queried from the source (``contexts=None``: every state of V^n)."""
     space = source.space
     n, q = space.length, space.vocab_size
     rule = resolve_replacements(replacements, space, contexts, rng, max_states)
-    oracle = ScoreOracle(source, tabulate=contexts is None, max_states=max_states)
+    oracle = ScoreOracle(source)
     chunk = rows_per_call(q, n)
     offset = 0
     for ctx in state_chunks(space, contexts, chunk, max_states):
@@ -92,8 +95,12 @@ def influence_and_oscillation(source: Conditionals, contexts: np.ndarray | None 
         Delta_ij  = max osc_v [s_i(v|x_{-i}) - s_i(v|y_{-i})],
 
     at the source's temperature, over ``contexts`` x (None: all of V^n, exact) and replacements
-    (see the module docstring). A sample gives lower bounds of the suprema.
+    (see the module docstring). A sample gives lower bounds of the suprema. The exact case
+    (``contexts=None``, ``replacements=None``) reads the score table of the source once
+    (:func:`~mlmix.theory.contexts.context_table`) and compares whole fibres of contexts at a time.
     """
+    if contexts is None and replacements is None:
+        return _exact_influence(source, max_states)
     n = source.space.length
     T = source.temperature
     rho, delta = np.zeros((n, n)), np.zeros((n, n))
@@ -110,9 +117,46 @@ def influence_and_oscillation(source: Conditionals, contexts: np.ndarray | None 
         delta[:, j] = np.maximum(delta[:, j], osc.max(axis=0))
         spread[j] = max(spread[j], float(tv.sum(axis=1).max()))
         pairs += tv.shape[0]
-    exact = contexts is None and replacements is None
     count = context_count(source.space, contexts)
-    return (InfluenceResult(rho, spread, exact, count, pairs, T), OscillationResult(delta, exact, count, pairs))
+    return (InfluenceResult(rho, spread, False, count, pairs, T), OscillationResult(delta, False, count, pairs))
+
+
+def _exact_influence(source: Conditionals, max_states: int) -> tuple["InfluenceResult", "OscillationResult"]:
+    """Every pair of V^n, vectorised over fibres of the score table.
+
+    For a site j and a value u of x_j, the contexts x_{-i} of site i != j with x_j = u are compared
+    with the q contexts that differ from them at j only (x_j = w, every w): one array operation over
+    all of V^(n-2) x V per (i, j, u). spread_j accumulates sum_{i != j} TV_i over the states x_{-j}
+    and replacements w. Memory: a few arrays of |V|^n floats.
+    """
+    space = source.space
+    n, q, T = space.length, space.vocab_size, source.temperature
+    table = context_table(source, max_states)
+    check_memory(8 * (2 * n + 5) * space.size, "the influence pass (2n + 5 arrays of |V|^n floats)")
+    scores = [site_tensor(table, space, i) for i in range(n)]
+    probs = [softmax(s / T, axis=-1) for s in scores]
+    rho, delta = np.zeros((n, n)), np.zeros((n, n))
+    spread = np.zeros(n)
+    for j in range(n):
+        for u in range(q):
+            total = np.zeros((q,) * n)  # axes: the sites other than j (ascending), then w
+            for i in range(n):
+                if i == j:
+                    continue
+                axis = j - (j > i)  # position of site j among the context axes of site i
+                p = np.moveaxis(probs[i], axis, 0)  # (w, other contexts..., v)
+                s = np.moveaxis(scores[i], axis, 0)
+                tv = 0.5 * np.abs(p - p[u]).sum(axis=-1)  # (w, other contexts...)
+                diff = s - s[u]
+                osc = diff.max(axis=-1) - diff.min(axis=-1)
+                rho[i, j] = max(rho[i, j], float(tv.max()))
+                delta[i, j] = max(delta[i, j], float(osc.max()))
+                # tv does not depend on x_i: broadcast it over that axis of x_{-j}
+                total += np.expand_dims(np.moveaxis(tv, 0, -1), i - (i > j))
+            spread[j] = max(spread[j], float(total.max()))
+    pairs = space.size * n * (q - 1)
+    return (InfluenceResult(rho, spread, True, space.size, pairs, T),
+            OscillationResult(delta, True, space.size, pairs))
 
 
 def influence_matrix(source: Conditionals, contexts: np.ndarray | None = None, replacements: Replacements = None,

@@ -48,7 +48,7 @@ from mlmix.files import (
 
 
 def add_common_arguments(parser: argparse.ArgumentParser, many_models: bool = False) -> None:
-    """--out, --model, --texts, --seed, --device, --precision, --trust-remote-code, --threads, --no-progress."""
+    """--out, --model, --texts, --seed, --device, --dtype, --trust-remote-code, --threads, --no-progress."""
     parser.add_argument("--out", required=True, type=Path, help="output folder (created; reruns resume)")
     if many_models:
         parser.add_argument("--model", nargs="+", default=[str(DEFAULT_MODEL_DIR)],
@@ -60,7 +60,7 @@ def add_common_arguments(parser: argparse.ArgumentParser, many_models: bool = Fa
                         help="seed passages, one per line (e.g. MS MARCO); default: uniformly random tokens")
     parser.add_argument("--seed", type=int, default=0, help="seed of start states and chains")
     parser.add_argument("--device", default=None, help="cpu or cuda (default: cuda when available)")
-    parser.add_argument("--precision", default=None, help="float32, bfloat16 or float16 (default: auto)")
+    parser.add_argument("--dtype", default=None, help="compute dtype: float32, bfloat16 or float16 (default: auto)")
     parser.add_argument("--trust-remote-code", action="store_true", help="allow custom model code (off by default)")
     parser.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's choice)")
     parser.add_argument("--no-progress", action="store_true", help="hide progress bars")
@@ -97,7 +97,7 @@ def load_model(model: str, length: int | None, args: argparse.Namespace, tempera
     the model allows, at most ``max_length``)."""
     set_threads(getattr(args, "threads", None))
     mdl, tok = load_pretrained(MaskedLMConditionals.auto_class, model, trust_remote_code=args.trust_remote_code)
-    options = dict(temperature=temperature, device=args.device, precision=args.precision)
+    options = dict(temperature=temperature, device=args.device, dtype=args.dtype)
     if length is None:
         probe = MaskedLMConditionals(mdl, tok, 1, **options)
         room = probe.max_positions()

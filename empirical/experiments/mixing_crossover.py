@@ -121,7 +121,7 @@ def run(args: argparse.Namespace) -> int:
             raise ValueError(f"--{name.replace('_', '-')} must be positive")
     lengths = args.lengths or _default_lengths(args)
     base = dict(model=args.model, seed=args.seed, texts=None if args.texts is None else str(args.texts),
-                device=args.device, precision=args.precision, trust_remote_code=args.trust_remote_code,
+                device=args.device, dtype=args.dtype, trust_remote_code=args.trust_remote_code,
                 threads=args.threads, record_every=args.record_every, progress=False)
     chains_dir = args.out / "chains"
     hit_tasks = [dict(base, length=n, temperature=args.temperature, count=args.chains, steps=args.steps,

@@ -92,7 +92,7 @@ def _causal_source(params: dict, rng: np.random.Generator):
     set_threads(params["threads"])
     model, tok = load_pretrained(CausalLMConditionals.auto_class, params["model"],
                                  trust_remote_code=params["trust_remote_code"])
-    options = dict(device=params["device"], precision=params["precision"])
+    options = dict(device=params["device"], dtype=params["dtype"])
     length = params["length"] or 20
     full = CausalLMConditionals(model, tok, length, **options)
     if full.space.vocab_size <= params["causal_support"]:
@@ -106,7 +106,7 @@ def run(args: argparse.Namespace) -> int:
         raise ValueError("--rectangles and --top-k must be positive")
     common = dict(length=args.length, rectangles=args.rectangles, top_k=args.top_k, seed=args.seed,
                   texts=None if args.texts is None else str(args.texts), device=args.device,
-                  precision=args.precision, trust_remote_code=args.trust_remote_code, threads=args.threads,
+                  dtype=args.dtype, trust_remote_code=args.trust_remote_code, threads=args.threads,
                   causal_support=args.causal_support)
     tasks = [dict(common, model=m, kind="masked") for m in args.model]
     tasks += [dict(common, model=m, kind="law") for m in args.model if (Path(m) / "law.json").is_file()]
