@@ -22,12 +22,14 @@ from __future__ import annotations
 
 import contextlib
 import os
+import pickle
 from abc import abstractmethod
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import numpy as np
 import torch
+from safetensors import SafetensorError
 from scipy.special import log_softmax
 from transformers import AutoModelForMaskedLM, AutoTokenizer, PreTrainedModel
 
@@ -96,7 +98,7 @@ def load_pretrained(auto_class: type, model_id_or_path: str | Path, *, trust_rem
             tokenizer = load_tokenizer(source, **options)
         model, info = auto_class.from_pretrained(source, use_safetensors=None if allow_pickle else True,
                                                  weights_only=True, output_loading_info=True, **options)
-    except (OSError, ValueError) as err:
+    except (OSError, ValueError, SafetensorError, pickle.UnpicklingError, EOFError, RuntimeError) as err:
         if local and not path.is_dir():
             raise ValueError(
                 f"model {name!r} is not available offline (HF_HUB_OFFLINE / local_files_only): on a machine "
@@ -105,7 +107,7 @@ def load_pretrained(auto_class: type, model_id_or_path: str | Path, *, trust_rem
                 f"`mlmix estimate --model DIR`") from err
         if isinstance(err, ValueError) and str(err).startswith("model folder"):
             raise
-        raise ValueError(f"could not load model {name!r}: {err}") from err
+        raise ValueError(f"could not load model {name!r} (corrupt or incomplete files?): {err}") from err
     missing = sorted(info.get("missing_keys") or [])
     if missing:
         raise ValueError(f"the checkpoint {name} lacks {len(missing)} weights that {type(model).__name__} needs "

@@ -106,3 +106,27 @@ def test_bad_input_gives_a_clean_error(capsys, monkeypatch, args, message):
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     assert main(["estimate", "--no-progress", "--contexts", "8", "--rectangles", "5", *args]) == 2
     assert message in capsys.readouterr().err
+
+
+def test_corrupt_model_files_and_a_folder_as_output(tmp_path, capsys):
+    """Issue 10: a truncated model.safetensors, an invalid config.json, and --output naming a folder end
+    in one line and exit 2, with nothing written."""
+    import shutil
+
+    from mlmix.empirical.mlm import DEFAULT_MODEL_DIR
+
+    folder = tmp_path / "model"
+    shutil.copytree(DEFAULT_MODEL_DIR, folder)
+    weights = (folder / "model.safetensors").read_bytes()
+    (folder / "model.safetensors").write_bytes(weights[:1000])
+    assert main(["estimate", "--model", str(folder), "--no-progress"]) == 2
+    err = capsys.readouterr().err
+    assert "corrupt or incomplete" in err and err.count("\n") == 1
+    (folder / "model.safetensors").write_bytes(weights)
+    (folder / "config.json").write_text("{not json")
+    assert main(["estimate", "--model", str(folder), "--no-progress"]) == 2
+    assert "corrupt or incomplete" in capsys.readouterr().err
+    out_dir = tmp_path / "out"
+    out_dir.mkdir()
+    assert main(["estimate", "--no-progress", "--contexts", "4", "--rectangles", "5", "--output", str(out_dir)]) == 2
+    assert "is a folder" in capsys.readouterr().err and not any(out_dir.iterdir())
