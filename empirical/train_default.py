@@ -10,8 +10,8 @@ the cross-entropy of the true token at the mask. The model learns the conditiona
 (small KL) but not uniformly over all contexts, so its conditionals are incompatible: the
 rectangle statistic is positive and its influence differs from the true law's.
 
-    python -m mlmix.empirical.train_default            # rewrites empirical/default_model/
-    python -m mlmix.empirical.train_default --out DIR --seed 0 --steps 3000
+    mlmix run train-default --out DIR --seed 0 --steps 3000
+    mlmix run train-default --out empirical/default_model --overwrite     # replace the shipped model
 
 A run with the same seed and torch version reproduces the weights exactly. The folder gets
 ``model.safetensors``, ``config.json``, the tokenizer files and ``law.json`` (the true law,
@@ -34,6 +34,7 @@ from transformers import BertConfig, BertForMaskedLM, PreTrainedTokenizerFast
 from mlmix.files import atomic_write_json
 from mlmix.theory.conditionals import Conditionals, PottsModel
 from mlmix.theory.contexts import score_table
+from mlmix.validation import check_int
 
 SPECIALS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
 TOKENS = ("a", "b", "c", "!")
@@ -134,7 +135,7 @@ def train(out: str | Path, seed: int = 0, steps: int = 3000, samples: int = 2000
                 "fields": law.h.tolist(), "formula": "mu(x) ∝ exp(J sum_i 1[x_i = x_{i+1}] + sum_i h_i(x_i))"},
         "training": {"seed": seed, "steps": steps, "samples": samples, "batch": batch, "lr": lr, "hidden": hidden,
                      "layers": layers, "objective": "one uniformly chosen site masked per sequence, cross-entropy",
-                     "torch": torch.__version__, "command": f"python -m mlmix.empirical.train_default --seed {seed} "
+                     "torch": torch.__version__, "command": f"mlmix run train-default --out DIR --seed {seed} "
                      f"--steps {steps} --samples {samples}"},
         "kl_to_true_conditionals": kl,
     }
@@ -144,18 +145,17 @@ def train(out: str | Path, seed: int = 0, steps: int = 3000, samples: int = 2000
     return summary
 
 
-def main(argv: list[str] | None = None) -> int:
-    from mlmix.empirical.mlm import DEFAULT_MODEL_DIR
-
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--out", default=str(DEFAULT_MODEL_DIR), help="output folder (default: the shipped model)")
+def configure(parser: argparse.ArgumentParser) -> None:
+    """Options of ``mlmix run train-default`` (to replace the shipped model, give its folder as --out)."""
+    parser.add_argument("--out", type=Path, required=True, help="output folder of the trained model")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--steps", type=int, default=3000)
     parser.add_argument("--samples", type=int, default=20000, help="size of the fixed training sample")
-    args = parser.parse_args(argv)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Train and save the model, its tokenizer and law.json into --out."""
+    check_int(args.steps, "--steps", minimum=1)
+    check_int(args.samples, "--samples", minimum=1)
     train(args.out, seed=args.seed, steps=args.steps, samples=args.samples)
     return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

@@ -24,6 +24,7 @@ SUBCOMMANDS = {
     "verify": ("mlmix.verify.cli", "check the papers' theorems with Hypothesis and print the table"),
     "estimate": ("mlmix.empirical.cli", "estimate bound constants of a masked language model"),
     "convert": ("mlmix.empirical.convert", "write a safetensors copy of a masked-LM checkpoint with its tokenizer"),
+    "run": ("mlmix.run", "run a reproduction or experiment of the papers, writing data and a figure to --out"),
 }
 
 
@@ -74,6 +75,8 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print(f"mlmix {args.command}: interrupted", file=sys.stderr)
         return 130
+    except SystemExit as stop:  # a sub-parser's bad argument (mlmix run NAME ...): one line already printed
+        return int(stop.code or 0)
 
 
 def _one_line(err: BaseException) -> str:

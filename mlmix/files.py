@@ -206,6 +206,7 @@ class OutputDir:
 
     def _release(self) -> None:
         if self._lock_fd is not None:
+            (self.path / LOCK).unlink(missing_ok=True)  # a waiting run was refused at once: no race
             if fcntl is not None:
                 fcntl.flock(self._lock_fd, fcntl.LOCK_UN)
             os.close(self._lock_fd)

@@ -74,7 +74,8 @@ def test_certified_interval_brackets_the_enumerated_value(seed, kind, T):
     src = {"scores": lambda: ScoreTable.random(2, 4, seed=seed, temperature=T),
            "ising": lambda: IsingModel(nx.cycle_graph(4), couplings=1.0 + seed % 3, fields=0.1 * (seed % 5),
                                        beta=1 / T),
-           "potts": lambda: PottsModel.random(nx.path_graph(3), 2, seed=seed, coupling_scale=2.0, temperature=T)}[kind]()
+           "potts": lambda: PottsModel.random(nx.path_graph(3), 2, seed=seed, coupling_scale=2.0,
+                                              temperature=T)}[kind]()
     ch = Chain.from_source(src)
     exact = ch.conductance
     assert exact.resolved and "exhaustive" in exact.method

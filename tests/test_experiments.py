@@ -9,19 +9,19 @@ import numpy as np
 import pytest
 from mlm_fixtures import save_model, tiny_causal_lm, tiny_masked_lm
 
+from mlmix.cli import main
 from mlmix.empirical.chains import load_trajectory
-from mlmix.empirical.experiments import (
-    drift_certificate,
-    mixing_crossover,
-    rectangle_table,
-    traps,
-)
+from mlmix.empirical.experiments import mixing_crossover
 from mlmix.empirical.mlm import MaskedLMConditionals
 from mlmix.theory.kernels import glauber_kernel
 from mlmix.theory.margins import count_drift
 from mlmix.theory.rectangles import rectangle_statistic
 
 PNG = b"\x89PNG\r\n\x1a\n"
+
+
+def run(name: str, argv: list[str]) -> int:
+    return main(["run", name, *argv])
 QUIET = ["--device", "cpu", "--no-progress"]
 
 
@@ -46,7 +46,7 @@ def test_rectangle_table(models, tmp_path):
     out = tmp_path / "rect"
     argv = ["--out", str(out), "--model", models["bert"], models["roberta"], "--causal", models["gpt2"],
             "--rectangles", "40", "--top-k", "2", "--length", "5", *QUIET]
-    assert rectangle_table.main(argv) == 0
+    assert run("rectangle-table", argv) == 0
     table = json.loads((out / "rectangle_table.json").read_text())["table"]
     assert [r["kind"] for r in table] == ["masked", "masked", "causal"]
     assert table[0]["mean_R"] > 0.05 and table[1]["mean_R"] > 0.05  # random MLMs are incompatible
@@ -67,7 +67,7 @@ def test_rectangle_table(models, tmp_path):
     assert (np.argsort(-s, axis=1)[:, :2] == get("a_new")[:, None]).any(axis=1).all()
     assert (out / "rectangle_table.png").read_bytes().startswith(PNG)
     before = (out / "rectangle_table.json").read_text()
-    assert rectangle_table.main(argv) == 0  # resumed: every model task is already done
+    assert run("rectangle-table", argv) == 0  # resumed: every model task is already done
     assert (out / "rectangle_table.json").read_text() == before
 
 
@@ -75,7 +75,7 @@ def test_drift_certificate_matches_the_exact_kernel(models, tmp_path):
     out = tmp_path / "drift"
     argv = ["--out", str(out), "--model", models["bert"], "--token", "!", "--k", "2", "--states", "30",
             "--length", "4", "--temperatures", "1.0", "0.5", *QUIET]
-    assert drift_certificate.main(argv) == 0
+    assert run("drift-certificate", argv) == 0
     summary = json.loads((out / "drift_certificate.json").read_text())["summary"]
     rows = _csv(out / "drift.csv")
     src = _source(models["bert"], 4)
@@ -109,7 +109,7 @@ def test_mixing_crossover(models, tmp_path):
     argv = ["--out", str(out), "--model", models["bert"], "--lengths", "2", "4", "6", "--chains", "6", "--steps", "120",
             "--threshold", "0.3", "--embedder", "hamming", "--record-every", "1", "--coupling-temperatures", "0.05",
             "2.0", "--pairs", "4", "--coupling-steps", "150", *QUIET]
-    assert mixing_crossover.main(argv) == 0
+    assert run("mixing-crossover", argv) == 0
     res = json.loads((out / "mixing_crossover.json").read_text())
     assert [r["length"] for r in res["hitting"]] == [2, 4, 6]
     cells = [(T, n) for T in (0.05, 2.0) for n in (2, 4, 6)]
@@ -142,7 +142,7 @@ def test_traps_experiment_checks_theorem_8(models, tmp_path):
     T = 0.05
     argv = ["--out", str(out), "--model", models["bert"], "--length", "4", "--chains", "3", "--steps", "400",
             "--temperature", str(T), "--window", "50", "--record-every", "5", "--embedder", "hamming", *QUIET]
-    assert traps.main(argv) == 0
+    assert run("traps", argv) == 0
     res = json.loads((out / "traps.json").read_text())
     rows = res["traps"]
     assert rows and res["summary"]["traps"] == len(rows)
@@ -158,14 +158,14 @@ def test_traps_experiment_checks_theorem_8(models, tmp_path):
             assert r["exit_probability"] <= r["exit_bound"] * (1 + 1e-6)  # Theorem 8
     assert (out / "traps.png").read_bytes().startswith(PNG)
     lines = (out / "chains.jsonl").read_text()
-    assert traps.main(argv) == 0  # resumed from the complete record file: nothing rerun
+    assert run("traps", argv) == 0  # resumed from the complete record file: nothing rerun
     assert (out / "chains.jsonl").read_text() == lines
     assert json.loads((out / "traps.json").read_text())["traps"] == rows
 
 
 def test_rectangle_table_on_the_shipped_model_has_a_zero_law_control(tmp_path):
     out = tmp_path / "shipped"
-    assert rectangle_table.main(["--out", str(out), "--rectangles", "30", *QUIET]) == 0
+    assert run("rectangle-table", ["--out", str(out), "--rectangles", "30", *QUIET]) == 0
     table = json.loads((out / "rectangle_table.json").read_text())["table"]
     assert [(r["kind"], r["length"], r["vocab_size"]) for r in table] == [("masked", 6, 4), ("law", 6, 4)]
     assert table[0]["mean_R"] > 1e-3  # the trained MLM is incompatible ...

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 import mlmix.verify.theorems.pitfalls as pitfalls
+from mlmix.theory.exponential_family import IsingFamily
 from mlmix.theory.ising_modes import (
     CliqueIsing,
     c_stuck,
@@ -17,7 +18,6 @@ from mlmix.theory.ising_modes import (
     clique_count_parallel_kernel,
     clique_kernel,
 )
-from mlmix.theory.exponential_family import IsingFamily
 from mlmix.theory.pseudolikelihood import MaskDistribution
 from mlmix.theory.space import StateSpace
 from mlmix.verify.core import REGISTRY, UNCHECKED, search

@@ -8,6 +8,7 @@ from hypothesis import strategies as st
 
 from mlmix.verify.core import (
     Applicability,
+    Observation,
     Part,
     Theorem,
     compare,
@@ -15,7 +16,6 @@ from mlmix.verify.core import (
     search,
     tightness_summary,
     verdict,
-    Observation,
 )
 
 

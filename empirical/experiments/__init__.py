@@ -1,7 +1,7 @@
 """The paper's experiments as reproducible commands (paper G; reported numbers in docs/experiments.md).
 
-Each module is a command ``python -m mlmix.empirical.experiments.NAME --out DIR [--model ...]`` that
-writes JSON, CSV and a PNG figure into DIR:
+Each module is a run, ``mlmix run NAME --out DIR [--model ...]`` (:mod:`mlmix.run`: NAME with dashes),
+that writes JSON, CSV and a PNG figure into DIR:
 
 - :mod:`~mlmix.empirical.experiments.rectangle_table` — mean rectangle statistic R per model (section 4,
   Table 1), with a compatible control;
@@ -18,9 +18,8 @@ holds what they share: arguments, model loading, start states, decoding, atomic 
 from __future__ import annotations
 
 import argparse
-import sys
 from pathlib import Path
-from typing import Callable, Sequence
+from typing import Callable
 
 import numpy as np
 import torch
@@ -49,7 +48,8 @@ from mlmix.files import (
 
 def add_common_arguments(parser: argparse.ArgumentParser, many_models: bool = False) -> None:
     """--out, --model, --texts, --seed, --device, --dtype, --trust-remote-code, --threads, --no-progress."""
-    parser.add_argument("--out", required=True, type=Path, help="output folder (created; reruns resume)")
+    parser.add_argument("--out", required=True, type=Path,
+                        help="output folder (created; a rerun with the same options resumes)")
     if many_models:
         parser.add_argument("--model", nargs="+", default=[str(DEFAULT_MODEL_DIR)],
                             help="masked LMs: hub ids (local cache) or folders with safetensors weights")
@@ -64,23 +64,6 @@ def add_common_arguments(parser: argparse.ArgumentParser, many_models: bool = Fa
     parser.add_argument("--trust-remote-code", action="store_true", help="allow custom model code (off by default)")
     parser.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's choice)")
     parser.add_argument("--no-progress", action="store_true", help="hide progress bars")
-
-
-def command(configure: Callable[[argparse.ArgumentParser], None], run: Callable[[argparse.Namespace], int],
-            description: str) -> Callable[[Sequence[str] | None], int]:
-    """A ``main(argv)`` that parses the arguments and prints ValueError/TypeError as clean errors."""
-
-    def main(argv: Sequence[str] | None = None) -> int:
-        parser = argparse.ArgumentParser(description=description)
-        configure(parser)
-        args = parser.parse_args(argv)
-        try:
-            return int(run(args) or 0)
-        except (ValueError, TypeError, FileNotFoundError) as err:
-            print(f"{parser.prog}: error: {err}", file=sys.stderr)
-            return 2
-
-    return main
 
 
 def set_threads(threads: int | None) -> None:

@@ -9,8 +9,8 @@ of the token replaced; at each temperature the one-step drift
 
 (:func:`mlmix.theory.margins.count_drift`). D > 0 on every sampled boundary state pushes the count inward.
 
-    python -m mlmix.empirical.experiments.drift_certificate --out runs/drift
-    python -m mlmix.empirical.experiments.drift_certificate --out runs/drift --model bert-base-uncased \\
+    mlmix run drift-certificate --out runs/drift
+    mlmix run drift-certificate --out runs/drift --model bert-base-uncased \\
         --texts msmarco.txt --length 20 --k 5 --temperatures 1.0 0.5
 
 Writes drift.csv (every state and temperature), drift_certificate.json and drift_certificate.png.
@@ -24,7 +24,6 @@ import numpy as np
 
 from mlmix.empirical.experiments import (
     add_common_arguments,
-    command,
     decoder,
     load_model,
     pyplot,
@@ -103,8 +102,3 @@ def _figure(rows: list[dict], summary: list[dict], path) -> None:
     ax.legend(fontsize=8)
     save_figure(fig, path)
 
-
-main = command(configure, run, __doc__.splitlines()[0])
-
-if __name__ == "__main__":
-    raise SystemExit(main())

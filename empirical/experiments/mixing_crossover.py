@@ -16,8 +16,8 @@ Embedding: the MLM's own input embeddings averaged over tokens by default (``--e
 ``--embedder hamming`` (the distance is then the normalised Hamming distance to the start), or a
 local sentence-transformers model with ``--embedder PATH`` (the paper used Jina v4).
 
-    python -m mlmix.empirical.experiments.mixing_crossover --out runs/mix
-    python -m mlmix.empirical.experiments.mixing_crossover --out runs/mix --model bert-base-uncased --texts msmarco.txt \\
+    mlmix run mixing-crossover --out runs/mix
+    mlmix run mixing-crossover --out runs/mix --model bert-base-uncased --texts msmarco.txt \\
         --lengths 5 10 15 20 --chains 100 --steps 10000 --temperature 2.0 \\
         --coupling-temperatures 0.5 1 1.5 2 3 --pairs 100 --coupling-steps 10000 --address tcp://scheduler:8786
 
@@ -42,7 +42,6 @@ from mlmix.empirical.drift import (
 from mlmix.empirical.experiments import (
     add_common_arguments,
     add_embedder_argument,
-    command,
     load_model,
     make_embedder,
     pyplot,
@@ -205,8 +204,3 @@ def _figure(hit_rows, fit, cpl_rows, temps, lengths, path: Path) -> None:
     fig.colorbar(im, ax=ax2, label="log10 steps")
     save_figure(fig, path)
 
-
-main = command(configure, run, __doc__.splitlines()[0])
-
-if __name__ == "__main__":
-    raise SystemExit(main())

@@ -11,8 +11,8 @@ Controls, whose R vanishes by telescoping (Prop. 4): each causal LM of ``--causa
 vocabulary because one query costs one forward pass per support token), and, for a model folder
 with ``law.json`` (the shipped model), the true joint law it was trained on.
 
-    python -m mlmix.empirical.experiments.rectangle_table --out runs/rect
-    python -m mlmix.empirical.experiments.rectangle_table --out runs/rect --model bert-base-uncased roberta-base \\
+    mlmix run rectangle-table --out runs/rect
+    mlmix run rectangle-table --out runs/rect --model bert-base-uncased roberta-base \\
         --causal gpt2 --texts msmarco.txt --length 20
 
 Writes rectangles.csv (every rectangle), rectangle_table.json, rectangle_table.csv and
@@ -28,7 +28,6 @@ import numpy as np
 
 from mlmix.empirical.experiments import (
     add_common_arguments,
-    command,
     load_model,
     pyplot,
     save_figure,
@@ -146,8 +145,3 @@ def _figure(table: list[dict], path: Path) -> None:
     ax.legend(fontsize=8)
     save_figure(fig, path)
 
-
-main = command(configure, run, __doc__.splitlines()[0])
-
-if __name__ == "__main__":
-    raise SystemExit(main())

@@ -8,8 +8,8 @@ the all-argmax flag (a "perfect" trap satisfies Assumption 1), min and mean gap,
 exit probability, and Theorem 8's lower bound e^{gamma/T} / (|V| - 1) on the expected stay next to
 the observed duration (:func:`mlmix.empirical.traps.trap_table`).
 
-    python -m mlmix.empirical.experiments.traps --out runs/traps
-    python -m mlmix.empirical.experiments.traps --out runs/traps --model bert-base-uncased --texts msmarco.txt \\
+    mlmix run traps --out runs/traps
+    mlmix run traps --out runs/traps --model bert-base-uncased --texts msmarco.txt \\
         --length 15 --temperature 0.5 --steps 10000
 
 Writes traps.csv, traps.json and traps.png.
@@ -27,7 +27,6 @@ from mlmix.empirical.drift import embed_records
 from mlmix.empirical.experiments import (
     add_common_arguments,
     add_embedder_argument,
-    command,
     decoder,
     load_model,
     make_embedder,
@@ -127,8 +126,3 @@ def _figure(steps, emb, window, threshold, traps, rows, path: Path) -> None:
     ax2.set_ylabel("steps")
     save_figure(fig, path)
 
-
-main = command(configure, run, __doc__.splitlines()[0])
-
-if __name__ == "__main__":
-    raise SystemExit(main())

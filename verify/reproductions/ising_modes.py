@@ -11,13 +11,12 @@ For every J and sampler (k-Gibbs for each k, and the independent parallel sample
 * cross-check: the same distribution from the full 2^10-state kernels (k-Gibbs sparse, parallel
   dense 1024 x 1024) for the k listed in ``--full-check-k`` and the parallel sampler.
 
-    python -m mlmix.verify.reproductions.ising_modes --out results/ising_modes
+    mlmix run ising-modes --out results/ising_modes
 """
 
 from __future__ import annotations
 
 import argparse
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -45,6 +44,7 @@ from mlmix.theory.ising_modes import (
 )
 from mlmix.theory.kernels import independent_parallel_kernel, k_gibbs_kernel
 from mlmix.theory.space import StateSpace
+from mlmix.validation import check_int, check_real
 
 
 def simulate_k_gibbs(model: IsingModel, clique: list[int], k: int, budget: int,
@@ -99,7 +99,7 @@ def full_kernel_difference(spec: CliqueIsing, sampler: str, k: int | None, budge
     return float(np.abs(full - curve).max())
 
 
-def run(out_dir: Path, couplings: list[float], ks: list[int], reps: int, budget: int, seed: int, N: int = 10,
+def reproduce(out_dir: Path, couplings: list[float], ks: list[int], reps: int, budget: int, seed: int, N: int = 10,
         clique_size: int = 4, field: float = 5.0, full_check_k: tuple[int, ...] = (1, 4), delta: float = 0.1,
         figure: bool = True) -> dict:
     """Run the sweep (resumable), write ising_modes.json / .csv / .png into ``out_dir``, return the record."""
@@ -175,8 +175,8 @@ def plot(entries: list[dict], couplings: list[float], ks: list[int], budget: int
     plt.close(fig)
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+def configure(parser: argparse.ArgumentParser) -> None:
+    """Options of ``mlmix run ising-modes``."""
     parser.add_argument("--out", type=Path, required=True, help="output folder")
     parser.add_argument("--J", type=float, nargs="+", default=[0.5, 1.0, 1.5, 2.0, 3.0, 4.0])
     parser.add_argument("--k", type=int, nargs="+", default=[1, 2, 3, 4, 6, 8, 10])
@@ -189,20 +189,24 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--full-check-k", type=int, nargs="*", default=[1, 4],
                         help="k whose full 2^N kernel is built to cross-check the clique chain")
     parser.add_argument("--no-figure", action="store_true")
-    args = parser.parse_args(argv)
-    if args.reps < 1 or args.budget < 1 or not 2 <= args.clique_size <= args.N or args.N > 12:
-        parser.error("need reps, budget >= 1, 2 <= clique size <= N <= 12")
-    if any(not 1 <= k <= args.N for k in args.k):
-        parser.error(f"every k must lie in 1..{args.N}")
-    record = run(args.out, args.J, args.k, args.reps, args.budget, args.seed, args.N, args.clique_size, args.h,
-                 tuple(args.full_check_k), figure=not args.no_figure)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Simulate and compute exactly, write ising_modes.{json,csv,png} into --out, print the table."""
+    check_int(args.reps, "--reps", minimum=1)
+    check_int(args.budget, "--budget", minimum=1)
+    check_int(args.N, "--N", minimum=2, maximum=12)
+    check_int(args.clique_size, "--clique-size", minimum=2, maximum=args.N)
+    check_real(args.h, "--h")
+    for k in args.k:
+        check_int(k, "--k", minimum=1, maximum=args.N)
+    for J in args.J:
+        check_real(J, "--J")
+    record = reproduce(args.out, args.J, args.k, args.reps, args.budget, args.seed, args.N, args.clique_size, args.h,
+                       tuple(args.full_check_k), figure=not args.no_figure)
     for e in record["results"]:
         name = "parallel" if e["k"] is None else f"k={e['k']}"
         print(f"J={e['J']:<4} {name:<9} simulated {e['simulated_mean']:8.1f} ± {e['simulated_std']:7.1f}   "
               f"exact E[min(tau,{args.budget})] {e['capped_mean']:8.1f}  "
               f"P(tau<={args.budget}) {e['p_reach_within_budget']:.3g}")
     return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -13,13 +13,12 @@ Two estimators, both compared with their exact asymptotic prediction Tr(Gamma)/n
   the matrix of Theorem 1.
 The same samples are used for every k and both estimators within a repetition.
 
-    python -m mlmix.verify.reproductions.pl_variance --out results/pl_variance
+    mlmix run pl-variance --out results/pl_variance
 """
 
 from __future__ import annotations
 
 import argparse
-import sys
 from pathlib import Path
 
 import networkx as nx
@@ -41,6 +40,7 @@ from mlmix.theory.pseudolikelihood import (
     fit_pseudolikelihood,
     sample_pair_weights,
 )
+from mlmix.validation import check_int, check_real
 
 MODES = ("all", "sampled")
 
@@ -77,7 +77,7 @@ def fit_errors(family: IsingFamily, theta: np.ndarray, n_samples: int, modes: tu
     return out
 
 
-def run(out_dir: Path, couplings: list[float], samples: list[int], reps: int, modes: tuple[str, ...],
+def reproduce(out_dir: Path, couplings: list[float], samples: list[int], reps: int, modes: tuple[str, ...],
         seed: int, N: int = 4, figure: bool = True) -> dict:
     """Run the sweep (resumable), write pl_variance.json / .csv / .png into ``out_dir``, return the record."""
     out_dir = Path(out_dir)
@@ -139,8 +139,8 @@ def plot(summary: list[dict], couplings: list[float], samples: list[int], modes:
     plt.close(fig)
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+def configure(parser: argparse.ArgumentParser) -> None:
+    """Options of ``mlmix run pl-variance``."""
     parser.add_argument("--out", type=Path, required=True, help="output folder")
     parser.add_argument("--J", type=float, nargs="+", default=[0.05, 0.3], help="couplings (default 0.05 0.3)")
     parser.add_argument("--samples", type=int, nargs="+", default=[1000, 10000], help="training set sizes")
@@ -148,15 +148,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--modes", nargs="+", choices=MODES, default=list(MODES))
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--no-figure", action="store_true")
-    args = parser.parse_args(argv)
-    if args.reps < 1 or min(args.samples) < 1:
-        parser.error("--reps and --samples must be positive")
-    record = run(args.out, args.J, args.samples, args.reps, tuple(args.modes), args.seed, figure=not args.no_figure)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Fit, write pl_variance.{json,csv,png} into --out, print the summary."""
+    check_int(args.reps, "--reps", minimum=1)
+    for n in args.samples:
+        check_int(n, "--samples", minimum=1)
+    for J in args.J:
+        check_real(J, "--J")
+    record = reproduce(args.out, args.J, args.samples, args.reps, tuple(args.modes), args.seed,
+                       figure=not args.no_figure)
     for s in record["summary"]:
         print(f"J={s['J']:<5} n={s['n_samples']:<6} {s['mode']:<8} k={s['k']}  "
               f"error {s['mean_sq_error']:.3e} ± {s['std_sq_error']:.1e}   predicted {s['predicted']:.3e}")
     return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())
