@@ -204,8 +204,10 @@ class VectorResult(NDArrayOperatorsMixin):
 
     def __repr__(self) -> str:
         acc = (f"entrywise relative error <= {self.rel_error:.1e}" if self.rel_error is not None
-               else f"||error||_1 <= {self.abs_error:.1e}" if self.abs_error is not None else "accuracy unknown")
-        return f"<VectorResult {self.name}: {len(self)} entries ({acc}; {self.method})>"
+               else f"||error||_1 <= {self.abs_error:.1e}" if self.abs_error is not None
+               else f"residual {self.residual:.1e}" if self.residual is not None else "accuracy unknown")
+        values = np.array2string(self.value, precision=6, threshold=8, edgeitems=3)
+        return f"{self.name} = {values} ({acc}; {self.method})"
 
     def as_dict(self, values: bool = True) -> dict[str, Any]:
         out = {"method": self.method, "rel_error": self.rel_error, "abs_error": self.abs_error,
