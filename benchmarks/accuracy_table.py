@@ -17,74 +17,13 @@ import networkx as nx
 import numpy as np
 
 from mlmix.theory.chain import Chain
-from mlmix.theory.conditionals import IsingModel, PottsModel, ScoreTable
+from mlmix.theory.conditionals import IsingModel
 from mlmix.theory.kernels import glauber_kernel
+from mlmix.theory.reference import birth_death, mp_additive, mp_chain, mp_gap, mp_stationary, noisy_ferromagnet
 
 
 def two_state(a: float, b: float) -> np.ndarray:
     return np.array([[1 - a, a], [b, 1 - b]])
-
-
-def birth_death(m: int, depth: float, tilt: float) -> np.ndarray:
-    x = np.linspace(-1, 1, 2 * m + 1)
-    V = depth * (x**2 - 1) ** 2 + tilt * x
-    N = V.size
-    P = np.zeros((N, N))
-    for k in range(N):
-        for j in (k - 1, k + 1):
-            if 0 <= j < N:
-                P[k, j] = 0.5 * min(1.0, np.exp(V[k] - V[j]))
-        P[k, k] = 1 - P[k].sum()
-    return P
-
-
-def noisy_ferromagnet() -> ScoreTable:
-    """Potts scores on the 4-cycle (two modes) plus N(0, 0.3^2) noise per (site, context, symbol): an
-    incompatible (non-reversible) table that is metastable at low temperature."""
-    base = ScoreTable.from_conditionals(PottsModel(nx.cycle_graph(4), 2, couplings=1.0))
-    rng = np.random.default_rng(0)
-    return ScoreTable(base.space, base.table + 0.3 * rng.standard_normal(base.table.shape))
-
-
-def mp_chain(P: np.ndarray) -> list[list]:
-    """The chain mlmix analyses, in mpmath: off-diagonal entries of P, diagonal 1 - their sum."""
-    N = P.shape[0]
-    M = [[mp.mpf(P[x, y]) if x != y else mp.mpf(0) for y in range(N)] for x in range(N)]
-    for x in range(N):
-        M[x][x] = 1 - mp.fsum(M[x])
-    return M
-
-
-def mp_stationary(M: list[list]) -> list:
-    N = len(M)
-    A = mp.matrix(N, N)
-    for x in range(N):
-        for y in range(N):
-            A[x, y] = (1 if x == y else 0) - M[y][x]
-    for y in range(N):
-        A[N - 1, y] = 1
-    b = mp.matrix(N, 1)
-    b[N - 1] = 1
-    sol = mp.lu_solve(A, b)
-    return [sol[i] for i in range(N)]
-
-
-def mp_gap(S: list[list]) -> mp.mpf:
-    """Second smallest eigenvalue of L = I - D^1/2 S D^-1/2 (S reversible): off-diagonals
-    -sqrt(S_xy S_yx), diagonal sum_y S_xy."""
-    N = len(S)
-    L = mp.matrix(N, N)
-    for x in range(N):
-        for y in range(N):
-            if x != y:
-                L[x, y] = -mp.sqrt(S[x][y] * S[y][x])
-        L[x, x] = mp.fsum(S[x][y] for y in range(N) if y != x)
-    return sorted(mp.eigsy(L, eigvals_only=True))[1]
-
-
-def additive(M: list[list], pi: list) -> list[list]:
-    N = len(M)
-    return [[(M[x][y] + pi[y] * M[y][x] / pi[x]) / 2 for y in range(N)] for x in range(N)]
 
 
 def row(chain: str, figure: str, result, ref: float) -> str:
@@ -118,7 +57,7 @@ def main() -> None:
             ref = float(2 / ((mp.exp(4 * mp.mpf(beta)) + 1) * 6))
             lines.append(row(f"Ising cycle:6, beta={beta:g}", "spectral gap (closed form)", ch.spectral_gap, ref))
         for depth in (30.0, 80.0, 200.0):
-            P = birth_death(12, depth, 2.0)
+            P, _ = birth_death(12, depth, 2.0)
             M = mp_chain(P)
             with mp.workdps(int(60 + depth / 2)):
                 ref = float(mp_gap(M))
@@ -129,7 +68,7 @@ def main() -> None:
             with mp.workdps(120 + int(2 / T)):
                 M = mp_chain(P)
                 pi = mp_stationary(M)
-                ref = float(mp_gap(additive(M, pi)))
+                ref = float(mp_gap(mp_additive(M, pi)))
             name = f"noisy ferromagnet 2^4, T={T:g} (non-reversible)"
             lines.append(row(name, "additive gap", ch.additive_gap, ref))
             k = int(np.argmin(ch.stationary.value))

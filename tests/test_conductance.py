@@ -9,12 +9,13 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from test_spectral import _birth_death, two_state
+from test_spectral import two_state
 
 from mlmix.theory.chain import Chain
 from mlmix.theory.conditionals import IsingModel, PottsModel, ScoreTable
 from mlmix.theory.conductance import conductance_interval, exact_conductance, log_set_conductance, set_conductance
 from mlmix.theory.kernels import glauber_kernel
+from mlmix.theory.reference import birth_death
 
 
 @settings(max_examples=25)
@@ -91,7 +92,7 @@ def test_certified_interval_brackets_the_enumerated_value(seed, kind, T):
 
 
 def test_metastable_double_well_names_its_bottleneck():
-    P, _ = _birth_death(m=30, depth=40.0, tilt=0.5)
+    P, _ = birth_death(m=30, depth=40.0, tilt=0.5)
     ch = Chain(P)
     phi = ch.conductance
     assert not phi.resolved and 0.0 < phi.lower <= phi.upper < 1e-10

@@ -7,13 +7,14 @@ import networkx as nx
 import numpy as np
 import pytest
 import scipy.sparse as sp
-from test_spectral import ising_cycle_gap, two_state
+from test_spectral import two_state
 
 from mlmix.cli import main
 from mlmix.theory.chain import Chain
 from mlmix.theory.cli import parse_graph
 from mlmix.theory.conditionals import IsingModel, ScoreTable
 from mlmix.theory.influence import aggregate_influence, influence_matrix
+from mlmix.theory.reference import ising_cycle_gap
 
 
 def _no_constants(token):

@@ -127,9 +127,9 @@ def test_gamblers_ruin_committor():
 
 def test_metastable_committor_keeps_relative_accuracy():
     """Committors down to 1e-180 across a tilted double well, against 200-digit arithmetic."""
-    from test_spectral import _birth_death
+    from mlmix.theory.reference import birth_death
 
-    P, _ = _birth_death(m=10, depth=250.0, tilt=5.0)
+    P, _ = birth_death(m=10, depth=250.0, tilt=5.0)
     N = P.shape[0]
     h = Chain(P).committor([0], [N - 1])
     with mp.workdps(200):  # the same chain: diagonal 1 - off-diagonal sums; birth-death committor formula

@@ -26,12 +26,8 @@ from mlmix.theory.operator_analysis import (
     summary_dict,
 )
 from mlmix.theory.operators import kernel_operator
+from mlmix.theory.reference import ising_cycle_gap
 from mlmix.theory.space import StateSpace
-
-
-def _ising_cycle_gap(n, beta):
-    """Heat-bath Glauber on the Ising n-cycle, J = 1, h = 0: gap (1 - tanh(2 beta)) / n."""
-    return (1 - np.tanh(2 * beta)) / n
 
 
 def _contains(result, value, slack=0.0):
@@ -42,7 +38,7 @@ def _contains(result, value, slack=0.0):
 def test_ising_cycle_gap_closed_form_at_2_16_states(beta):
     n = 16
     res = analyse_operator(kernel_operator(IsingModel(nx.cycle_graph(n), beta=beta), device="cpu"))
-    exact = _ising_cycle_gap(n, beta)
+    exact = ising_cycle_gap(n, beta)
     gap = res["spectral_gap"]
     assert gap.resolved and gap.rel_error < 1e-8
     assert abs(gap.value - exact) <= 1e-12 * exact
@@ -160,7 +156,7 @@ def test_float32_is_labelled_and_its_error_bound_holds():
     src = IsingModel(nx.cycle_graph(12), beta=0.5)
     op = kernel_operator(src, dtype="float32", device="cpu")
     gap = operator_gap(op, operator_stationary(op)).gap
-    exact = _ising_cycle_gap(12, 0.5)
+    exact = ising_cycle_gap(12, 0.5)
     assert gap.details["dtype"] == "float32"
     assert _contains(gap, exact) and gap.upper - gap.lower > 1e-7 * exact
 
@@ -198,7 +194,7 @@ def test_hash_start_vector_does_not_depend_on_sharding():
 def test_ising_cycle_gap_closed_form_at_2_20_states():
     n, beta = 20, 0.5
     res = analyse_operator(kernel_operator(IsingModel(nx.cycle_graph(n), beta=beta), device="cpu"))
-    exact = _ising_cycle_gap(n, beta)
+    exact = ising_cycle_gap(n, beta)
     assert abs(res["spectral_gap"].value - exact) <= 1e-12 * exact and _contains(res["spectral_gap"], exact)
 
 

@@ -13,6 +13,15 @@ from mlmix.errors import ReducibleChainError, UnresolvedError
 from mlmix.theory.chain import Chain
 from mlmix.theory.conditionals import IsingModel, LogWeightTable, PottsModel, ScoreTable
 from mlmix.theory.kernels import block_kernel, glauber_kernel
+from mlmix.theory.reference import (
+    birth_death,
+    ising_cycle_gap,
+    mp_additive,
+    mp_chain,
+    mp_gap,
+    mp_stationary,
+    noisy_ferromagnet,
+)
 from mlmix.theory.space import StateSpace
 from mlmix.theory.spectral import (
     additive_gap,
@@ -35,49 +44,10 @@ def two_state(a, b):
     return np.array([[1 - a, a], [b, 1 - b]])
 
 
-def ising_cycle_gap(n, beta):
-    """Heat-bath Glauber on the Ising n-cycle, J = 1, h = 0: gap (1 - tanh(2 beta)) / n, written as
-    2 / ((e^{4 beta} + 1) n) so that it does not cancel (60 digits)."""
-    with mp.workdps(DPS):
-        return float(2 / ((mp.exp(4 * mp.mpf(beta)) + 1) * n))
-
-
 def mp_reversible_gap(P, dps=DPS):
-    """Reference gap of a reversible P: the second smallest eigenvalue of the symmetric
-    L = I - D^1/2 P D^-1/2 with off-diagonals -sqrt(P_xy P_yx) and diagonal sum_y P_xy, built
-    from the float entries in ``dps``-digit arithmetic (mpmath.eigsy). A gap of 1e-k needs more
-    than k digits: the eigensolver's error is ~10^-dps on entries of size 1."""
-    P = np.asarray(P)
-    N = P.shape[0]
+    """Reference gap of a reversible P in ``dps``-digit arithmetic (:mod:`mlmix.theory.reference`)."""
     with mp.workdps(dps):
-        L = mp.matrix(N, N)
-        for x in range(N):
-            for y in range(N):
-                if x != y:
-                    L[x, y] = -mp.sqrt(mp.mpf(P[x, y]) * mp.mpf(P[y, x]))
-            L[x, x] = mp.fsum(mp.mpf(P[x, y]) for y in range(N) if y != x)
-        ev = sorted(mp.eigsy(L, eigvals_only=True))
-        return float(ev[1])
-
-
-def mp_stationary(P):
-    """Reference stationary law (bordered linear solve) at the current mpmath precision (>= 60 digits)
-    of the chain mlmix analyses: the float off-diagonal entries, holding probability 1 - their sum."""
-    P = np.asarray(P)
-    N = P.shape[0]
-    with mp.workdps(max(DPS, mp.mp.dps)):
-        M = [[mp.mpf(P[x, y]) if x != y else mp.mpf(0) for y in range(N)] for x in range(N)]
-        for x in range(N):
-            M[x][x] = 1 - mp.fsum(M[x])
-        A = mp.matrix(N, N)
-        for x in range(N):
-            for y in range(N):
-                A[x, y] = (1 if x == y else 0) - M[y][x]
-        for y in range(N):
-            A[N - 1, y] = 1
-        b = mp.matrix(N, 1)
-        b[N - 1] = 1
-        return mp.lu_solve(A, b)
+        return float(mp_gap(mp_chain(P)))
 
 
 @settings(max_examples=30)
@@ -117,25 +87,10 @@ def test_ising_cycle_gap_matches_the_closed_form(n, beta):
     assert float(ch.relaxation_time) == pytest.approx(1 / exact, rel=1e-12)  # 1 + lambda_min is O(1)
 
 
-def _birth_death(m=12, depth=30.0, tilt=2.0):
-    """A biased birth-death chain on 0..2m (Metropolis on a tilted double well V(x)): pi ∝ exp(-V),
-    the two wells separated by a barrier of height ``depth``."""
-    x = np.linspace(-1, 1, 2 * m + 1)
-    V = depth * (x**2 - 1) ** 2 + tilt * x
-    N = V.size
-    P = np.zeros((N, N))
-    for k in range(N):
-        for j in (k - 1, k + 1):
-            if 0 <= j < N:
-                P[k, j] = 0.5 * min(1.0, np.exp(V[k] - V[j]))
-        P[k, k] = 1 - P[k].sum()
-    return P, V
-
-
 @pytest.mark.parametrize("depth", [10.0, 30.0, 80.0, 200.0])
 def test_biased_birth_death_gap_against_high_precision(depth):
     """Gaps from 1e-5 to 1e-87 against mpmath with 60 + depth/2 digits (enough for the barrier)."""
-    P, V = _birth_death(depth=depth)
+    P, V = birth_death(depth=depth)
     ch = Chain(P)
     ref = mp_reversible_gap(P, dps=int(60 + depth / 2))
     gap = ch.spectral_gap
@@ -145,13 +100,6 @@ def test_biased_birth_death_gap_against_high_precision(depth):
     np.testing.assert_allclose(ch.log_stationary.value, logpi, rtol=1e-12, atol=1e-12)
 
 
-def noisy_ferromagnet():
-    """Potts scores on the 4-cycle plus noise: incompatible (non-reversible) and, at low T, metastable."""
-    base = ScoreTable.from_conditionals(PottsModel(nx.cycle_graph(4), 2, couplings=1.0))
-    rng = np.random.default_rng(0)
-    return ScoreTable(base.space, base.table + 0.3 * rng.standard_normal(base.table.shape))
-
-
 @pytest.mark.parametrize("T", [1.0, 0.2, 0.05, 0.02])
 def test_non_reversible_metastable_additive_gap_against_high_precision(T):
     """A non-reversible chain whose additive gap goes from 0.06 down to 6e-31, against mpmath with
@@ -159,23 +107,11 @@ def test_non_reversible_metastable_additive_gap_against_high_precision(T):
     P = glauber_kernel(noisy_ferromagnet().at_temperature(T)).toarray()
     ch = Chain(P)
     assert not ch.is_reversible
-    dps = 60 + int(2 / T)
-    with mp.workdps(dps):
-        pi = mp_stationary(P)
+    with mp.workdps(60 + int(2 / T)):
+        M = mp_chain(P)
+        pi = mp_stationary(M)
+        ref = float(mp_gap(mp_additive(M, pi)))  # S = (P + P*)/2, then its gap
     np.testing.assert_allclose(ch.stationary.value, [float(v) for v in pi], rtol=1e-11)
-    with mp.workdps(dps):  # S = (P + P*)/2, then its gap
-        N = P.shape[0]
-        S = np.zeros((N, N), dtype=object)
-        for x in range(N):
-            for y in range(N):
-                S[x, y] = (mp.mpf(P[x, y]) + pi[y] * mp.mpf(P[y, x]) / pi[x]) / 2
-        L = mp.matrix(N, N)
-        for x in range(N):
-            for y in range(N):
-                if x != y:
-                    L[x, y] = -mp.sqrt(S[x, y] * S[y, x])
-            L[x, x] = mp.fsum(S[x, y] for y in range(N) if y != x)
-        ref = float(sorted(mp.eigsy(L, eigvals_only=True))[1])
     gap = ch.additive_gap
     assert abs(gap.value / ref - 1) <= max(gap.rel_error, 1e-13) and gap.rel_error < 1e-8
     assert not ch.spectral_gap.resolved and "not reversible" in ch.spectral_gap.reason

@@ -9,13 +9,14 @@ import scipy.sparse as sp
 import scipy.sparse.linalg as spla
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from test_spectral import _birth_death, two_state
+from test_spectral import two_state
 
 from mlmix.errors import ConvergenceError
 from mlmix.theory.chain import Chain
 from mlmix.theory.conditionals import IsingModel, PottsModel, ScoreTable
 from mlmix.theory.kernels import glauber_kernel
 from mlmix.theory.matrices import krylov_solve
+from mlmix.theory.reference import birth_death
 
 
 def two_state_variance(a, b):
@@ -81,7 +82,7 @@ def test_reversible_bound_is_attained_by_the_second_eigenvector():
 
 @pytest.mark.parametrize("depth", [20.0, 60.0])
 def test_metastable_birth_death_variance_against_high_precision(depth):
-    P, V = _birth_death(depth=depth)
+    P, V = birth_death(depth=depth)
     ch = Chain(P)
     N = P.shape[0]
     f = (np.arange(N) > N // 2).astype(float)  # the right well
