@@ -37,6 +37,7 @@ import numpy as np
 import torch
 from tqdm.auto import tqdm
 
+from mlmix.files import dumps_json
 from mlmix.theory.conditionals import Conditionals
 from mlmix.validation import check_int
 
@@ -212,7 +213,7 @@ class _Chains:
             return
         line = {**{k: v.tolist() if isinstance(v, np.ndarray) else v for k, v in rec.items()},
                 "rng": [_position(g) for g in self.gens]}
-        lines = ([json.dumps(self.header)] if write_header else []) + [json.dumps(line)]
+        lines = ([dumps_json(self.header, indent=None)] if write_header else []) + [dumps_json(line, indent=None)]
         self.path.parent.mkdir(parents=True, exist_ok=True)
         with open(self.path, "a", encoding="utf-8") as fh:
             fh.write("\n".join(lines) + "\n")

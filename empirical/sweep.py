@@ -24,7 +24,7 @@ from typing import Any, Callable, Iterator, Mapping, Sequence
 
 from tqdm.auto import tqdm
 
-from mlmix.files import atomic_write_text
+from mlmix.files import atomic_write_text, dumps_json
 
 Task = Mapping[str, Any]
 
@@ -100,7 +100,7 @@ def _drain(ex: Executor | None, fn: Callable, todo: list[tuple[dict, str]], out:
         if err is not None:  # keep the others running; report after
             errors.append((k, err))
             continue
-        text = json.dumps({"params": p, "result": res}, default=str)
+        text = dumps_json({"params": p, "result": res}, indent=None)
         atomic_write_text(out / f"{k}.json", text)
         results[k] = json.loads(text)["result"]
     if errors:
