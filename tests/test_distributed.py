@@ -111,3 +111,14 @@ def test_torchrun_entry_point_reports_like_mlmix_exact(tmp_path):
     assert report["spectral_gap"]["value"] == pytest.approx(float(chain.spectral_gap), rel=1e-9)
     pi = np.concatenate([np.load(tmp_path / f"stationary_{r:05d}.npz")["value"] for r in range(2)])
     np.testing.assert_allclose(pi, chain.stationary.value, rtol=1e-12)
+
+
+def test_entry_point_parser_builds_with_every_mlmix_exact_option(capsys):
+    """The torchrun entry point reuses mlmix exact's options (MLM frames included): no option clash."""
+    from mlmix.theory.distributed import main as distributed_main
+
+    with pytest.raises(SystemExit) as stop:
+        distributed_main(["--help"])
+    assert stop.value.code == 0
+    out = capsys.readouterr().out
+    assert "--operator-dtype" in out and "--mlm" in out

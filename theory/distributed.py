@@ -184,8 +184,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     run = parser.add_argument_group("distributed")
     run.add_argument("--backend", choices=("nccl", "gloo"), default=None,
                      help="default: nccl when CUDA is available, else gloo")
-    run.add_argument("--dtype", choices=tuple(DTYPES), default="float64",
-                     help="float64 (default) or float32 (explicit, labelled in the results)")
+    run.add_argument("--operator-dtype", choices=tuple(DTYPES), default="float64",
+                     help="arithmetic of the operator: float64 (default) or float32 (explicit, labelled in the "
+                          "results); --dtype is the compute dtype of an --mlm model")
     run.add_argument("--save-stationary", default=None, metavar="DIR",
                      help="write each process's slice of the stationary law to DIR/stationary_<rank>.npz")
     args = parser.parse_args(argv)
@@ -196,7 +197,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         device = torch.device(f"cuda:{torch.cuda.current_device()}") if args.backend != "gloo" and \
             torch.cuda.is_available() else torch.device("cpu")
         source, title = build_source(args)
-        op = kernel_operator(source, args.kernel, args.k, comm=comm, device=device, dtype=args.dtype)
+        op = kernel_operator(source, args.kernel, args.k, comm=comm, device=device, dtype=args.operator_dtype)
         res = analyse_operator(op, args.eps, progress=comm.rank == 0)
         if args.save_stationary is not None:
             start, stop = local_range(comm, source.space.vocab_size, source.space.length)
