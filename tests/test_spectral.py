@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 from mlmix.errors import ReducibleChainError, UnresolvedError
 from mlmix.theory.chain import Chain
 from mlmix.theory.conditionals import IsingModel, LogWeightTable, PottsModel, ScoreTable
+from mlmix.theory.elimination import eliminate
 from mlmix.theory.kernels import block_kernel, glauber_kernel
 from mlmix.theory.reference import (
     birth_death,
@@ -33,7 +34,7 @@ from mlmix.theory.spectral import (
     spectral_gap,
     time_reversal,
 )
-from mlmix.theory.stationary import log_potential, stationary_distribution
+from mlmix.theory.stationary import certified_error, log_potential, stationary_distribution
 from mlmix.theory.structure import communicating_classes
 from mlmix.validation import check_transition_matrix
 
@@ -111,10 +112,41 @@ def test_non_reversible_metastable_additive_gap_against_high_precision(T):
         M = mp_chain(P)
         pi = mp_stationary(M)
         ref = float(mp_gap(mp_additive(M, pi)))  # S = (P + P*)/2, then its gap
-    np.testing.assert_allclose(ch.stationary.value, [float(v) for v in pi], rtol=1e-11)
+    st = ch.stationary
+    actual = max(abs(float(mp.mpf(v) / p) - 1) for v, p in zip(st.value, pi))
+    assert actual <= st.rel_error < 1e-9 and "certificate" in st.method  # rigorous and tight
     gap = ch.additive_gap
     assert abs(gap.value / ref - 1) <= max(gap.rel_error, 1e-13) and gap.rel_error < 1e-8
     assert not ch.spectral_gap.resolved and "not reversible" in ch.spectral_gap.reason
+
+
+@pytest.mark.parametrize("T", [0.2, 0.02])
+def test_the_stationary_certificate_catches_a_wrong_law(T):
+    """certified_error bounds the error of whatever law it is given: a law perturbed by 1e-7 in one
+    entry gets a bound of at least 1e-7, never the bound of the correct law."""
+    P = glauber_kernel(noisy_ferromagnet().at_temperature(T)).toarray()
+    el = eliminate(P)
+    logpi = el.log_stationary()
+    z = int(el.order[0])
+    good = certified_error(P, logpi, z, el.solve_transposed)
+    assert good < 1e-10
+    for x in (int(np.argmin(logpi)), int(np.argmax(logpi))):
+        bad = logpi.copy()
+        bad[x] += 1e-7
+        assert certified_error(P, bad, z, el.solve_transposed) >= 0.9e-7
+
+
+def test_a_metastable_sparse_law_is_certified_or_labelled_normwise():
+    """The Krylov path on a law spanning 1e-20: either its certificate holds (checked against GTH) or
+    rel_error is None and the method says the accuracy is normwise, never a bound that does not hold."""
+    P = glauber_kernel(noisy_ferromagnet().at_temperature(0.05))
+    it = Chain(P, dense_limit=4).stationary
+    gth = Chain(P).stationary
+    assert gth.value.min() < 1e-12 and gth.rel_error < 1e-9
+    if it.rel_error is None:
+        assert "normwise" in it.details["accuracy"] and it.residual < 1e-9
+    else:
+        assert np.abs(it.value / gth.value - 1).max() <= it.rel_error + gth.rel_error
 
 
 def test_stationary_law_keeps_relative_accuracy_where_it_underflows():
@@ -291,8 +323,10 @@ def test_sparse_non_reversible_stationary_is_checked_and_non_negative():
     gth = Chain(P).stationary
     assert gth.method.startswith("GTH")
     it = Chain(P, dense_limit=16).stationary
-    assert "grounded" in it.method and it.residual < 1e-9 and (it.value >= 0).all() and it.rel_error is None
-    np.testing.assert_allclose(it.value, gth.value, rtol=1e-8)
+    assert "grounded" in it.method and it.residual < 1e-9 and (it.value >= 0).all()
+    # the Krylov law carries a verified entrywise certificate, and it covers the distance to GTH's law
+    assert "certificate" in it.method and 0 < it.rel_error < 1e-8
+    assert np.abs(it.value / gth.value - 1).max() <= it.rel_error + gth.rel_error
 
 
 def test_matrix_free_multiplicative_gap_matches_the_dense_one():

@@ -18,9 +18,10 @@ with every entry accurate to a few ulps. Built on it (each with entrywise relati
 
 * the stationary law of an irreducible chain (GTH back substitution, in log space, so masses
   below 1e-308 keep their relative accuracy as logarithms);
-* grounded solves (I - W)_RR g = b (the last state eliminated is the ground) and solves with
-  absorbing exits, for non-negative right-hand sides: hitting times, committors, and the Poisson
-  equation (its error bound comes from the same solve applied to |b|);
+* grounded solves (I - W)_RR g = b and (I - W)_RR^T x = b (the last state eliminated is the
+  ground) and solves with absorbing exits, for non-negative right-hand sides: hitting times,
+  committors, the Poisson equation (its error bound comes from the same solve applied to |b|) and
+  the certificate of a computed stationary law (:mod:`mlmix.theory.stationary`);
 * for reversible chains, the symmetric factor L = D^{1/2}(I - P)D^{-1/2} = X diag(e) X^T with
   X[x, j] = -sqrt(C[x, j] R[j, x]) (:mod:`mlmix.theory.spectral` computes gaps from it).
 
@@ -37,6 +38,7 @@ the pivot j at its elimination) and ``F[j, i]`` holds W^(j)_{ji}.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 from scipy.linalg import solve_triangular
@@ -103,34 +105,47 @@ class Elimination:
         return out
 
     # ------------------------------------------------------------------ solves
+    @cached_property
+    def _signed(self) -> np.ndarray:
+        """T = diag(e) - F on the eliminated positions: (I - W)_EE = (I - U) L with L = tril(T) and
+        (I - U) diag(e) = triu(T) (U[i, j] = F[i, j] / e_j). Both triangles have a positive diagonal
+        and non-positive off-diagonal entries, so triangular solves with b >= 0 are subtraction-free."""
+        n0 = self.ground
+        check_memory(8.0 * (self.size - n0) ** 2, f"the triangular factors of {self.size} states")
+        T = -self.F[n0:, n0:]
+        T[np.diag_indices_from(T)] = self.escape[n0:]
+        return T
+
     def solve(self, b: np.ndarray) -> np.ndarray:
         """g with (I - W)_EE g_E = b_E on the eliminated states E (g = 0 on the ground), for b in
         original coordinates (shape (N,) or (N, m)). Subtraction-free when b >= 0."""
-        pos_b = np.asarray(b, dtype=np.float64)[self.order]
-        g = self._solve_positions(pos_b)
+        y = np.asarray(b, dtype=np.float64)[self.order]
+        g = np.zeros_like(y)
+        n0 = self.ground
+        if n0 < self.size:
+            T, e = self._signed, self.escape[n0:]
+            scale = e if y.ndim == 1 else e[:, None]
+            # (I - U) y' = b  <=>  triu(T) (y' / e) = b; then L g = y'
+            yp = scale * solve_triangular(T, y[n0:], lower=False, check_finite=False)
+            g[n0:] = solve_triangular(T, yp, lower=True, check_finite=False)
         out = np.empty_like(g)
         out[self.order] = g
         return out
 
-    def _solve_positions(self, y: np.ndarray) -> np.ndarray:
+    def solve_transposed(self, b: np.ndarray) -> np.ndarray:
+        """x with (I - W)_EE^T x_E = b_E on the eliminated states E (x = 0 on the ground), b of shape
+        (N,) in original coordinates: L^T w = b, then (I - U)^T x = w, i.e. triu(T)^T x = e w.
+        Subtraction-free when b >= 0."""
+        y = np.asarray(b, dtype=np.float64)[self.order]
+        x = np.zeros_like(y)
         n0 = self.ground
-        N = self.size
-        if n0 == N:
-            return np.zeros_like(y)
-        e = self.escape[n0:]
-        # forward: y_i += sum_{j > i} F[i, j] / e_j y_j  (pivots N-1 .. n0), i.e. (I - U) y = b
-        U = np.triu(self.F, 1)[:, n0:] / e[None, :]
-        M = -U
-        M[np.arange(n0, N), np.arange(N - n0)] = 1.0
-        # rows >= n0 of M form a unit upper-triangular system in the pivot unknowns; the ground rows
-        # (< n0) only receive flow and are not unknowns
-        yp = solve_triangular(M[n0:], y[n0:], lower=False, unit_diagonal=True, check_finite=False)
-        # back: g_j = (y_j + sum_{i<j, i >= n0} F[j, i] g_i) / e_j
-        L = -np.tril(self.F[n0:, n0:], -1)
-        L[np.diag_indices_from(L)] = e
-        g = np.zeros_like(y)
-        g[n0:] = solve_triangular(L, yp, lower=True, check_finite=False)
-        return g
+        if n0 < self.size:
+            T, e = self._signed, self.escape[n0:]
+            w = solve_triangular(T, y[n0:], lower=True, trans="T", check_finite=False)
+            x[n0:] = solve_triangular(T, e * w, lower=False, trans="T", check_finite=False)
+        out = np.empty_like(x)
+        out[self.order] = x
+        return out
 
     def exit_solution(self) -> np.ndarray:
         """The solutions carried as exit columns: h with (I - W)_EE h = exits (original order,
@@ -139,10 +154,9 @@ class Elimination:
             raise ValueError("this elimination carried no exit columns")
         # the forward pass already ran on the exit columns during elimination: back substitution only
         n0 = self.ground
-        L = -np.tril(self.F[n0:, n0:], -1)
-        L[np.diag_indices_from(L)] = self.escape[n0:]
         h = np.zeros((self.size, self.exits.shape[1]))
-        h[n0:] = solve_triangular(L, self.exits[n0:], lower=True, check_finite=False)
+        if n0 < self.size:
+            h[n0:] = solve_triangular(self._signed, self.exits[n0:], lower=True, check_finite=False)
         out = np.empty_like(h)
         out[self.order] = h
         return out
