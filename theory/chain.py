@@ -210,8 +210,7 @@ class Chain:
 
     # ------------------------------------------------------------------ stationary law
     @cached_property
-    def stationary(self) -> VectorResult:
-        """pi P = pi (see :mod:`mlmix.theory.stationary`)."""
+    def _stationary(self) -> VectorResult:
         if self._given is not None:
             with np.errstate(divide="ignore"):
                 logpi = np.log(self._given)
@@ -221,6 +220,19 @@ class Chain:
         limit = DENSE_STATIONARY_LIMIT if self._dense_limit_given is None else self.dense_limit
         return compute_stationary(self.P, self.structure, limit)
 
+    @cached_property
+    def stationary(self) -> VectorResult:
+        """pi P = pi (see :mod:`mlmix.theory.stationary`). A sparse non-reversible law whose entrywise
+        certificate failed gets the first-order bound of :attr:`_pi_error` (which needs the gap)."""
+        st = self._stationary
+        if st.rel_error is not None or self._given is not None or self._reducible_given or self._core.is_reversible:
+            return st
+        delta, how = self._pi_error
+        if not delta < 1:  # no useful bound: the accuracy stays the residual (normwise)
+            return st
+        return VectorResult(st.name, st.value, f"{st.method}; error bound {how}", delta, None, st.residual,
+                            st.log_value, dict(st.details))
+
     @property
     def log_stationary(self) -> VectorResult:
         """log pi (exact where pi underflows)."""
@@ -229,7 +241,48 @@ class Chain:
 
     @cached_property
     def _logpi(self) -> np.ndarray:
-        return self.stationary.log_value
+        return self._stationary.log_value
+
+    @cached_property
+    def _pi_error(self) -> tuple[float, str]:
+        """(delta, how): a bound on max_x |pi_hat(x) / pi(x) - 1| for the law the analysis uses (on the
+        closed class): its certificate (:mod:`mlmix.theory.stationary`), 0 for a law given by the
+        caller (taken as exact), or else the first-order bound ||r / pi||_pi / (gamma sqrt(pi_min)),
+        r = pi_hat P - pi_hat, gamma the lower end of the additive gap computed with pi_hat (inf when
+        pi_hat underflows or the gap has no positive lower end)."""
+        core = self._core
+        st = core._stationary
+        if self._given is not None:
+            return 0.0, "given"
+        if st.rel_error is not None:
+            return st.rel_error, "certified"
+        how = "||r/pi||_pi / (gap sqrt(pi_min)) (first order)"
+        pi = st.value
+        gap_lower = core._raw_gap_and_mode[0].lower or 0.0
+        if pi.min() <= 0 or gap_lower <= 0:
+            return math.inf, how
+        r = core.P.T @ pi - pi
+        chi = math.sqrt(float(np.sum(r * r / pi)))
+        return chi / (gap_lower * math.sqrt(float(pi.min()))), how
+
+    @property
+    def _pi_rel_error(self) -> float | None:
+        """The bound of :attr:`_pi_error` where it is below 1 (a law given by the caller counts as exact)."""
+        delta = self._pi_error[0]
+        return delta if delta < 1 else None
+
+    def _charged(self, r: Result, within: tuple[float, float]) -> Result:
+        """``r`` computed with the law pi_hat, widened for pi_hat's error: a quantity determined by the
+        edge measure pi(x) P(x, y) and by pi (Dirichlet forms, variances, set conductances) moves
+        relatively by at most 2 delta / (1 - delta) when every pi(x) does by delta (THEOREMS.md 1:
+        Var_pi(f) = min_c sum pi (f - c)^2 and E(f, f) are both linear in pi). ``within``: the range
+        the quantity always lies in."""
+        delta, how = self._pi_error
+        if delta == 0:
+            return r
+        eps = 2 * delta / (1 - delta) if delta < 1 else math.inf
+        note = f"; widened by pi's error ({how}, {delta:.1e})" if delta < 1 else f"; pi's error is not bounded ({how})"
+        return r.widened(eps, note, within=within)
 
     @cached_property
     def is_reversible(self) -> bool:
@@ -250,7 +303,9 @@ class Chain:
 
     # ------------------------------------------------------------------ gaps
     @cached_property
-    def _gap_and_mode(self) -> tuple[Result, np.ndarray]:
+    def _raw_gap_and_mode(self) -> tuple[Result, np.ndarray]:
+        """The gap of P (reversible) or of (P + P*)/2 built with the computed law, before its error is
+        charged."""
         core = self._core
         if self._reducible_given:
             return Result.exact("spectral gap", 0.0, "several closed classes: the indicator of one has zero "
@@ -260,6 +315,13 @@ class Chain:
             return spectral.reversible_gap(core.P, core._logpi, name="spectral gap", el=el, dense=core.is_dense)
         S = spectral.additive_reversibilization(core.P, core._logpi)
         return spectral.reversible_gap(S, core._logpi, name="additive gap", dense=core.is_dense)
+
+    @cached_property
+    def _gap_and_mode(self) -> tuple[Result, np.ndarray]:
+        gap, mode = self._raw_gap_and_mode
+        if self._reducible_given or self._core.is_reversible:  # P's own gap: pi is not used
+            return gap, mode
+        return self._charged(gap, (0.0, 2.0)), mode  # (P + P*)/2 has eigenvalues in [-1, 1]
 
     @cached_property
     def spectral_gap(self) -> Result:
@@ -287,9 +349,11 @@ class Chain:
         """1 - sigma_2(P)^2: the gap of P* P (Fill's bound)."""
         core = self._core
         if not core.is_dense:
-            return spectral.multiplicative_gap_sparse(sp.csr_array(core.P), core._logpi)
+            return self._charged(spectral.multiplicative_gap_sparse(sp.csr_array(core.P), core._logpi), (0.0, 1.0))
         M = spectral.multiplicative_reversibilization(core.to_dense(), core._logpi)
-        return spectral.reversible_gap(M, core._logpi, name="multiplicative gap", dense=True)[0]
+        # pi(x) (P* P)(x, y) = sum_z pi(z) P(z, x) P(z, y): an edge measure linear in pi, so _charged applies
+        return self._charged(spectral.reversible_gap(M, core._logpi, name="multiplicative gap", dense=True)[0],
+                             (0.0, 1.0))
 
     @cached_property
     def absolute_spectral_gap(self) -> Result:
@@ -319,14 +383,15 @@ class Chain:
             return Result.exact("conductance", 0.0, "several closed classes: one of mass <= 1/2 has no exit flow")
         lp = core._logpi
         if core.n_states <= cond.EXACT_CONDUCTANCE_LIMIT and np.ptp(lp) < 600:
-            return _renamed(cond.exact_conductance(core.P, lp), "conductance", self._on_core())
-        gap, mode = self._gap_and_mode
-        return _renamed(cond.conductance_interval(core.P, lp, gap, [mode]), "conductance",
+            return _renamed(self._charged(cond.exact_conductance(core.P, lp), (0.0, 1.0)), "conductance",
+                            self._on_core())
+        gap, mode = self._gap_and_mode  # its lower end is already charged
+        return _renamed(self._charged(cond.conductance_interval(core.P, lp, gap, [mode]), (0.0, 1.0)), "conductance",
                         self._on_core())
 
     def set_conductance(self, S: np.ndarray) -> Result:
         """Phi(S) = Q(S, S^c) / pi(S) of a set of states (mask or indices), in log space."""
-        return cond.set_conductance_result(self.P, S, self._logpi)
+        return self._charged(cond.set_conductance_result(self.P, S, self._logpi), (0.0, 1.0))
 
     # ------------------------------------------------------------------ mixing
     def _mixing_bounds(self) -> mixing.MixingBounds:
@@ -359,7 +424,7 @@ class Chain:
                                    "t_mix is infinite")
         try:
             return mixing.certified_mixing_time(self.P, eps, np.exp(self._logpi), self._mixing_bounds(),
-                                                pi_rel_error=self.stationary.rel_error, max_states=max_states)
+                                                pi_rel_error=self._pi_rel_error, max_states=max_states)
         except MemoryLimitError as err:
             lo, hi, how = self._mixing_bounds().t_mix_interval(eps)
             return Result.interval("t_mix", lo, hi if math.isfinite(hi) else None,
@@ -368,7 +433,7 @@ class Chain:
     def tv_distance(self, t: int) -> Result:
         """d(t) = max_x TV(P^t(x, .), pi)."""
         return mixing.certified_tv_distance(self.P, t, np.exp(self._logpi), self._mixing_bounds(),
-                                  pi_rel_error=self.stationary.rel_error)
+                                  pi_rel_error=self._pi_rel_error)
 
     def distance_curve(self, t_max: int, start: int | np.ndarray | None = None) -> VectorResult:
         """d(t) for t = 0..t_max from the worst start (dense), or TV(P^t(x0, .), pi) from a start state
@@ -379,7 +444,7 @@ class Chain:
             start = mu
         elif start is not None:
             start = check_vector(start, self.n_states, "start", probability=True)
-        return mixing.tv_curve(self.P, t_max, np.exp(self._logpi), start, self.stationary.rel_error)
+        return mixing.tv_curve(self.P, t_max, np.exp(self._logpi), start, self._pi_rel_error)
 
     # ------------------------------------------------------------------ variance, Kemeny, hitting
     def asymptotic_variance(self, f: np.ndarray) -> Result:
@@ -390,7 +455,7 @@ class Chain:
             f = f[self._recurrent]
         pi = np.exp(core._logpi)
         if core.is_dense:
-            return asymptotic_variance_dense(core._grounded, core.P, f, pi, core.stationary.rel_error or 1e-12,
+            return asymptotic_variance_dense(core._grounded, core.P, f, pi, self._pi_error[0],
                                              self.additive_gap)
         return asymptotic_variance_sparse(core.P, f, pi, self.additive_gap)
 
@@ -401,7 +466,7 @@ class Chain:
         if not core.is_dense:
             return Result.missing("Kemeny constant", "-",
                                   f"needs a dense grounded inverse (<= {self.dense_limit} states)")
-        return kemeny_constant_dense(core._grounded, np.exp(core._logpi), core.stationary.rel_error or 1e-12)
+        return kemeny_constant_dense(core._grounded, np.exp(core._logpi), self._pi_error[0])
 
     def hitting_time(self, target: np.ndarray) -> VectorResult:
         """E_x tau_A for every start x (0 on A, inf where A is not hit almost surely)."""

@@ -102,6 +102,12 @@ class MixingBounds:
         return math.log1p(-math.exp(self.log_pi_min)) - self.log_pi_min
 
 
+def _pi_l1_error(pi_rel_error: float | None) -> float:
+    """A bound on ||pi_hat - pi||_1 from the entrywise relative error (without one, only the
+    trivial 2: then no distance to pi is resolved)."""
+    return 2.0 if pi_rel_error is None else min(pi_rel_error, 2.0)
+
+
 class _Powers:
     """Dense powers of P with row renormalisation and the rounding error bound of each."""
 
@@ -114,7 +120,7 @@ class _Powers:
         self.P = M
         self.pi = pi
         self.step = e0 + 2 * N * EPS  # error added per step of the power
-        self.pi_err = (pi_rel_error if pi_rel_error is not None else 1e-12) + 2 * N * EPS
+        self.pi_err = _pi_l1_error(pi_rel_error) + 2 * N * EPS
 
     def err(self, t: int) -> float:
         return 0.5 * (t * self.step + self.pi_err)
@@ -192,7 +198,7 @@ def tv_curve(P: Matrix, t_max: int, pi: np.ndarray, start: np.ndarray | None = N
         if t < t_max:
             mu = PT @ mu
             mu /= mu.sum()
-    err = 0.5 * (t_max * (step + 2 * N * EPS) + (pi_rel_error or 1e-12))
+    err = 0.5 * (t_max * (step + 2 * N * EPS) + _pi_l1_error(pi_rel_error))
     return VectorResult("TV(mu P^t, pi)", out, "vector-matrix products from the start law", None, err)
 
 

@@ -157,6 +157,31 @@ class Result:
         rel = None if r is None or r >= 1 else (0.0 if r == 0 else r / (1 - r))
         return Result(name, 1.0 / self.value, method, rel, lo, hi, None, dict(self.details))
 
+    def widened(self, eps: float, note: str, rtol: float = DEFAULT_RTOL,
+                within: tuple[float, float] | None = None) -> "Result":
+        """The result for q when this one is for q', a positive quantity computed from a perturbed
+        input with |q' / q - 1| <= eps: the enclosure [lo, hi] of q' gives q in [lo / (1 + eps),
+        hi / (1 - eps)], so the relative error becomes (r + eps) / (1 - eps). It stays a value when
+        that is within ``rtol`` or at most twice r; otherwise it is reported as the interval, clipped
+        to ``within`` (the range the quantity always lies in) when given."""
+        if eps == 0 or (self.lower is None and self.upper is None and within is None):
+            return self
+        lo = None if self.lower is None else self.lower / (1 + eps)
+        hi = None if self.upper is None or eps >= 1 else self.upper / (1 - eps)
+        method = self.method + note
+        if self.value is not None and self.rel_error is not None and eps < 1:
+            total = (self.rel_error + eps) / (1 - eps)
+            if total <= max(rtol, 2 * self.rel_error):
+                return Result(self.name, self.value, method, total, lo, hi, None, dict(self.details))
+        if within is not None:
+            lo = within[0] if lo is None else min(max(lo, within[0]), within[1])
+            hi = within[1] if hi is None else max(min(hi, within[1]), lo)
+        reason = self.reason or (f"the input's relative error ({eps:.2g}) exceeds the accuracy target {rtol:g}: "
+                                 "only an enclosure is certified" if eps < 1 else
+                                 "the input's error is not bounded: only the range the quantity always lies in "
+                                 "is certain")
+        return Result(self.name, None, method, None, lo, hi, reason, dict(self.details))
+
 
 @dataclass(frozen=True, eq=False)
 class VectorResult(NDArrayOperatorsMixin):
