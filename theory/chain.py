@@ -117,7 +117,7 @@ class Chain:
         (:func:`~mlmix.theory.representation.choose_representation`).
         The choice and its reason are in ``summary()["representation"]``."""
         from mlmix.theory.kernels import glauber_kernel, independent_parallel_kernel, k_gibbs_kernel
-        from mlmix.theory.representation import choose_representation
+        from mlmix.theory.representation import choose_representation, has_joint_law
 
         builders: dict[str, Callable[[], Matrix]] = {
             "glauber": lambda: glauber_kernel(source),
@@ -127,7 +127,8 @@ class Chain:
         if kernel not in builders:
             raise ValueError(f"kernel must be one of {', '.join(builders)}, got {kernel!r}")
         limit = DENSE_LIMIT if dense_limit is None else check_int(dense_limit, "dense_limit", minimum=0)
-        rep, why = choose_representation(source.space, kernel, 2 if k is None else k, representation, limit)
+        rep, why = choose_representation(source.space, kernel, 2 if k is None else k, representation, limit,
+                                         joint=has_joint_law(source))
         if rep == "operator":
             from mlmix.theory.operator_analysis import OperatorChain
 
