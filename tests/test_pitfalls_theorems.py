@@ -5,6 +5,7 @@ and Hoeffding on tiny cases, the count reduction of Corollary 3)."""
 
 from math import comb
 
+import mpmath as mp
 import networkx as nx
 import numpy as np
 import pytest
@@ -64,7 +65,15 @@ def test_refuted_prop5_is_known_false_and_the_repaired_version_excludes_the_coun
     instance = ModesInstance(spec, 2, 2 * np.exp(-c_stuck(spec)) * (1 + 1e-6))
     v = stated.check(instance)
     assert stated.hypotheses(instance) and not v.holds and v.details["T"] == 1
-    assert 1 - v.lhs == pytest.approx(0.2518, abs=1e-4) and 1 - v.rhs == pytest.approx(0.2628, abs=1e-4)
+    # independently, by hand: from (-1, -1) each spin of the parallel sampler stays at -1 with
+    # 1 / (1 + e^{2 (h_i - w)}), w = 2J the ordered-pairs edge weight; delta = 2 e^{-c_stuck} (1 + 1e-6)
+    # with c_stuck = 2 (-1 + tanh(J0) |C| / 2)^2 / |C|, J0 = J - ||h||_1
+    with mp.workdps(30):
+        w, J0 = mp.mpf("0.004"), mp.mpf("0.002") - mp.mpf("0.001")
+        stay = 1 / ((1 + mp.exp(2 * (mp.mpf("0.001") - w))) * (1 + mp.exp(2 * (0 - w))))
+        delta = 2 * mp.exp(-(-1 + mp.tanh(J0)) ** 2) * (1 + mp.mpf("1e-6"))
+    assert 1 - v.lhs == pytest.approx(float(stay), rel=1e-12) and 1 - v.rhs == pytest.approx(float(1 - delta), rel=1e-12)
+    assert float(stay) < float(1 - delta)  # the stated conclusion fails by 0.011
     assert not repaired.hypotheses(instance)
 
 

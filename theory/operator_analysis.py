@@ -175,12 +175,10 @@ def stationary_error_bound(op: KernelOperator, pi: VectorResult, gap_lower: floa
     if pi.rel_error is not None or gap_lower <= 0:
         return pi
     t = torch.as_tensor(pi.value, device=op.device, dtype=op.dtype)
-    r = op.apply(t, "measures").sub_(t)
-    chi = math.sqrt(_global_sum(op, r.square_().div_(t)))
-    pi_min = float(op.comm.allreduce_(t.min().clone(), "min"))
+    rel, pi_min = _first_order_pi_error(op, t, gap_lower)
     return VectorResult(pi.name, pi.value, pi.method + "; error bound ||r/pi||_pi / gap (first order)",
-                        rel_error=chi / (gap_lower * math.sqrt(pi_min)), abs_error=chi / gap_lower,
-                        residual=pi.residual, log_value=pi.log_value, details=dict(pi.details))
+                        rel_error=rel, abs_error=rel * math.sqrt(pi_min), residual=pi.residual,
+                        log_value=pi.log_value, details=dict(pi.details))
 
 
 # ------------------------------------------------------------------------------------------ gap
@@ -276,7 +274,7 @@ def operator_gap(op: KernelOperator, pi: VectorResult, *, rtol: float = GAP_RTOL
     n_terms = op.space.length * op.space.vocab_size + math.log2(max(op.n_states, 2))
     margin = 8 * unit * n_terms + (0.0 if pi.rel_error is None else 2 * pi.rel_error)
     rounding = 2 * unit * (op.space.length * op.space.vocab_size + 2)
-    pi_error = 0.0 if op.reversible else _first_order_pi_error(op, pi_t, max(value - residual, value / 2))
+    pi_error = 0.0 if op.reversible else _first_order_pi_error(op, pi_t, max(value - residual, value / 2))[0]
     abs_error = residual + rounding + pi_error + 4 * unit
     which = "D^1/2 P D^-1/2 (reversible, from sqrt conditionals)" if op.reversible else \
         "D^1/2 (P + P*)/2 D^-1/2 (additive reversibilization, with the computed pi)"
@@ -315,7 +313,7 @@ def operator_multiplicative_gap(op: KernelOperator, pi: VectorResult, additive_g
     rounding = 4 * unit * (op.space.length * op.space.vocab_size + 2)
     pi_error = 0.0
     if not op.reversible and additive_gap.lower:
-        pi_error = 2 * _first_order_pi_error(op, pi_t, additive_gap.lower)
+        pi_error = 2 * _first_order_pi_error(op, pi_t, additive_gap.lower)[0]
     method = (f"thick-restart Lanczos on C^T C, C = D^1/2 P D^-1/2 (P* P never formed), sqrt(pi) deflated, "
               f"{ritz.matvecs} steps of two applications; error <= ||r|| = {residual:.2e} (Weyl)")
     return Result.checked("multiplicative_gap", 1.0 - theta, residual + rounding + pi_error + 4 * unit, method,
@@ -329,12 +327,14 @@ def _start_vector(op: KernelOperator, w: torch.Tensor, seed: int) -> torch.Tenso
     return v0.sub_(w, alpha=float(inner(op.comm, w, v0)))
 
 
-def _first_order_pi_error(op: KernelOperator, pi: torch.Tensor, gap: float) -> float:
-    """Entrywise relative error bound of a computed pi (module docstring), the perturbation of
-    D^{1/2} S D^{-1/2} that it causes (at most that relative error, as ||B|| <= 1)."""
+def _first_order_pi_error(op: KernelOperator, pi: torch.Tensor, gap: float) -> tuple[float, float]:
+    """(||r / pi||_pi / (gap sqrt(pi_min)), pi_min), r = pi P - pi: the entrywise relative error bound
+    of a computed pi (module docstring); also bounds the perturbation of D^{1/2} S D^{-1/2} it causes
+    (as ||B|| <= 1)."""
     r = op.apply(pi, "measures").sub_(pi)
     chi = math.sqrt(_global_sum(op, r.square_().div_(pi)))
-    return chi / (gap * math.sqrt(float(op.comm.allreduce_(pi.min().clone(), "min"))))
+    pi_min = float(op.comm.allreduce_(pi.min().clone(), "min"))
+    return chi / (gap * math.sqrt(pi_min)), pi_min
 
 
 # ------------------------------------------------------------------------------------------ conductance
