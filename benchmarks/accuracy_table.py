@@ -16,10 +16,10 @@ import mpmath as mp
 import networkx as nx
 import numpy as np
 
-from mlmix.theory.chain import Chain
-from mlmix.theory.conditionals import IsingModel
-from mlmix.theory.kernels import glauber_kernel
-from mlmix.theory.reference import birth_death, mp_additive, mp_chain, mp_gap, mp_stationary, noisy_ferromagnet
+from mlmix.theory.chain.core import Chain
+from mlmix.theory.chain.reference import birth_death, mp_additive, mp_chain, mp_gap, mp_stationary, noisy_ferromagnet
+from mlmix.theory.kernels.assembled import glauber_kernel
+from mlmix.theory.sources.conditionals import IsingModel
 
 
 def two_state(a: float, b: float) -> np.ndarray:

@@ -54,8 +54,8 @@ def build(kind: str, q: int, n: int, path: str) -> dict:
     import networkx as nx
     import scipy.sparse as sp
 
-    from mlmix.theory.conditionals import PottsModel, ScoreTable
-    from mlmix.theory.kernels import glauber_kernel
+    from mlmix.theory.kernels.assembled import glauber_kernel
+    from mlmix.theory.sources.conditionals import PottsModel, ScoreTable
 
     src = PottsModel.random(nx.cycle_graph(n), q, seed=0) if kind == "potts" else ScoreTable.random(q, n, seed=0)
     t0 = time.perf_counter()
@@ -72,7 +72,7 @@ def _residual(P, pi) -> float:
 
 
 def run_mlmix(P):
-    from mlmix.theory.chain import Chain
+    from mlmix.theory.chain.core import Chain
 
     chain = Chain(P)
     st = chain.stationary

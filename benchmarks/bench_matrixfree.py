@@ -10,7 +10,7 @@ Cases (all heat-bath Glauber):
   scores:Q^N     ScoreTable.random(Q, N, seed=0): an incompatible (non-reversible) chain on Q^N states
 
 Implementations:
-  operator       mlmix.theory.operator_analysis.analyse_operator on kernel_operator(source):
+  operator       mlmix.theory.chain.operator_analysis.analyse_operator on kernel_operator(source):
                  stationary law, gap, conductance interval, t_mix bounds
   exact-cli      `mlmix exact --model ising --graph cycle:N --beta B --json` as a user runs it (the
                  CSR path of mlmix.Chain), wall-clock time of the command
@@ -45,7 +45,7 @@ def _peak_mb() -> float:
 def _source(case: str, beta: float):
     import networkx as nx
 
-    from mlmix.theory.conditionals import IsingModel, ScoreTable
+    from mlmix.theory.sources.conditionals import IsingModel, ScoreTable
 
     kind, _, size = case.partition(":")
     if kind == "ising" and size.isdigit():
@@ -61,8 +61,8 @@ def _source(case: str, beta: float):
 def run_operator(case: str, beta: float, threads: int, device: str, dtype: str, gap_rtol: float) -> dict:
     import torch
 
-    from mlmix.theory.operator_analysis import analyse_operator, summary_dict
-    from mlmix.theory.operators import kernel_operator
+    from mlmix.theory.chain.operator_analysis import analyse_operator, summary_dict
+    from mlmix.theory.kernels.operators import kernel_operator
 
     torch.set_num_threads(threads)
     src = _source(case, beta)
@@ -92,7 +92,7 @@ def run_scipy(case: str, beta: float, threads: int) -> dict:
     import scipy.sparse as sp
     import scipy.sparse.linalg as spla
 
-    from mlmix.theory.kernels import glauber_kernel
+    from mlmix.theory.kernels.assembled import glauber_kernel
 
     src = _source(case, beta)
     t0 = time.perf_counter()

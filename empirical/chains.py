@@ -38,7 +38,7 @@ import torch
 from tqdm.auto import tqdm
 
 from mlmix.files import dumps_json
-from mlmix.theory.conditionals import Conditionals
+from mlmix.theory.sources.conditionals import Conditionals
 from mlmix.validation import check_int
 
 #: ``coupling_time`` of a pair that did not meet within the step budget.

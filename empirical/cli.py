@@ -23,7 +23,7 @@ import numpy as np
 from mlmix.empirical import estimate as est
 from mlmix.empirical.frames import add_frame_arguments, add_model_arguments
 from mlmix.files import atomic_write_text, dumps_json
-from mlmix.theory.contexts import TopK
+from mlmix.theory.sources.contexts import TopK
 from mlmix.validation import check_int, parse_duration
 
 DEFAULT_LENGTH = 16

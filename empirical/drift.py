@@ -10,7 +10,7 @@ concatenates them instead (one-hot: d_t is the normalised Hamming distance to th
 distance threshold, tau = min{t : d_t >= threshold}, is the paper's mixing diagnostic (section 6.1).
 
 This is *embedding* drift; the one-step drift of a count statistic (section 5.4) is
-:mod:`mlmix.theory.margins`'s.
+:mod:`mlmix.theory.local.margins`'s.
 """
 
 from __future__ import annotations

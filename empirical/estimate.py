@@ -1,7 +1,7 @@
 """Paper G's constants for a source of conditionals, estimated from sampled contexts and, when
 |V|^n is small, computed exactly over all contexts -- side by side.
 
-Every number comes from the local-quantity modules (:mod:`mlmix.theory.influence`, :mod:`mlmix.theory.rectangles`, :mod:`mlmix.theory.margins`; one implementation; this module only chooses the
+Every number comes from the local-quantity modules (:mod:`mlmix.theory.local.influence`, :mod:`mlmix.theory.local.rectangles`, :mod:`mlmix.theory.local.margins`; one implementation; this module only chooses the
 context set and summarises):
 
 * influence rho_ij, aggregate rho = max_j sum_{i != j} rho_ij (Thm 5) and the contraction verdict;
@@ -26,20 +26,20 @@ from typing import Sequence
 import numpy as np
 from tqdm.auto import tqdm
 
-from mlmix.theory.conditionals import Conditionals, ScoreTable
-from mlmix.theory.contexts import Replacements, TopK, rows_per_call
-from mlmix.theory.influence import (
+from mlmix.theory.local.influence import (
     aggregate_influence,
     contraction_temperature,
     influence_and_oscillation,
 )
-from mlmix.theory.margins import (
+from mlmix.theory.local.margins import (
     count_drift,
     escape_bound,
     mixing_lower_bound,
     state_margins,
 )
-from mlmix.theory.rectangles import rectangle_summary, sample_rectangles
+from mlmix.theory.local.rectangles import rectangle_summary, sample_rectangles
+from mlmix.theory.sources.conditionals import Conditionals, ScoreTable
+from mlmix.theory.sources.contexts import Replacements, TopK, rows_per_call
 from mlmix.validation import check_int
 
 DEFAULT_CONTEXTS = 256

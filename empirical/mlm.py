@@ -34,8 +34,8 @@ from scipy.special import log_softmax
 from transformers import AutoModelForMaskedLM, AutoTokenizer, PreTrainedModel
 
 from mlmix.empirical.frames import Frame, build_frame, known_ids
-from mlmix.theory.conditionals import Conditionals
-from mlmix.theory.space import StateSpace
+from mlmix.theory.sources.conditionals import Conditionals
+from mlmix.theory.sources.space import StateSpace
 from mlmix.validation import check_int
 
 #: The model shipped with mlmix (trained by ``empirical/train_default.py``).

@@ -15,7 +15,7 @@ positions), the alphabet and the compute dtype. The table does not depend on T (
 the logits), so any temperature reuses it. The cache folder is ``$MLMIX_CACHE/tables`` (default
 ``~/.cache/mlmix/tables``).
 
-The result, :class:`MLMTable`, is a :class:`~mlmix.theory.conditionals.ScoreTable`: every exact
+The result, :class:`MLMTable`, is a :class:`~mlmix.theory.sources.conditionals.ScoreTable`: every exact
 quantity (kernels, the chain, influence, rectangles, margins) works on it without the model.
 """
 
@@ -36,8 +36,8 @@ import torch
 from tqdm.auto import tqdm
 
 from mlmix.files import MANIFEST, OutputDir, atomic_save_npz, atomic_write_json, read_json
-from mlmix.theory.conditionals import ScoreTable
-from mlmix.theory.space import StateSpace
+from mlmix.theory.sources.conditionals import ScoreTable
+from mlmix.theory.sources.space import StateSpace
 from mlmix.validation import check_int, check_memory
 
 #: Environment variable naming mlmix's cache folder (tables go to its ``tables`` subfolder).

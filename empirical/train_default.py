@@ -1,6 +1,6 @@
 """Train the shipped default masked LM on samples of a known joint law (reproducible, one CPU thread).
 
-The true law is a q-state Potts chain on n sites (``mlmix.theory.conditionals.PottsModel`` on a path):
+The true law is a q-state Potts chain on n sites (``mlmix.theory.sources.conditionals.PottsModel`` on a path):
 
     mu(x) ∝ exp( sum_{i=0}^{n-2} J 1[x_i = x_{i+1}] + sum_i h_i(x_i) ),
 
@@ -32,8 +32,8 @@ from tokenizers import Tokenizer, models, pre_tokenizers, processors
 from transformers import BertConfig, BertForMaskedLM, PreTrainedTokenizerFast
 
 from mlmix.files import atomic_write_json
-from mlmix.theory.conditionals import Conditionals, PottsModel
-from mlmix.theory.contexts import score_table
+from mlmix.theory.sources.conditionals import Conditionals, PottsModel
+from mlmix.theory.sources.contexts import score_table
 from mlmix.validation import check_int
 
 SPECIALS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")

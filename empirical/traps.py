@@ -29,9 +29,9 @@ import numpy as np
 from scipy.special import log_softmax, logsumexp
 
 from mlmix.empirical.drift import cosine_distance
-from mlmix.theory.conditionals import Conditionals
-from mlmix.theory.contexts import query_all_sites
-from mlmix.theory.margins import escape_bound, state_margins
+from mlmix.theory.local.margins import escape_bound, state_margins
+from mlmix.theory.sources.conditionals import Conditionals
+from mlmix.theory.sources.contexts import query_all_sites
 from mlmix.validation import check_int
 
 #: The paper's detection rule (appendix A.1).

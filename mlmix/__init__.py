@@ -14,7 +14,7 @@ try:
 except PackageNotFoundError:  # running from a source tree that was never installed
     __version__ = "0.0.0+unknown"
 
-_LAZY = {"Chain": "mlmix.theory.chain", "Result": "mlmix.theory.results", "VectorResult": "mlmix.theory.results"}
+_LAZY = {"Chain": "mlmix.theory.chain.core", "Result": "mlmix.theory.chain.results", "VectorResult": "mlmix.theory.chain.results"}
 
 __all__ = ["__version__", *_LAZY]
 

@@ -23,7 +23,7 @@ from mlmix.empirical import antiberty as ab
 from mlmix.empirical import tabulate as tab
 from mlmix.empirical.convert import convert, tokenizer_from_vocab
 from mlmix.empirical.mlm import MaskedLMConditionals, load_pretrained
-from mlmix.theory.kernels import glauber_kernel
+from mlmix.theory.kernels.assembled import glauber_kernel
 
 FR1 = "E V Q L V E S G G G"  # heavy-chain framework 1 (human VH3), the left context
 NEXT = {2: "Q P G G S L", 3: "P G G S L R"}  # the six residues that follow n free positions in EVQLVESGGGLVQPGGSLRL

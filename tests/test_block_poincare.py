@@ -6,7 +6,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from mlmix.theory.block_poincare import (
+from mlmix.theory.chain.spectral import dirichlet_form, spectral_gap
+from mlmix.theory.sources.conditionals import ScoreTable
+from mlmix.theory.training.block_poincare import (
     approximate_tensorization,
     block_dynamics_kernel,
     block_poincare_constant,
@@ -17,10 +19,8 @@ from mlmix.theory.block_poincare import (
     pair_distribution,
     tensorization_ratio,
 )
-from mlmix.theory.conditionals import ScoreTable
-from mlmix.theory.exponential_family import IsingFamily
-from mlmix.theory.pseudolikelihood import MaskDistribution
-from mlmix.theory.spectral import dirichlet_form, spectral_gap
+from mlmix.theory.training.exponential_family import IsingFamily
+from mlmix.theory.training.pseudolikelihood import MaskDistribution
 from mlmix.verify.pitfalls_strategies import pl_instances
 
 

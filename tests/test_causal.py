@@ -10,16 +10,16 @@ from tokenizers import processors
 
 from mlmix.empirical.causal import CausalLMConditionals
 from mlmix.empirical.estimate import constants
-from mlmix.theory.conditionals import ScoreTable
-from mlmix.theory.kernels import glauber_kernel
-from mlmix.theory.rectangles import (
+from mlmix.theory.chain.spectral import is_reversible
+from mlmix.theory.chain.stationary import stationary_distribution
+from mlmix.theory.kernels.assembled import glauber_kernel
+from mlmix.theory.local.rectangles import (
     all_rectangles,
     compatible_joint,
     is_compatible,
     sample_rectangles,
 )
-from mlmix.theory.spectral import is_reversible
-from mlmix.theory.stationary import stationary_distribution
+from mlmix.theory.sources.conditionals import ScoreTable
 
 N = 3
 

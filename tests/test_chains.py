@@ -1,4 +1,4 @@
-"""Batched and coupled Glauber chains against the exact kernel of mlmix.theory.kernels."""
+"""Batched and coupled Glauber chains against the exact kernel of mlmix.theory.kernels.assembled."""
 
 from __future__ import annotations
 
@@ -18,8 +18,8 @@ from mlmix.empirical.chains import (
     run_chains,
     run_coupled,
 )
-from mlmix.theory.conditionals import Conditionals, PottsModel, ScoreTable
-from mlmix.theory.kernels import glauber_kernel
+from mlmix.theory.kernels.assembled import glauber_kernel
+from mlmix.theory.sources.conditionals import Conditionals, PottsModel, ScoreTable
 
 P_VALUE_FLOOR = 1e-4  # fixed seeds make these deterministic; the floors leave room for changes of stream
 TV_RATIO = 2.0  # empirical TV at most twice its typical size under the exact law

@@ -9,14 +9,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy.special import logsumexp
 
-from mlmix.theory.conditionals import (
+from mlmix.theory.sources.conditionals import (
     IsingModel,
     LogWeightTable,
     PottsModel,
     ScoreTable,
     clique_ising,
 )
-from mlmix.theory.space import StateSpace
+from mlmix.theory.sources.space import StateSpace
 from mlmix.validation import check_temperature
 
 

@@ -11,11 +11,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from test_spectral import two_state
 
-from mlmix.theory.chain import Chain
-from mlmix.theory.conditionals import IsingModel, PottsModel, ScoreTable
-from mlmix.theory.conductance import conductance_interval, exact_conductance, log_set_conductance, set_conductance
-from mlmix.theory.kernels import glauber_kernel
-from mlmix.theory.reference import birth_death
+from mlmix.theory.chain.conductance import conductance_interval, exact_conductance, log_set_conductance, set_conductance
+from mlmix.theory.chain.core import Chain
+from mlmix.theory.chain.reference import birth_death
+from mlmix.theory.kernels.assembled import glauber_kernel
+from mlmix.theory.sources.conditionals import IsingModel, PottsModel, ScoreTable
 
 
 @settings(max_examples=25)

@@ -11,11 +11,11 @@ import torch
 import torch.multiprocessing as mp
 
 from mlmix.files import atomic_save_npz
-from mlmix.theory.conditionals import IsingModel, LogWeightTable, ScoreTable
-from mlmix.theory.distributed import LOCAL, Comm
-from mlmix.theory.operator_analysis import analyse_operator, hash_uniform
-from mlmix.theory.operators import kernel_operator
-from mlmix.theory.space import StateSpace
+from mlmix.theory.chain.operator_analysis import analyse_operator, hash_uniform
+from mlmix.theory.kernels.operators import kernel_operator
+from mlmix.theory.linalg.distributed import LOCAL, Comm
+from mlmix.theory.sources.conditionals import IsingModel, LogWeightTable, ScoreTable
+from mlmix.theory.sources.space import StateSpace
 
 CASES = {
     "ising-cycle": (lambda: IsingModel(nx.cycle_graph(12), couplings=1.0, fields=0.2, beta=0.5), "glauber"),
@@ -42,7 +42,7 @@ def _figures(comm: Comm, name: str) -> dict[str, np.ndarray]:
 def _worker(rank: int, world: int, port: int, folder: str) -> None:
     import torch.distributed as dist
 
-    from mlmix.theory.distributed import DistributedComm
+    from mlmix.theory.linalg.distributed import DistributedComm
 
     torch.set_num_threads(1)
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
@@ -94,15 +94,15 @@ def test_world_size_must_be_a_power_of_the_alphabet():
 
 @pytest.mark.slow
 def test_torchrun_entry_point_reports_like_mlmix_exact(tmp_path):
-    """`torchrun -m mlmix.theory.distributed` (2 gloo processes) against `mlmix exact` on the CSR path."""
+    """`torchrun -m mlmix.theory.linalg.distributed` (2 gloo processes) against `mlmix exact` on the CSR path."""
     import json
     import subprocess
     import sys
 
-    from mlmix.theory.chain import Chain
+    from mlmix.theory.chain.core import Chain
 
     torchrun = os.path.join(os.path.dirname(sys.executable), "torchrun")
-    cmd = [torchrun, "--standalone", "--nproc-per-node=2", "-m", "mlmix.theory.distributed", "--backend", "gloo",
+    cmd = [torchrun, "--standalone", "--nproc-per-node=2", "-m", "mlmix.theory.linalg.distributed", "--backend", "gloo",
            "--model", "ising", "--graph", "cycle:12", "--beta", "0.5", "--save-stationary", str(tmp_path)]
     out = subprocess.run(cmd, capture_output=True, text=True, timeout=300, env=dict(os.environ, OMP_NUM_THREADS="1"))
     assert out.returncode == 0, out.stderr[-500:]
@@ -115,7 +115,7 @@ def test_torchrun_entry_point_reports_like_mlmix_exact(tmp_path):
 
 def test_entry_point_parser_builds_with_every_mlmix_exact_option(capsys):
     """The torchrun entry point reuses mlmix exact's options (MLM frames included): no option clash."""
-    from mlmix.theory.distributed import main as distributed_main
+    from mlmix.theory.linalg.distributed import main as distributed_main
 
     with pytest.raises(SystemExit) as stop:
         distributed_main(["--help"])

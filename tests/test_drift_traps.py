@@ -19,8 +19,8 @@ from mlmix.empirical.drift import (
     hitting_times,
 )
 from mlmix.empirical.traps import detect_traps, trap_margins, trap_table, window_drift
-from mlmix.theory.conditionals import PottsModel
-from mlmix.theory.kernels import glauber_kernel
+from mlmix.theory.kernels.assembled import glauber_kernel
+from mlmix.theory.sources.conditionals import PottsModel
 
 
 def test_one_hot_bag_drift_is_the_cosine_of_token_counts():

@@ -19,9 +19,9 @@ from mlmix.empirical.estimate import (
 )
 from mlmix.empirical.mlm import DEFAULT_MODEL_DIR, MaskedLMConditionals
 from mlmix.empirical.train_default import conditional_kl, load_law, true_law
-from mlmix.theory.conditionals import PottsModel, ScoreTable
-from mlmix.theory.kernels import glauber_kernel
-from mlmix.theory.space import StateSpace
+from mlmix.theory.kernels.assembled import glauber_kernel
+from mlmix.theory.sources.conditionals import PottsModel, ScoreTable
+from mlmix.theory.sources.space import StateSpace
 
 N = 3
 BANG = 3  # symbol of "!" in the fixtures' words (a, b, c, !)

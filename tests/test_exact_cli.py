@@ -10,11 +10,11 @@ import scipy.sparse as sp
 from test_spectral import two_state
 
 from mlmix.cli import main
-from mlmix.theory.chain import Chain
-from mlmix.theory.cli import parse_graph
-from mlmix.theory.conditionals import IsingModel, ScoreTable
-from mlmix.theory.influence import aggregate_influence, influence_matrix
-from mlmix.theory.reference import ising_cycle_gap
+from mlmix.commands.exact import parse_graph
+from mlmix.theory.chain.core import Chain
+from mlmix.theory.chain.reference import ising_cycle_gap
+from mlmix.theory.local.influence import aggregate_influence, influence_matrix
+from mlmix.theory.sources.conditionals import IsingModel, ScoreTable
 
 
 def _no_constants(token):

@@ -13,9 +13,9 @@ from mlmix.cli import main
 from mlmix.empirical.chains import load_trajectory
 from mlmix.empirical.experiments import mixing_crossover
 from mlmix.empirical.mlm import MaskedLMConditionals
-from mlmix.theory.kernels import glauber_kernel
-from mlmix.theory.margins import count_drift
-from mlmix.theory.rectangles import rectangle_statistic
+from mlmix.theory.kernels.assembled import glauber_kernel
+from mlmix.theory.local.margins import count_drift
+from mlmix.theory.local.rectangles import rectangle_statistic
 
 PNG = b"\x89PNG\r\n\x1a\n"
 

@@ -6,8 +6,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from mlmix.theory.conditionals import IsingModel, PottsModel, clique_ising
-from mlmix.theory.exponential_family import (
+from mlmix.theory.sources.conditionals import IsingModel, PottsModel, clique_ising
+from mlmix.theory.training.exponential_family import (
     IsingFamily,
     NearSingularError,
     PottsFamily,

@@ -4,7 +4,7 @@ and closed forms on two-state chains where the facts are attained."""
 import numpy as np
 import pytest
 
-from mlmix.theory.chain import Chain
+from mlmix.theory.chain.core import Chain
 from mlmix.verify.core import REGISTRY, search
 from mlmix.verify.runner import load_theorems
 from mlmix.verify.theorems import facts

@@ -12,7 +12,7 @@ from transformers import PreTrainedTokenizerFast
 from mlmix.empirical.causal import CausalLMConditionals
 from mlmix.empirical.frames import build_frame, parse_alphabet
 from mlmix.empirical.mlm import MaskedLMConditionals
-from mlmix.theory.rectangles import all_rectangles
+from mlmix.theory.local.rectangles import all_rectangles
 
 
 @pytest.fixture(scope="module", params=["bert", "roberta", "modernbert"])

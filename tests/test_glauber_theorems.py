@@ -10,13 +10,13 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, find, settings
 
-from mlmix.theory.conditionals import IsingModel, ScoreTable
-from mlmix.theory.hitting import expected_hitting_times
-from mlmix.theory.influence import influence_matrix
-from mlmix.theory.kernels import glauber_kernel
-from mlmix.theory.matrices import to_dense
-from mlmix.theory.space import StateSpace
-from mlmix.theory.structure import communicating_classes
+from mlmix.theory.chain.hitting import expected_hitting_times
+from mlmix.theory.chain.structure import communicating_classes
+from mlmix.theory.kernels.assembled import glauber_kernel
+from mlmix.theory.linalg.matrices import to_dense
+from mlmix.theory.local.influence import influence_matrix
+from mlmix.theory.sources.conditionals import IsingModel, ScoreTable
+from mlmix.theory.sources.space import StateSpace
 from mlmix.verify import strategies as S
 from mlmix.verify.core import REGISTRY, search
 from mlmix.verify.runner import find_violation, load_theorems

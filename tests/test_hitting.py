@@ -9,11 +9,16 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from test_spectral import two_state
 
-from mlmix.theory import hitting
-from mlmix.theory.chain import Chain
-from mlmix.theory.conditionals import IsingModel, PottsModel, ScoreTable
-from mlmix.theory.hitting import committor, expected_hitting_times, hitting_probabilities, hitting_time_distribution
-from mlmix.theory.kernels import glauber_kernel
+from mlmix.theory.chain import hitting
+from mlmix.theory.chain.core import Chain
+from mlmix.theory.chain.hitting import (
+    committor,
+    expected_hitting_times,
+    hitting_probabilities,
+    hitting_time_distribution,
+)
+from mlmix.theory.kernels.assembled import glauber_kernel
+from mlmix.theory.sources.conditionals import IsingModel, PottsModel, ScoreTable
 
 
 def _absorbed(P, A):
@@ -127,7 +132,7 @@ def test_gamblers_ruin_committor():
 
 def test_metastable_committor_keeps_relative_accuracy():
     """Committors down to 1e-180 across a tilted double well, against 200-digit arithmetic."""
-    from mlmix.theory.reference import birth_death
+    from mlmix.theory.chain.reference import birth_death
 
     P, _ = birth_death(m=10, depth=250.0, tilt=5.0)
     N = P.shape[0]

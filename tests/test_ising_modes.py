@@ -7,8 +7,10 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 
-from mlmix.theory.hitting import expected_hitting_times, hitting_time_distribution
-from mlmix.theory.ising_modes import (
+from mlmix.theory.chain.hitting import expected_hitting_times, hitting_time_distribution
+from mlmix.theory.kernels.assembled import independent_parallel_kernel, k_gibbs_kernel
+from mlmix.theory.linalg.matrices import to_dense
+from mlmix.theory.training.modes import (
     CliqueIsing,
     assumption5,
     c_R1,
@@ -23,8 +25,6 @@ from mlmix.theory.ising_modes import (
     reach_curve,
     visit_probabilities,
 )
-from mlmix.theory.kernels import independent_parallel_kernel, k_gibbs_kernel
-from mlmix.theory.matrices import to_dense
 from mlmix.verify.pitfalls_strategies import modes_instances
 
 SPEC = CliqueIsing(6, (1, 3, 4), 0.7, (0.3, -0.2, 0.1, 0.4, 0.2, -0.1))

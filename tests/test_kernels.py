@@ -8,14 +8,9 @@ import sympy
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from mlmix.theory.conditionals import (
-    IsingModel,
-    LogWeightTable,
-    PottsModel,
-    ScoreTable,
-    clique_ising,
-)
-from mlmix.theory.kernels import (
+from mlmix.theory.chain.spectral import is_reversible
+from mlmix.theory.chain.stationary import stationary_distribution
+from mlmix.theory.kernels.assembled import (
     adaptive_block_kernel,
     block_kernel,
     glauber_kernel,
@@ -23,9 +18,14 @@ from mlmix.theory.kernels import (
     k_gibbs_kernel,
     k_subsets,
 )
-from mlmix.theory.space import StateSpace
-from mlmix.theory.spectral import is_reversible
-from mlmix.theory.stationary import stationary_distribution
+from mlmix.theory.sources.conditionals import (
+    IsingModel,
+    LogWeightTable,
+    PottsModel,
+    ScoreTable,
+    clique_ising,
+)
+from mlmix.theory.sources.space import StateSpace
 
 
 def _glauber_by_definition(src):

@@ -1,4 +1,4 @@
-"""Local quantities (mlmix.theory.influence, .rectangles, .margins): brute-force cross-checks, closed forms, lower-bound property of
+"""Local quantities (mlmix.theory.local.influence, .rectangles, .margins): brute-force cross-checks, closed forms, lower-bound property of
 samples, batching for large vocabularies, exact compatibility test against the Glauber chain."""
 
 from itertools import combinations
@@ -11,32 +11,24 @@ from hypothesis import strategies as st
 from scipy.special import softmax
 
 from mlmix.errors import MemoryLimitError
-from mlmix.theory import contexts as contexts_module
-from mlmix.theory import rectangles as rectangles_module
-from mlmix.theory.conditionals import (
-    Conditionals,
-    IsingModel,
-    LogWeightTable,
-    PottsModel,
-    ScoreTable,
-)
-from mlmix.theory.contexts import TopK
-from mlmix.theory.influence import (
+from mlmix.theory.chain.stationary import stationary_distribution
+from mlmix.theory.kernels.assembled import glauber_kernel
+from mlmix.theory.local import rectangles as rectangles_module
+from mlmix.theory.local.influence import (
     aggregate_influence,
     contraction_temperature,
     influence_matrix,
     score_oscillation,
     tv_bound_from_oscillation,
 )
-from mlmix.theory.kernels import glauber_kernel
-from mlmix.theory.margins import (
+from mlmix.theory.local.margins import (
     basin_margin,
     count_drift,
     escape_bound,
     mixing_lower_bound,
     state_margins,
 )
-from mlmix.theory.rectangles import (
+from mlmix.theory.local.rectangles import (
     all_rectangles,
     compatible_joint,
     is_compatible,
@@ -44,8 +36,16 @@ from mlmix.theory.rectangles import (
     rectangle_summary,
     sample_rectangles,
 )
-from mlmix.theory.space import StateSpace
-from mlmix.theory.stationary import stationary_distribution
+from mlmix.theory.sources import contexts as contexts_module
+from mlmix.theory.sources.conditionals import (
+    Conditionals,
+    IsingModel,
+    LogWeightTable,
+    PottsModel,
+    ScoreTable,
+)
+from mlmix.theory.sources.contexts import TopK
+from mlmix.theory.sources.space import StateSpace
 from mlmix.validation import memory_limit
 from mlmix.verify import strategies as S
 
@@ -427,7 +427,7 @@ def test_exact_passes_estimate_their_memory_first():
 
 def test_paper_constants_of_mlmix_exact_reach_past_65536_states():
     """17^4 = 83,521 states (beyond the old 4^8 limit): rho from the vectorised pass and R streamed."""
-    from mlmix.theory.bounds import paper_constants
+    from mlmix.theory.local.constants import paper_constants
 
     src = ScoreTable.random(17, 4, seed=2, temperature=1.5)
     g = paper_constants(src, None, 0.25)

@@ -12,10 +12,10 @@ from hypothesis import strategies as st
 from test_spectral import two_state
 
 from mlmix.errors import UnresolvedError
-from mlmix.theory.chain import Chain
-from mlmix.theory.conditionals import IsingModel, ScoreTable
-from mlmix.theory.kernels import glauber_kernel
-from mlmix.theory.mixing import distance_curve, mixing_time, tv_distance
+from mlmix.theory.chain.core import Chain
+from mlmix.theory.chain.mixing import distance_curve, mixing_time, tv_distance
+from mlmix.theory.kernels.assembled import glauber_kernel
+from mlmix.theory.sources.conditionals import IsingModel, ScoreTable
 
 
 def two_state_t_mix(a, b, eps):
@@ -183,7 +183,7 @@ def test_mixing_bounds_when_the_smallest_stationary_mass_underflows():
     """pi_min < 1e-308 (T = 1e-3): the bounds use log pi_min (found by the verification search)."""
     import networkx as nx
 
-    from mlmix.theory.conditionals import PottsModel
+    from mlmix.theory.sources.conditionals import PottsModel
 
     src = PottsModel.random(nx.gnp_random_graph(3, 0.3, seed=5), 2, seed=5, coupling_scale=0.25).at_temperature(1e-3)
     ch = Chain(glauber_kernel(src))

@@ -10,7 +10,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from mlmix.errors import MemoryLimitError
-from mlmix.theory.conditionals import (
+from mlmix.theory.kernels.assembled import block_kernel, glauber_kernel, k_gibbs_kernel
+from mlmix.theory.kernels.operators import kernel_operator, local_factors, log_joint_tensor
+from mlmix.theory.kernels.representation import operator_memory
+from mlmix.theory.sources.conditionals import (
     Conditionals,
     GibbsModel,
     IsingModel,
@@ -19,10 +22,7 @@ from mlmix.theory.conditionals import (
     ScoreTable,
     clique_ising,
 )
-from mlmix.theory.kernels import block_kernel, glauber_kernel, k_gibbs_kernel
-from mlmix.theory.operators import kernel_operator, local_factors, log_joint_tensor
-from mlmix.theory.representation import operator_memory
-from mlmix.theory.space import StateSpace
+from mlmix.theory.sources.space import StateSpace
 from mlmix.validation import memory_limit
 
 
@@ -180,7 +180,7 @@ def test_bad_input():
 
 
 def test_representation_choice_by_size_and_memory():
-    from mlmix.theory.representation import choose_representation, csr_memory
+    from mlmix.theory.kernels.representation import choose_representation, csr_memory
 
     assert choose_representation(StateSpace(2, 10))[0] == "dense"
     assert choose_representation(StateSpace(2, 16))[0] == "sparse"

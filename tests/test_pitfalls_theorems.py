@@ -11,16 +11,16 @@ import numpy as np
 import pytest
 
 import mlmix.verify.theorems.pitfalls as pitfalls
-from mlmix.theory.exponential_family import IsingFamily
-from mlmix.theory.ising_modes import (
+from mlmix.theory.sources.space import StateSpace
+from mlmix.theory.training.exponential_family import IsingFamily
+from mlmix.theory.training.modes import (
     CliqueIsing,
     c_stuck,
     clique_count_law,
     clique_count_parallel_kernel,
     clique_kernel,
 )
-from mlmix.theory.pseudolikelihood import MaskDistribution
-from mlmix.theory.space import StateSpace
+from mlmix.theory.training.pseudolikelihood import MaskDistribution
 from mlmix.verify.core import REGISTRY, UNCHECKED, search
 from mlmix.verify.exact_laws import empirical_tv_law, upper_quantile
 from mlmix.verify.pitfalls_strategies import BernoulliSum, EmpiricalLaw, ModesInstance, PLInstance

@@ -8,8 +8,8 @@ import pytest
 import sympy
 from hypothesis import given, settings
 
-from mlmix.theory.exponential_family import IsingFamily, NearSingularError, PottsFamily
-from mlmix.theory.pseudolikelihood import (
+from mlmix.theory.training.exponential_family import IsingFamily, NearSingularError, PottsFamily
+from mlmix.theory.training.pseudolikelihood import (
     MaskDistribution,
     PseudoLikelihood,
     asymptotic_covariance,

@@ -11,10 +11,10 @@ import numpy as np
 import pytest
 
 from mlmix.cli import main
-from mlmix.theory.chain import Chain
-from mlmix.theory.conditionals import IsingModel, ScoreTable
-from mlmix.theory.operator_analysis import OperatorChain
-from mlmix.theory.representation import csr_memory
+from mlmix.theory.chain.core import Chain
+from mlmix.theory.chain.operator_analysis import OperatorChain
+from mlmix.theory.kernels.representation import csr_memory
+from mlmix.theory.sources.conditionals import IsingModel, ScoreTable
 from mlmix.validation import memory_limit
 
 

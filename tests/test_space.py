@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from mlmix.theory.space import StateSpace
+from mlmix.theory.sources.space import StateSpace
 
 spaces = st.builds(StateSpace, st.integers(2, 4), st.integers(1, 4))
 

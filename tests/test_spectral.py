@@ -12,11 +12,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from mlmix.errors import ReducibleChainError, UnresolvedError
-from mlmix.theory.chain import Chain
-from mlmix.theory.conditionals import IsingModel, LogWeightTable, PottsModel, ScoreTable
-from mlmix.theory.elimination import eliminate
-from mlmix.theory.kernels import block_kernel, glauber_kernel
-from mlmix.theory.reference import (
+from mlmix.theory.chain.core import Chain
+from mlmix.theory.chain.reference import (
     birth_death,
     ising_cycle_gap,
     mp_additive,
@@ -25,9 +22,8 @@ from mlmix.theory.reference import (
     mp_stationary,
     noisy_ferromagnet,
 )
-from mlmix.theory.results import Result
-from mlmix.theory.space import StateSpace
-from mlmix.theory.spectral import (
+from mlmix.theory.chain.results import Result
+from mlmix.theory.chain.spectral import (
     additive_gap,
     additive_reversibilization,
     dirichlet_form,
@@ -38,8 +34,12 @@ from mlmix.theory.spectral import (
     spectral_gap,
     time_reversal,
 )
-from mlmix.theory.stationary import certified_error, log_potential, stationary_distribution
-from mlmix.theory.structure import communicating_classes
+from mlmix.theory.chain.stationary import certified_error, log_potential, stationary_distribution
+from mlmix.theory.chain.structure import communicating_classes
+from mlmix.theory.kernels.assembled import block_kernel, glauber_kernel
+from mlmix.theory.linalg.elimination import eliminate
+from mlmix.theory.sources.conditionals import IsingModel, LogWeightTable, PottsModel, ScoreTable
+from mlmix.theory.sources.space import StateSpace
 from mlmix.validation import check_transition_matrix
 
 DPS = 60
@@ -50,7 +50,7 @@ def two_state(a, b):
 
 
 def mp_reversible_gap(P, dps=DPS):
-    """Reference gap of a reversible P in ``dps``-digit arithmetic (:mod:`mlmix.theory.reference`)."""
+    """Reference gap of a reversible P in ``dps``-digit arithmetic (:mod:`mlmix.theory.chain.reference`)."""
     with mp.workdps(dps):
         return float(mp_gap(mp_chain(P)))
 

@@ -12,7 +12,7 @@ from dask import distributed
 from mlmix.empirical.chains import run_coupled
 from mlmix.empirical.sweep import run_sweep, task_key
 from mlmix.files import atomic_write_text
-from mlmix.theory.conditionals import ScoreTable
+from mlmix.theory.sources.conditionals import ScoreTable
 
 TASKS = [{"temperature": T, "length": n, "seed": s} for T in (0.5, 2.0) for n in (2, 3) for s in (0, 1)]
 

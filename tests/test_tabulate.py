@@ -14,8 +14,8 @@ from mlmix.cli import main
 from mlmix.empirical import estimate as est
 from mlmix.empirical import tabulate as tab
 from mlmix.empirical.mlm import MaskedLMConditionals
-from mlmix.theory.conditionals import ScoreTable
-from mlmix.theory.kernels import glauber_kernel
+from mlmix.theory.kernels.assembled import glauber_kernel
+from mlmix.theory.sources.conditionals import ScoreTable
 
 
 class Counter:
@@ -227,7 +227,7 @@ def test_the_budget_chooses_the_contexts_and_skips_an_exact_table_that_does_not_
 
 
 def r_space(report):
-    from mlmix.theory.space import StateSpace
+    from mlmix.theory.sources.space import StateSpace
 
     return StateSpace(report["vocab_size"], report["length"])
 

@@ -12,11 +12,11 @@ from hypothesis import strategies as st
 from test_spectral import two_state
 
 from mlmix.errors import ConvergenceError
-from mlmix.theory.chain import Chain
-from mlmix.theory.conditionals import IsingModel, PottsModel, ScoreTable
-from mlmix.theory.kernels import glauber_kernel
-from mlmix.theory.matrices import krylov_solve
-from mlmix.theory.reference import birth_death
+from mlmix.theory.chain.core import Chain
+from mlmix.theory.chain.reference import birth_death
+from mlmix.theory.kernels.assembled import glauber_kernel
+from mlmix.theory.linalg.matrices import krylov_solve
+from mlmix.theory.sources.conditionals import IsingModel, PottsModel, ScoreTable
 
 
 def two_state_variance(a, b):

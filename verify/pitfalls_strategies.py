@@ -21,11 +21,11 @@ import numpy as np
 from hypothesis import assume
 from hypothesis import strategies as st
 
-from mlmix.theory.conditionals import LogWeightTable
-from mlmix.theory.exponential_family import ExponentialFamily, IsingFamily, PottsFamily
-from mlmix.theory.ising_modes import CliqueIsing, c_R1, c_stuck
-from mlmix.theory.pseudolikelihood import MaskDistribution
-from mlmix.theory.space import StateSpace
+from mlmix.theory.sources.conditionals import LogWeightTable
+from mlmix.theory.sources.space import StateSpace
+from mlmix.theory.training.exponential_family import ExponentialFamily, IsingFamily, PottsFamily
+from mlmix.theory.training.modes import CliqueIsing, c_R1, c_stuck
+from mlmix.theory.training.pseudolikelihood import MaskDistribution
 
 
 @dataclass(frozen=True, eq=False)

@@ -35,17 +35,17 @@ import numpy as np
 from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
 
-from mlmix.theory.conditionals import (
+from mlmix.theory.local.influence import contraction_temperature, influence_matrix, score_oscillation
+from mlmix.theory.local.rectangles import is_compatible
+from mlmix.theory.sources.conditionals import (
     Conditionals,
     IsingModel,
     LogWeightTable,
     PottsModel,
     ScoreTable,
 )
-from mlmix.theory.contexts import score_table
-from mlmix.theory.influence import contraction_temperature, influence_matrix, score_oscillation
-from mlmix.theory.rectangles import is_compatible
-from mlmix.theory.space import StateSpace
+from mlmix.theory.sources.contexts import score_table
+from mlmix.theory.sources.space import StateSpace
 from mlmix.validation import check_temperature
 
 T_MIN, T_MAX = 0.05, 20.0
@@ -534,7 +534,7 @@ def metastable_instances(draw, max_states: int = 81, depth: tuple[float, float] 
     """Two-well basin chains at gamma/T = u, u log-uniform on ``depth`` (escape probabilities e^{-u}:
     spectral gaps from ~1e-8 down to ~1e-26), T raised if needed so that spread/T <= 600."""
     inst = draw(basin_instances(max_states, two_wells=True, max_ratio=1e9))
-    from mlmix.theory.margins import basin_margin
+    from mlmix.theory.local.margins import basin_margin
 
     gamma = basin_margin(inst.source, inst.basin).gamma * inst.source.temperature  # in score units
     u = draw(temperatures(*depth))

@@ -34,20 +34,20 @@ from scipy.special import softmax
 from tqdm import tqdm
 
 from mlmix.files import atomic_write_text
-from mlmix.theory.conditionals import PottsModel, ScoreTable
-from mlmix.theory.conductance import set_conductance
-from mlmix.theory.hitting import expected_hitting_times
-from mlmix.theory.influence import (
+from mlmix.theory.chain.conductance import set_conductance
+from mlmix.theory.chain.hitting import expected_hitting_times
+from mlmix.theory.chain.mixing import mixing_time
+from mlmix.theory.chain.stationary import stationary_distribution
+from mlmix.theory.kernels.assembled import glauber_kernel
+from mlmix.theory.linalg.matrices import to_dense
+from mlmix.theory.local.influence import (
     contraction_temperature,
     influence_matrix,
     score_oscillation,
 )
-from mlmix.theory.kernels import glauber_kernel
-from mlmix.theory.margins import basin_margin, escape_bound, mixing_lower_bound
-from mlmix.theory.matrices import to_dense
-from mlmix.theory.mixing import mixing_time
-from mlmix.theory.space import StateSpace
-from mlmix.theory.stationary import stationary_distribution
+from mlmix.theory.local.margins import basin_margin, escape_bound, mixing_lower_bound
+from mlmix.theory.sources.conditionals import PottsModel, ScoreTable
+from mlmix.theory.sources.space import StateSpace
 from mlmix.verify.strategies import boost_basin, tempered
 
 COMMAND = "mlmix run tightness"

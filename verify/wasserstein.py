@@ -25,7 +25,7 @@ import scipy.sparse as sp
 from scipy.optimize import linprog
 
 from mlmix.errors import NumericalError
-from mlmix.theory.space import StateSpace
+from mlmix.theory.sources.space import StateSpace
 
 #: The largest state space this module accepts (N^2 couplings / N n (|V|-1) flows).
 MAX_STATES = 81

@@ -7,7 +7,7 @@ of the token replaced; at each temperature the one-step drift
     D(x) = E[N(X_1) - N(x) | X_0 = x]
          = (1/n) sum_i ( 1[x_i != a] pi_i^T(a|x_{-i}) - 1[x_i = a] (1 - pi_i^T(a|x_{-i})) )
 
-(:func:`mlmix.theory.margins.count_drift`). D > 0 on every sampled boundary state pushes the count inward.
+(:func:`mlmix.theory.local.margins.count_drift`). D > 0 on every sampled boundary state pushes the count inward.
 
     mlmix run drift-certificate --out runs/drift
     mlmix run drift-certificate --out runs/drift --model bert-base-uncased \\
@@ -32,7 +32,7 @@ from mlmix.empirical.experiments import (
     write_csv,
     write_json,
 )
-from mlmix.theory.margins import count_drift
+from mlmix.theory.local.margins import count_drift
 
 #: Paper G section 5.4 (its k and temperatures were lost in extraction): (min, median) per temperature.
 PAPER = [{"min": 0.042, "median": 0.080}, {"min": 0.024, "median": 0.066}]

@@ -2,7 +2,7 @@
 
 For each masked LM: ``--rectangles`` rectangles (x, i, j, a', b') with x a start state (a passage
 of ``--texts`` or random tokens), i != j uniform, a' and b' drawn from the model's own top-``--top-k``
-predictions at i and j (:func:`mlmix.theory.rectangles.sample_rectangles`), and
+predictions at i and j (:func:`mlmix.theory.local.rectangles.sample_rectangles`), and
 
     R = | [l(x00->x10) + l(x10->x11)] - [l(x00->x01) + l(x01->x11)] |   (T = 1).
 
@@ -37,7 +37,7 @@ from mlmix.empirical.experiments import (
     write_json,
 )
 from mlmix.empirical.sweep import run_sweep
-from mlmix.theory.rectangles import sample_rectangles
+from mlmix.theory.local.rectangles import sample_rectangles
 
 #: Paper G Table 1 (mean R, 300 rectangles, top-50 replacements, MS MARCO), by model id.
 PAPER_MEAN_R = {"bert-base-uncased": 0.644, "bert-large-uncased": 0.798, "roberta-base": 0.705,

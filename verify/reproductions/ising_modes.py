@@ -5,9 +5,9 @@ For every J and sampler (k-Gibbs for each k, and the independent parallel sample
 * simulated: ``reps`` chains on the full model from the all -1 state (in R_-1), each recording the
   first step t >= 1 with X_t in R_1, or the budget when R_1 is not reached (as in the paper's plot);
 * exact (beyond the paper): the hitting-time distribution P(tau <= t), t = 0..budget, from the clique
-  chain (:func:`mlmix.theory.ising_modes.reach_curve`), with P(tau <= budget), E[min(tau, budget)] (the
+  chain (:func:`mlmix.theory.training.modes.reach_curve`), with P(tau <= budget), E[min(tau, budget)] (the
   quantity the simulated mean estimates), the median and E[tau]
-  (:func:`mlmix.theory.hitting.expected_hitting_times`, accurate where a plain solve is not);
+  (:func:`mlmix.theory.chain.hitting.expected_hitting_times`, accurate where a plain solve is not);
 * cross-check: the same distribution from the full 2^10-state kernels (k-Gibbs sparse, parallel
   dense 1024 x 1024) for the k listed in ``--full-check-k`` and the parallel sampler.
 
@@ -30,9 +30,11 @@ from mlmix.files import (
     atomic_write_json,
     pyplot,
 )
-from mlmix.theory.conditionals import IsingModel
-from mlmix.theory.hitting import expected_hitting_times, hitting_time_distribution
-from mlmix.theory.ising_modes import (
+from mlmix.theory.chain.hitting import expected_hitting_times, hitting_time_distribution
+from mlmix.theory.kernels.assembled import independent_parallel_kernel, k_gibbs_kernel
+from mlmix.theory.sources.conditionals import IsingModel
+from mlmix.theory.sources.space import StateSpace
+from mlmix.theory.training.modes import (
     CliqueIsing,
     assumption5,
     c_R1,
@@ -42,8 +44,6 @@ from mlmix.theory.ising_modes import (
     prop4_steps,
     reach_curve,
 )
-from mlmix.theory.kernels import independent_parallel_kernel, k_gibbs_kernel
-from mlmix.theory.space import StateSpace
 from mlmix.validation import check_int, check_real
 
 

@@ -2,7 +2,7 @@
 
 Ground truth: the eq. (5) Ising model with N = |C| = 4, h = 0 and J = 0.05 (Fig. 1) or J = 0.3
 (Fig. 2), parametrised as in eq. (5)/(K.57) (ordered pairs, theta = (h_1..h_4, J_e for the 6 edges),
-statistic 2 x_u x_v per edge: :class:`mlmix.theory.exponential_family.IsingFamily` with
+statistic 2 x_u x_v per edge: :class:`mlmix.theory.training.exponential_family.IsingFamily` with
 ``convention="ordered"``). For each repetition we draw ``n`` exact samples from the enumerated joint,
 fit every k = 1..4 by L-BFGS on the empirical k-PL loss, and record ||theta_hat - theta*||^2.
 
@@ -32,8 +32,8 @@ from mlmix.files import (
     atomic_write_json,
     pyplot,
 )
-from mlmix.theory.exponential_family import IsingFamily
-from mlmix.theory.pseudolikelihood import (
+from mlmix.theory.training.exponential_family import IsingFamily
+from mlmix.theory.training.pseudolikelihood import (
     MaskDistribution,
     PseudoLikelihood,
     asymptotic_covariance,

@@ -3,9 +3,9 @@ checkable theorem object whose check can fail.
 
 Each check computes both sides of every inequality exactly on an instance of at most 729 states
 (81 for the Wasserstein linear programmes of Theorem 5): transition matrices from
-:mod:`mlmix.theory.kernels`, stationary laws by GTH elimination or detailed balance (entrywise
+:mod:`mlmix.theory.kernels.assembled`, stationary laws by GTH elimination or detailed balance (entrywise
 relative accuracy), exact worst-start TV mixing times, local quantities from
-:mod:`mlmix.theory.influence`, :mod:`mlmix.theory.rectangles` and :mod:`mlmix.theory.margins`.
+:mod:`mlmix.theory.local.influence`, :mod:`mlmix.theory.local.rectangles` and :mod:`mlmix.theory.local.margins`.
 Identities compare two independent computations (the kernel against the conditionals, the
 stationary law of the chain against a closed-form joint, Kolmogorov cycle ratios against the
 rectangle statistic), so that scaling one side by 2 makes the check fail. Rational instances
@@ -27,10 +27,11 @@ from hypothesis import strategies as st
 from scipy.special import log_softmax, softmax
 
 from mlmix.errors import ReducibleChainError
-from mlmix.theory.chain import Chain
-from mlmix.theory.conditionals import IsingModel, ScoreTable
-from mlmix.theory.contexts import score_table
-from mlmix.theory.influence import (
+from mlmix.theory.chain.core import Chain
+from mlmix.theory.chain.structure import communicating_classes
+from mlmix.theory.kernels.assembled import glauber_kernel
+from mlmix.theory.linalg.matrices import to_dense
+from mlmix.theory.local.influence import (
     aggregate_influence,
     contraction_temperature,
     influence_and_oscillation,
@@ -38,12 +39,11 @@ from mlmix.theory.influence import (
     score_oscillation,
     tv_bound_from_oscillation,
 )
-from mlmix.theory.kernels import glauber_kernel
-from mlmix.theory.margins import basin_margin, count_drift
-from mlmix.theory.matrices import to_dense
-from mlmix.theory.rectangles import all_rectangles, compatible_joint, is_compatible
-from mlmix.theory.space import StateSpace
-from mlmix.theory.structure import communicating_classes
+from mlmix.theory.local.margins import basin_margin, count_drift
+from mlmix.theory.local.rectangles import all_rectangles, compatible_joint, is_compatible
+from mlmix.theory.sources.conditionals import IsingModel, ScoreTable
+from mlmix.theory.sources.contexts import score_table
+from mlmix.theory.sources.space import StateSpace
 from mlmix.verify import strategies as S
 from mlmix.verify.core import (
     Applicability,
@@ -110,7 +110,7 @@ def identity(name: str, a: np.ndarray, b: np.ndarray, rtol: float, atol: float =
 def mixing_part(name: str, P: np.ndarray, eps: float, pi: np.ndarray, bound: float, relation: str) -> Part:
     """t_mix(eps) against ``bound``: exact when the chain's powers resolve it, else its certified
     interval, whose width becomes the error of the side (a violation is then reported only when the
-    whole interval violates the bound) (:meth:`mlmix.theory.chain.Chain.mixing_time`)."""
+    whole interval violates the bound) (:meth:`mlmix.theory.chain.core.Chain.mixing_time`)."""
     if pi.min() < 1e-300:  # the stationary law underflows: t_mix is not resolvable here (an unknown side)
         return Part(name, bound, bound, relation, math.inf, 0.0)
     t = Chain(P, stationary=pi).mixing_time(eps)

@@ -1,8 +1,8 @@
 """Theorem objects for paper P, *Promises and Pitfalls of Generative Masked Language Modeling*
 (numbering of the PDF, ``seeds/004_...txt``).
 
-Every check enumerates V^n exactly (mlmix.theory.exponential_family, mlmix.theory.pseudolikelihood,
-mlmix.theory.block_poincare, mlmix.theory.ising_modes), or the exact law of the random quantity of a
+Every check enumerates V^n exactly (mlmix.theory.training.exponential_family, mlmix.theory.training.pseudolikelihood,
+mlmix.theory.training.block_poincare, mlmix.theory.training.modes), or the exact law of the random quantity of a
 probability bound (:mod:`mlmix.verify.exact_laws`).
 
 Loewner-order statements A <= B (B positive definite) are checked in their scalar form
@@ -29,7 +29,11 @@ import scipy.linalg
 import sympy
 from hypothesis import strategies as st
 
-from mlmix.theory.block_poincare import (
+from mlmix.theory.chain.spectral import spectral_gap
+from mlmix.theory.kernels.assembled import independent_parallel_kernel, k_gibbs_kernel
+from mlmix.theory.sources.conditionals import IsingModel
+from mlmix.theory.sources.space import StateSpace
+from mlmix.theory.training.block_poincare import (
     block_dynamics_kernel,
     block_poincare_constant,
     fibre_dirichlet_form,
@@ -37,9 +41,8 @@ from mlmix.theory.block_poincare import (
     log_sobolev_upper_bound,
     tensorization_terms,
 )
-from mlmix.theory.conditionals import IsingModel
-from mlmix.theory.exponential_family import IsingFamily, condition_number
-from mlmix.theory.ising_modes import (
+from mlmix.theory.training.exponential_family import IsingFamily, condition_number
+from mlmix.theory.training.modes import (
     CliqueIsing,
     assumption5,
     c_R1,
@@ -53,10 +56,7 @@ from mlmix.theory.ising_modes import (
     prop4_steps,
     prop5_steps,
 )
-from mlmix.theory.kernels import independent_parallel_kernel, k_gibbs_kernel
-from mlmix.theory.pseudolikelihood import MaskDistribution, PseudoLikelihood, asymptotic_covariance
-from mlmix.theory.space import StateSpace
-from mlmix.theory.spectral import spectral_gap
+from mlmix.theory.training.pseudolikelihood import MaskDistribution, PseudoLikelihood, asymptotic_covariance
 from mlmix.verify.core import (
     Applicability,
     Attaining,
@@ -237,7 +237,7 @@ class Theorem1(_PTheorem):
 
 def sandwich(family, data: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
     """(Gamma = H^{-1} V H^{-1}, H) at the pseudo-true theta*_k = argmin of the k-PL loss under ``data``."""
-    from mlmix.theory.pseudolikelihood import fit_pseudolikelihood
+    from mlmix.theory.training.pseudolikelihood import fit_pseudolikelihood
 
     pl = PseudoLikelihood(family, MaskDistribution.k_subsets(family.space, k), data)
     theta = fit_pseudolikelihood(pl, gtol=1e-12).x
@@ -749,7 +749,7 @@ class Proposition3(_PTheorem):
 
 
 def _random_scan_ising() -> JointInstance:
-    from mlmix.theory.conditionals import LogWeightTable
+    from mlmix.theory.sources.conditionals import LogWeightTable
 
     model = IsingModel(nx.path_graph(2), couplings=1.0)
     return JointInstance(LogWeightTable(model.space, model.log_joint()), 1, 0, 1.0)
@@ -1050,7 +1050,7 @@ class KGibbsSpeedup(_PTheorem):
 
 def product_joint() -> JointInstance:
     """Three independent binary sites (P(1) = 0.3), k = 2."""
-    from mlmix.theory.conditionals import LogWeightTable
+    from mlmix.theory.sources.conditionals import LogWeightTable
 
     space = StateSpace(2, 3)
     return JointInstance(LogWeightTable(space, np.log(np.prod(np.where(space.all_states() == 1, 0.3, 0.7), axis=1))),

@@ -1,0 +1,266 @@
+"""``mlmix exact``: analyse a sampler's chain on a built-in source, or a transition matrix from a file.
+
+Examples::
+
+    mlmix exact                                          # Ising on cycle:6, beta 0.5, Glauber
+    mlmix exact --beta 10 --json                         # metastable: gap 1.416e-18 to full accuracy
+    mlmix exact --model potts --q 3 --graph grid:2x3 --beta 0.8 --json
+    mlmix exact --model scores --vocab 3 --length 5 --temperature 0.5 --seed 0 --basin "0 0 * * *"
+    mlmix exact --model clique --length 6 --clique-size 4 --coupling 0.3 --field 0.1 --kernel k-gibbs --k 2
+    mlmix exact --matrix P.npz --stationary --json
+    mlmix exact --model scores --save-matrix P.npz       # write the kernel that was analysed
+
+Every figure comes with its method and accuracy; a figure that cannot be resolved at the accuracy
+target is printed as an interval with the reason, never as roundoff. For a Glauber chain of a source
+(Ising, Potts, score table, clique) the output also holds paper G's constants of that source: rho and
+the contraction verdict, Delta and Corollary 7's temperature, Theorem 5's bound next to the exact
+t_mix, the rectangle statistic R, and with ``--basin`` the margin and Theorem 8's bounds.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+import networkx as nx
+import numpy as np
+
+from mlmix.files import dumps_json
+from mlmix.theory.chain.core import Chain
+from mlmix.theory.chain.mixing import MIXING_LIMIT
+from mlmix.theory.chain.results import Result
+from mlmix.theory.kernels.representation import REPRESENTATIONS
+from mlmix.theory.local.constants import paper_constants, parse_basin
+from mlmix.theory.sources.conditionals import Conditionals, IsingModel, PottsModel, ScoreTable, clique_ising
+from mlmix.validation import check_eps, check_int, check_memory, check_real, check_temperature
+
+MODELS = ("ising", "potts", "scores", "clique")
+KERNELS = ("glauber", "k-gibbs", "parallel")
+
+#: Default state limit of the exact t_mix in the CLI: a few seconds of dense products at 2048 states.
+CLI_MIXING_LIMIT = 2048
+
+
+def parse_graph(spec: str) -> nx.Graph:
+    """Graph from a spec: cycle:N, path:N, complete:N, star:N (N nodes), grid:RxC (row-major
+    labels), random:N:p:seed (Erdos-Renyi G(N, p)). Nodes are always 0..N-1."""
+    kind, _, rest = spec.partition(":")
+    parts = rest.split(":") if rest else []
+    try:
+        if kind in ("cycle", "path", "complete", "star") and len(parts) == 1:
+            n = int(parts[0])
+            if n < 1 or (kind == "cycle" and n < 3):
+                raise ValueError
+            return {"cycle": nx.cycle_graph, "path": nx.path_graph, "complete": nx.complete_graph,
+                    "star": lambda m: nx.star_graph(m - 1)}[kind](n)
+        if kind == "grid" and len(parts) == 1:
+            r, c = (int(v) for v in parts[0].lower().split("x"))
+            if r < 1 or c < 1:
+                raise ValueError
+            return nx.convert_node_labels_to_integers(nx.grid_2d_graph(r, c), ordering="sorted")
+        if kind == "random" and len(parts) == 3:
+            n, p, seed = int(parts[0]), float(parts[1]), int(parts[2])
+            if n < 1 or not 0 <= p <= 1:
+                raise ValueError
+            return nx.gnp_random_graph(n, p, seed=seed)
+    except ValueError:
+        pass
+    raise ValueError(f"bad graph spec {spec!r}: use cycle:N (N >= 3), path:N, complete:N, star:N, grid:RxC "
+                     "or random:N:p:seed")
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    """Arguments of ``mlmix exact``."""
+    parser.formatter_class = argparse.RawDescriptionHelpFormatter
+    parser.epilog = __doc__.split("Examples::", 1)[1]
+    src = parser.add_argument_group("chain")
+    src.add_argument("--matrix", type=Path, help="transition matrix file: .npy (dense) or .npz (scipy sparse)")
+    src.add_argument("--model", choices=MODELS, default="ising", help="built-in source (default ising)")
+    src.add_argument("--kernel", choices=KERNELS, default="glauber", help="sampler (default glauber)")
+    src.add_argument("--k", type=int, default=2, help="block size of k-Gibbs (default 2)")
+    src.add_argument("--representation", choices=REPRESENTATIONS, default="auto",
+                     help="dense / sparse matrix or matrix-free operator (default auto: by size and memory)")
+    src.add_argument("--threads", type=int, default=1,
+                     help="torch CPU threads of the matrix-free engine (default 1: more are slower on busy machines)")
+    src.add_argument("--temperature", type=float, default=None,
+                     help="temperature T > 0 (default 1; for ising/potts give --beta or --temperature, not both)")
+    mod = parser.add_argument_group("models")
+    mod.add_argument("--graph", default="cycle:6", help="graph for ising/potts (default cycle:6)")
+    mod.add_argument("--beta", type=float, default=None, help="inverse temperature of ising/potts (default 0.5)")
+    mod.add_argument("--coupling", type=float, default=1.0, help="coupling J on every edge (default 1)")
+    mod.add_argument("--field", type=float, default=0.0, help="field h on every site (default 0)")
+    mod.add_argument("--q", type=int, default=3, help="number of Potts states (default 3)")
+    mod.add_argument("--vocab", type=int, default=3, help="|V| for scores (default 3)")
+    mod.add_argument("--length", type=int, default=5, help="n for scores and clique (default 5)")
+    mod.add_argument("--clique-size", type=int, default=3, help="|C| for clique, sites 0..|C|-1 (default 3)")
+    mod.add_argument("--seed", type=int, default=None,
+                     help="seed of random scores (default 0) or of random Potts couplings and fields")
+    mod.add_argument("--scale", type=float, default=1.0, help="standard deviation of random scores (default 1)")
+    out = parser.add_argument_group("output")
+    out.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    out.add_argument("--stationary", action="store_true", help="include the stationary law")
+    out.add_argument("--eps", type=float, default=0.25, help="TV threshold of t_mix (default 0.25)")
+    out.add_argument("--basin", default=None, metavar="PATTERN",
+                     help="a basin for Theorem 8: n symbols or '*' (free), e.g. \"1 1 * * *\"")
+    out.add_argument("--mixing-limit", type=int, default=CLI_MIXING_LIMIT,
+                     help=f"largest state count for the exact dense t_mix (default {CLI_MIXING_LIMIT}; "
+                          f"at most {MIXING_LIMIT}); larger chains get certified bounds")
+    out.add_argument("--save-matrix", type=Path, default=None, metavar="FILE",
+                     help="also write the analysed transition matrix (.npz, read back by --matrix)")
+    from mlmix.empirical.frames import add_mlm_arguments  # no torch import until --mlm is used
+
+    add_mlm_arguments(parser)
+
+
+def _validate(args: argparse.Namespace) -> None:
+    """Every numeric option: finite and in range (ValueError -> exit 2, one line)."""
+    check_eps(args.eps, "--eps")
+    check_int(args.mixing_limit, "--mixing-limit", minimum=1, maximum=MIXING_LIMIT)
+    check_int(args.k, "--k", minimum=1)
+    check_int(args.threads, "--threads", minimum=1)
+    for name in ("coupling", "field", "scale"):
+        check_real(getattr(args, name), f"--{name}")
+    check_real(args.scale, "--scale", minimum=0.0, open_min=True)
+    if args.temperature is not None:
+        check_temperature(args.temperature, "--temperature")
+    if args.beta is not None:
+        check_real(args.beta, "--beta")
+    check_int(args.q, "--q", minimum=2)
+    check_int(args.vocab, "--vocab", minimum=2)
+    check_int(args.length, "--length", minimum=1)
+    check_int(args.clique_size, "--clique-size", minimum=2)
+    if args.model in ("ising", "potts") and args.beta is not None and args.temperature is not None \
+            and args.matrix is None:
+        raise ValueError("give --beta or --temperature, not both: for ising/potts they combine as beta/T")
+
+
+def build_source(args: argparse.Namespace) -> tuple[Conditionals, str]:
+    """The built-in source of conditionals the arguments describe, and a one-line description."""
+    if args.mlm is not None:  # a masked LM over a frame, tabulated exactly (cached)
+        from mlmix.empirical.tabulate import source_from_args
+
+        return source_from_args(args)
+    T = 1.0 if args.temperature is None else args.temperature
+    beta = 0.5 if args.beta is None else args.beta
+    if args.model == "ising":
+        graph = parse_graph(args.graph)
+        src = IsingModel(graph, couplings=args.coupling, fields=args.field, beta=beta, temperature=T)
+        return src, f"Ising model on {args.graph} (beta={beta:g}, T={T:g}, J={args.coupling:g}, h={args.field:g})"
+    if args.model == "potts":
+        graph = parse_graph(args.graph)
+        if args.seed is not None:
+            src = PottsModel.random(graph, args.q, seed=args.seed, coupling_scale=args.coupling, temperature=T)
+            return src, f"random Potts model (q={args.q}) on {args.graph}, seed {args.seed}, T={T:g}"
+        fields = np.full((graph.number_of_nodes(), args.q), args.field)
+        src = PottsModel(graph, args.q, couplings=args.coupling, fields=fields, beta=beta, temperature=T)
+        return src, f"Potts model (q={args.q}) on {args.graph} (beta={beta:g}, T={T:g}, J={args.coupling:g})"
+    if args.model == "scores":
+        seed = 0 if args.seed is None else args.seed
+        table_bytes = 8.0 * args.length * float(args.vocab) ** args.length
+        check_memory(table_bytes, f"a score table of {args.vocab}^{args.length} contexts")
+        src = ScoreTable.random(args.vocab, args.length, seed=seed, scale=args.scale, temperature=T)
+        return src, (f"random score table |V|={args.vocab}, n={args.length}, seed {seed}, T={T:g} "
+                     "(generally incompatible)")
+    if args.clique_size > args.length:
+        raise ValueError(f"--clique-size {args.clique_size} exceeds --length {args.length}")
+    src = clique_ising(args.length, range(args.clique_size), args.coupling, args.field, temperature=T)
+    return src, (f"clique Ising of paper P eq. (5): n={args.length}, |C|={args.clique_size}, "
+                 f"J={args.coupling:g}, h={args.field:g}, T={T:g}")
+
+
+def build_chain(args: argparse.Namespace) -> tuple[Chain, str, Conditionals | None]:
+    """The chain to analyse, its title, and its source (None for a matrix file)."""
+    if args.matrix is not None:
+        chain = Chain.load(args.matrix)
+        return chain, f"transition matrix {args.matrix} ({chain.n_states} states)", None
+    source, description = build_source(args)
+    q, n = source.space.vocab_size, source.space.length
+    if args.kernel == "k-gibbs" and not 1 <= args.k <= n:
+        raise ValueError(f"--k must lie in 1..n = {n}, got {args.k}")
+    chain = Chain.from_source(source, args.kernel, k=args.k, representation=args.representation)  # memory checked
+    if chain.representation == "operator":
+        import torch
+
+        torch.set_num_threads(args.threads)
+    kernel = {"glauber": "Glauber dynamics", "k-gibbs": f"{args.k}-Gibbs block dynamics",
+              "parallel": "independent parallel sampler"}[args.kernel]
+    return chain, f"{description}; {kernel}; |V|^n = {q}^{n} = {chain.n_states} states", source
+
+
+def run(args: argparse.Namespace) -> int:
+    """Analyse the chain and print a table (or JSON with --json)."""
+    _validate(args)
+    chain, title, source = build_chain(args)
+    if args.save_matrix is not None and chain.representation == "operator":
+        raise ValueError("--save-matrix needs a matrix: the chain is held as a matrix-free operator "
+                         "(use --representation sparse)")
+    if args.save_matrix is not None:
+        chain.save(args.save_matrix)
+    basin = None
+    if args.basin is not None:
+        if source is None:
+            raise ValueError("--basin needs a built-in source (it is a pattern over V^n)")
+        basin = parse_basin(args.basin, source.space.vocab_size, source.space.length)
+    report = {"chain": title, **chain.summary(args.eps, include_stationary=args.stationary,
+                                              mixing_limit=args.mixing_limit)}
+    if source is not None and args.kernel == "glauber" and "reason" not in report:
+        report["paper_g"] = paper_constants(source, chain, args.eps, basin)
+    if args.json:
+        print(dumps_json(report))
+    else:
+        print(format_report(report))
+    return 0
+
+
+def _fmt(value: object) -> str:
+    if isinstance(value, Result):
+        if value.value is not None:
+            acc = "exact" if value.rel_error == 0 else (f"rel. err <= {value.rel_error:.0e}"
+                                                        if value.rel_error is not None else "")
+            return f"{value.value:.6g}" + (f"   ({acc})" if acc else "")
+        lo = "?" if value.lower is None else f"{value.lower:.4g}"
+        hi = "?" if value.upper is None else f"{value.upper:.4g}"
+        return f"[{lo}, {hi}]   (not resolved)" if (value.lower is not None or value.upper is not None) else "-"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, float):
+        return f"{value:.6g}"
+    return "-" if value is None else str(value)
+
+
+def format_report(report: dict) -> str:
+    """A readable table of the report, then each figure's method and, for intervals, the reason."""
+    rows = [("states", report["n_states"]), ("irreducible", report["irreducible"])]
+    if "reason" in report:
+        return "\n".join([report["chain"], "", *(f"  {k:<28}{_fmt(v)}" for k, v in rows), "", report["reason"]])
+    rows += [("period", report["period"]), ("reversible", report["reversible"]),
+             ("spectral gap", report["spectral_gap"]), ("absolute spectral gap", report["absolute_spectral_gap"]),
+             ("relaxation time", report["relaxation_time"]), ("additive gap (P+P*)/2", report["additive_gap"]),
+             ("Poincare constant", report["poincare_constant"]), ("conductance Phi*", report["conductance"]),
+             ("Kemeny constant", report["kemeny_constant"]),
+             (f"t_mix({report['eps']:g}), worst-start TV", report["t_mix"])]
+    g = report.get("paper_g") or {}
+    if "rho" in g:
+        rows += [("paper G: rho (Thm 5)", g["rho"]), ("  contraction", g["contraction"]),
+                 ("  alpha (row sums)", g["alpha"]), ("  Delta", g["delta"]),
+                 ("  T* = Delta/4 (Cor 7)", g["contraction_temperature"]),
+                 ("  Thm 5 bound on t_mix", g["thm5_t_mix_bound"]),
+                 ("  rectangle R max / mean", f"{g['rectangle']['max']:.4g} / {g['rectangle']['mean']:.4g}")]
+        if "basin" in g:
+            b = g["basin"]
+            rows += [("  basin: states, pi(B)", f"{b['states']}, {b['mass']:.4g}"),
+                     ("  basin margin gamma", b["gamma"]), ("  Phi(B) exact", b["phi_exact"]),
+                     ("  Thm 8 bound on exit prob.", b.get("thm8_escape_bound")),
+                     ("  Thm 8 lower bound on t_mix", b.get("thm8_t_mix_lower_bound"))]
+    width = max(len(name) for name, _ in rows)
+    lines = [report["chain"], ""] + [f"  {name:<{width}}  {_fmt(value)}" for name, value in rows]
+    lines += ["", "how each figure was computed:"]
+    for key in ("spectral_gap", "absolute_spectral_gap", "additive_gap", "conductance", "kemeny_constant", "t_mix"):
+        r = report[key]
+        if isinstance(r, Result):
+            lines.append(f"  {key}: {r.method}" + (f" -- {r.reason}" if r.reason else ""))
+    lines.append(f"  stationary law: {report['stationary']['method']}")
+    if report.get("stationary", {}).get("value") is not None:
+        pi = np.asarray(report["stationary"]["value"])
+        lines += ["", "stationary law:", "  " + np.array2string(pi, precision=6, max_line_width=96)]
+    return "\n".join(lines)

@@ -1,0 +1,625 @@
+"""``Chain``: a finite Markov chain analysed once, asked many questions.
+
+A :class:`Chain` validates its transition matrix once (dense ``numpy`` array or ``scipy.sparse``),
+computes what is asked lazily and caches it. Quantities without arguments are cached properties,
+those with arguments are methods; each returns a :class:`~mlmix.theory.chain.results.Result` (a number,
+or an honest interval with the reason) or :class:`~mlmix.theory.chain.results.VectorResult`, carrying
+its method and accuracy. Definitions: THEOREMS.md section 1 (TV is half the L1 distance; t_mix is
+the worst-start mixing time; the Poincaré constant is 1 / gap of the additive reversibilization).
+
+Algorithms by size (the choice is stated in every method string):
+
+* up to :data:`DENSE_LIMIT` states: subtraction-free GTH elimination for the stationary law,
+  gaps to relative accuracy (down to 1e-300), Poisson and hitting solves; exact worst-start t_mix
+  by renormalised squaring where the rounding allows, certified bounds otherwise; exact
+  conductance by enumeration up to 20 states;
+* larger sparse chains: the stationary law by detailed balance (reversible) or a checked Krylov
+  solve, gaps by Lanczos with residual bounds (intervals below the resolution), conductance and
+  t_mix as certified intervals.
+
+Convention: the chain is defined by its off-diagonal entries, and its holding probabilities are
+1 - (the sum of the off-diagonal entries of the row). A float matrix whose rows sum to 1 +- 1e-16
+would otherwise gain or lose 1e-16 of mass per step, which a metastable chain accumulates over its
+relaxation time (1e18 steps at a gap of 1e-18).
+
+A chain with transient states and one closed class has a unique stationary law (zero on the
+transient states); its spectral quantities are those of the closed class (stated in the method).
+Several closed classes: stationary-law quantities raise :class:`~mlmix.errors.ReducibleChainError`
+naming them.
+"""
+
+from __future__ import annotations
+
+import math
+import zipfile
+from functools import cached_property
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+import scipy.sparse as sp
+
+from mlmix.errors import MemoryLimitError, ReducibleChainError
+from mlmix.files import atomic_save_npz
+from mlmix.theory.chain import conductance as cond
+from mlmix.theory.chain import mixing, spectral
+from mlmix.theory.chain.hitting import committor, expected_hitting_times, hitting_probabilities
+from mlmix.theory.chain.results import DEFAULT_RTOL, Result, VectorResult
+from mlmix.theory.chain.stationary import DENSE_STATIONARY_LIMIT, compute_stationary, log_potential
+from mlmix.theory.chain.structure import Structure, chain_structure
+from mlmix.theory.chain.variance import asymptotic_variance_dense, asymptotic_variance_sparse, kemeny_constant_dense
+from mlmix.theory.linalg.elimination import Elimination, eliminate
+from mlmix.validation import (
+    Matrix,
+    check_eps,
+    check_int,
+    check_memory,
+    check_state_set,
+    check_transition_matrix,
+    check_vector,
+)
+
+#: Chains up to this many states get the dense (accurate) algorithms.
+DENSE_LIMIT = 4096
+
+#: Largest chain whose full mean-first-passage matrix is computed (one elimination per target).
+MFPT_LIMIT = 256
+
+_FORMAT = "mlmix-chain-1"
+
+
+class Chain:
+    """A finite Markov chain with transition matrix P (rows sum to 1), analysed lazily (module doc).
+
+    Parameters
+    ----------
+    P : array or scipy.sparse matrix, (N, N), row-stochastic.
+    stationary : optional known stationary law (validated: a probability vector with
+        ||pi P - pi||_1 <= 1e-9); skips its computation. With several closed classes and a positive
+        ``stationary``, the gaps are exactly 0.
+    name : a description used in reports.
+    dense_limit : state count up to which the dense algorithms are used (default :data:`DENSE_LIMIT`,
+        and :data:`~mlmix.theory.chain.stationary.DENSE_STATIONARY_LIMIT` for the GTH stationary law).
+    """
+
+    def __init__(self, P: Matrix, *, stationary: np.ndarray | None = None, name: str | None = None,
+                 dense_limit: int | None = None) -> None:
+        self.P = check_transition_matrix(P)
+        self.n_states = int(self.P.shape[0])
+        self.name = name or f"chain on {self.n_states} states"
+        self._dense_limit_given = dense_limit
+        self.dense_limit = DENSE_LIMIT if dense_limit is None else check_int(dense_limit, "dense_limit", minimum=0)
+        self.source = None
+        self.kernel: str | None = None
+        self.representation_reason = "a given matrix"
+        self._given = None
+        if stationary is not None:
+            pi = check_vector(stationary, self.n_states, "stationary", probability=True)
+            res = float(np.abs(self.P.T @ pi - pi).sum())
+            if res > 1e-9:
+                raise ValueError(f"the given stationary law is not stationary: ||pi P - pi||_1 = {res:.3g}")
+            self._given = pi
+
+    # ------------------------------------------------------------------ construction
+    @classmethod
+    def from_source(cls, source: Any, kernel: str = "glauber", *, k: int | None = None,
+                    name: str | None = None, dense_limit: int | None = None, representation: str = "auto",
+                    **operator_options: Any) -> "Chain":
+        """The chain of a sampler on a source of conditionals (paper G section 3.2, paper P Defs 10-11):
+        ``kernel`` is "glauber" (random-scan Glauber P_T), "k-gibbs" (block size ``k``, needs a
+        joint law) or "parallel" (independent parallel sampler, dense).
+
+        ``representation``: "dense" or "sparse" build the matrix and use the dense or the sparse
+        algorithms; "operator" returns the matrix-free
+        :class:`~mlmix.theory.chain.operator_analysis.OperatorChain` (same questions; options ``device``,
+        ``dtype``); "auto" picks dense up to ``dense_limit`` states, sparse up to the kernel builders'
+        state limit while the CSR kernel fits the memory limit, the operator beyond
+        (:func:`~mlmix.theory.kernels.representation.choose_representation`).
+        The choice and its reason are in ``summary()["representation"]``."""
+        from mlmix.theory.kernels.assembled import glauber_kernel, independent_parallel_kernel, k_gibbs_kernel
+        from mlmix.theory.kernels.representation import choose_representation, has_joint_law
+
+        builders: dict[str, Callable[[], Matrix]] = {
+            "glauber": lambda: glauber_kernel(source),
+            "k-gibbs": lambda: k_gibbs_kernel(source, 2 if k is None else k),
+            "parallel": lambda: independent_parallel_kernel(source),
+        }
+        if kernel not in builders:
+            raise ValueError(f"kernel must be one of {', '.join(builders)}, got {kernel!r}")
+        limit = DENSE_LIMIT if dense_limit is None else check_int(dense_limit, "dense_limit", minimum=0)
+        rep, why = choose_representation(source.space, kernel, 2 if k is None else k, representation, limit,
+                                         joint=has_joint_law(source))
+        if rep == "operator":
+            from mlmix.theory.chain.operator_analysis import OperatorChain
+
+            chain = OperatorChain.from_source(source, kernel, k=k, name=name, **operator_options)
+            chain.representation_reason = why
+            return chain
+        if operator_options:
+            raise TypeError(f"{', '.join(operator_options)}: options of representation='operator' only")
+        P = builders[kernel]()
+        if representation != "auto":  # force the requested algorithms
+            limit = P.shape[0] if rep == "dense" else 0
+        chain = cls(P, name=name, dense_limit=limit if representation != "auto" else dense_limit)
+        chain.source, chain.kernel, chain.representation_reason = source, kernel, why
+        return chain
+
+    @property
+    def representation(self) -> str:
+        """"dense" or "sparse": the algorithms this chain uses ("operator" for an OperatorChain)."""
+        return "dense" if self.is_dense else "sparse"
+
+    @property
+    def is_dense(self) -> bool:
+        """Whether the dense (accurate) algorithms apply at this size."""
+        return self.n_states <= self.dense_limit
+
+    def to_scipy(self) -> sp.csr_array:
+        return sp.csr_array(self.P)
+
+    def to_dense(self) -> np.ndarray:
+        check_memory(8.0 * self.n_states**2, f"a dense copy of {self.n_states} states")
+        return self.P.toarray() if sp.issparse(self.P) else np.asarray(self.P)
+
+    def __repr__(self) -> str:
+        return f"<Chain {self.name}: {self.n_states} states>"
+
+    # ------------------------------------------------------------------ structure
+    @cached_property
+    def structure(self) -> Structure:
+        return chain_structure(self.P)
+
+    @property
+    def is_irreducible(self) -> bool:
+        return self.structure.is_irreducible
+
+    @property
+    def closed_classes(self) -> list[np.ndarray]:
+        return self.structure.closed_classes
+
+    @cached_property
+    def period(self) -> int:
+        """Period of the (unique) closed class, or of the whole chain when irreducible."""
+        return self.structure.period()
+
+    @property
+    def is_aperiodic(self) -> bool:
+        return self.period == 1
+
+    @cached_property
+    def _recurrent(self) -> np.ndarray:
+        return self.structure.recurrent_class()
+
+    @cached_property
+    def _core(self) -> "Chain":
+        """The chain restricted to its closed class (itself when irreducible)."""
+        if self.is_irreducible or self._reducible_given:
+            return self
+        C = self._recurrent
+        sub = self.P[C][:, C] if not sp.issparse(self.P) else sp.csr_array(self.P)[C][:, C]
+        return Chain(sub, name=f"closed class of {self.name}", dense_limit=self._dense_limit_given)
+
+    @property
+    def _reducible_given(self) -> bool:
+        return self._given is not None and len(self.structure.closed_classes) > 1
+
+    def _on_core(self) -> str:
+        if self._core is self:
+            return ""
+        core = self._core.n_states
+        return f" (on the closed class of {core} states; {self.n_states - core} transient)"
+
+    # ------------------------------------------------------------------ stationary law
+    @cached_property
+    def _stationary(self) -> VectorResult:
+        if self._given is not None:
+            with np.errstate(divide="ignore"):
+                logpi = np.log(self._given)
+            res = float(np.abs(self.P.T @ self._given - self._given).sum())
+            return VectorResult("stationary law", self._given, "given by the caller (residual checked)", None, None,
+                                res, logpi)
+        limit = DENSE_STATIONARY_LIMIT if self._dense_limit_given is None else self.dense_limit
+        return compute_stationary(self.P, self.structure, limit)
+
+    @cached_property
+    def stationary(self) -> VectorResult:
+        """pi P = pi (see :mod:`mlmix.theory.chain.stationary`). A sparse non-reversible law whose entrywise
+        certificate failed gets the first-order bound of :attr:`_pi_error` (which needs the gap)."""
+        st = self._stationary
+        if st.rel_error is not None or self._given is not None or self._reducible_given or self._core.is_reversible:
+            return st
+        delta, how = self._pi_error
+        if not delta < 1:  # no useful bound: the accuracy stays the residual (normwise)
+            return st
+        return VectorResult(st.name, st.value, f"{st.method}; error bound {how}", delta, None, st.residual,
+                            st.log_value, dict(st.details))
+
+    @property
+    def log_stationary(self) -> VectorResult:
+        """log pi (exact where pi underflows)."""
+        st = self.stationary
+        return VectorResult("log stationary law", st.log_value, st.method, None, st.rel_error, st.residual, None)
+
+    @cached_property
+    def _logpi(self) -> np.ndarray:
+        return self._stationary.log_value
+
+    @cached_property
+    def _pi_error(self) -> tuple[float, str]:
+        """(delta, how): a bound on max_x |pi_hat(x) / pi(x) - 1| for the law the analysis uses (on the
+        closed class): its certificate (:mod:`mlmix.theory.chain.stationary`), 0 for a law given by the
+        caller (taken as exact), or else the first-order bound ||r / pi||_pi / (gamma sqrt(pi_min)),
+        r = pi_hat P - pi_hat, gamma the lower end of the additive gap computed with pi_hat (inf when
+        pi_hat underflows or the gap has no positive lower end)."""
+        core = self._core
+        st = core._stationary
+        if self._given is not None:
+            return 0.0, "given"
+        if st.rel_error is not None:
+            return st.rel_error, "certified"
+        how = "||r/pi||_pi / (gap sqrt(pi_min)) (first order)"
+        pi = st.value
+        gap_lower = core._raw_gap_and_mode[0].lower or 0.0
+        if pi.min() <= 0 or gap_lower <= 0:
+            return math.inf, how
+        r = core.P.T @ pi - pi
+        chi = math.sqrt(float(np.sum(r * r / pi)))
+        return chi / (gap_lower * math.sqrt(float(pi.min()))), how
+
+    @property
+    def _pi_rel_error(self) -> float | None:
+        """The bound of :attr:`_pi_error` where it is below 1 (a law given by the caller counts as exact)."""
+        delta = self._pi_error[0]
+        return delta if delta < 1 else None
+
+    def _charged(self, r: Result, within: tuple[float, float]) -> Result:
+        """``r`` computed with the law pi_hat, widened for pi_hat's error: a quantity determined by the
+        edge measure pi(x) P(x, y) and by pi (Dirichlet forms, variances, set conductances) moves
+        relatively by at most 2 delta / (1 - delta) when every pi(x) does by delta (THEOREMS.md 1:
+        Var_pi(f) = min_c sum pi (f - c)^2 and E(f, f) are both linear in pi). ``within``: the range
+        the quantity always lies in."""
+        delta, how = self._pi_error
+        if delta == 0:
+            return r
+        eps = 2 * delta / (1 - delta) if delta < 1 else math.inf
+        note = f"; widened by pi's error ({how}, {delta:.1e})" if delta < 1 else f"; pi's error is not bounded ({how})"
+        return r.widened(eps, note, within=within)
+
+    @cached_property
+    def is_reversible(self) -> bool:
+        """Detailed balance pi(x) P(x, y) = pi(y) P(y, x), by Kolmogorov's criterion in log space
+        (on the closed class; transient states carry no mass)."""
+        if self._given is not None:
+            Q = sp.csr_array(self.P).multiply(self._given[:, None])
+            return bool(abs(Q - Q.T).max() <= 1e-10 * abs(Q).max())
+        self._recurrent  # several closed classes: ReducibleChainError
+        return log_potential(self._core.P) is not None
+
+    # ------------------------------------------------------------------ elimination (dense)
+    @cached_property
+    def _grounded(self) -> Elimination:
+        """GTH factors of the (core) chain, grounded at its heaviest state."""
+        core = self._core
+        return eliminate(core.to_dense(), last=int(np.argmax(core._logpi)))
+
+    # ------------------------------------------------------------------ gaps
+    @cached_property
+    def _raw_gap_and_mode(self) -> tuple[Result, np.ndarray]:
+        """The gap of P (reversible) or of (P + P*)/2 built with the computed law, before its error is
+        charged."""
+        core = self._core
+        if self._reducible_given:
+            return Result.exact("spectral gap", 0.0, "several closed classes: the indicator of one has zero "
+                                "Dirichlet form"), np.zeros(self.n_states)
+        if core.is_reversible:
+            el = core._grounded if core.is_dense else None
+            return spectral.reversible_gap(core.P, core._logpi, name="spectral gap", el=el, dense=core.is_dense)
+        S = spectral.additive_reversibilization(core.P, core._logpi)
+        return spectral.reversible_gap(S, core._logpi, name="additive gap", dense=core.is_dense)
+
+    @cached_property
+    def _gap_and_mode(self) -> tuple[Result, np.ndarray]:
+        gap, mode = self._raw_gap_and_mode
+        if self._reducible_given or self._core.is_reversible:  # P's own gap: pi is not used
+            return gap, mode
+        return self._charged(gap, (0.0, 2.0)), mode  # (P + P*)/2 has eigenvalues in [-1, 1]
+
+    @cached_property
+    def spectral_gap(self) -> Result:
+        """1 - lambda_2 for a reversible chain; for a non-reversible one the eigenvalues are complex and
+        the result points to :attr:`additive_gap` and :attr:`absolute_spectral_gap`."""
+        if not self._reducible_given and not self._core.is_reversible:
+            return Result.missing("spectral gap", "-", "the chain is not reversible (complex spectrum): see "
+                                  "additive_gap (Poincare) and absolute_spectral_gap (relaxation)")
+        gap = self._gap_and_mode[0]
+        return _renamed(gap, "spectral gap", self._on_core())
+
+    @cached_property
+    def additive_gap(self) -> Result:
+        """1 - lambda_2((P + P*)/2): the largest c with E(f, f) >= c Var_pi(f) (equals the spectral gap
+        of a reversible chain)."""
+        return _renamed(self._gap_and_mode[0], "additive gap", self._on_core())
+
+    @cached_property
+    def poincare_constant(self) -> Result:
+        """C = sup_f Var_pi(f) / E(f, f) = 1 / additive gap."""
+        return self.additive_gap.reciprocal("Poincare constant")
+
+    @cached_property
+    def multiplicative_gap(self) -> Result:
+        """1 - sigma_2(P)^2: the gap of P* P (Fill's bound)."""
+        core = self._core
+        if not core.is_dense:
+            return self._charged(spectral.multiplicative_gap_sparse(sp.csr_array(core.P), core._logpi), (0.0, 1.0))
+        M = spectral.multiplicative_reversibilization(core.to_dense(), core._logpi)
+        # pi(x) (P* P)(x, y) = sum_z pi(z) P(z, x) P(z, y): an edge measure linear in pi, so _charged applies
+        return self._charged(spectral.reversible_gap(M, core._logpi, name="multiplicative gap", dense=True)[0],
+                             (0.0, 1.0))
+
+    @cached_property
+    def absolute_spectral_gap(self) -> Result:
+        """1 - max{|lambda| : lambda != 1}; reversible: min(gap, 1 + lambda_min)."""
+        core = self._core
+        if self._reducible_given:
+            return Result.exact("absolute spectral gap", 0.0, "several closed classes: eigenvalue 1 is repeated")
+        if not core.is_reversible:
+            return _renamed(spectral.modulus_gap(core.P, dense=core.is_dense), "absolute spectral gap",
+                            self._on_core())
+        gap = self.spectral_gap
+        bottom = spectral.bottom_gap(core.P, core._logpi, dense=core.is_dense)
+        return _minimum("absolute spectral gap", gap, bottom)
+
+    @cached_property
+    def relaxation_time(self) -> Result:
+        """t_rel = 1 / absolute spectral gap."""
+        return self.absolute_spectral_gap.reciprocal("relaxation time")
+
+    # ------------------------------------------------------------------ conductance
+    @cached_property
+    def conductance(self) -> Result:
+        """Phi* = min{Phi(S) : 0 < pi(S) <= 1/2}: exact up to 20 states, else a certified interval whose
+        upper end is Phi of a named set (details: set_size, set_mass, set)."""
+        core = self._core
+        if self._reducible_given:
+            return Result.exact("conductance", 0.0, "several closed classes: one of mass <= 1/2 has no exit flow")
+        lp = core._logpi
+        if core.n_states <= cond.EXACT_CONDUCTANCE_LIMIT and np.ptp(lp) < 600:
+            return _renamed(self._charged(cond.exact_conductance(core.P, lp), (0.0, 1.0)), "conductance",
+                            self._on_core())
+        gap, mode = self._gap_and_mode  # its lower end is already charged
+        return _renamed(self._charged(cond.conductance_interval(core.P, lp, gap, [mode]), (0.0, 1.0)), "conductance",
+                        self._on_core())
+
+    def set_conductance(self, S: np.ndarray) -> Result:
+        """Phi(S) = Q(S, S^c) / pi(S) of a set of states (mask or indices), in log space."""
+        return self._charged(cond.set_conductance_result(self.P, S, self._logpi), (0.0, 1.0))
+
+    # ------------------------------------------------------------------ mixing
+    def _mixing_bounds(self) -> mixing.MixingBounds:
+        core = self._core
+        log_pi_min = float(core._logpi.min())
+        witness = self.conductance.details if core.n_states > 1 else {}
+        rev = core.is_reversible
+        mult = None
+        if not rev:
+            try:
+                mult = self.multiplicative_gap
+            except MemoryLimitError:
+                mult = None
+        mod = None if rev or not core.is_dense else self.absolute_spectral_gap
+        return mixing.MixingBounds(log_pi_min, rev, self.absolute_spectral_gap if rev else None, mod, mult,
+                                   witness.get("set_mass"), self.conductance.upper)
+
+    def mixing_time(self, eps: float = 0.25, max_states: int = mixing.MIXING_LIMIT) -> Result:
+        """t_mix(eps) = min{t : d(t) <= eps}, d the worst-start TV distance: exact when resolvable (by
+        dense squaring, for chains of at most ``max_states`` states), else a certified interval (see
+        :mod:`mlmix.theory.chain.mixing`)."""
+        eps = check_eps(eps)
+        if not self.is_irreducible and self._core is not self:
+            return Result.missing("t_mix", "-", "t_mix of a chain with transient states is not computed "
+                                  "(the worst start is transient); analyse the closed class")
+        d = self.period
+        if d > 1 and eps < 1 - 1 / d:
+            return Result.interval("t_mix", math.inf, None, f"period {d} from a breadth-first search",
+                                   f"the chain is periodic (period {d}): d(t) >= 1 - 1/{d} > eps for every t, so "
+                                   "t_mix is infinite")
+        try:
+            return mixing.certified_mixing_time(self.P, eps, np.exp(self._logpi), self._mixing_bounds(),
+                                                pi_rel_error=self._pi_rel_error, max_states=max_states)
+        except MemoryLimitError as err:
+            lo, hi, how = self._mixing_bounds().t_mix_interval(eps)
+            return Result.interval("t_mix", lo, hi if math.isfinite(hi) else None,
+                                   "certified bounds: " + ", ".join(how), str(err))
+
+    def tv_distance(self, t: int) -> Result:
+        """d(t) = max_x TV(P^t(x, .), pi)."""
+        return mixing.certified_tv_distance(self.P, t, np.exp(self._logpi), self._mixing_bounds(),
+                                  pi_rel_error=self._pi_rel_error)
+
+    def distance_curve(self, t_max: int, start: int | np.ndarray | None = None) -> VectorResult:
+        """d(t) for t = 0..t_max from the worst start (dense), or TV(P^t(x0, .), pi) from a start state
+        index or start law."""
+        if start is not None and np.ndim(start) == 0:
+            mu = np.zeros(self.n_states)
+            mu[check_state_set(start, self.n_states, "start")] = 1.0
+            start = mu
+        elif start is not None:
+            start = check_vector(start, self.n_states, "start", probability=True)
+        return mixing.tv_curve(self.P, t_max, np.exp(self._logpi), start, self._pi_rel_error)
+
+    # ------------------------------------------------------------------ variance, Kemeny, hitting
+    def asymptotic_variance(self, f: np.ndarray) -> Result:
+        """sigma^2(f) of ergodic averages (CLT variance), via the Poisson equation."""
+        f = check_vector(f, self.n_states, "f")
+        core = self._core
+        if core is not self:
+            f = f[self._recurrent]
+        pi = np.exp(core._logpi)
+        if core.is_dense:
+            return asymptotic_variance_dense(core._grounded, core.P, f, pi, self._pi_error[0],
+                                             self.additive_gap)
+        return asymptotic_variance_sparse(core.P, f, pi, self.additive_gap)
+
+    @cached_property
+    def kemeny_constant(self) -> Result:
+        """K = sum_j pi_j E_i tau_j = sum_{lambda != 1} 1 / (1 - lambda) (same for every start i)."""
+        core = self._core
+        if not core.is_dense:
+            return Result.missing("Kemeny constant", "-",
+                                  f"needs a dense grounded inverse (<= {self.dense_limit} states)")
+        return kemeny_constant_dense(core._grounded, np.exp(core._logpi), self._pi_error[0])
+
+    def hitting_time(self, target: np.ndarray) -> VectorResult:
+        """E_x tau_A for every start x (0 on A, inf where A is not hit almost surely)."""
+        return expected_hitting_times(self.P, target)
+
+    def hitting_probabilities(self, target: np.ndarray, t: int) -> VectorResult:
+        """P_x(tau_A <= t) for every start x."""
+        return hitting_probabilities(self.P, target, t)
+
+    def committor(self, A: np.ndarray, B: np.ndarray) -> VectorResult:
+        """q(x) = P_x(tau_B < tau_A), the probability of reaching B before A."""
+        return committor(self.P, A, B)
+
+    def mean_first_passage_times(self, target: np.ndarray | int | None = None) -> VectorResult:
+        """E_x tau_target for a target state or set (a vector over starts), or with no target the matrix
+        M[i, j] = E_i tau_j (tau_j = 0 when i = j) for chains of at most :data:`MFPT_LIMIT` states."""
+        if target is not None:
+            return self.hitting_time(target)
+        N = self.n_states
+        if N > MFPT_LIMIT:
+            raise ValueError(f"the full mean-first-passage matrix is computed up to {MFPT_LIMIT} states; "
+                             f"this chain has {N}: give a target")
+        cols = [self.hitting_time(np.array([j])) for j in range(N)]
+        M = np.stack([c.value for c in cols], axis=1)
+        rel = max((c.rel_error or 0.0) for c in cols)
+        return VectorResult("mean first passage times E_i tau_j", M, cols[0].method + ", one elimination per target",
+                            rel)
+
+    def dirichlet_form(self, f: np.ndarray, g: np.ndarray | None = None) -> float:
+        """E(f, g) = (1/2) sum pi(x) P(x, y) (f(x) - f(y)) (g(x) - g(y))."""
+        f = check_vector(f, self.n_states, "f")
+        g = None if g is None else check_vector(g, self.n_states, "g")
+        return spectral.dirichlet_form(self.P, f, g, np.exp(self._logpi))
+
+    # ------------------------------------------------------------------ derived chains
+    def time_reversal(self) -> "Chain":
+        """P*(x, y) = pi(y) P(y, x) / pi(x) (on the closed class)."""
+        core = self._core
+        return Chain(spectral.time_reversal(core.P, core._logpi), name=f"time reversal of {self.name}",
+                     dense_limit=self._dense_limit_given)
+
+    def additive_reversibilization(self) -> "Chain":
+        """(P + P*)/2 (on the closed class)."""
+        core = self._core
+        return Chain(spectral.additive_reversibilization(core.P, core._logpi),
+                     name=f"additive reversibilization of {self.name}", dense_limit=self._dense_limit_given)
+
+    def multiplicative_reversibilization(self) -> "Chain":
+        """P* P (on the closed class)."""
+        core = self._core
+        return Chain(spectral.multiplicative_reversibilization(core.P, core._logpi),
+                     name=f"multiplicative reversibilization of {self.name}", dense_limit=self._dense_limit_given)
+
+    # ------------------------------------------------------------------ persistence
+    def save(self, path: str | Path) -> None:
+        """Write P to an ``.npz`` file (dense or CSR), atomically; :meth:`load` reads it back."""
+        path = Path(path)
+        if path.suffix != ".npz":
+            raise ValueError(f"a chain is saved as .npz, got {path.name}")
+        if sp.issparse(self.P):
+            P = sp.csr_array(self.P)
+            atomic_save_npz(path, mlmix_format=np.array(_FORMAT), kind=np.array("csr"), data=P.data,
+                            indices=P.indices, indptr=P.indptr, shape=np.array(P.shape), name=np.array(self.name))
+        else:
+            atomic_save_npz(path, mlmix_format=np.array(_FORMAT), kind=np.array("dense"), P=np.asarray(self.P),
+                            name=np.array(self.name))
+
+    @classmethod
+    def load(cls, path: str | Path) -> "Chain":
+        """Read a chain written by :meth:`save` (or ``scipy.sparse.save_npz`` / ``numpy.save``); a
+        missing, corrupt or non-stochastic file is a one-line ValueError."""
+        return cls(load_matrix(path), name=str(Path(path).name))
+
+    # ------------------------------------------------------------------ report
+    def summary(self, eps: float = 0.25, include_stationary: bool = False,
+                mixing_limit: int = mixing.MIXING_LIMIT) -> dict:
+        """Every figure `mlmix exact` prints, as a JSON-ready dict of results (each with value, lower,
+        upper, rel_error, method, reason); t_mix exact by dense squaring up to ``mixing_limit`` states."""
+        eps = check_eps(eps)
+        out: dict[str, Any] = {"n_states": self.n_states,
+                               "representation": f"{self.representation} ({self.representation_reason})",
+                               "irreducible": self.is_irreducible}
+        try:
+            out["closed_classes"] = len(self.closed_classes)
+            out["period"] = self.period if len(self.closed_classes) == 1 else None
+            out["reversible"] = self.is_reversible
+            out["stationary"] = self.stationary.as_dict(values=include_stationary)
+            for key in ("spectral_gap", "absolute_spectral_gap", "relaxation_time", "additive_gap",
+                        "poincare_constant", "conductance", "kemeny_constant"):
+                out[key] = _guard(lambda: getattr(self, key), key)
+            out["eps"] = eps
+            out["t_mix"] = _guard(lambda: self.mixing_time(eps, mixing_limit), "t_mix")
+        except ReducibleChainError as err:
+            out["reason"] = str(err)
+        return out
+
+
+def _guard(compute: Callable[[], Result], name: str) -> Result:
+    """A quantity that hit a resource limit becomes an unresolved result with the reason."""
+    try:
+        return compute()
+    except MemoryLimitError as err:
+        return Result.missing(name, "-", str(err))
+
+
+def _minimum(name: str, a: Result, b: Result) -> Result:
+    """min(a, b) by interval arithmetic: [min of the lower ends, min of the upper ends]."""
+    if a.resolved and b.resolved and (a.upper < b.lower or b.upper < a.lower):
+        low = a if a.upper < b.lower else b
+        other = "1 + lambda_min is larger" if low is a else "1 + lambda_min is smaller than the gap"
+        return _renamed(low, name, f" ({other})")
+    lows = [r.lower for r in (a, b) if r.lower is not None]
+    lo = min(lows) if len(lows) == 2 else None
+    his = [r.upper for r in (a, b) if r.upper is not None]
+    hi = min(his) if his else None
+    method = f"min(gap, 1 + lambda_min): {a.method}; {b.method}"
+    if lo is not None and hi is not None and lo > 0 and hi - lo <= DEFAULT_RTOL * lo:
+        return Result(name, min(a.value, b.value), method, (hi - lo) / lo, lo, hi)
+    return Result.interval(name, lo, hi, method, "the gap or 1 + lambda_min is not resolved at the accuracy target")
+
+
+def _renamed(r: Result, name: str, note: str = "") -> Result:
+    return Result(name, r.value, r.method + note, r.rel_error, r.lower, r.upper, r.reason, dict(r.details))
+
+
+def load_matrix(path: str | Path) -> Matrix:
+    """A row-stochastic matrix from ``.npz`` (:meth:`Chain.save` or scipy.sparse.save_npz) or ``.npy``
+    (no pickles); one-line ValueError for a missing, corrupt or invalid file."""
+    path = Path(path)
+    if not path.is_file():
+        raise ValueError(f"matrix file {path} does not exist")
+    suffix = path.suffix.lower()
+    try:
+        if suffix == ".npy":
+            M = np.load(path, allow_pickle=False)
+        elif suffix == ".npz":
+            with np.load(path, allow_pickle=False) as z:
+                keys = set(z.files)
+                if "mlmix_format" in keys:
+                    if str(z["kind"]) == "csr":
+                        M = sp.csr_array((z["data"], z["indices"], z["indptr"]), shape=tuple(z["shape"]))
+                    else:
+                        M = z["P"]
+                elif {"data", "indices", "indptr", "shape"} <= keys:
+                    M = sp.load_npz(path)
+                else:
+                    raise ValueError(f"unknown .npz layout (keys {sorted(keys)})")
+        else:
+            raise ValueError(f"matrix file must end in .npy or .npz, got {path.name}")
+    except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile) as err:
+        raise ValueError(f"{path} is not a readable transition-matrix file: {err}") from None
+    try:
+        return check_transition_matrix(M)
+    except (TypeError, ValueError) as err:
+        raise ValueError(f"{path}: {err}") from None

@@ -1,0 +1,131 @@
+"""Hitting probabilities, expected hitting times and committors of sets of states.
+
+tau_A = min{s >= 0 : X_s in A} (0 when the chain starts in A). With B = A^c:
+
+    h_t(x) = P_x(tau_A <= t):  h_0 = 1_A,  h_{s+1} = 1_A + 1_B (P h_s)            (t products),
+    k(x)   = E_x tau_A:        k = 0 on A,  (I - P_BB) k_B = 1                    (first-step equations),
+    q(x)   = P_x(tau_B < tau_A) (committor): q = 1 on B, 0 on A, (I - P_CC) q_C = P_CB 1, C = (A u B)^c.
+
+Expected times are infinite from states that can reach, avoiding A, a state from which A is
+unreachable (returned as inf). The linear systems are non-singular M-matrix systems with
+non-negative right-hand sides: on dense sets they are solved by GTH elimination
+(:mod:`mlmix.theory.linalg.elimination`) with no subtraction, so every entry keeps its relative accuracy
+(escape probabilities of 1e-17 and hitting times of 1e19 steps included, where LU on I - P_BB
+returns garbage); on large sparse sets by a Krylov method with its residual reported. Paper P
+Prop. 4 and paper G Thm 8 (exit times from a basin) are checked with these functions.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import scipy.sparse as sp
+from scipy.sparse.csgraph import breadth_first_order
+
+from mlmix.theory.chain.results import EPS, VectorResult
+from mlmix.theory.linalg.elimination import eliminate
+from mlmix.theory.linalg.matrices import krylov_solve
+from mlmix.validation import Matrix, check_state_set, check_steps, check_vector
+
+#: Sets of up to this many unknown states are solved densely by GTH elimination.
+DENSE_HITTING_LIMIT = 4096
+
+
+def hitting_probabilities(P: Matrix, target: np.ndarray, t: int) -> VectorResult:
+    """P_x(tau_A <= t) for every start x (1 on A), by t steps of h <- 1_A + 1_{A^c} P h (non-negative
+    sums: entrywise relative error <= 2 t d u, d the largest row length)."""
+    A = check_state_set(target, P.shape[0], "target set A")
+    t = check_steps(t)
+    h = A.astype(np.float64)
+    for _ in range(t):
+        h = np.where(A, 1.0, P @ h)
+    d = int(np.diff(sp.csr_array(P).indptr).max())
+    return VectorResult("P_x(tau_A <= t)", h, f"{t} backward steps", 2 * t * d * EPS)
+
+
+def hitting_time_distribution(P: Matrix, start_law: np.ndarray, target: np.ndarray, t_max: int) -> VectorResult:
+    """P_mu(tau_A <= s) for s = 0..t_max from the start law mu (the mass not yet absorbed is pushed
+    forward: u_0 = mu 1_B, u_{s+1} = (u_s P) 1_B, value 1 - sum u_s)."""
+    A = check_state_set(target, P.shape[0], "target set A")
+    t_max = check_steps(t_max, "t_max")
+    mu = check_vector(start_law, P.shape[0], "start_law", probability=True)
+    PT = P.T
+    u = np.where(A, 0.0, mu)
+    out = np.empty(t_max + 1)
+    for s in range(t_max + 1):
+        out[s] = 1.0 - u.sum()
+        if s < t_max:
+            u = np.where(A, 0.0, PT @ u)
+    return VectorResult("P_mu(tau_A <= s)", out, "forward propagation of the unabsorbed mass", None,
+                        2 * (t_max + 1) * P.shape[0] * EPS)
+
+
+def reaches(P: Matrix, sources: np.ndarray, allowed: np.ndarray) -> np.ndarray:
+    """States x in ``allowed`` (or in ``sources``) with a path x -> ... -> sources inside ``allowed``."""
+    N = P.shape[0]
+    edges = sp.coo_array(P)
+    keep = (edges.data > 0) & allowed[edges.row] & (allowed[edges.col] | sources[edges.col])
+    src = np.flatnonzero(sources)
+    rows = np.concatenate([edges.col[keep], np.full(src.size, N)])  # reversed graph + a super-source N
+    cols = np.concatenate([edges.row[keep], src])
+    G = sp.csr_array((np.ones(rows.size), (rows, cols)), shape=(N + 1, N + 1))
+    reached = breadth_first_order(G, N, directed=True, return_predecessors=False)
+    out = np.zeros(N + 1, dtype=bool)
+    out[reached] = True
+    return out[:N]
+
+
+def _solve_absorbed(P: Matrix, unknown: np.ndarray, exits: list[np.ndarray], rhs: np.ndarray | None,
+                    what: str) -> tuple[np.ndarray, str, float | None, float | None]:
+    """Solve (I - P_UU) x = b on the states ``unknown`` where the exits (masks of absorbing sets) carry
+    the rest of each row's mass; b = ``rhs`` (on U) or, when None, the flow into exits[0].
+    Returns (x on U, method, entrywise rel_error, residual)."""
+    idx = np.flatnonzero(unknown)
+    m = idx.size
+    Ps = sp.csr_array(P)
+    rows = Ps[idx]
+    ex = np.stack([np.asarray(rows[:, np.flatnonzero(e)].sum(axis=1)).ravel() for e in exits], axis=1)
+    if m <= DENSE_HITTING_LIMIT:
+        el = eliminate(rows[:, idx].toarray(), exits=ex, eliminate_mask=np.ones(m, dtype=bool))
+        x = el.exit_solution()[:, 0] if rhs is None else el.solve(rhs)
+        return x, f"GTH elimination of the {m} unknown states (subtraction-free)", min(8.0 * m**3 * EPS, 1.0), None
+    sub = sp.csr_array(rows[:, idx])
+    b = ex[:, 0] if rhs is None else rhs
+    op = sp.eye_array(m, format="csr") - sub
+    x, method = krylov_solve(op, b, spd=False, diagonal=op.diagonal(), what=what)
+    res = float(np.linalg.norm(op @ x - b) / max(np.linalg.norm(b), 1e-300))
+    return x, method, None, res
+
+
+def expected_hitting_times(P: Matrix, target: np.ndarray) -> VectorResult:
+    """E_x tau_A for every start x: 0 on A (so 0 everywhere when A is the whole space), inf where A is
+    not hit almost surely."""
+    N = P.shape[0]
+    A = check_state_set(target, N, "target set A")
+    B = ~A
+    unreachable = B & ~reaches(P, A, B)
+    doomed = reaches(P, unreachable, B) if unreachable.any() else unreachable
+    R = B & ~doomed
+    k = np.zeros(N)
+    k[doomed] = np.inf
+    if not R.any():
+        return VectorResult("E_x tau_A", k, "graph search: every state outside A is in A or cannot reach it", 0.0)
+    x, method, rel, res = _solve_absorbed(P, R, [A], np.ones(int(R.sum())), "expected hitting times")
+    k[R] = x
+    return VectorResult("E_x tau_A", k, method, rel, None, res)
+
+
+def committor(P: Matrix, A: np.ndarray, B: np.ndarray) -> VectorResult:
+    """q(x) = P_x(tau_B < tau_A): 1 on B, 0 on A; 0 where B cannot be reached avoiding A."""
+    N = P.shape[0]
+    Am = check_state_set(A, N, "A")
+    Bm = check_state_set(B, N, "B")
+    if (Am & Bm).any():
+        raise ValueError("A and B must be disjoint")
+    C = ~(Am | Bm)
+    q = Bm.astype(np.float64)
+    live = C & reaches(P, Bm, C)
+    if not live.any():
+        return VectorResult("committor P_x(tau_B < tau_A)", q, "graph search", 0.0)
+    x, method, rel, res = _solve_absorbed(P, live, [Bm, Am | (C & ~live)], None, "committor")
+    q[live] = x
+    return VectorResult("committor P_x(tau_B < tau_A)", q, method, rel, None, res)

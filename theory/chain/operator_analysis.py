@@ -1,0 +1,614 @@
+"""Chain quantities of a matrix-free kernel (:mod:`mlmix.theory.kernels.operators`), each with its accuracy.
+
+* **Stationary law.** Reversible (compatible source): log pi = log mu_T - log Z exactly, from the
+  joint in log space (entrywise relative accuracy of a few ulps of |log pi|). Otherwise GMRES on
+  (I - P^T + u 1^T) pi = u (u uniform; the solution has sum 1 and solves pi P = pi), with the
+  residual r = pi P - pi reported and the a-posteriori bound (with f = (pi_hat - pi) / pi,
+  (I - P*) f = -r / pi, E(f, f) >= gamma Var_pi(f))
+
+      ||pi_hat - pi||_1 <= ||r / pi||_{L^2(pi)} / gamma,
+      |pi_hat(x) / pi(x) - 1| <= ||r / pi||_{L^2(pi)} / (gamma sqrt(pi(x)))
+
+  evaluated at pi_hat and the computed additive gap gamma (first order).
+* **Gap.** gamma = 1 - lambda_2 of S = (P + P*)/2 (= P when reversible): thick-restart Lanczos
+  (:func:`mlmix.theory.linalg.krylov.lanczos_largest`) on the symmetric D^{1/2} S D^{-1/2}, sqrt(pi)
+  deflated. The value is the Rayleigh quotient E(f, f) / Var_pi(f) of the Ritz function f = y /
+  sqrt(pi), with E summed as non-negative terms (so a small gap keeps its relative accuracy); it is
+  an upper bound on gamma (variational). The lower bound is value - ||r|| with r = B y - theta y
+  recomputed with the operator (Weyl), plus the rounding of B y and, for non-reversible chains, the
+  error of pi_hat in B. It assumes the Krylov space did not miss an eigenvalue above lambda_2
+  (seeded pseudo-random start); the result is :meth:`Result.checked`, an interval when ||r|| is too
+  large for the requested accuracy.
+* **Conductance.** Phi* in [gamma_lower / 2, min(Phi(S), sqrt(2 gamma_upper))] (Cheeger, valid for
+  non-reversible chains through (P + P*)/2), S the best sweep set {f < t} of the Ritz function over
+  up to ``bins`` thresholds (all of them on small chains: then it is the exact sweep), with Phi(S)
+  recomputed as a sum of non-negative flows for the lighter side.
+* **t_mix(eps)** (worst-start TV): reversible heat-bath kernels are positive semi-definite (an
+  average of conditional expectations), so the absolute gap is gamma and t_rel = 1 / gamma;
+  (t_rel - 1) log(1 / (2 eps)) <= t_mix(eps) <= t_rel log(1 / (eps pi_min)) (LPW Thms 12.4, 12.5),
+  and, for any chain, t_mix(eps) >= (pi(S^c) - eps) / Phi(S) (THEOREMS.md 1.16) and Fill's
+  d(t) <= (1/2) sigma_2^t sqrt((1 - pi_min) / pi_min) with 1 - sigma_2^2 the gap of P* P (Lanczos on
+  C^T C, C = D^{1/2} P D^{-1/2}), all through :class:`mlmix.theory.chain.mixing.MixingBounds`.
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+import time
+from dataclasses import dataclass
+from functools import cached_property
+from typing import Any
+
+import numpy as np
+import torch
+
+from mlmix.errors import ConvergenceError
+from mlmix.theory.chain.mixing import MixingBounds
+from mlmix.theory.chain.results import DEFAULT_RTOL, EPS, Result, VectorResult
+from mlmix.theory.kernels.operators import KernelOperator
+from mlmix.theory.linalg.krylov import gmres, inner, lanczos_largest, norm
+from mlmix.validation import check_eps, check_real, check_state_set
+
+#: Relative accuracy the gap is driven to (the residual ||r|| <= GAP_RTOL x gap), when reachable.
+GAP_RTOL = 1e-8
+
+#: Relative residual of the GMRES solve for a non-reversible stationary law.
+STATIONARY_RTOL = 1e-13
+
+#: Thresholds tried by the sweep cut (every distinct value of f on chains with fewer states).
+SWEEP_BINS = 1 << 16
+
+_GOLDEN = -7046029254386353131  # 0x9E3779B97F4A7C15 as int64
+_MIX1 = -4658895280553007687    # 0xBF58476D1CE4E5B9
+_MIX2 = -7723592293110705685    # 0x94D049BB133111EB
+
+
+def _shr(z: torch.Tensor, s: int) -> torch.Tensor:
+    """Logical right shift of int64 (torch's >> is arithmetic)."""
+    return (z >> s) & ((1 << (64 - s)) - 1)
+
+
+def hash_uniform(start: int, stop: int, seed: int, device: torch.device) -> torch.Tensor:
+    """Uniform numbers in [0, 1) from the global state index (splitmix64): the same vector however
+    the states are sharded over processes."""
+    offset = torch.tensor(seed, dtype=torch.int64, device=device) * _MIX1  # int64 products wrap around
+    z = torch.arange(start, stop, dtype=torch.int64, device=device) * _GOLDEN + offset
+    z = (z ^ _shr(z, 30)) * _MIX1
+    z = (z ^ _shr(z, 27)) * _MIX2
+    z = z ^ _shr(z, 31)
+    return _shr(z, 11).to(torch.float64) * 2.0**-53
+
+
+class _Progress:
+    """One stderr line every few seconds: matvecs, residual -> target, and an ETA extrapolated from
+    the residual's geometric decrease."""
+
+    def __init__(self, what: str, enabled: bool, every: float = 5.0) -> None:
+        self.what, self.enabled, self.every = what, enabled, every
+        self.t0 = self.last = time.perf_counter()
+        self.first: tuple[int, float] | None = None
+
+    def __call__(self, matvecs: int, residual: float, target: float) -> None:
+        now = time.perf_counter()
+        if self.first is None and residual > 0:
+            self.first = (matvecs, residual)
+        if not self.enabled or now - self.last < self.every:
+            return
+        self.last = now
+        eta = "?"
+        if self.first and residual > 0 and matvecs > self.first[0] and residual < self.first[1]:
+            rate = math.log(self.first[1] / residual) / (matvecs - self.first[0])
+            left = max(math.log(residual / target), 0.0) / rate if target > 0 else 0.0
+            eta = f"{left * (now - self.t0) / matvecs:.0f} s"
+        print(f"[{self.what}] {matvecs} operator applications, {now - self.t0:.0f} s: residual {residual:.2e} "
+              f"(target {target:.1e}), ETA {eta}", file=sys.stderr, flush=True)
+
+
+# ------------------------------------------------------------------------------------------ stationary law
+
+def _global_sum(op: KernelOperator, t: torch.Tensor) -> float:
+    return float(op.comm.allreduce_(t.sum(dtype=torch.float64)))
+
+
+def _l1_residual(op: KernelOperator, pi: torch.Tensor) -> float:
+    out = op.apply(pi, "measures")
+    return _global_sum(op, out.sub_(pi).abs_())
+
+
+def operator_stationary(op: KernelOperator, *, rtol: float = STATIONARY_RTOL, progress: bool = False) -> VectorResult:
+    """The stationary law of ``op`` over this process's states (see the module docstring).
+
+    Reversible: exact from log mu_T (``rel_error`` bounds the entrywise relative error from the
+    rounding of log mu). Otherwise GMRES; ``residual`` = ||pi P - pi||_1, and ``abs_error`` /
+    ``rel_error`` stay None until :func:`stationary_error_bound` supplies the gap.
+    Raises ConvergenceError when GMRES stalls above ``rtol``.
+    """
+    rtol = check_real(rtol, "rtol", minimum=0.0, open_min=True)
+    comm = op.comm
+    if op.reversible:
+        log_mu, err = op.log_joint
+        lm = log_mu.reshape(-1)
+        m = comm.allreduce_(lm.max().clone(), "max")
+        z = _global_sum(op, (lm - m).exp())
+        log_pi = lm - (m + math.log(z))
+        n_total = op.n_states
+        rel = math.expm1(2 * err + 4 * EPS * (float(comm.allreduce_(log_pi.abs().max().clone(), "max"))
+                                               + math.log(n_total) + 1))
+        pi = log_pi.exp()
+        residual = _l1_residual(op, pi.to(op.dtype))
+        return VectorResult("stationary", pi.cpu().numpy(), "exact from the joint law in log space: log pi = "
+                            "log mu_T - log Z (reversible heat-bath kernel)", rel_error=rel, residual=residual,
+                            log_value=log_pi.cpu().numpy(), details={"representation": "operator"})
+    N = op.n_states
+    u = torch.full((op.local_size,), 1.0 / N, dtype=op.dtype, device=op.device)
+
+    def system(x: torch.Tensor, out: torch.Tensor) -> torch.Tensor:  # (I - P^T + u 1^T) x
+        op.apply(x, "measures", out)
+        return out.neg_().add_(x).add_(u, alpha=_global_sum(op, x))
+
+    report = _Progress("stationary law (GMRES)", progress)
+    sol = gmres(system, u, x0=u.clone(), comm=comm, restart=30, rtol=rtol, progress=report)
+    if not sol.converged:
+        raise ConvergenceError(f"stationary law: GMRES(30) reached relative residual {sol.relative_residual:.2e} "
+                               f"after {sol.matvecs} applications, not {rtol:g}")
+    pi = sol.x
+    pi.div_(_global_sum(op, pi))
+    method = f"GMRES(30) on (I - P^T + u 1^T) pi = u, {sol.matvecs} applications"
+    steps = 0
+    while float(comm.allreduce_(pi.min().clone(), "min")) <= 0:  # round-off below zero: smooth by pi <- pi P
+        if steps > op.space.length:
+            raise ConvergenceError("stationary law: entries stay <= 0 after smoothing; the chain may be reducible")
+        pi = op.apply(pi.clamp_(min=0.0), "measures")
+        pi.div_(_global_sum(op, pi))
+        steps += 1
+    if steps:
+        method += f", then {steps} step(s) pi <- pi P to clear round-off below zero"
+    residual = _l1_residual(op, pi)
+    return VectorResult("stationary", pi.cpu().numpy(), method, residual=residual,
+                        log_value=pi.log().cpu().numpy(), details={"representation": "operator"})
+
+
+def stationary_error_bound(op: KernelOperator, pi: VectorResult, gap_lower: float) -> VectorResult:
+    """``pi`` with the a-posteriori bounds of the module docstring filled in from the residual
+    r = pi P - pi and a lower bound on the additive gap (unchanged for an exact law)."""
+    if pi.rel_error is not None or gap_lower <= 0:
+        return pi
+    t = torch.as_tensor(pi.value, device=op.device, dtype=op.dtype)
+    rel, pi_min = _first_order_pi_error(op, t, gap_lower)
+    return VectorResult(pi.name, pi.value, pi.method + "; error bound ||r/pi||_pi / gap (first order)",
+                        rel_error=rel, abs_error=rel * math.sqrt(pi_min), residual=pi.residual,
+                        log_value=pi.log_value, details=dict(pi.details))
+
+
+# ------------------------------------------------------------------------------------------ gap
+
+@dataclass(frozen=True, eq=False)
+class GapResult:
+    """The additive gap (a :class:`Result`), the Ritz function f = y / sqrt(pi) (local tensor, the
+    Fiedler-type function whose sweep cuts bound the conductance) and the solver's figures."""
+
+    gap: Result
+    fiedler: torch.Tensor
+    matvecs: int
+    residual: float
+
+
+def _symmetric_operator(op: KernelOperator, pi: torch.Tensor):
+    """u -> D^{1/2} S D^{-1/2} u: from the square-rooted conditionals when reversible, else
+    (1/2) [ r P(u / r) + ((r u) P) / r ] with r = sqrt(pi)."""
+    if op.reversible:
+        return lambda u, out: op.apply(u, "symmetric", out)
+    r = pi.sqrt()
+    t1, t2 = torch.empty_like(r), torch.empty_like(r)
+
+    def apply(u: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
+        torch.div(u, r, out=t1)
+        op.apply(t1, "functions", out).mul_(r)
+        torch.mul(u, r, out=t1)
+        op.apply(t1, "measures", t2).div_(r)
+        return out.add_(t2).mul_(0.5)
+
+    return apply
+
+
+def _top_ritz(op: KernelOperator, sym, w: torch.Tensor, *, rtol: float, basis_size: int, max_matvecs: int,
+              seed: int, progress: bool, what: str):
+    """The largest Ritz pair of the symmetric ``sym`` with ``w`` (its eigenvector of eigenvalue 1)
+    deflated, and the residual ||B y - theta y|| recomputed with the undeflated operator."""
+    comm = op.comm
+
+    def deflated(u: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
+        sym(u, out)
+        return out.sub_(w, alpha=float(inner(comm, w, out)))
+
+    unit = float(torch.finfo(op.dtype).eps) / 2
+    floor = 8 * unit * (op.space.length * op.space.vocab_size + 4)
+    ritz = lanczos_largest(deflated, _start_vector(op, w, seed), tol=lambda th: max(rtol * (1.0 - th), floor),
+                           comm=comm, basis_size=basis_size, max_matvecs=max_matvecs,
+                           progress=_Progress(f"{what} (Lanczos)", progress))
+    y = ritz.vector
+    y.sub_(w, alpha=float(inner(comm, w, y)))
+    y.div_(norm(comm, y))
+    By = sym(y, torch.empty_like(y))
+    theta = float(inner(comm, y, By))
+    residual = norm(comm, By.sub_(y, alpha=theta))
+    details: dict[str, Any] = {"residual": residual, "ritz_value": theta, "matvecs": ritz.matvecs,
+                               "lanczos_converged": ritz.converged, "representation": "operator",
+                               "dtype": str(op.dtype).replace("torch.", "")}
+    if ritz.next_value is not None and theta > ritz.next_value:
+        details["estimated_error"] = residual**2 / (theta - ritz.next_value)  # Temple, with an estimated gap
+    return ritz, y, theta, residual, details
+
+
+def _checked_pi(op: KernelOperator, pi: VectorResult) -> torch.Tensor:
+    pi_t = torch.as_tensor(pi.value, device=op.device).to(op.dtype)
+    pi_min = float(op.comm.allreduce_(pi_t.min().clone(), "min"))
+    if not pi_min > 1e-300:
+        raise ValueError(f"the stationary law underflows (smallest entry {pi_min:.3g}); raise the temperature")
+    return pi_t
+
+
+def _unit_sqrt(op: KernelOperator, pi_t: torch.Tensor) -> torch.Tensor:
+    w = pi_t.sqrt()
+    return w.div_(norm(op.comm, w))
+
+
+def operator_gap(op: KernelOperator, pi: VectorResult, *, rtol: float = GAP_RTOL, basis_size: int = 16,
+                 max_matvecs: int = 20_000, seed: int = 0, target_rtol: float = DEFAULT_RTOL,
+                 progress: bool = False) -> GapResult:
+    """gamma = 1 - lambda_2((P + P*)/2), the Poincaré gap (the spectral gap when P is reversible),
+    as a certified :class:`Result` (see the module docstring). ``rtol``: drive the residual to
+    rtol x gamma; ``target_rtol``: the accuracy below which the value is reported as an interval."""
+    if op.n_states < 2:
+        raise ValueError("a gap needs at least 2 states")
+    pi_t = _checked_pi(op, pi)
+    ritz, y, theta, residual, details = _top_ritz(op, _symmetric_operator(op, pi_t), _unit_sqrt(op, pi_t),
+                                                  rtol=rtol, basis_size=basis_size, max_matvecs=max_matvecs,
+                                                  seed=seed, progress=progress, what="gap")
+    f = y.div_(pi_t.sqrt())  # the Ritz function in L^2(pi)
+    mean = _global_sum(op, pi_t * f)
+    var = _global_sum(op, pi_t * (f - mean).square())
+    value = op.dirichlet_form(f, pi_t) / var
+    unit = float(torch.finfo(op.dtype).eps) / 2
+    n_terms = op.space.length * op.space.vocab_size + math.log2(max(op.n_states, 2))
+    margin = 8 * unit * n_terms + (0.0 if pi.rel_error is None else 2 * pi.rel_error)
+    rounding = 2 * unit * (op.space.length * op.space.vocab_size + 2)
+    pi_error = 0.0 if op.reversible else _first_order_pi_error(op, pi_t, max(value - residual, value / 2))[0]
+    abs_error = residual + rounding + pi_error + 4 * unit
+    which = "D^1/2 P D^-1/2 (reversible, from sqrt conditionals)" if op.reversible else \
+        "D^1/2 (P + P*)/2 D^-1/2 (additive reversibilization, with the computed pi)"
+    method = (f"thick-restart Lanczos on {which}, sqrt(pi) deflated, {ritz.matvecs} applications "
+              f"(basis {basis_size}); value = E(f,f)/Var(f) of the Ritz function (an upper bound); "
+              f"lower bound value - ||r||, ||r|| = {residual:.2e} (Weyl; assumes no eigenvalue above "
+              f"lambda_2 was missed)")
+    if pi_error:
+        details["pi_error"] = pi_error
+    gap = Result.checked("additive_gap", value, abs_error, method, rtol=target_rtol, lower=0.0,
+                         upper=value * (1 + margin), **details)
+    return GapResult(gap, f, ritz.matvecs, residual)
+
+
+def operator_multiplicative_gap(op: KernelOperator, pi: VectorResult, additive_gap: Result, *,
+                                rtol: float = GAP_RTOL, basis_size: int = 16, max_matvecs: int = 20_000,
+                                seed: int = 0, target_rtol: float = DEFAULT_RTOL, progress: bool = False) -> Result:
+    """1 - sigma_2(P)^2, the gap of P* P (Fill's bound on t_mix for any chain): Lanczos on C^T C with
+    C = D^{1/2} P D^{-1/2} (two applications per step, P* P never formed), sqrt(pi) deflated; an
+    interval 1 - theta +- (||r|| + rounding + 2 x the error of pi in C)."""
+    pi_t = _checked_pi(op, pi)
+    r = pi_t.sqrt()
+    t1 = torch.empty_like(r)
+
+    def gram(u: torch.Tensor, out: torch.Tensor) -> torch.Tensor:  # C^T C u
+        torch.div(u, r, out=t1)
+        op.apply(t1, "functions", out).mul_(r)  # C u
+        out.mul_(r)
+        op.apply(out, "measures", t1)
+        return torch.div(t1, r, out=out)
+
+    ritz, _, theta, residual, details = _top_ritz(op, gram, _unit_sqrt(op, pi_t), rtol=rtol, basis_size=basis_size,
+                                                  max_matvecs=max_matvecs, seed=seed, progress=progress,
+                                                  what="multiplicative gap")
+    unit = float(torch.finfo(op.dtype).eps) / 2
+    rounding = 4 * unit * (op.space.length * op.space.vocab_size + 2)
+    pi_error = 0.0
+    if not op.reversible and additive_gap.lower:
+        pi_error = 2 * _first_order_pi_error(op, pi_t, additive_gap.lower)[0]
+    method = (f"thick-restart Lanczos on C^T C, C = D^1/2 P D^-1/2 (P* P never formed), sqrt(pi) deflated, "
+              f"{ritz.matvecs} steps of two applications; error <= ||r|| = {residual:.2e} (Weyl)")
+    return Result.checked("multiplicative_gap", 1.0 - theta, residual + rounding + pi_error + 4 * unit, method,
+                          rtol=target_rtol, lower=0.0, upper=1.0, **details)
+
+
+def _start_vector(op: KernelOperator, w: torch.Tensor, seed: int) -> torch.Tensor:
+    """Pseudo-random (a hash of the global state index, so the same however sharded), orthogonal to w."""
+    start = op.comm.rank * op.local_size
+    v0 = (hash_uniform(start, start + op.local_size, seed, op.device) - 0.5).to(op.dtype)
+    return v0.sub_(w, alpha=float(inner(op.comm, w, v0)))
+
+
+def _first_order_pi_error(op: KernelOperator, pi: torch.Tensor, gap: float) -> tuple[float, float]:
+    """(||r / pi||_pi / (gap sqrt(pi_min)), pi_min), r = pi P - pi: the entrywise relative error bound
+    of a computed pi (module docstring); also bounds the perturbation of D^{1/2} S D^{-1/2} it causes
+    (as ||B|| <= 1)."""
+    r = op.apply(pi, "measures").sub_(pi)
+    chi = math.sqrt(_global_sum(op, r.square_().div_(pi)))
+    pi_min = float(op.comm.allreduce_(pi.min().clone(), "min"))
+    return chi / (gap * math.sqrt(pi_min)), pi_min
+
+
+# ------------------------------------------------------------------------------------------ conductance
+
+def _thresholds(op: KernelOperator, f: torch.Tensor, bins: int) -> torch.Tensor:
+    stride = max(1, (op.n_states + bins - 1) // bins)
+    sample = op.comm.all_gather_cat(f[::stride].contiguous())
+    values = torch.unique(sample)  # sorted
+    if values.numel() > bins:
+        values = values[torch.linspace(0, values.numel() - 1, bins, device=values.device).long()].unique()
+    return values
+
+
+def operator_conductance(op: KernelOperator, pi: VectorResult, gap: GapResult, *,
+                         bins: int = SWEEP_BINS) -> Result:
+    """Phi* = min over pi(S) <= 1/2 of Q(S, S^c) / pi(S): an interval (module docstring), with the
+    named set (``set``: this process's mask), its size, mass and conductance in ``details``."""
+    comm = op.comm
+    pi_t = torch.as_tensor(pi.value, device=op.device).to(op.dtype)
+    f = gap.fiedler
+    thr = _thresholds(op, f, bins)
+    K = thr.numel()
+    bucket = torch.searchsorted(thr, f.contiguous(), right=True)  # number of thresholds <= f(x)
+    mass = torch.bincount(bucket, weights=pi_t.double(), minlength=K + 1)
+    diff = torch.zeros(K + 2, dtype=torch.float64, device=op.device)
+    for flow, (bx,), (by,) in op.fibre_pairs(pi_t, [bucket]):
+        lo, hi = torch.minimum(bx, by), torch.maximum(bx, by)  # the pair crosses the cuts lo < k <= hi
+        crossing = (flow * (lo != hi)).double().reshape(-1)
+        diff += torch.bincount(lo.reshape(-1).add_(1), weights=crossing, minlength=K + 2)
+        diff -= torch.bincount(hi.reshape(-1).add_(1), weights=crossing, minlength=K + 2)
+    comm.allreduce_(mass)
+    comm.allreduce_(diff)
+    cut = torch.cumsum(diff, 0)[1:K + 1] / 2  # cut[k-1]: sets {bucket < k}, k = 1..K (both directions / 2)
+    inside = torch.cumsum(mass, 0)[:K]
+    light = torch.minimum(inside, mass.sum() - inside)
+    ratio = torch.where(light > 0, cut / light.clamp(min=1e-300), torch.full_like(cut, math.inf))
+    k = int(torch.argmin(ratio)) + 1
+    S = bucket < k
+    mass_s = _global_sum(op, torch.where(S, pi_t, 0.0))
+    mass_c = _global_sum(op, torch.where(S, 0.0, pi_t))
+    if mass_s > mass_c:
+        S, mass_s, mass_c = ~S, mass_c, mass_s
+    size = int(comm.allreduce_(S.sum()))
+    phi_s = op.escape_flow(S, pi_t) / mass_s
+    unit = float(torch.finfo(op.dtype).eps) / 2
+    margin = 8 * unit * (op.space.length * op.space.vocab_size + math.log2(op.n_states)) + \
+        (2 * pi.rel_error if pi.rel_error is not None else 0.0)
+    phi_upper = phi_s * (1 + margin)
+    g = gap.gap
+    cheeger_upper = math.sqrt(2 * g.upper) if g.upper is not None else math.inf
+    upper = min(phi_upper, cheeger_upper)
+    lower = g.lower / 2 if g.lower is not None else 0.0
+    method = ("lower: Cheeger gap/2 (gap's lower bound); upper: "
+              + (f"Phi(S) of the best of {K} sweep sets of the Ritz function, recomputed as a sum of flows"
+                 if phi_upper <= cheeger_upper else "Cheeger sqrt(2 gap)"))
+    return Result.interval("conductance", lower, upper, method,
+                           "Phi* is a minimum over 2^N sets: only an enclosure is computable at this size",
+                           set_size=size, set_mass=mass_s, set=S.cpu().numpy(), set_conductance=phi_s,
+                           set_conductance_upper=phi_upper, log10_upper=math.log10(upper) if upper > 0 else None,
+                           sweep_thresholds=K)
+
+
+# ------------------------------------------------------------------------------------------ mixing
+
+def operator_mixing_bounds(op: KernelOperator, pi: VectorResult, gap: Result, conductance: Result,
+                           eps: float = 0.25, multiplicative_gap: Result | None = None) -> Result:
+    """Certified bounds on the worst-start TV t_mix(eps) (module docstring), by
+    :class:`mlmix.theory.chain.mixing.MixingBounds` from the gap (reversible: positive semi-definite, so the
+    absolute gap is the gap), the conductance's named set and, for any chain, Fill's bound from the
+    multiplicative gap when given."""
+    eps = check_eps(eps)
+    log_min = torch.tensor(float(np.min(pi.log_value)), dtype=torch.float64, device=op.device)
+    bounds = MixingBounds(float(op.comm.allreduce_(log_min, "min")), op.reversible,
+                          abs_gap=gap if op.reversible else None, mult_gap=multiplicative_gap,
+                          set_mass=conductance.details.get("set_mass"),
+                          set_phi_upper=conductance.details.get("set_conductance_upper"))
+    lower, upper, how = bounds.t_mix_interval(eps)
+    if op.reversible:
+        how.append("P is positive semi-definite (an average of conditional expectations), so t_rel = 1/gap")
+    return Result.interval("t_mix", lower, upper if math.isfinite(upper) else None,
+                           "worst-start TV mixing time, certified bounds: " + "; ".join(how),
+                           "the exact worst-start t_mix needs dense powers of P; bounds only at this size", eps=eps)
+
+
+# ------------------------------------------------------------------------------------------ the chain object
+
+def _renamed(r: Result, name: str, note: str = "") -> Result:
+    return Result(name, r.value, note + r.method, r.rel_error, r.lower, r.upper, r.reason, dict(r.details))
+
+
+class OperatorChain:
+    """The questions of :class:`mlmix.theory.chain.core.Chain` that a matrix-free kernel answers, lazily and
+    cached: what ``Chain.from_source(..., representation="operator")`` returns. Quantities that need
+    the matrix (Kemeny constant, hitting times, exact t_mix) are reported missing with the reason.
+    ``op`` may be sharded (:mod:`mlmix.theory.linalg.distributed`): vectors are then this process's slice."""
+
+    representation = "operator"
+    period = 1  # every block move keeps the state with positive probability
+
+    def __init__(self, op: KernelOperator, *, name: str | None = None, gap_rtol: float = GAP_RTOL,
+                 basis_size: int = 16, bins: int = SWEEP_BINS, progress: bool = False) -> None:
+        self.op = op
+        self.n_states = op.n_states
+        self.name = name or f"{op.description} on {op.n_states} states"
+        self._gap_rtol, self._basis, self._bins, self._progress = gap_rtol, basis_size, bins, progress
+        self.timings: dict[str, float] = {}
+
+    @classmethod
+    def from_source(cls, source: Any, kernel: str = "glauber", *, k: int | None = None, name: str | None = None,
+                    **options: Any) -> "OperatorChain":
+        """The matrix-free chain of a sampler on ``source`` (``options`` go to
+        :func:`mlmix.theory.kernels.operators.kernel_operator`: device, dtype, comm)."""
+        from mlmix.theory.kernels.operators import kernel_operator
+
+        return cls(kernel_operator(source, kernel, 2 if k is None else k, **options), name=name)
+
+    #: Chain methods that need the transition matrix (solves on P itself).
+    _MATRIX_ONLY = ("hitting_time", "hitting_probabilities", "committor", "mean_first_passage_times",
+                    "asymptotic_variance", "tv_distance", "distance_curve", "time_reversal",
+                    "additive_reversibilization", "multiplicative_reversibilization", "to_scipy", "to_dense", "save",
+                    "dirichlet_form", "period", "closed_classes")
+
+    def __getattr__(self, name: str) -> Any:
+        if name in OperatorChain._MATRIX_ONLY:
+            raise ValueError(f"{name} is not available on a matrix-free chain ({self.n_states} states): build it with "
+                             "Chain.from_source(..., representation='sparse') if the CSR matrix fits in memory")
+        raise AttributeError(name)
+
+    def __repr__(self) -> str:
+        return f"<OperatorChain {self.name}>"
+
+    def _timed(self, key: str, compute):
+        t0 = time.perf_counter()
+        out = compute()
+        self.timings[key] = self.timings.get(key, 0.0) + time.perf_counter() - t0
+        return out
+
+    @property
+    def is_irreducible(self) -> bool:
+        """Every single-site (block) move has positive probability: V^n is one class."""
+        return self.op.conditionals_positive()
+
+    @property
+    def is_reversible(self) -> bool:
+        return self.op.reversible
+
+    @cached_property
+    def _stationary(self) -> VectorResult:
+        if not self.is_irreducible:
+            raise ValueError("some conditionals underflow to 0: irreducibility is not established matrix-free "
+                             "(raise the temperature, or analyse the matrix)")
+        return self._timed("stationary_s", lambda: operator_stationary(self.op, progress=self._progress))
+
+    @cached_property
+    def _gap(self) -> GapResult:
+        return self._timed("gap_s", lambda: operator_gap(self.op, self._stationary, rtol=self._gap_rtol,
+                                                          basis_size=self._basis, progress=self._progress))
+
+    @cached_property
+    def stationary(self) -> VectorResult:
+        """pi, with its accuracy: exact-in-log-space for a reversible chain; a non-reversible chain's
+        a-posteriori bound needs the gap first."""
+        pi = self._stationary
+        if pi.rel_error is not None:
+            return pi
+        gap = self._gap.gap
+        return pi if gap.lower is None else stationary_error_bound(self.op, pi, gap.lower)
+
+    @property
+    def log_stationary(self) -> VectorResult:
+        st = self.stationary
+        return VectorResult("log stationary law", st.log_value, st.method, None, st.rel_error, st.residual, None)
+
+    @property
+    def additive_gap(self) -> Result:
+        return self._gap.gap
+
+    @property
+    def spectral_gap(self) -> Result:
+        if not self.is_reversible:
+            return Result.missing("spectral_gap", "matrix-free",
+                                  "not reversible (complex spectrum): see additive_gap / poincare_constant")
+        return _renamed(self._gap.gap, "spectral_gap")
+
+    @property
+    def poincare_constant(self) -> Result:
+        return self.additive_gap.reciprocal("poincare_constant")
+
+    @property
+    def absolute_spectral_gap(self) -> Result:
+        if not self.is_reversible:
+            return Result.missing("absolute_spectral_gap", "matrix-free",
+                                  "eigenvalues of a non-reversible P are not computed matrix-free")
+        return _renamed(self._gap.gap, "absolute_spectral_gap", "a reversible heat-bath kernel is positive "
+                        "semi-definite, so this is the spectral gap; ")
+
+    @property
+    def relaxation_time(self) -> Result:
+        if not self.is_reversible:
+            return Result.missing("relaxation_time", "matrix-free",
+                                  "needs the absolute spectral gap (not computed matrix-free)")
+        return self.absolute_spectral_gap.reciprocal("relaxation_time")
+
+    @cached_property
+    def conductance(self) -> Result:
+        return self._timed("conductance_s", lambda: operator_conductance(self.op, self.stationary, self._gap,
+                                                                          bins=self._bins))
+
+    def set_conductance(self, S: np.ndarray) -> Result:
+        """Phi(S) = Q(S, S^c) / pi(S) of a set (this process's boolean mask), flows summed as non-negative
+        terms."""
+        op = self.op
+        mask = torch.as_tensor(check_state_set(S, op.local_size, "S"), device=op.device)
+        pi = torch.as_tensor(self.stationary.value, device=op.device).to(op.dtype)
+        mass = _global_sum(op, torch.where(mask, pi, 0.0))
+        if not 0 < mass < 1:
+            raise ValueError("S must be a proper subset of the states")
+        unit = float(torch.finfo(op.dtype).eps) / 2
+        rel = 8 * unit * (op.space.length * op.space.vocab_size + math.log2(op.n_states)) + \
+            2 * (self.stationary.rel_error or 0.0)
+        return Result.approximate("Phi(S)", op.escape_flow(mask, pi) / mass, rel,
+                                  "flows summed as non-negative terms (matrix-free)", set_size=int(mask.sum()),
+                                  set_mass=mass)
+
+    @cached_property
+    def multiplicative_gap(self) -> Result:
+        """1 - sigma_2(P)^2 (Fill's bound): Lanczos on C^T C for a non-reversible chain; for a reversible
+        one 1 - (1 - absolute gap)^2 from the absolute gap's enclosure."""
+        if self.is_reversible:
+            g = self.absolute_spectral_gap
+            lo, hi = (None if g.lower is None else 1 - (1 - g.lower) ** 2), (None if g.upper is None else
+                                                                              1 - (1 - g.upper) ** 2)
+            return Result.interval("multiplicative_gap", lo, hi, "1 - (1 - absolute gap)^2 (reversible: sigma_2 = "
+                                   "lambda_*)", "derived from the absolute gap's enclosure")
+        return self._timed("multiplicative_gap_s", lambda: operator_multiplicative_gap(
+            self.op, self._stationary, self.additive_gap, rtol=self._gap_rtol, basis_size=self._basis,
+            progress=self._progress))
+
+    @property
+    def kemeny_constant(self) -> Result:
+        return Result.missing("Kemeny constant", "matrix-free", "needs the fundamental matrix (dense algorithms)")
+
+    def mixing_time(self, eps: float = 0.25) -> Result:
+        """Certified bounds on the worst-start TV t_mix(eps) (module docstring)."""
+        mult = None if self.is_reversible else self.multiplicative_gap
+        return operator_mixing_bounds(self.op, self.stationary, self.additive_gap, self.conductance, eps, mult)
+
+    def summary(self, eps: float = 0.25, include_stationary: bool = False, mixing_limit: int | None = None) -> dict:
+        """The keys of :meth:`Chain.summary` (``mixing_limit`` is ignored: t_mix is bounded, not computed)."""
+        eps = check_eps(eps)
+        out: dict[str, Any] = {"n_states": self.n_states, "representation": f"matrix-free operator ({self.op})",
+                               "irreducible": self.is_irreducible, "closed_classes": 1, "period": self.period,
+                               "reversible": self.is_reversible,
+                               "stationary": self.stationary.as_dict(values=include_stationary)}
+        for key in ("spectral_gap", "absolute_spectral_gap", "relaxation_time", "additive_gap",
+                    "poincare_constant", "conductance", "kemeny_constant"):
+            out[key] = getattr(self, key)
+        out["eps"] = eps
+        out["t_mix"] = self.mixing_time(eps)
+        out["timings"] = dict(self.timings)
+        return out
+
+
+def analyse_operator(op: KernelOperator, eps: float = 0.25, *, gap_rtol: float = GAP_RTOL, basis_size: int = 16,
+                     bins: int = SWEEP_BINS, progress: bool = False) -> dict[str, Any]:
+    """Every figure ``mlmix exact`` reports, matrix-free (:meth:`OperatorChain.summary` with the
+    Results themselves and the stationary law as a :class:`VectorResult`)."""
+    chain = OperatorChain(op, gap_rtol=gap_rtol, basis_size=basis_size, bins=bins, progress=progress)
+    out = chain.summary(eps)
+    out["stationary"] = chain.stationary
+    return out
+
+
+def summary_dict(analysis: dict[str, Any], include_stationary: bool = False) -> dict[str, Any]:
+    """:func:`analyse_operator`'s result for :func:`mlmix.files.dumps_json`: the stationary law as its
+    dict, with its values only when ``include_stationary``."""
+    return {**analysis, "stationary": analysis["stationary"].as_dict(values=include_stationary)}

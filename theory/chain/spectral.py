@@ -1,0 +1,312 @@
+"""Spectral gaps, Poincaré constants and relaxation times, to relative accuracy.
+
+Notation: pi P = pi, D = diag(pi), time reversal P* = D^{-1} P^T D, additive reversibilization
+S = (P + P*)/2 (same Dirichlet form as P), multiplicative reversibilization P* P. For a reversible
+S the matrix B = D^{1/2} S D^{-1/2} is symmetric with entries B_xy = sqrt(S_xy S_yx) (no pi
+needed) and L = I - B has the eigenvalues 1 - lambda_k(S) in [0, 2].
+
+* **Gap** gamma = 1 - lambda_2(S), the smallest non-zero eigenvalue of L; the **Poincaré constant**
+  is 1/gamma (THEOREMS.md 1.15; paper P's convention "E(f, f) >= Var(f)/C"). Floating-point
+  eigensolvers on P or B lose gaps below ~1e-16 in the cancellation 1 - lambda_2. Dense chains
+  avoid it: GTH elimination (:mod:`mlmix.theory.linalg.elimination`) gives L = X diag(e) X^T with every
+  entry of X and e accurate to a few ulps, X unit triangular with |X_ij| <= 1 (diagonal pivoting
+  on the escape probabilities), so the non-zero eigenvalues of L are those of
+  F^T F = diag(e')^{1/2} X'^T X' diag(e')^{1/2} (X' = X without the ground column), all determined
+  to relative accuracy ~ N u cond(X'^T X') (Demmel et al. 1999; Dopico, Koev & Molera 2009). The gap
+  is the smallest of them, computed as 1 / lambda_max of the graded inverse
+  diag(e')^{-1/2} (X'^T X')^{-1} diag(e')^{-1/2}: a largest eigenvalue, which a backward-stable
+  eigensolver gets to relative accuracy. Tested against closed forms and 60-digit arithmetic down to
+  gaps of 1e-35 (``tests/test_spectral.py``).
+* Large sparse chains: Lanczos (ARPACK) on B with the known top eigenvector sqrt(pi) deflated; the
+  eigenvalue's absolute error is bounded by the residual norm, so a gap below it is reported as an
+  interval (upper end: the Rayleigh quotient E(f, f) / Var(f) of the Ritz vector, a sum of
+  non-negative terms and hence a certified upper bound).
+* **Absolute spectral gap** 1 - max{|lambda| : lambda != 1}: for reversible chains the minimum of
+  the gap and 1 + lambda_min (absolute accuracy, from the symmetric eigensolver; for chains with
+  P(x, x) >= delta it is at least 2 delta); for non-reversible chains from the eigenvalues of P with
+  their condition numbers (an interval when unresolved). The **relaxation time** is its inverse.
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+import numpy as np
+import scipy.linalg as la
+import scipy.sparse as sp
+import scipy.sparse.linalg as spla
+from scipy.linalg.lapack import dpocon
+
+from mlmix.theory.chain.results import DEFAULT_RTOL, EPS, Result
+from mlmix.theory.linalg.elimination import Elimination, eliminate
+from mlmix.validation import Matrix, check_memory, check_transition_matrix, check_vector
+
+#: Dense spectral algorithms up to this many states (memory permitting); Lanczos above.
+DENSE_SPECTRAL_LIMIT = 4096
+
+#: Above this size the largest eigenvalue of the graded inverse is found by Lanczos, not eigh.
+_EIGH_LIMIT = 2500
+
+
+# ----------------------------------------------------------------------------------- reversibilizations
+
+def time_reversal(P: Matrix, logpi: np.ndarray) -> Matrix:
+    """P*(x, y) = pi(y) P(y, x) / pi(x), formed as exp(log P(y,x) + log pi(y) - log pi(x)) so that
+    stationary masses spanning hundreds of decades do not overflow."""
+    if sp.issparse(P):
+        T = sp.coo_array(P).T.tocoo()  # entry (x, y) holds P(y, x)
+        data = np.exp(np.log(T.data) + logpi[T.col] - logpi[T.row])
+        return sp.csr_array((data, (T.row, T.col)), shape=P.shape)
+    Pt = np.asarray(P).T
+    with np.errstate(divide="ignore"):
+        out = np.exp(np.log(Pt) + logpi[None, :] - logpi[:, None])
+    return np.where(Pt > 0, out, 0.0)
+
+
+def additive_reversibilization(P: Matrix, logpi: np.ndarray) -> Matrix:
+    """S = (P + P*)/2: reversible with respect to pi, same Dirichlet form as P (THEOREMS.md 1.14)."""
+    return (P + time_reversal(P, logpi)) / 2
+
+
+def multiplicative_reversibilization(P: Matrix, logpi: np.ndarray) -> Matrix:
+    """P* P: reversible with respect to pi, eigenvalues sigma_k(P)^2 (Fill's bound uses its gap)."""
+    return time_reversal(P, logpi) @ P
+
+
+def symmetric_form(S: Matrix) -> Matrix:
+    """B = D^{1/2} S D^{-1/2} of a reversible S: B_xy = sqrt(S_xy S_yx)."""
+    if sp.issparse(S):
+        S = sp.csr_array(S)
+        R = S.sqrt()
+        return sp.csr_array(R.multiply(R.T))
+    R = np.sqrt(np.asarray(S))
+    return R * R.T  # sqrt(S_xy) sqrt(S_yx): no underflow of the product
+
+
+def dirichlet_form(P: Matrix, f: np.ndarray, g: np.ndarray | None, pi: np.ndarray) -> float:
+    """E(f, g) = (1/2) sum_{x,y} pi(x) P(x, y) (f(x) - f(y)) (g(x) - g(y)) (THEOREMS.md 1.14),
+    summed edge by edge (for g = f: a sum of non-negative terms, accurate to a few ulps)."""
+    g = f if g is None else g
+    coo = sp.coo_array(P)
+    w = pi[coo.row] * coo.data
+    return float(0.5 * np.sum(w * (f[coo.row] - f[coo.col]) * (g[coo.row] - g[coo.col])))
+
+
+def variance_lower_bound(f: np.ndarray, pi: np.ndarray) -> float:
+    """A certified lower bound on Var_pi(f) = sum pi (f - c)^2 - (pi(f) - c)^2 for the computed mean c."""
+    c = float(pi @ f)
+    d = f - c
+    second = float(pi @ (d * d))
+    drift = abs(float(pi @ d)) + 4 * EPS * float(pi @ np.abs(d))
+    return max(second * (1 - 4 * EPS * f.size) - drift * drift, 0.0)
+
+
+def rayleigh_upper_bound(S: Matrix, f: np.ndarray, pi: np.ndarray) -> float:
+    """E_S(f, f) / Var_pi(f) (an upper bound on the gap of S, valid for any non-constant f), with
+    the numerator rounded up and the denominator down."""
+    var = variance_lower_bound(f, pi)
+    if var <= 0:
+        return float("inf")
+    return dirichlet_form(S, f, None, pi) * (1 + 8 * EPS * f.size) / var
+
+
+# ----------------------------------------------------------------------------------- the gap
+
+def reversible_gap(S: Matrix, logpi: np.ndarray, *, rtol: float = DEFAULT_RTOL, name: str = "spectral gap",
+                   el: Elimination | None = None, dense: bool | None = None) -> tuple[Result, np.ndarray]:
+    """gamma = 1 - lambda_2(S) of an irreducible reversible S (with stationary log-law ``logpi``), and
+    a slowest-mode function f (S f = lambda_2 f up to accuracy; used for sweep cuts). ``el``: GTH
+    factors of S already computed (complete, last state the heaviest). ``dense``: use the dense
+    algorithm (default: up to :data:`DENSE_SPECTRAL_LIMIT` states)."""
+    N = S.shape[0]
+    if N < 2:
+        return Result.missing(name, "-", "a gap needs at least 2 states"), np.zeros(N)
+    if (N <= DENSE_SPECTRAL_LIMIT) if dense is None else dense:
+        return _dense_gap(S, logpi, name, el)
+    return _lanczos_gap(sp.csr_array(S), logpi, rtol, name)
+
+
+def _dense_gap(S: Matrix, logpi: np.ndarray, name: str, el: Elimination | None) -> tuple[Result, np.ndarray]:
+    N = S.shape[0]
+    check_memory(8.0 * N * N * 5, f"the accurate gap of {N} states")
+    if el is None:
+        dense = S.toarray() if sp.issparse(S) else np.asarray(S, dtype=np.float64)
+        el = eliminate(dense, last=int(np.argmax(logpi)))
+    X, e = el.symmetric_factor()
+    Xp, ep = X[:, 1:], e[1:]
+    G = Xp.T @ Xp
+    c, lower = la.cho_factor(G, lower=False, check_finite=False)
+    rcond, _ = dpocon(c, np.abs(G).sum(axis=0).max())
+    kappa = 1.0 / max(rcond, EPS)
+    emin = float(ep.min())
+    s = np.sqrt(emin / ep)
+    H = s[:, None] * la.cho_solve((c, lower), np.diag(s), check_finite=False)
+    H = (H + H.T) / 2
+    if H.shape[0] <= _EIGH_LIMIT:
+        top = [H.shape[0] - 1, H.shape[0] - 1]
+        vals, vecs = la.eigh(H, subset_by_index=top, check_finite=False)
+        if vals.size == 0:  # dsyevr can return nothing for a massively degenerate top eigenvalue
+            vals, vecs = la.eigh(H, check_finite=False)
+        lam, u, lanczos = float(vals[-1]), vecs[:, -1], 0.0
+    else:
+        vals, vecs = spla.eigsh(H, k=1, which="LA", tol=1e-14)
+        lam, u = float(vals[0]), vecs[:, 0]
+        lanczos = float(np.linalg.norm(H @ u - lam * u)) / lam
+    gap = emin / lam
+    rel = 30 * N * EPS * kappa + lanczos
+    # the slowest mode: w = X' diag(e')^{1/2} u is an eigenvector of L; f = D^{-1/2} w
+    w = Xp @ (np.sqrt(ep) * u)
+    f = np.empty(N)
+    f[el.order] = w
+    f = _scaled_mode(f, logpi)
+    method = ("GTH-accurate LDL^T of D^1/2 (I - S) D^-1/2 (escape pivoting), then the largest eigenvalue "
+              "of the graded inverse; relative error <= 30 N u cond(X'^T X')")
+    return Result.approximate(name, gap, rel, method, cond=kappa), f
+
+
+def _scaled_mode(w: np.ndarray, logpi: np.ndarray) -> np.ndarray:
+    """f = w / sqrt(pi), computed in log scale (saturating instead of overflowing)."""
+    with np.errstate(divide="ignore"):
+        mag = np.log(np.abs(w)) - logpi / 2
+    finite = np.isfinite(mag)
+    top = mag[finite].max() if finite.any() else 0.0
+    return np.sign(w) * np.exp(np.clip(mag - top, -700.0, 0.0))
+
+
+def lanczos_gap(B: spla.LinearOperator, logpi: np.ndarray, name: str, method: str, *, rtol: float = DEFAULT_RTOL,
+                upper: Callable[[np.ndarray], float] | None = None) -> tuple[Result, np.ndarray]:
+    """1 - lambda_2 of a symmetric operator B whose top eigenvector is sqrt(pi) (eigenvalue 1): Lanczos
+    (ARPACK) on B with sqrt(pi) deflated. |lambda - theta| <= ||B v - theta v|| for a unit Ritz pair, so
+    the residual bounds the error; ``upper(f)`` gives a certified upper bound from the mode f = v/sqrt(pi)
+    (a Rayleigh quotient). Returns the Result and the mode."""
+    N = B.shape[0]
+    sq = np.exp(logpi / 2)
+    sq /= np.linalg.norm(sq)
+    op = spla.LinearOperator(B.shape, matvec=lambda v: B @ v - sq * (sq @ v), dtype=np.float64)
+    try:
+        vals, vecs = spla.eigsh(op, k=1, which="LA", tol=1e-10, v0=np.random.default_rng(0).standard_normal(N),
+                                maxiter=50 * N)
+        converged = True
+    except spla.ArpackNoConvergence as err:
+        vals, vecs, converged = err.eigenvalues, err.eigenvectors, False
+        if vals.size == 0:
+            return Result.interval(name, 0.0, None, method, "Lanczos did not converge"), np.zeros(N)
+    lam, v = float(vals[0]), vecs[:, 0]
+    resid = float(np.linalg.norm(op @ v - lam * v)) + 10 * EPS
+    f = _scaled_mode(v, logpi)
+    hi = min(upper(f), 2.0) if upper is not None else None
+    out = Result.checked(name, 1.0 - lam, resid, method + "; error <= residual norm", rtol=rtol, lower=0.0, upper=hi,
+                         residual=resid, converged=converged)
+    return out, f
+
+
+def _lanczos_gap(S: sp.csr_array, logpi: np.ndarray, rtol: float, name: str) -> tuple[Result, np.ndarray]:
+    N = S.shape[0]
+    check_memory(8.0 * (3 * S.nnz + 30 * N), f"Lanczos on {N} states")
+    pi = np.exp(logpi)
+    return lanczos_gap(spla.aslinearoperator(symmetric_form(S)), logpi, name,
+                       "ARPACK Lanczos on D^1/2 S D^-1/2 with sqrt(pi) deflated", rtol=rtol,
+                       upper=lambda f: rayleigh_upper_bound(S, f, pi))
+
+
+def multiplicative_gap_sparse(P: sp.csr_array, logpi: np.ndarray, rtol: float = DEFAULT_RTOL) -> Result:
+    """1 - sigma_2(P)^2 of a large chain, matrix-free: D^1/2 P* P D^-1/2 = C^T C with
+    C = D^1/2 P D^-1/2, so Lanczos needs two sparse products per step and never forms P* P."""
+    N = P.shape[0]
+    check_memory(8.0 * (3 * P.nnz + 30 * N), f"Lanczos on P* P of {N} states")
+    coo = sp.coo_array(P)
+    C = sp.csr_array((coo.data * np.exp((logpi[coo.row] - logpi[coo.col]) / 2), (coo.row, coo.col)), shape=P.shape)
+    CT = sp.csr_array(C.T)
+    op = spla.LinearOperator(P.shape, matvec=lambda v: CT @ (C @ v), dtype=np.float64)
+    return lanczos_gap(op, logpi, "multiplicative gap", "ARPACK Lanczos on C^T C, C = D^1/2 P D^-1/2 (P* P "
+                       "never formed) with sqrt(pi) deflated", rtol=rtol)[0]
+
+
+def bottom_gap(S: Matrix, logpi: np.ndarray, rtol: float = DEFAULT_RTOL, dense: bool | None = None) -> Result:
+    """1 + lambda_min(S) of a reversible S (absolute accuracy ~ N u from the symmetric eigensolver)."""
+    N = S.shape[0]
+    B = symmetric_form(S)
+    if (N <= DENSE_SPECTRAL_LIMIT) if dense is None else dense:
+        dense = B.toarray() if sp.issparse(B) else B
+        lam = float(la.eigvalsh((dense + dense.T) / 2, subset_by_index=[0, 0], check_finite=False)[0])
+        err = 4 * N * EPS
+        method = "LAPACK symmetric eigensolver on D^1/2 S D^-1/2; absolute error <= 4 N u"
+    else:
+        vals, vecs = spla.eigsh(sp.csr_array(B), k=1, which="SA", tol=1e-12, maxiter=50 * N)
+        lam = float(vals[0])
+        err = float(np.linalg.norm(B @ vecs[:, 0] - lam * vecs[:, 0])) + 10 * EPS
+        method = "ARPACK Lanczos (smallest eigenvalue) on D^1/2 S D^-1/2; error <= residual norm"
+    return Result.checked("1 + lambda_min", 1.0 + lam, err, method, rtol=rtol, lower=0.0, upper=2.0)
+
+
+def modulus_gap(P: Matrix, rtol: float = DEFAULT_RTOL, dense: bool | None = None) -> Result:
+    """1 - |lambda_2| of a non-reversible P (lambda_2 the eigenvalue other than 1 of largest modulus),
+    with the first-order error bound u ||P||_F kappa(lambda) from the eigenvalue condition numbers."""
+    N = P.shape[0]
+    name = "1 - |lambda_2|"
+    if N < 2:
+        return Result.missing(name, "-", "a gap needs at least 2 states")
+    if not ((N <= DENSE_SPECTRAL_LIMIT) if dense is None else dense):
+        return Result.missing(name, "-", "eigenvalues of a non-reversible chain are computed densely only; "
+                                         "see additive_gap")
+    dense = P.toarray() if sp.issparse(P) else np.asarray(P)
+    vals, left, right = la.eig(dense, left=True, right=True, check_finite=False)
+    perron = int(np.argmin(np.abs(vals - 1.0)))
+    rest = np.delete(np.arange(N), perron)
+    k = int(rest[np.argmax(np.abs(vals[rest]))])
+    cond = 1.0 / max(abs(np.vdot(left[:, k], right[:, k])), EPS)
+    err = 4 * N * EPS * np.linalg.norm(dense) * cond
+    method = "LAPACK eigenvalues of P (non-reversible); error <= 4 N u ||P||_F cond(lambda_2)"
+    return Result.checked(name, 1.0 - abs(vals[k]), err, method, rtol=rtol, lower=0.0, upper=1.0,
+                          eigenvalue=complex(vals[k]).__repr__(), condition_number=cond)
+
+
+# ----------------------------------------------------------------------------------- plain functions
+
+def _chain(P: Matrix, pi: np.ndarray | None):
+    from mlmix.theory.chain.core import Chain
+
+    return Chain(P, stationary=pi)
+
+
+def spectral_gap(P: Matrix, pi: np.ndarray | None = None) -> float:
+    """1 - lambda_2 of a reversible chain as a float (:attr:`Chain.spectral_gap`; UnresolvedError when
+    not resolved, ValueError-like missing result for a non-reversible chain). ``pi``: a known law."""
+    return float(_chain(P, pi).spectral_gap)
+
+
+def additive_gap(P: Matrix, pi: np.ndarray | None = None) -> float:
+    """1 - lambda_2((P + P*)/2) as a float (:attr:`Chain.additive_gap`)."""
+    return float(_chain(P, pi).additive_gap)
+
+
+def poincare_constant(P: Matrix, pi: np.ndarray | None = None) -> float:
+    """1 / additive gap as a float (:attr:`Chain.poincare_constant`)."""
+    return float(_chain(P, pi).poincare_constant)
+
+
+def absolute_spectral_gap(P: Matrix, pi: np.ndarray | None = None) -> float:
+    """1 - max |lambda|, lambda != 1, as a float (:attr:`Chain.absolute_spectral_gap`)."""
+    return float(_chain(P, pi).absolute_spectral_gap)
+
+
+def relaxation_time(P: Matrix, pi: np.ndarray | None = None) -> float:
+    """1 / absolute spectral gap as a float (:attr:`Chain.relaxation_time`)."""
+    return float(_chain(P, pi).relaxation_time)
+
+
+def multiplicative_gap(P: Matrix, pi: np.ndarray | None = None) -> float:
+    """1 - sigma_2(P)^2 as a float (:attr:`Chain.multiplicative_gap`)."""
+    return float(_chain(P, pi).multiplicative_gap)
+
+
+def is_reversible(P: Matrix, pi: np.ndarray | None = None, rtol: float = 1e-10) -> bool:
+    """Detailed balance pi(x) P(x, y) = pi(y) P(y, x): with respect to the stationary law when ``pi``
+    is None (Kolmogorov's criterion in log space, :attr:`Chain.is_reversible`), else with respect to the
+    given law, to ``rtol`` times max_xy pi(x) P(x, y)."""
+    if pi is None:
+        return _chain(P, None).is_reversible
+    P = check_transition_matrix(P)
+    pi = check_vector(pi, P.shape[0], "pi", nonnegative=True)
+    Q = sp.csr_array(P).multiply(pi[:, None])
+    return bool(abs(Q - Q.T).max() <= rtol * abs(Q).max())

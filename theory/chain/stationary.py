@@ -1,0 +1,288 @@
+"""The stationary law pi P = pi of a chain with one closed class, to relative accuracy in every entry.
+
+* Reversible chains (Kolmogorov's criterion, decided in log space): pi ∝ exp(phi) with phi built
+  along a spanning tree from phi(y) - phi(x) = log P(x, y) - log P(y, x). Any size, O(nnz); every
+  entry keeps its relative accuracy (as a logarithm even below 1e-308).
+* Dense non-reversible chains: GTH state elimination (:mod:`mlmix.theory.linalg.elimination`), entrywise
+  relative accuracy, logarithms exact where pi underflows.
+* Large sparse non-reversible chains: a Krylov solve of the grounded system A x = b,
+  A = (I - P_RR)^T, b = P_zR^T (x = pi_R / pi_z, a non-singular M-matrix system whose solution is
+  positive), checked afterwards: non-negative and with residual ||pi P - pi||_1 below the target;
+  otherwise power iteration polishes it, and failing that a ConvergenceError (never an eigenvector
+  with negative entries).
+
+Accuracy of a non-reversible law: the a-posteriori certificate of :func:`certified_error` (entrywise,
+rigorous: residual plus its rounding, pushed through A^-1 >= 0 by a verified supersolution); for
+GTH the smaller of it and O'Cinneide's worst case 8 N^3 u. Where the certificate cannot be
+verified (a Krylov solve cannot resolve the tiny entries of a metastable law) ``rel_error`` is None
+and the accuracy is the residual ||pi P - pi||_1 (normwise).
+
+A chain with transient states and a single closed class C has the unique law that is zero off C
+(computed on C). Several closed classes: ReducibleChainError naming them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+import scipy.sparse as sp
+import scipy.sparse.linalg as spla
+from scipy.sparse.csgraph import breadth_first_order
+from scipy.special import logsumexp
+
+from mlmix.errors import ConvergenceError
+from mlmix.theory.chain.results import EPS, VectorResult
+from mlmix.theory.chain.structure import Structure, chain_structure, tree_depths
+from mlmix.theory.linalg.elimination import eliminate
+from mlmix.validation import Matrix, check_memory, check_transition_matrix
+
+#: Non-reversible chains up to this many states use dense GTH elimination (memory permitting).
+DENSE_STATIONARY_LIMIT = 8192
+
+#: Relative residual target of the iterative (sparse) stationary solve.
+ITERATIVE_RTOL = 1e-12
+
+
+def log_potential(P: Matrix) -> tuple[np.ndarray, np.ndarray] | None:
+    """(phi, err) with pi ∝ exp(phi) when P is reversible, else None (Kolmogorov's criterion).
+
+    phi is accumulated along a BFS spanning tree of the transition graph from the log-ratios
+    log P(x, y) - log P(y, x), then every edge is checked in log space (so violations among states
+    of tiny mass are seen). ``err[x]`` bounds the rounding error of phi(x) (summed along its tree
+    path). None also when some P(x, y) > 0 has P(y, x) = 0, or the graph is not connected.
+    """
+    N = P.shape[0]
+    if N == 1:
+        return np.zeros(1), np.zeros(1)
+    A = sp.csr_array(P, copy=True)
+    A.setdiag(0.0)
+    A.eliminate_zeros()
+    A.sort_indices()
+    AT = sp.csr_array(A.T)
+    AT.sort_indices()
+    if A.nnz != AT.nnz or not (np.array_equal(A.indptr, AT.indptr) and np.array_equal(A.indices, AT.indices)):
+        return None
+    la, lat = np.log(A.data), np.log(AT.data)
+    ratio = la - lat
+    edge_err = 2 * EPS * (np.abs(la) + np.abs(lat) + np.abs(ratio))
+    order, pred = breadth_first_order(A, 0, directed=False, return_predecessors=True)
+    if order.size < N:
+        return None
+    rows = np.repeat(np.arange(N, dtype=np.int64), np.diff(A.indptr))
+    keys = rows * N + A.indices
+    child = order[1:]
+    at = np.searchsorted(keys, pred[child].astype(np.int64) * N + child)
+    inc, inc_err = np.zeros(N), np.zeros(N)
+    inc[child], inc_err[child] = ratio[at], edge_err[at]
+    phi = tree_depths(pred, 0, inc)
+    err = tree_depths(pred, 0, inc_err) + EPS * np.abs(phi)
+    defect = np.abs(ratio - (phi[A.indices] - phi[rows]))
+    if defect.size and (defect > 1e-9 * (1.0 + np.abs(phi).max())).any():
+        return None
+    return phi - phi.max(), err
+
+
+def stationary_law(P: Matrix, structure: Structure | None = None) -> VectorResult:
+    """The unique stationary law of P (validated here), with its method and accuracy."""
+    P = check_transition_matrix(P)
+    return compute_stationary(P, structure or chain_structure(P))
+
+
+def stationary_distribution(P: Matrix) -> np.ndarray:
+    """The stationary law as a plain array (:attr:`mlmix.theory.chain.core.Chain.stationary`)."""
+    return np.asarray(stationary_law(P))
+
+
+def compute_stationary(P: Matrix, structure: Structure, dense_limit: int = DENSE_STATIONARY_LIMIT) -> VectorResult:
+    """As :func:`stationary_law` for an already validated P and its structure; non-reversible chains of
+    at most ``dense_limit`` states use GTH."""
+    N = P.shape[0]
+    C = structure.recurrent_class()
+    if C.size < N:
+        sub = (P[C][:, C] if not sp.issparse(P) else sp.csr_array(P)[C][:, C])
+        inner = compute_stationary(sub, chain_structure(sub), dense_limit)
+        pi, logpi = np.zeros(N), np.full(N, -np.inf)
+        pi[C], logpi[C] = inner.value, inner.log_value
+        return VectorResult("stationary law", pi, inner.method + f"; zero on the {N - C.size} transient states",
+                            inner.rel_error, inner.abs_error, _residual(P, pi), logpi, dict(inner.details))
+    pot = log_potential(P)
+    if pot is not None:
+        phi, err = pot
+        logpi = phi - logsumexp(phi)
+        rel = float(np.expm1(err.max() + N * EPS))
+        return _result(P, logpi, "detailed balance along a spanning tree (reversible; log space)", rel)
+    if N <= dense_limit:
+        dense = P.toarray() if sp.issparse(P) else np.asarray(P)
+        el = eliminate(dense)
+        logpi = el.log_stationary()
+        # O'Cinneide (1993): GTH's entrywise relative error is at most about 8 N^3 u (a worst case)
+        worst = 8.0 * N**3 * EPS
+        cert = certified_error(dense, logpi, int(el.order[0]), el.solve_transposed)
+        how = "a-posteriori certificate" if cert < worst else "O'Cinneide's worst case 8 N^3 u"
+        return _result(P, logpi, f"GTH state elimination (dense; log space); error bound: {how}",
+                       min(cert, worst, 1.0))
+    return _iterative(sp.csr_array(P))
+
+
+def certified_error(P: Matrix, logpi: np.ndarray, z: int, solve: Callable[[np.ndarray], np.ndarray]) -> float:
+    """A rigorous bound on max_x |pi_hat(x) / pi(x) - 1| for pi_hat = exp(logpi) (inf when it cannot
+    be certified), P irreducible with the convention that its diagonal is 1 minus the off-diagonal sum.
+
+    Grounded at z, x = pi_R / pi_z solves A x = b with A = diag(d) - P_RR^T (d_i the off-diagonal row
+    sums of P), a non-singular M-matrix, so A^{-1} >= 0, and b = P_zR^T. With r = b - A x_hat,
+    |x - x_hat| = |A^{-1} r| <= A^{-1} s for s = |fl(r)| + gamma (b + |A| x_hat) (the rounding of r).
+    Any v with A v >= s has v >= A^{-1} s, so v bounds the error entrywise: delta = max v / x_hat and
+    |pi_hat / pi - 1| <= 2 delta / (1 - delta). ``solve(c)`` approximates the full-length solution
+    of A v = c (v_z = 0); v solves it for s plus a margin that covers the rounding of the check
+    fl(A v) - gamma |A| v >= s, the margin (and, for an inexact solve, s itself) enlarged up to four
+    times before giving up.
+    """
+    return _certify(*_off_diagonal(P), logpi, z, solve)
+
+
+def _off_diagonal(P: Matrix) -> tuple[Matrix, np.ndarray, int]:
+    """(P_off^T, d, terms): the transposed off-diagonal part of P (one CSR copy, or a view of one
+    dense copy), its row sums d, and the longest of those sums and of the sums in P_off^T x (a row or
+    a column of P_off), which sets the rounding constant."""
+    N = P.shape[0]
+    if sp.issparse(P):
+        offT = sp.csr_array(sp.csr_array(P).T)
+        offT.setdiag(0.0)
+        offT.eliminate_zeros()
+        d = np.bincount(offT.indices, offT.data, minlength=N)
+        terms = max(np.diff(offT.indptr).max(initial=0), np.bincount(offT.indices, minlength=N).max(initial=0))
+        return offT, d, int(terms)
+    off = np.array(P, dtype=np.float64)
+    np.fill_diagonal(off, 0.0)
+    nz = off != 0
+    return off.T, off.sum(axis=1), int(max(nz.sum(axis=0).max(initial=0), nz.sum(axis=1).max(initial=0)))
+
+
+def _certify(offT: Matrix, d: np.ndarray, terms: int, logpi: np.ndarray, z: int,
+             solve: Callable[[np.ndarray], np.ndarray]) -> float:
+    """:func:`certified_error` from the pieces of :func:`_off_diagonal`."""
+    N = d.size
+    k = terms + 4
+    gamma = 2 * k * EPS / (1 - k * EPS)
+    with np.errstate(over="ignore"):
+        x = np.exp(logpi - logpi[z])
+    R = np.ones(N, dtype=bool)
+    R[z] = False
+    if not (np.isfinite(x).all() and (x[R] > 0).all()):
+        return np.inf
+
+    def apply(v: np.ndarray) -> tuple[np.ndarray, np.ndarray]:  # (A v, |A| v) on the full length, row z dropped
+        flow = offT @ v
+        return (d * v - flow)[R], (d * v + flow)[R]
+
+    Ax, absAx = apply(x)  # (offT @ x)_i carries b_i = P_zi through x_z = 1
+    s = np.zeros(N)
+    s[R] = np.abs(Ax) + gamma * absAx
+    v = solve(s)
+    for k in range(4):
+        _, absAv = apply(v)
+        rhs = s * (1 + k / 2)  # from the second try on, slack for an inexact solve
+        rhs[R] += 4.0 ** (k + 1) * gamma * absAv
+        v = np.clip(solve(rhs), 0.0, None)
+        v[z] = 0.0
+        Av, absAv = apply(v)
+        if (Av - gamma * absAv >= s[R]).all():
+            delta = float((v[R] / x[R]).max())
+            return 2 * delta / (1 - delta) + N * EPS if delta < 0.5 else np.inf
+    return np.inf
+
+
+def _result(P: Matrix, logpi: np.ndarray, method: str, rel: float) -> VectorResult:
+    """pi = exp(log pi): exponentiating adds a relative error of |log pi| u per entry."""
+    pi = np.exp(logpi)
+    rel = min(rel + 2 * EPS * float(np.abs(logpi[np.isfinite(logpi)]).max(initial=0.0)), 1.0)
+    return VectorResult("stationary law", pi, method, rel, None, _residual(P, pi), logpi)
+
+
+def _residual(P: Matrix, pi: np.ndarray) -> float:
+    return float(np.abs(P.T @ pi - pi).sum())
+
+
+def _iterative(P: sp.csr_array) -> VectorResult:
+    """Grounded Krylov solve with checks (module docstring). A is applied from P_off^T (no grounded
+    copy is built), and the same pieces serve the certificate."""
+    N = P.shape[0]
+    check_memory(8.0 * (P.nnz * 1.5 + 70 * N), f"iterative stationary solve of {N} states")
+    z = int(np.argmax(P.diagonal()))  # ground at a state that is hard to leave: usually heavy
+    R = np.ones(N, dtype=bool)
+    R[z] = False
+    offT, d, terms = _off_diagonal(P)
+    dR = d[R]
+
+    def grounded(v: np.ndarray) -> np.ndarray:  # A v = d_R v - (P_off^T [v; 0])_R
+        full = np.zeros(N)
+        full[R] = v
+        return dR * v - (offT @ full)[R]
+
+    A = spla.LinearOperator((N - 1, N - 1), matvec=grounded, dtype=np.float64)
+    unit = np.zeros(N)
+    unit[z] = 1.0
+    b = (offT @ unit)[R]
+    M = spla.LinearOperator(A.shape, matvec=lambda v: v / dR, dtype=np.float64)
+
+    def krylov(rhs: np.ndarray, restarts: int = 200) -> tuple[np.ndarray, int, str]:
+        x, info = spla.gmres(A, rhs, rtol=ITERATIVE_RTOL, atol=0.0, restart=50, maxiter=restarts, M=M)
+        if info == 0 and not (x < -1e-10 * max(x.max(), 1.0)).any():
+            return x, info, "GMRES(50)"
+        x, info = spla.bicgstab(A, rhs, x0=np.clip(x, 0, None), rtol=ITERATIVE_RTOL, atol=0.0,
+                                maxiter=min(20 * N, 50 * restarts), M=M)
+        return x, info, "BiCGSTAB"
+
+    x, info, solver = krylov(b)
+    method = f"{solver} on the grounded system (diag(d) - P_RR^T) x = P_zR^T, Jacobi preconditioned"
+    pi = np.empty(N)
+    pi[R], pi[z] = np.clip(x, 0.0, None), 1.0
+    pi /= pi.sum()
+    res = _residual(P, pi)
+    if res > 1e-9:  # polish by power iteration (keeps pi non-negative)
+        for _ in range(2000):
+            pi = P.T @ pi
+            pi /= pi.sum()
+            res = _residual(P, pi)
+            if res <= 1e-9:
+                method += ", polished by power iteration"
+                break
+    if res > 1e-9 or (pi < 0).any():
+        raise ConvergenceError(f"stationary law of {N} states: the iterative solve reached residual "
+                               f"||pi P - pi||_1 = {res:.2g} only (metastable chain?); use a dense limit that "
+                               "fits (GTH) or the matrix-free engine")
+    with np.errstate(divide="ignore"):
+        logpi = np.log(pi)
+
+    # The certificate's solves A v = c spread over all states, where the grounded system may converge
+    # slowly: first (I - P^T) y = c' (c'_z = -sum c_R) with the well-conditioned B = I - P^T + u 1^T
+    # (B y = (I - P^T) y when 1^T c' = 0), v = y - (y_z / pi_z) pi; where that loses the smallest
+    # entries, the grounded system itself (at most 20 restarts). The certificate's check covers
+    # whatever a solve misses.
+    u = np.full(N, 1.0 / N)
+    B = spla.LinearOperator((N, N), matvec=lambda y: d * y - offT @ y + u * y.sum(), dtype=np.float64)
+    MB = spla.LinearOperator((N, N), matvec=lambda y: y / (d + u), dtype=np.float64)
+
+    def regularised(c: np.ndarray) -> np.ndarray:
+        rhs = c.copy()
+        rhs[z] = -c[R].sum()
+        y, _ = spla.gmres(B, rhs, rtol=ITERATIVE_RTOL, atol=0.0, restart=50, maxiter=20, M=MB)
+        return y - (y[z] / pi[z]) * pi
+
+    def grounded_solve(c: np.ndarray) -> np.ndarray:
+        out = np.zeros(N)
+        out[R] = krylov(c[R], restarts=20)[0]
+        return out
+
+    rel = np.inf
+    if np.isfinite(logpi).all():
+        for solve in (regularised, grounded_solve):
+            rel = _certify(offT, d, terms, logpi, z, solve)
+            if rel < 1:
+                break
+    if rel < 1:
+        return _result(P, logpi, method + "; error bound: a-posteriori certificate", rel)
+    return VectorResult("stationary law", pi, method, None, None, res, logpi,
+                        {"accuracy": "normwise: residual ||pi P - pi||_1 (the entrywise certificate failed: "
+                                     "entries far below it are not resolved relatively)"})

@@ -1,0 +1,101 @@
+"""MCMC asymptotic variance of ergodic averages, and the Kemeny constant, through the group inverse.
+
+For a stationary chain and f: X -> R the CLT variance of (1/t) sum_{s<t} f(X_s) is (THEOREMS.md 1.23)
+
+    sigma^2(f) = Var_pi(f) + 2 sum_{k>=1} Cov_pi(f(X_0), f(X_k)) = 2 <f_bar, g>_pi - <f_bar, f_bar>_pi,
+
+with f_bar = f - pi(f) and g any solution of the Poisson equation (I - P) g = f_bar (g is the
+group inverse applied to f_bar up to a constant, which <f_bar, .>_pi does not see). Grounding the
+solution at the heaviest state z (g_z = 0) leaves the non-singular M-matrix system
+(I - P)_RR g_R = f_bar_R, R = all states but z, solved with the subtraction-free GTH factors of
+:mod:`mlmix.theory.linalg.elimination`. The right-hand side has both signs, so the solve is not
+subtraction-free; its error is bounded a posteriori by solving with |f_bar| (the factors' inverses
+are non-negative): |g - g~| <= c N u (I - P)_RR^{-1} |f_bar| componentwise, plus the effect of the
+rounding of pi(f). The result carries that bound (an interval when it exceeds the target).
+
+The Kemeny constant K = sum_j pi_j E_i tau_j (tau_j = 0 when i = j; the same for every i) equals
+sum over the eigenvalues lambda != 1 of 1/(1 - lambda) = tr(A^#), A^# the group inverse of I - P;
+with G the grounded inverse (zero row and column at z), A^# = (I - 1 pi^T) G (I - 1 pi^T), so
+K = tr(G) - pi^T G 1, a difference of two non-negative sums (grounding at the heaviest state keeps
+the cancellation mild); its bound is stated the same way.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import scipy.sparse as sp
+
+from mlmix.theory.chain.results import DEFAULT_RTOL, EPS, Result
+from mlmix.theory.linalg.elimination import Elimination
+from mlmix.theory.linalg.matrices import krylov_solve
+from mlmix.validation import Matrix, check_memory
+
+
+def asymptotic_variance_dense(el: Elimination, P: Matrix, f: np.ndarray, pi: np.ndarray, pi_rel_error: float,
+                              gap: Result, *, rtol: float = DEFAULT_RTOL) -> Result:
+    """sigma^2(f) from the GTH factors ``el`` of the chain P grounded at a heavy state.
+
+    Error bound: the effect of pi's entrywise relative error (against the centred solution), plus the
+    smaller of two bounds on the solve: componentwise from the solve with |f_bar| (sharp for
+    metastable chains), and 2 ||f_bar||_pi ||r||_pi / gap from the residual r of the Poisson equation
+    and the additive gap's certified lower end (sharp for well-mixing chains; ||(I - P)h||_pi >=
+    gap ||h||_pi for pi(h) = 0 holds for non-reversible chains too)."""
+    N = f.size
+    mean = float(pi @ f)
+    fbar = f - mean
+    g = el.solve(fbar)
+    ghat = g - float(pi @ g)
+    var = float(pi @ (fbar * fbar))
+    sigma2 = 2.0 * float(pi @ (fbar * ghat)) - var
+    c = 8.0 * N * EPS
+    err_pi = 3.0 * pi_rel_error * (2.0 * float(pi @ np.abs(fbar * ghat)) + var)
+    g_abs, g_one = el.solve(np.abs(fbar)), el.solve(np.ones(N))
+    mean_err = 4 * N * EPS * float(pi @ np.abs(f))
+    err_gth = (2.0 * float(pi @ (np.abs(fbar) * (c * g_abs + mean_err * g_one))) + c * var
+               + 4 * N * EPS * (2 * abs(float(pi @ (fbar * ghat))) + var))
+    err_res = np.inf
+    if gap.lower:
+        Pg = P @ ghat
+        r = np.abs(fbar - (ghat - Pg)) + 4 * EPS * (np.abs(ghat) + P @ np.abs(ghat)) + mean_err
+        scale = float(r.max())
+        if scale > 0 and np.isfinite(scale):  # ||r||_pi without overflow; an infinite bound just loses the min
+            with np.errstate(over="ignore"):
+                err_res = 2.0 * np.sqrt(var) * scale * np.sqrt(float(pi @ ((r / scale) ** 2))) / gap.lower
+    err = err_pi + min(err_gth, err_res)
+    method = ("Poisson equation grounded at the heaviest state, GTH factors; error bounded a posteriori (solve with "
+              "|f - pi(f)|, or residual / gap)")
+    return Result.checked("asymptotic variance", sigma2, err, method, rtol=rtol, lower=0.0, upper=None)
+
+
+def asymptotic_variance_sparse(P: Matrix, f: np.ndarray, pi: np.ndarray, gap: Result,
+                               *, rtol: float = DEFAULT_RTOL) -> Result:
+    """sigma^2(f) on a large sparse chain: a Krylov solve of (I - P + 1 pi^T) g = f_bar with its
+    residual r; |sigma^2 error| <= 2 ||f_bar||_pi ||r||_pi / gap (reversible-type bound using the
+    gap's lower end), an interval when that is too large or unknown."""
+    N = f.size
+    P = sp.csr_array(P)
+    fbar = f - float(pi @ f)
+    op = sp.linalg.LinearOperator((N, N), matvec=lambda v: v - P @ v + pi @ v, dtype=np.float64)
+    check_memory(8.0 * 70 * N, "the Krylov solve of the Poisson equation")
+    g, method = krylov_solve(op, fbar, spd=False, diagonal=1.0 - P.diagonal() + pi, what="Poisson equation")
+    r = op @ g - fbar
+    var = float(pi @ fbar**2)
+    sigma2 = 2.0 * float(pi @ (fbar * g)) - var
+    g_lo = gap.lower or 0.0
+    err = (2.0 * np.sqrt(var * float(pi @ r**2)) / g_lo) if g_lo > 0 else np.inf
+    return Result.checked("asymptotic variance", sigma2, err, method + "; error <= 2 ||f||_pi ||residual||_pi / gap",
+                          rtol=rtol, lower=0.0)
+
+
+def kemeny_constant_dense(el: Elimination, pi: np.ndarray, pi_rel_error: float, *,
+                          rtol: float = DEFAULT_RTOL) -> Result:
+    """K = tr(G) - pi^T G 1 from the grounded inverse G (module docstring); O(N^3)."""
+    N = pi.size
+    check_memory(8.0 * N * N * 3, f"the grounded inverse of {N} states")
+    G = el.solve(np.eye(N))
+    tr = float(np.trace(G))
+    hit = float(pi @ G.sum(axis=1))
+    err = (16.0 * N * EPS + pi_rel_error) * (tr + hit)
+    return Result.checked("Kemeny constant", tr - hit, err,
+                          "trace of the group inverse from the grounded GTH inverse: tr(G) - pi^T G 1", rtol=rtol,
+                          lower=0.0)

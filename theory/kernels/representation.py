@@ -1,0 +1,97 @@
+"""How a chain is held, by the memory each way needs: a dense matrix, a CSR matrix, or the
+matrix-free operator of :mod:`mlmix.theory.kernels.operators` (issue 14).
+
+Estimates are made before anything is allocated and compared with the memory limit in force
+(:func:`mlmix.validation.current_memory_limit`, ``--max-memory`` on the CLI). This module does not
+import torch, so choosing the dense or sparse route never loads it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from mlmix.theory.kernels.assembled import k_subsets
+from mlmix.theory.sources.conditionals import Conditionals, GibbsModel
+from mlmix.theory.sources.space import StateSpace
+from mlmix.validation import current_memory_limit, format_bytes
+
+#: Kernels available as matrix-free operators.
+OPERATOR_KERNELS = ("glauber", "k-gibbs", "block")
+
+#: How a chain can be held ('auto' chooses).
+REPRESENTATIONS = ("auto", "dense", "sparse", "operator")
+
+#: 'auto' holds chains up to this many states as CSR matrices (every Chain method available) and
+#: larger ones matrix-free (the same summary figures; 13x faster at 2^20 states, docs/benchmarks.md).
+SPARSE_AUTO_LIMIT = 2**16
+
+#: The same for sources without a joint law (score tables, masked LMs: non-reversible chains): the
+#: CSR route certifies their stationary law entrywise, the matrix-free one only to first order
+#: (docs/real-model.md: the 160,000-state AntiBERTy chain's Poincaré constant resolved in 25 s, an
+#: interval in 9 s), so they stay CSR up to this size, memory permitting.
+SPARSE_AUTO_LIMIT_NO_JOINT = 2**18
+
+
+def _itemsize(dtype: Any) -> int:
+    return 4 if "32" in str(dtype) else 8
+
+
+def operator_memory(space: StateSpace, kernel: str = "glauber", k: int = 2, *, local_source: bool = False,
+                    table_source: bool = False, vectors: int = 20, dtype: Any = "float64",
+                    world_size: int = 1) -> int:
+    """Estimated bytes per process of a matrix-free analysis: ``vectors`` state vectors (the Lanczos
+    basis of 16, the stationary law, work space) plus the stored conditionals: n |V|^n numbers for a
+    table or a joint (plus the float64 table while it is converted), |V|^(deg+1) per site for
+    Ising/Potts (negligible), C(n, k) |V|^n for k-Gibbs."""
+    N = space.size // world_size
+    if kernel == "glauber":
+        coef = 0 if local_source else space.length * N
+    else:
+        coef = len(k_subsets(space.length, k)) * N if kernel == "k-gibbs" else space.length * N
+    table = 8 * space.length * N if table_source else 0
+    return int(_itemsize(dtype) * (vectors * N + coef) + table)
+
+
+def csr_memory(space: StateSpace, kernel: str = "glauber", k: int = 2) -> int:
+    """Estimated peak bytes of the CSR route: building the kernel (24 bytes per non-zero, as
+    :func:`mlmix.theory.kernels.assembled.glauber_kernel` checks) or analysing it (the matrix, 12 bytes per
+    non-zero, plus a Lanczos workspace of 3 nnz + 30 N numbers), whichever is larger."""
+    N, n, q = space.size, space.length, space.vocab_size
+    nnz = N * (n * (q - 1) + 1) if kernel == "glauber" else len(k_subsets(n, k)) * N * q**k
+    return int(max(24 * nnz, 12 * nnz + 8 * (3 * nnz + 30 * N)))
+
+
+def has_joint_law(source: Conditionals) -> bool:
+    """Whether ``source`` has a joint law (a Gibbs model or a source that overrides ``log_joint``):
+    its Glauber chain is then reversible."""
+    return isinstance(source, GibbsModel) or type(source).log_joint is not Conditionals.log_joint
+
+
+def choose_representation(space: StateSpace, kernel: str = "glauber", k: int = 2, requested: str = "auto",
+                          dense_limit: int = 4096, joint: bool = True) -> tuple[str, str]:
+    """('dense' | 'sparse' | 'operator', why). 'auto': dense up to ``dense_limit`` states; the CSR
+    matrix up to :data:`SPARSE_AUTO_LIMIT` states (:data:`SPARSE_AUTO_LIMIT_NO_JOINT` for a source
+    without a joint law, ``joint=False``) while :func:`csr_memory` fits the memory limit in force;
+    the matrix-free operator beyond. The independent parallel sampler is dense only."""
+    if requested not in REPRESENTATIONS:
+        raise ValueError(f"representation must be one of {REPRESENTATIONS}, got {requested!r}")
+    N = space.size
+    if kernel not in OPERATOR_KERNELS:
+        if requested == "operator":
+            raise ValueError(f"no matrix-free operator for kernel {kernel!r} (only {', '.join(OPERATOR_KERNELS)})")
+        return ("dense" if requested == "auto" else requested), f"the {kernel} kernel is held as a matrix"
+    if requested != "auto":
+        return requested, "requested"
+    if N <= dense_limit:
+        return "dense", f"{N} states <= the dense limit {dense_limit}"
+    cap = SPARSE_AUTO_LIMIT if joint else SPARSE_AUTO_LIMIT_NO_JOINT
+    if N > cap:
+        return "operator", f"{N} states > {cap}: matrix-free (representation='sparse' keeps the CSR matrix)"
+    need, limit = csr_memory(space, kernel, k), current_memory_limit()
+    if need <= limit:
+        why = "" if joint or N <= SPARSE_AUTO_LIMIT else ("no joint law (non-reversible): the CSR route certifies "
+                                                          "pi entrywise; ")
+        return "sparse", (f"{why}the CSR kernel and its analysis need about {format_bytes(need)} <= "
+                          f"{format_bytes(limit)}")
+    return "operator", (f"the CSR kernel would need about {format_bytes(need)} > the memory limit "
+                        f"{format_bytes(limit)}: matrix-free")

@@ -1,0 +1,6 @@
+"""Linear algebra under the chain quantities: subtraction-free GTH elimination and the solves built on
+it, Krylov solvers over matrix-free operators (Lanczos, GMRES), format helpers for transition matrices,
+and the ``torch.distributed`` communicator that shards a state tensor over processes.
+
+Imports nothing else from :mod:`mlmix.theory`; it is the ground floor.
+"""

@@ -1,0 +1,104 @@
+"""Paper G's constants of a source of conditionals, side by side with its exact Glauber chain.
+
+For a source on V^n at temperature T (THEOREMS.md section 2A, reconstructed constants [R]):
+
+* influence rho = max_j sum_{i != j} rho_ij(T) (column sums, Def. 2) and Dobrushin's row sum alpha;
+  Theorem 5 applies when rho < 1 and gives t_mix(eps) <= ceil(n / (1 - rho) log(n / eps));
+* oscillation Delta = max_j sum_{i != j} Delta_ij (section 5.2) and Corollary 7's temperature
+  T* = Delta / 4 (rho(T) <= Delta / (4T) < 1 for T > T*);
+* rectangle incompatibility R (section 4): max, mean, median and q90 over all rectangles (0 iff
+  compatible), streamed (:func:`~mlmix.theory.local.rectangles.rectangle_summary`);
+* for a basin B (a cylinder pattern): the margin gamma (Assumption 1) and Theorem 8's bounds
+  P(x, B^c) <= (|V| - 1) e^{-gamma/T}, Phi(B) <= (|V| - 1) e^{-gamma/T} and, when pi(B) <= 1/2,
+  t_mix(1/4) >= 1 / (4 Phi(B)) >= e^{gamma/T} / (4 (|V| - 1)), next to the exact Phi(B) and t_mix.
+
+Every local quantity is exact (all contexts of V^n; float64 softmax rounding only).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+from mlmix.theory.chain.core import Chain
+from mlmix.theory.chain.results import EPS, Result
+from mlmix.theory.local.influence import aggregate_influence, contraction_temperature, influence_and_oscillation
+from mlmix.theory.local.margins import basin_margin, escape_bound, mixing_lower_bound
+from mlmix.theory.local.rectangles import rectangle_summary
+from mlmix.validation import check_memory
+
+#: Largest |V|^n for which the paper constants are computed by `mlmix exact` (the local quantities
+#: stream or vectorise over fibres: 160,000 states of a 20-letter MLM frame at n = 4 take seconds).
+CONSTANTS_LIMIT = 2**18
+
+
+def parse_basin(pattern: str, vocab_size: int, length: int) -> np.ndarray:
+    """Boolean mask over V^n of the cylinder set given by ``pattern``: n space-separated symbols, each
+    an integer in [0, |V|) (fixed) or '*' (free), e.g. "1 1 * *" = {x : x_0 = 1, x_1 = 1}."""
+    parts = pattern.split()
+    if len(parts) != length:
+        raise ValueError(f"basin pattern must have n = {length} entries (symbols or '*'), got {len(parts)}")
+    fixed = {}
+    for i, p in enumerate(parts):
+        if p == "*":
+            continue
+        if not p.isdigit() or int(p) >= vocab_size:
+            raise ValueError(f"basin pattern entry {p!r} must be '*' or a symbol in [0, {vocab_size})")
+        fixed[i] = int(p)
+    if not fixed:
+        raise ValueError("basin pattern fixes no site: it would be the whole space")
+    idx = np.arange(vocab_size**length, dtype=np.int64)
+    mask = np.ones(idx.size, dtype=bool)
+    for i, v in fixed.items():
+        mask &= (idx // vocab_size ** (length - 1 - i)) % vocab_size == v
+    return mask
+
+
+def paper_constants(source: Any, chain: Chain, eps: float, basin: np.ndarray | None = None) -> dict[str, Any]:
+    """The constants of the module docstring as JSON-ready Results (chain = the source's Glauber chain)."""
+    space = source.space
+    n, q = space.length, space.vocab_size
+    if space.size > CONSTANTS_LIMIT:
+        return {"reason": f"|V|^n = {space.size} exceeds {CONSTANTS_LIMIT}: the exact local constants are not computed"}
+    check_memory(8.0 * space.size * n * q * 3, "the exact local constants (score table of all contexts)")
+    local = 8 * q * EPS  # softmax / score-difference rounding
+    infl, osc = influence_and_oscillation(source, max_states=CONSTANTS_LIMIT)
+    agg = aggregate_influence(infl.rho_ij)
+    t_star = contraction_temperature(osc.delta_ij)
+    out: dict[str, Any] = {
+        "rho": Result.approximate("rho", agg.rho, local, "max_j sum_i rho_ij over all contexts (column sums)"),
+        "alpha": Result.approximate("alpha", agg.alpha, local, "max_i sum_j rho_ij (Dobrushin row sums)"),
+        "contraction": ("rho < 1: Theorem 5 applies" if agg.rho < 1 - local else
+                        "rho >= 1: Theorem 5 does not apply at this temperature"),
+        "delta": Result.approximate("Delta", 4 * t_star, local, "max_j sum_i Delta_ij (score oscillation)"),
+        "contraction_temperature": Result.approximate(
+            "T* = Delta/4 (Cor 7)", t_star, local, "Corollary 7: rho(T) <= Delta/(4T) < 1 for T > Delta/4"),
+    }
+    if agg.rho < 1 and n > 1:
+        bound = math.ceil(n / (1 - agg.rho) * math.log(n / eps))
+        out["thm5_t_mix_bound"] = Result.exact("Theorem 5 bound", bound, "ceil(n/(1-rho) log(n/eps))")
+    else:
+        out["thm5_t_mix_bound"] = Result.missing("Theorem 5 bound", "-", "needs rho < 1")
+    out["rectangle"] = {**rectangle_summary(source, max_states=CONSTANTS_LIMIT).as_dict(),
+                        "note": "R = 0 on every rectangle iff the conditionals are compatible (Prop 4), iff the "
+                                "chain is reversible"}
+    if basin is not None:
+        out["basin"] = _basin_report(source, chain, basin)
+    return out
+
+
+def _basin_report(source: Any, chain: Chain, basin: np.ndarray) -> dict[str, Any]:
+    q, T = source.space.vocab_size, source.temperature
+    margin = basin_margin(source, basin, max_states=CONSTANTS_LIMIT)
+    mass = float(np.exp(chain.log_stationary.value[basin]).sum())
+    phi = chain.set_conductance(basin)
+    rep: dict[str, Any] = {"states": int(basin.sum()), "mass": mass, "gamma": margin.gamma,
+                           "assumption_1": margin.holds, "phi_exact": phi}
+    if margin.gamma > 0 and math.isfinite(margin.gamma):
+        rep["thm8_escape_bound"] = escape_bound(margin.gamma, T, q)
+        rep["thm8_t_mix_lower_bound"] = mixing_lower_bound(margin.gamma, T, q) if mass <= 0.5 else None
+    if mass <= 0.5 and phi.resolved and phi.value > 0:
+        rep["t_mix_lower_bound_from_phi"] = 1.0 / (4.0 * phi.value)
+    return rep

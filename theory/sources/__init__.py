@@ -1,0 +1,6 @@
+"""Sources of single-site conditionals on V^n, the one interface every analysis consumes: the product
+space and its indexing, the :class:`~mlmix.theory.sources.conditionals.Conditionals` interface with the
+Ising/Potts joints and score tables at a temperature, and batched queries over context sets.
+
+A masked language model (:mod:`mlmix.empirical.mlm`) is one more implementation of the same interface.
+"""

@@ -1,0 +1,318 @@
+"""Sources of single-site conditionals on V^n: the one interface every analysis consumes.
+
+A source gives, for a site i and contexts x_{-i}, scores s_i(v | x_{-i}) (independent of x_i)
+and, at temperature T > 0, the conditionals (paper G, section 3.1)
+
+    pi_i^T(v | x_{-i}) = exp(s_i(v | x_{-i}) / T) / sum_u exp(s_i(u | x_{-i}) / T).
+
+Compatible sources come from a joint law mu(x) ∝ exp(w(x)) with scores s_i(v|x_{-i}) = w(x^{i<-v})
+(Gibbs, Ising, Potts, any log-weight table); their tempered joint is mu_T ∝ exp(w / T).
+Score tables are generally incompatible, like a masked language model, which is just another
+source (``mlmix.empirical.mlm``).
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from itertools import combinations
+from typing import Mapping
+
+import networkx as nx
+import numpy as np
+from scipy.special import log_softmax
+
+from mlmix.theory.sources.space import StateSpace
+from mlmix.validation import check_temperature
+
+
+class Conditionals(ABC):
+    """Interface: scores and log-conditionals at one site for a batch of contexts.
+
+    Contexts are integer arrays of shape (B, n) with symbols in [0, |V|); the symbol at the
+    queried site is ignored. ``sites`` is one site for the whole batch or one per context.
+    """
+
+    space: StateSpace
+    temperature: float
+
+    def __init__(self, space: StateSpace, temperature: float = 1.0) -> None:
+        self.space = space
+        self.temperature = check_temperature(temperature)
+
+    @abstractmethod
+    def site_scores(self, contexts: np.ndarray, site: int) -> np.ndarray:
+        """Scores s_i(. | x_{-i}) at T = 1 for one site: float64 array (B, |V|)."""
+
+    def scores(self, contexts: np.ndarray, sites: int | np.ndarray) -> np.ndarray:
+        """Scores s_i(v | x_{-i}) for each context and its site: float64 (B, |V|)."""
+        ctx = self.check_contexts(contexts)
+        if np.ndim(sites) == 0:
+            return np.asarray(self.site_scores(ctx, self.space.check_site(sites)), dtype=np.float64)
+        site_arr = np.asarray(sites, dtype=np.int64)
+        if site_arr.shape != (ctx.shape[0],):
+            raise ValueError(f"sites must be a scalar or have shape ({ctx.shape[0]},), got {site_arr.shape}")
+        out = np.empty((ctx.shape[0], self.space.vocab_size))
+        for site in np.unique(site_arr):
+            rows = site_arr == site
+            out[rows] = self.site_scores(ctx[rows], self.space.check_site(site))
+        return out
+
+    def log_conditionals(self, contexts: np.ndarray, sites: int | np.ndarray) -> np.ndarray:
+        """log pi_i^T(v | x_{-i}) = log_softmax(s_i / T): float64 (B, |V|)."""
+        return log_softmax(self.scores(contexts, sites) / self.temperature, axis=-1)
+
+    def all_log_conditionals(self, contexts: np.ndarray) -> np.ndarray:
+        """log pi_i^T(. | x_{-i}) at every site: float64 (B, n, |V|)."""
+        ctx = self.check_contexts(contexts)
+        return np.stack([self.log_conditionals(ctx, i) for i in range(self.space.length)], axis=1)
+
+    def at_temperature(self, temperature: float) -> "Conditionals":
+        """The same scores at another temperature (a shallow copy)."""
+        clone = object.__new__(type(self))
+        clone.__dict__.update(self.__dict__)
+        clone.temperature = check_temperature(temperature)
+        return clone
+
+    def log_joint(self) -> np.ndarray | None:
+        """Unnormalised log mu_T over all states for a compatible source, else None."""
+        return None
+
+    def check_contexts(self, contexts: np.ndarray) -> np.ndarray:
+        """Validate a batch of contexts: integer array (B, n) with symbols in [0, |V|)."""
+        ctx = np.asarray(contexts)
+        if ctx.ndim != 2 or ctx.shape[1] != self.space.length:
+            raise ValueError(f"contexts must have shape (B, {self.space.length}), got {ctx.shape}")
+        if not np.issubdtype(ctx.dtype, np.integer):
+            raise TypeError(f"contexts must be integer symbols, got dtype {ctx.dtype}")
+        if ctx.size and (ctx.min() < 0 or ctx.max() >= self.space.vocab_size):
+            raise ValueError(f"context symbols must lie in [0, {self.space.vocab_size})")
+        return ctx
+
+
+class GibbsModel(Conditionals):
+    """A joint law mu(x) ∝ exp(w(x)) given by a log-weight function w; scores s_i(v) = w(x^{i<-v}).
+
+    Subclasses implement :meth:`log_weight` for a batch of sequences.
+    """
+
+    @abstractmethod
+    def log_weight(self, sequences: np.ndarray) -> np.ndarray:
+        """w(x) for sequences of shape (B, n): float64 (B,)."""
+
+    def site_scores(self, contexts: np.ndarray, site: int) -> np.ndarray:
+        q = self.space.vocab_size
+        subst = np.repeat(contexts[:, None, :], q, axis=1)
+        subst[:, :, site] = np.arange(q)
+        return self.log_weight(subst.reshape(-1, self.space.length)).reshape(-1, q)
+
+    def log_joint(self) -> np.ndarray:
+        """log mu_T(x) up to a constant, w(x) / T, for every state in index order."""
+        return self.log_weight(self.space.all_states()) / self.temperature
+
+    def joint(self, max_states: int | None = None) -> np.ndarray:
+        """The normalised tempered joint mu_T over all states (float64)."""
+        if max_states is not None:
+            self.space.check_size(max_states)
+        lw = self.log_joint()
+        p = np.exp(lw - lw.max())
+        return p / p.sum()
+
+
+class LogWeightTable(GibbsModel):
+    """Joint law from a table of log-weights w(x) over all |V|^n states in index order."""
+
+    def __init__(self, space: StateSpace, log_weights: np.ndarray, temperature: float = 1.0) -> None:
+        super().__init__(space, temperature)
+        lw = np.asarray(log_weights, dtype=np.float64)
+        if lw.shape != (space.size,):
+            raise ValueError(f"log_weights must have shape ({space.size},), got {lw.shape}")
+        if np.isnan(lw).any() or np.isposinf(lw).any():
+            raise ValueError("log_weights contain NaN or +inf")
+        if not np.isfinite(lw).any():
+            raise ValueError("log_weights give zero mass to every state")
+        self.log_weights = lw
+
+    def log_weight(self, sequences: np.ndarray) -> np.ndarray:
+        return self.log_weights[self.space.encode(sequences)]
+
+    @classmethod
+    def from_probabilities(cls, space: StateSpace, probabilities: np.ndarray) -> "LogWeightTable":
+        p = np.asarray(probabilities, dtype=np.float64)
+        if p.shape != (space.size,) or np.isnan(p).any() or (p < 0).any() or p.sum() <= 0:
+            raise ValueError("probabilities must be a non-negative, non-NaN vector over all states")
+        with np.errstate(divide="ignore"):
+            return cls(space, np.log(p / p.sum()))
+
+    @classmethod
+    def random(cls, space: StateSpace, seed: int | None = None, scale: float = 1.0,
+               temperature: float = 1.0) -> "LogWeightTable":
+        """Log-weights i.i.d. N(0, scale^2): a random strictly positive joint."""
+        rng = np.random.default_rng(seed)
+        return cls(space, scale * rng.standard_normal(space.size), temperature)
+
+
+def _graph_sites(graph: nx.Graph, n: int | None) -> int:
+    if not isinstance(graph, nx.Graph):
+        raise TypeError(f"graph must be a networkx graph, got {type(graph).__name__}")
+    nodes = set(graph.nodes)
+    size = graph.number_of_nodes() if n is None else int(n)
+    if nodes != set(range(size)):
+        raise ValueError(f"graph nodes must be exactly 0..{size - 1}, got {sorted(nodes, key=str)}")
+    return size
+
+
+def _edge_couplings(graph: nx.Graph, couplings: float | Mapping | None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    edges = np.array(sorted((min(u, v), max(u, v)) for u, v in graph.edges), dtype=np.int64).reshape(-1, 2)
+    if couplings is None:
+        vals = [graph.edges[u, v].get("J", 1.0) for u, v in edges]
+    elif isinstance(couplings, Mapping):
+        vals = [couplings.get((u, v), couplings.get((v, u), 0.0)) for u, v in edges]
+    else:
+        vals = [float(couplings)] * len(edges)
+    J = np.asarray(vals, dtype=np.float64)
+    if not np.isfinite(J).all():
+        raise ValueError("couplings must be finite")
+    return edges[:, 0], edges[:, 1], J
+
+
+class IsingModel(GibbsModel):
+    """Ising model on a graph, spins sigma = 2x - 1 in {-1, +1} (symbol 0 is -1):
+
+        w(x) = beta * ( sum_{ {i,j} in E } J_ij sigma_i sigma_j + sum_i h_i sigma_i ),
+
+    each undirected edge counted once. Couplings come from ``couplings`` (scalar or dict keyed by
+    edge) or the edge attribute ``J`` (default 1).
+    """
+
+    def __init__(self, graph: nx.Graph, couplings: float | Mapping | None = None,
+                 fields: float | np.ndarray | None = None, beta: float = 1.0, n: int | None = None,
+                 temperature: float = 1.0) -> None:
+        size = _graph_sites(graph, n)
+        super().__init__(StateSpace(2, size), temperature)
+        self.graph = graph
+        self.beta = float(beta)
+        if not np.isfinite(self.beta):
+            raise ValueError("beta must be finite")
+        self.edge_u, self.edge_v, self.J = _edge_couplings(graph, couplings)
+        h = np.zeros(size) if fields is None else np.broadcast_to(np.asarray(fields, dtype=np.float64), (size,)).copy()
+        if not np.isfinite(h).all():
+            raise ValueError("fields must be finite")
+        self.h = h
+
+    def coupling_matrix(self) -> np.ndarray:
+        """Symmetric (n, n) matrix with J_ij = J_ji on edges, zero diagonal."""
+        M = np.zeros((self.space.length,) * 2)
+        M[self.edge_u, self.edge_v] = self.J
+        M[self.edge_v, self.edge_u] = self.J
+        return M
+
+    def log_weight(self, sequences: np.ndarray) -> np.ndarray:
+        s = 2.0 * np.asarray(sequences, dtype=np.float64) - 1.0
+        pair = (s[:, self.edge_u] * s[:, self.edge_v]) @ self.J
+        return self.beta * (pair + s @ self.h)
+
+
+def clique_ising(n: int, clique: list[int] | range, J: float, fields: float | np.ndarray,
+                 temperature: float = 1.0) -> IsingModel:
+    """Paper P eq. (5): p(x) ∝ exp( sum_i h_i x_i + sum_{i != j in C} J x_i x_j ).
+
+    The sum runs over *ordered* pairs of the clique C, so each unordered edge carries 2J; the
+    other n - |C| spins are isolated and feel only their fields.
+    """
+    clique = sorted(int(c) for c in clique)
+    if len(clique) < 2 or len(set(clique)) != len(clique) or clique[0] < 0 or clique[-1] >= n:
+        raise ValueError(f"clique must hold at least 2 distinct sites of 0..{n - 1}, got {clique}")
+    graph = nx.empty_graph(n)
+    graph.add_edges_from(combinations(clique, 2))
+    model = IsingModel(graph, couplings=2.0 * float(J), fields=fields, temperature=temperature)
+    model.clique = clique
+    return model
+
+
+class PottsModel(GibbsModel):
+    """Potts model with q states on a graph:
+
+        w(x) = beta * ( sum_{ {i,j} in E } J_ij 1[x_i = x_j] + sum_i h_i(x_i) ),
+
+    fields of shape (n, q) (default zero), couplings as for :class:`IsingModel`.
+    """
+
+    def __init__(self, graph: nx.Graph, q: int, couplings: float | Mapping | None = None,
+                 fields: np.ndarray | None = None, beta: float = 1.0, n: int | None = None,
+                 temperature: float = 1.0) -> None:
+        size = _graph_sites(graph, n)
+        super().__init__(StateSpace(q, size), temperature)
+        self.graph = graph
+        self.beta = float(beta)
+        if not np.isfinite(self.beta):
+            raise ValueError("beta must be finite")
+        self.edge_u, self.edge_v, self.J = _edge_couplings(graph, couplings)
+        h = np.zeros((size, q)) if fields is None else np.asarray(fields, dtype=np.float64)
+        if h.shape != (size, q) or not np.isfinite(h).all():
+            raise ValueError(f"fields must be a finite array of shape ({size}, {q})")
+        self.h = h
+
+    def log_weight(self, sequences: np.ndarray) -> np.ndarray:
+        x = np.asarray(sequences)
+        same = (x[:, self.edge_u] == x[:, self.edge_v]).astype(np.float64)
+        field = self.h[np.arange(self.space.length), x].sum(axis=1)
+        return self.beta * (same @ self.J + field)
+
+    @classmethod
+    def random(cls, graph: nx.Graph, q: int, seed: int | None = None, coupling_scale: float = 1.0,
+               field_scale: float = 0.5, temperature: float = 1.0) -> "PottsModel":
+        """Couplings N(0, coupling_scale^2) per edge and fields N(0, field_scale^2)."""
+        rng = np.random.default_rng(seed)
+        n = graph.number_of_nodes()
+        edges = sorted((min(u, v), max(u, v)) for u, v in graph.edges)
+        J = dict(zip(edges, coupling_scale * rng.standard_normal(len(edges))))
+        return cls(graph, q, J, field_scale * rng.standard_normal((n, q)), temperature=temperature)
+
+
+class ScoreTable(Conditionals):
+    """Local scores s_i(v | x_{-i}) stored for every site and context (generally incompatible).
+
+    ``table[i, c, v]`` with c the index of x_{-i} in V^{n-1} (mixed radix, remaining sites in
+    order). Shape (n, |V|^(n-1), |V|).
+    """
+
+    def __init__(self, space: StateSpace, table: np.ndarray, temperature: float = 1.0) -> None:
+        super().__init__(space, temperature)
+        tab = np.asarray(table, dtype=np.float64)
+        shape = (space.length, space.vocab_size ** (space.length - 1), space.vocab_size)
+        if tab.shape != shape:
+            raise ValueError(f"score table must have shape {shape}, got {tab.shape}")
+        if not np.isfinite(tab).all():
+            raise ValueError("score table contains NaN or infinite entries")
+        self.table = tab
+
+    def _context_index(self, contexts: np.ndarray, site: int) -> np.ndarray:
+        rest = np.delete(contexts, site, axis=1).astype(np.int64)
+        q, n = self.space.vocab_size, self.space.length
+        return rest @ (q ** np.arange(n - 2, -1, -1, dtype=np.int64))
+
+    def site_scores(self, contexts: np.ndarray, site: int) -> np.ndarray:
+        return self.table[site, self._context_index(contexts, site)]
+
+    @classmethod
+    def random(cls, vocab_size: int, length: int, seed: int | None = None, scale: float = 1.0,
+               temperature: float = 1.0) -> "ScoreTable":
+        """Scores i.i.d. N(0, scale^2) for every (site, context, symbol)."""
+        space = StateSpace(vocab_size, length)
+        rng = np.random.default_rng(seed)
+        shape = (length, vocab_size ** (length - 1), vocab_size)
+        return cls(space, scale * rng.standard_normal(shape), temperature)
+
+    @classmethod
+    def from_conditionals(cls, source: Conditionals, batch_size: int = 65536) -> "ScoreTable":
+        """Tabulate any source (an MLM included) by querying every context at every site."""
+        space = source.space
+        q, n = space.vocab_size, space.length
+        table = np.empty((n, q ** (n - 1), q))
+        place = q ** np.arange(n - 2, -1, -1, dtype=np.int64)
+        rest = (np.arange(q ** (n - 1), dtype=np.int64)[:, None] // place) % q if n > 1 else np.zeros((1, 0), np.int64)
+        for i in range(n):
+            ctx = np.insert(rest, i, 0, axis=1)
+            for start in range(0, ctx.shape[0], batch_size):
+                table[i, start:start + batch_size] = source.scores(ctx[start:start + batch_size], i)
+        return cls(space, table, source.temperature)
