@@ -2,7 +2,7 @@
 
 The model is ``BertForMaskedLM(BertConfig())`` (bert-base: 12 layers, hidden 768, |V| = 30,522)
 with random weights and a WordLevel tokenizer of the same size, so nothing is downloaded. For
-each length n and batch size B, :func:`mlmix.empirical.chains.run_chains` advances B chains together
+each length n and batch size B, :func:`mlmix.empirical.simulation.run_chains` advances B chains together
 (one batched masked forward pass per step) and is compared with a loop that advances the same B
 chains one at a time (batch 1). Reported: chain-steps per second (B x steps / seconds) of both and
 their ratio. One warm-up step per configuration is not timed.
@@ -29,8 +29,8 @@ sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 
 from mlm_fixtures import word_tokenizer  # noqa: E402
 
-from mlmix.empirical.chains import run_chains  # noqa: E402
 from mlmix.empirical.mlm import MaskedLMConditionals, resolve_device  # noqa: E402
+from mlmix.empirical.simulation import run_chains  # noqa: E402
 from mlmix.files import atomic_write_text  # noqa: E402
 
 

@@ -26,6 +26,7 @@ from typing import Sequence
 import numpy as np
 from tqdm.auto import tqdm
 
+from mlmix.limits import CONSTANTS_LIMIT
 from mlmix.theory.local.influence import (
     aggregate_influence,
     contraction_temperature,
@@ -46,9 +47,6 @@ DEFAULT_CONTEXTS = 256
 DEFAULT_RECTANGLES = 300
 DEFAULT_TOP_K = 50
 DEFAULT_DRIFT_STATES = 200
-#: Largest |V|^n for which the exact values are computed next to the estimates (the local
-#: quantities stream: 160,000 states of AntiBERTy's n = 4 chain take seconds).
-EXACT_LIMIT = 2**18
 #: Replacement symbols b at site j for rho/Delta: all of V below this |V|, else the source's top-k.
 ALL_REPLACEMENTS_UP_TO = 64
 DEFAULT_REPLACEMENT_TOP_K = 8
@@ -293,7 +291,7 @@ def estimate(source: Conditionals, *, contexts: int | np.ndarray = DEFAULT_CONTE
              rectangles: int = DEFAULT_RECTANGLES, top_k: int | None = DEFAULT_TOP_K,
              replacements: Replacements | str = "auto", drift_symbols: Sequence[int] | None = None,
              drift_k: int | None = None, drift_states: int = DEFAULT_DRIFT_STATES, state: np.ndarray | None = None,
-             exact: bool | None = None, exact_limit: int = EXACT_LIMIT, with_convergence: bool = False,
+             exact: bool | None = None, exact_limit: int = CONSTANTS_LIMIT, with_convergence: bool = False,
              records: bool = True, progress: bool = False) -> dict:
     """The full report: estimates from ``contexts`` (a count of uniform contexts or an array), the
     exact values next to them when |V|^n <= ``exact_limit`` (``exact=None``) or when asked, the

@@ -38,7 +38,7 @@ from mlmix.theory.sources.conditionals import Conditionals
 from mlmix.theory.sources.space import StateSpace
 from mlmix.validation import check_int
 
-#: The model shipped with mlmix (trained by ``empirical/train_default.py``).
+#: The model shipped with mlmix (trained by ``mlmix/runs/train_default.py``).
 DEFAULT_MODEL_DIR = Path(__file__).resolve().parent / "default_model"
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
@@ -382,7 +382,7 @@ class TokenConditionals(Conditionals):
         """Scores s_i(. | x_{-i}) at T = 1 for symbols (B, n) and one site per row: float32 (B, |V|).
 
         ``validate=False`` skips the range checks of symbols and sites (host-device synchronisations
-        on CUDA) for inputs known to be valid, as in the chain loop of :mod:`mlmix.empirical.chains`.
+        on CUDA) for inputs known to be valid, as in the chain loop of :mod:`mlmix.empirical.simulation`.
         """
 
     def log_conditionals_torch(self, symbols: torch.Tensor, sites: int | torch.Tensor, *,

@@ -10,7 +10,7 @@ import pytest
 import torch
 from scipy.stats import chisquare
 
-from mlmix.empirical.chains import (
+from mlmix.empirical.simulation import (
     NOT_COUPLED,
     inverse_cdf,
     load_trajectory,

@@ -94,7 +94,7 @@ def test_world_size_must_be_a_power_of_the_alphabet():
 
 @pytest.mark.slow
 def test_torchrun_entry_point_reports_like_mlmix_exact(tmp_path):
-    """`torchrun -m mlmix.theory.linalg.distributed` (2 gloo processes) against `mlmix exact` on the CSR path."""
+    """`torchrun -m mlmix.commands.distributed` (2 gloo processes) against `mlmix exact` on the CSR path."""
     import json
     import subprocess
     import sys
@@ -102,7 +102,7 @@ def test_torchrun_entry_point_reports_like_mlmix_exact(tmp_path):
     from mlmix.theory.chain.core import Chain
 
     torchrun = os.path.join(os.path.dirname(sys.executable), "torchrun")
-    cmd = [torchrun, "--standalone", "--nproc-per-node=2", "-m", "mlmix.theory.linalg.distributed", "--backend", "gloo",
+    cmd = [torchrun, "--standalone", "--nproc-per-node=2", "-m", "mlmix.commands.distributed", "--backend", "gloo",
            "--model", "ising", "--graph", "cycle:12", "--beta", "0.5", "--save-stationary", str(tmp_path)]
     out = subprocess.run(cmd, capture_output=True, text=True, timeout=300, env=dict(os.environ, OMP_NUM_THREADS="1"))
     assert out.returncode == 0, out.stderr[-500:]
@@ -115,7 +115,7 @@ def test_torchrun_entry_point_reports_like_mlmix_exact(tmp_path):
 
 def test_entry_point_parser_builds_with_every_mlmix_exact_option(capsys):
     """The torchrun entry point reuses mlmix exact's options (MLM frames included): no option clash."""
-    from mlmix.theory.linalg.distributed import main as distributed_main
+    from mlmix.commands.distributed import main as distributed_main
 
     with pytest.raises(SystemExit) as stop:
         distributed_main(["--help"])

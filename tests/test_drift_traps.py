@@ -8,7 +8,6 @@ import networkx as nx
 import numpy as np
 import pytest
 
-from mlmix.empirical.chains import run_chains
 from mlmix.empirical.drift import (
     NOT_HIT,
     SentenceTransformerEmbedder,
@@ -18,7 +17,8 @@ from mlmix.empirical.drift import (
     embed_records,
     hitting_times,
 )
-from mlmix.empirical.traps import detect_traps, trap_margins, trap_table, window_drift
+from mlmix.empirical.simulation import run_chains
+from mlmix.empirical.trap_states import detect_traps, trap_margins, trap_table, window_drift
 from mlmix.theory.kernels.assembled import glauber_kernel
 from mlmix.theory.sources.conditionals import PottsModel
 

@@ -10,9 +10,9 @@ import pytest
 from mlm_fixtures import save_model, tiny_causal_lm, tiny_masked_lm
 
 from mlmix.cli import main
-from mlmix.empirical.chains import load_trajectory
-from mlmix.empirical.experiments import mixing_crossover
 from mlmix.empirical.mlm import MaskedLMConditionals
+from mlmix.empirical.simulation import load_trajectory
+from mlmix.runs import mixing_crossover
 from mlmix.theory.kernels.assembled import glauber_kernel
 from mlmix.theory.local.margins import count_drift
 from mlmix.theory.local.rectangles import rectangle_statistic
@@ -173,7 +173,7 @@ def test_rectangle_table_on_the_shipped_model_has_a_zero_law_control(tmp_path):
 
 
 def test_start_states_from_passages(models, tmp_path):
-    from mlmix.empirical.experiments import decoder, start_states
+    from mlmix.runs.common import decoder, start_states
 
     src = _source(models["bert"], 3)
     texts = tmp_path / "seeds.txt"

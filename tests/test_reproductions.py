@@ -8,8 +8,8 @@ import pytest
 
 from mlmix.cli import main
 from mlmix.files import Checkpoint, atomic_write_json
-from mlmix.verify.reproductions import ising_modes as modes_repro
-from mlmix.verify.reproductions import pl_variance
+from mlmix.runs import ising_modes as modes_repro
+from mlmix.runs import pl_variance
 
 
 def test_pl_variance_tiny(tmp_path):

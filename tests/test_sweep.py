@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from dask import distributed
 
-from mlmix.empirical.chains import run_coupled
+from mlmix.empirical.simulation import run_coupled
 from mlmix.empirical.sweep import run_sweep, task_key
 from mlmix.files import atomic_write_text
 from mlmix.theory.sources.conditionals import ScoreTable

@@ -26,8 +26,8 @@ import networkx as nx
 import numpy as np
 
 from mlmix.files import dumps_json
+from mlmix.limits import CLI_MIXING_LIMIT, MIXING_LIMIT
 from mlmix.theory.chain.core import Chain
-from mlmix.theory.chain.mixing import MIXING_LIMIT
 from mlmix.theory.chain.results import Result
 from mlmix.theory.kernels.representation import REPRESENTATIONS
 from mlmix.theory.local.constants import paper_constants, parse_basin
@@ -37,8 +37,6 @@ from mlmix.validation import check_eps, check_int, check_memory, check_real, che
 MODELS = ("ising", "potts", "scores", "clique")
 KERNELS = ("glauber", "k-gibbs", "parallel")
 
-#: Default state limit of the exact t_mix in the CLI: a few seconds of dense products at 2048 states.
-CLI_MIXING_LIMIT = 2048
 
 
 def parse_graph(spec: str) -> nx.Graph:

@@ -29,11 +29,9 @@ import numpy as np
 import scipy.sparse as sp
 from scipy.special import logsumexp
 
+from mlmix.limits import EXACT_CONDUCTANCE_LIMIT
 from mlmix.theory.chain.results import EPS, Result
 from mlmix.validation import Matrix, check_state_set
-
-#: Largest state count for the exhaustive search over all 2^N subsets.
-EXACT_CONDUCTANCE_LIMIT = 20
 
 #: pi(S) <= 1/2 is tested as pi(S) <= 1/2 + _HALF_TOL so that sets of mass exactly 1/2 count.
 _HALF_TOL = 1e-12

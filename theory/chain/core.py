@@ -41,11 +41,18 @@ import scipy.sparse as sp
 
 from mlmix.errors import MemoryLimitError, ReducibleChainError
 from mlmix.files import atomic_save_npz
+from mlmix.limits import (
+    DENSE_LIMIT,
+    DENSE_STATIONARY_LIMIT,
+    EXACT_CONDUCTANCE_LIMIT,
+    MFPT_LIMIT,
+    MIXING_LIMIT,
+)
 from mlmix.theory.chain import conductance as cond
 from mlmix.theory.chain import mixing, spectral
 from mlmix.theory.chain.hitting import committor, expected_hitting_times, hitting_probabilities
 from mlmix.theory.chain.results import DEFAULT_RTOL, Result, VectorResult
-from mlmix.theory.chain.stationary import DENSE_STATIONARY_LIMIT, compute_stationary, log_potential
+from mlmix.theory.chain.stationary import compute_stationary, log_potential
 from mlmix.theory.chain.structure import Structure, chain_structure
 from mlmix.theory.chain.variance import asymptotic_variance_dense, asymptotic_variance_sparse, kemeny_constant_dense
 from mlmix.theory.linalg.elimination import Elimination, eliminate
@@ -58,12 +65,6 @@ from mlmix.validation import (
     check_transition_matrix,
     check_vector,
 )
-
-#: Chains up to this many states get the dense (accurate) algorithms.
-DENSE_LIMIT = 4096
-
-#: Largest chain whose full mean-first-passage matrix is computed (one elimination per target).
-MFPT_LIMIT = 256
 
 _FORMAT = "mlmix-chain-1"
 
@@ -383,7 +384,7 @@ class Chain:
         if self._reducible_given:
             return Result.exact("conductance", 0.0, "several closed classes: one of mass <= 1/2 has no exit flow")
         lp = core._logpi
-        if core.n_states <= cond.EXACT_CONDUCTANCE_LIMIT and np.ptp(lp) < 600:
+        if core.n_states <= EXACT_CONDUCTANCE_LIMIT and np.ptp(lp) < 600:
             return _renamed(self._charged(cond.exact_conductance(core.P, lp), (0.0, 1.0)), "conductance",
                             self._on_core())
         gap, mode = self._gap_and_mode  # its lower end is already charged
@@ -410,7 +411,7 @@ class Chain:
         return mixing.MixingBounds(log_pi_min, rev, self.absolute_spectral_gap if rev else None, mod, mult,
                                    witness.get("set_mass"), self.conductance.upper)
 
-    def mixing_time(self, eps: float = 0.25, max_states: int = mixing.MIXING_LIMIT) -> Result:
+    def mixing_time(self, eps: float = 0.25, max_states: int = MIXING_LIMIT) -> Result:
         """t_mix(eps) = min{t : d(t) <= eps}, d the worst-start TV distance: exact when resolvable (by
         dense squaring, for chains of at most ``max_states`` states), else a certified interval (see
         :mod:`mlmix.theory.chain.mixing`)."""
@@ -543,7 +544,7 @@ class Chain:
 
     # ------------------------------------------------------------------ report
     def summary(self, eps: float = 0.25, include_stationary: bool = False,
-                mixing_limit: int = mixing.MIXING_LIMIT) -> dict:
+                mixing_limit: int = MIXING_LIMIT) -> dict:
         """Every figure `mlmix exact` prints, as a JSON-ready dict of results (each with value, lower,
         upper, rel_error, method, reason); t_mix exact by dense squaring up to ``mixing_limit`` states."""
         eps = check_eps(eps)

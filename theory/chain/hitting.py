@@ -21,13 +21,11 @@ import numpy as np
 import scipy.sparse as sp
 from scipy.sparse.csgraph import breadth_first_order
 
+from mlmix.limits import DENSE_HITTING_LIMIT
 from mlmix.theory.chain.results import EPS, VectorResult
 from mlmix.theory.linalg.elimination import eliminate
 from mlmix.theory.linalg.matrices import krylov_solve
 from mlmix.validation import Matrix, check_state_set, check_steps, check_vector
-
-#: Sets of up to this many unknown states are solved densely by GTH elimination.
-DENSE_HITTING_LIMIT = 4096
 
 
 def hitting_probabilities(P: Matrix, target: np.ndarray, t: int) -> VectorResult:

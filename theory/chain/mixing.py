@@ -37,11 +37,9 @@ import numpy as np
 import scipy.sparse as sp
 
 from mlmix.errors import NumericalError
+from mlmix.limits import MIXING_LIMIT
 from mlmix.theory.chain.results import DEFAULT_RTOL, EPS, Result, VectorResult
 from mlmix.validation import Matrix, check_eps, check_memory, check_steps
-
-#: Largest state count of the exact (dense) TV computations.
-MIXING_LIMIT = 4096
 
 #: Doubling stops at 2^MAX_DOUBLINGS steps.
 MAX_DOUBLINGS = 62

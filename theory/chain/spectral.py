@@ -37,16 +37,10 @@ import scipy.sparse as sp
 import scipy.sparse.linalg as spla
 from scipy.linalg.lapack import dpocon
 
+from mlmix.limits import DENSE_SPECTRAL_LIMIT, EIGH_LIMIT
 from mlmix.theory.chain.results import DEFAULT_RTOL, EPS, Result
 from mlmix.theory.linalg.elimination import Elimination, eliminate
 from mlmix.validation import Matrix, check_memory, check_transition_matrix, check_vector
-
-#: Dense spectral algorithms up to this many states (memory permitting); Lanczos above.
-DENSE_SPECTRAL_LIMIT = 4096
-
-#: Above this size the largest eigenvalue of the graded inverse is found by Lanczos, not eigh.
-_EIGH_LIMIT = 2500
-
 
 # ----------------------------------------------------------------------------------- reversibilizations
 
@@ -142,7 +136,7 @@ def _dense_gap(S: Matrix, logpi: np.ndarray, name: str, el: Elimination | None) 
     s = np.sqrt(emin / ep)
     H = s[:, None] * la.cho_solve((c, lower), np.diag(s), check_finite=False)
     H = (H + H.T) / 2
-    if H.shape[0] <= _EIGH_LIMIT:
+    if H.shape[0] <= EIGH_LIMIT:
         top = [H.shape[0] - 1, H.shape[0] - 1]
         vals, vecs = la.eigh(H, subset_by_index=top, check_finite=False)
         if vals.size == 0:  # dsyevr can return nothing for a massively degenerate top eigenvalue

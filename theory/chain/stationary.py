@@ -32,13 +32,11 @@ from scipy.sparse.csgraph import breadth_first_order
 from scipy.special import logsumexp
 
 from mlmix.errors import ConvergenceError
+from mlmix.limits import DENSE_STATIONARY_LIMIT
 from mlmix.theory.chain.results import EPS, VectorResult
 from mlmix.theory.chain.structure import Structure, chain_structure, tree_depths
 from mlmix.theory.linalg.elimination import eliminate
 from mlmix.validation import Matrix, check_memory, check_transition_matrix
-
-#: Non-reversible chains up to this many states use dense GTH elimination (memory permitting).
-DENSE_STATIONARY_LIMIT = 8192
 
 #: Relative residual target of the iterative (sparse) stationary solve.
 ITERATIVE_RTOL = 1e-12

@@ -1,7 +1,7 @@
 """Exact transition matrices of the samplers studied in papers G and P, as scipy CSR arrays.
 
 All kernels act on V^n indexed as in :mod:`mlmix.theory.sources.space`. Dense conversion, where faster, is the
-job of the chain algorithms (:data:`mlmix.theory.linalg.matrices.DENSE_LIMIT`), not of the constructors.
+job of the chain algorithms (:data:`mlmix.limits.DENSE_LIMIT`), not of the constructors.
 """
 
 from __future__ import annotations

@@ -434,11 +434,6 @@ class KernelOperator:
         """Bytes of one local vector."""
         return self.local_size * torch.finfo(self.dtype).bits // 8
 
-    def workspace_bytes(self) -> int:
-        """Temporaries of one application: the output, the fibre sum and, with the rotated
-        layout, the rotated input and output."""
-        return self.vector_bytes() * (2 + (2 if self._uses_rotation else 0))
-
     def __repr__(self) -> str:
         procs = "" if self.comm.world_size == 1 else f", {self.comm.world_size} processes"
         return (f"<KernelOperator {self.description}: {self.n_states} states, {len(self.blocks)} block moves, "

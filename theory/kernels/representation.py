@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from mlmix.limits import SPARSE_AUTO_LIMIT, SPARSE_AUTO_LIMIT_NO_JOINT
 from mlmix.theory.kernels.assembled import k_subsets
 from mlmix.theory.sources.conditionals import Conditionals, GibbsModel
 from mlmix.theory.sources.space import StateSpace
@@ -21,15 +22,7 @@ OPERATOR_KERNELS = ("glauber", "k-gibbs", "block")
 #: How a chain can be held ('auto' chooses).
 REPRESENTATIONS = ("auto", "dense", "sparse", "operator")
 
-#: 'auto' holds chains up to this many states as CSR matrices (every Chain method available) and
-#: larger ones matrix-free (the same summary figures; 13x faster at 2^20 states, docs/benchmarks.md).
-SPARSE_AUTO_LIMIT = 2**16
 
-#: The same for sources without a joint law (score tables, masked LMs: non-reversible chains): the
-#: CSR route certifies their stationary law entrywise, the matrix-free one only to first order
-#: (docs/real-model.md: the 160,000-state AntiBERTy chain's Poincaré constant resolved in 25 s, an
-#: interval in 9 s), so they stay CSR up to this size, memory permitting.
-SPARSE_AUTO_LIMIT_NO_JOINT = 2**18
 
 
 def _itemsize(dtype: Any) -> int:

@@ -79,12 +79,6 @@ class Elimination:
         """Number of positions not eliminated (at the bottom: positions 0 .. ground-1)."""
         return self.size - self.pivots
 
-    def position_of(self) -> np.ndarray:
-        """Inverse of ``order``: position of each original state."""
-        pos = np.empty_like(self.order)
-        pos[self.order] = np.arange(self.order.size)
-        return pos
-
     # ------------------------------------------------------------------ stationary law
     def log_stationary(self) -> np.ndarray:
         """log pi (original order, normalised) of an irreducible stochastic matrix eliminated down

@@ -12,22 +12,9 @@ import scipy.sparse.linalg as spla
 from mlmix.errors import ConvergenceError
 from mlmix.validation import Matrix
 
-#: Below this many states the chain algorithms convert to dense LAPACK, which is faster there.
-DENSE_LIMIT = 2048
-
-
 
 def to_dense(P: Matrix) -> np.ndarray:
     return P.toarray() if sp.issparse(P) else np.asarray(P)
-
-
-def to_csr(P: Matrix) -> sp.csr_array:
-    return sp.csr_array(P)
-
-
-def prefer_dense(P: Matrix) -> bool:
-    """True when the dense algorithms are the faster choice for this matrix."""
-    return P.shape[0] <= DENSE_LIMIT
 
 
 def krylov_solve(A: Matrix | spla.LinearOperator, b: np.ndarray, *, spd: bool, diagonal: np.ndarray | None = None,

@@ -22,16 +22,13 @@ from typing import Any
 
 import numpy as np
 
+from mlmix.limits import CONSTANTS_LIMIT
 from mlmix.theory.chain.core import Chain
 from mlmix.theory.chain.results import EPS, Result
 from mlmix.theory.local.influence import aggregate_influence, contraction_temperature, influence_and_oscillation
 from mlmix.theory.local.margins import basin_margin, escape_bound, mixing_lower_bound
 from mlmix.theory.local.rectangles import rectangle_summary
 from mlmix.validation import check_memory
-
-#: Largest |V|^n for which the paper constants are computed by `mlmix exact` (the local quantities
-#: stream or vectorise over fibres: 160,000 states of a 20-letter MLM frame at n = 4 take seconds).
-CONSTANTS_LIMIT = 2**18
 
 
 def parse_basin(pattern: str, vocab_size: int, length: int) -> np.ndarray:

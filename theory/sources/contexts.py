@@ -32,6 +32,7 @@ from typing import Iterator
 
 import numpy as np
 
+from mlmix.limits import EXACT_MAX_STATES
 from mlmix.theory.sources.conditionals import Conditionals, ScoreTable
 from mlmix.theory.sources.space import StateSpace
 from mlmix.validation import check_int, check_memory
@@ -39,8 +40,6 @@ from mlmix.validation import check_int, check_memory
 #: held per working chunk (256 MiB); lower it for a small GPU, raise it for throughput.
 QUERY_FLOATS = 2**25
 
-#: Largest |V|^n enumerated by the exact (contexts=None) path unless the caller raises it.
-EXACT_MAX_STATES = 4**8
 
 
 # ----------------------------------------------------------------------------------------------

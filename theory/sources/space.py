@@ -11,10 +11,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from mlmix.limits import DEFAULT_MAX_STATES
 from mlmix.validation import check_int
-
-#: Largest |V|^n that exact constructions accept unless the caller raises the limit.
-DEFAULT_MAX_STATES = 4**10
 
 
 @dataclass(frozen=True)

@@ -31,6 +31,7 @@ import networkx as nx
 import numpy as np
 from scipy.special import logsumexp
 
+from mlmix.limits import FAMILY_MAX_STATES
 from mlmix.theory.sources.conditionals import GibbsModel, IsingModel, PottsModel
 from mlmix.theory.sources.space import StateSpace
 from mlmix.validation import check_vector
@@ -38,8 +39,6 @@ from mlmix.validation import check_vector
 #: Largest condition number lambda_max / lambda_min accepted before a matrix counts as singular.
 MAX_CONDITION = 1e10
 
-#: Exact families enumerate V^n; refuse beyond this many states unless told otherwise.
-FAMILY_MAX_STATES = 2**14
 
 CONVENTIONS = ("unordered", "ordered")
 

@@ -23,6 +23,7 @@ import numpy as np
 from mlmix.empirical import estimate as est
 from mlmix.empirical.frames import add_frame_arguments, add_model_arguments
 from mlmix.files import atomic_write_text, dumps_json
+from mlmix.limits import CONSTANTS_LIMIT
 from mlmix.theory.sources.contexts import TopK
 from mlmix.validation import check_int, parse_duration
 
@@ -68,7 +69,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
                      help="exact values over all contexts (auto: when |V|^n <= --exact-limit and the exact table is "
                           "cached or fits in the budget); a masked LM's table is cached and then also gives the "
                           "sampled estimates, without forward passes")
-    out.add_argument("--exact-limit", type=int, default=est.EXACT_LIMIT)
+    out.add_argument("--exact-limit", type=int, default=CONSTANTS_LIMIT)
     out.add_argument("--max-passes", type=int, default=None,
                      help="refuse to tabulate an exact table that needs more masked forward passes")
     out.add_argument("--convergence", action="store_true", help="estimates against the number of contexts")
@@ -112,9 +113,9 @@ def _drift_symbols(source, args: argparse.Namespace) -> list[int] | None:
 
 
 def _recorded_law(args: argparse.Namespace, source):
-    """The true law of a model trained by ``mlmix.empirical.train_default`` (its folder has law.json)."""
+    """The true law of a model trained by ``mlmix.runs.train_default`` (its folder has law.json)."""
     from mlmix.empirical.mlm import DEFAULT_MODEL_DIR
-    from mlmix.empirical.train_default import load_law
+    from mlmix.runs.train_default import load_law
 
     folder = Path(args.model) if args.model is not None else DEFAULT_MODEL_DIR
     if args.causal or args.candidates or args.prefix or args.suffix or args.frame \

@@ -20,23 +20,22 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import pkgutil
 from typing import Any
 
+import mlmix.runs
 from mlmix.files import OutputDir
 
-#: name -> (module, what it reproduces)
-RUNNABLES = {
-    "pl-variance": ("mlmix.verify.reproductions.pl_variance", "paper P 3.1 / L.6: k-PL parameter error against k"),
-    "ising-modes": ("mlmix.verify.reproductions.ising_modes",
-                    "paper P L.7: k-Gibbs vs the parallel sampler on eq. (5)"),
-    "tightness": ("mlmix.verify.tightness", "how loose Theorems 5 and 8 and Lemma 6 of paper G are on toy chains"),
-    "rectangle-table": ("mlmix.empirical.experiments.rectangle_table", "paper G section 4, Table 1: mean R per model"),
-    "drift-certificate": ("mlmix.empirical.experiments.drift_certificate", "paper G 5.4: drift of a token count"),
-    "mixing-crossover": ("mlmix.empirical.experiments.mixing_crossover",
-                         "paper G 6.1: hitting times vs n and the coupling-time map"),
-    "traps": ("mlmix.empirical.experiments.traps", "paper G A.1: trap states, their margins and Theorem 8"),
-    "train-default": ("mlmix.empirical.train_default", "retrain the shipped default model (into --out)"),
-}
+
+def runnables() -> dict[str, str]:
+    """name -> module of every run in :mod:`mlmix.runs` (each module but ``common``, name with dashes)."""
+    return {m.name.replace("_", "-"): f"mlmix.runs.{m.name}" for m in pkgutil.iter_modules(mlmix.runs.__path__)
+            if m.name != "common" and not m.name.startswith("_")}
+
+
+def _descriptions() -> dict[str, str]:
+    return {name: importlib.import_module(module).DESCRIPTION for name, module in runnables().items()}
+
 
 #: Options that do not change a run's results (left out of the parameter manifest).
 _NOT_PARAMETERS = {"out", "overwrite", "no_progress", "threads", "workers", "address"}
@@ -45,7 +44,7 @@ _NOT_PARAMETERS = {"out", "overwrite", "no_progress", "threads", "workers", "add
 def configure(parser: argparse.ArgumentParser) -> None:
     """Arguments of ``mlmix run``: the name, then that run's own options."""
     parser.formatter_class = argparse.RawDescriptionHelpFormatter
-    parser.epilog = "runs:\n" + "\n".join(f"  {name:<18} {text}" for name, (_, text) in RUNNABLES.items())
+    parser.epilog = "runs: mlmix run --list"
     parser.add_argument("--list", action="store_true", help="list the runs and exit")
     parser.add_argument("name", nargs="?", metavar="NAME", help="the run (see --list)")
     parser.add_argument("options", nargs=argparse.REMAINDER, help="the run's own options (mlmix run NAME --help)")
@@ -53,15 +52,17 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     if args.list or args.name is None:
-        width = max(map(len, RUNNABLES))
-        print("\n".join(f"{name:<{width}}  {text}" for name, (_, text) in RUNNABLES.items()))
+        texts = _descriptions()
+        width = max(map(len, texts))
+        print("\n".join(f"{name:<{width}}  {text}" for name, text in texts.items()))
         return 0
-    if args.name not in RUNNABLES:
-        raise ValueError(f"unknown run {args.name!r}; the runs are: {', '.join(RUNNABLES)}")
-    module = importlib.import_module(RUNNABLES[args.name][0])
+    names = runnables()
+    if args.name not in names:
+        raise ValueError(f"unknown run {args.name!r}; the runs are: {', '.join(names)}")
+    module = importlib.import_module(names[args.name])
     from mlmix.cli import OneLineParser
 
-    parser = OneLineParser(prog=f"mlmix run {args.name}", description=RUNNABLES[args.name][1])
+    parser = OneLineParser(prog=f"mlmix run {args.name}", description=module.DESCRIPTION)
     module.configure(parser)
     parser.add_argument("--overwrite", action="store_true",
                         help="replace the results of an earlier run with other parameters in --out")

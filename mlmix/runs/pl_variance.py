@@ -42,6 +42,9 @@ from mlmix.theory.training.pseudolikelihood import (
 )
 from mlmix.validation import check_int, check_real
 
+#: One line for ``mlmix run --list``.
+DESCRIPTION = "paper P 3.1 / L.6: k-PL parameter error against k"
+
 MODES = ("all", "sampled")
 
 

@@ -3,10 +3,10 @@
 ``--chains`` chains run ``--steps`` steps at ``--temperature`` (records every ``--record-every``
 steps to OUT/chains.jsonl, so a killed run resumes). A trap is a stretch where the rolling
 ``--window``-step mean cosine drift of the embedding stays below ``--threshold`` (paper: 0.12 over
-300 steps; :func:`mlmix.empirical.traps.detect_traps`). For each trapped state: per-site score gaps,
+300 steps; :func:`mlmix.empirical.trap_states.detect_traps`). For each trapped state: per-site score gaps,
 the all-argmax flag (a "perfect" trap satisfies Assumption 1), min and mean gap, the exact one-step
 exit probability, and Theorem 8's lower bound e^{gamma/T} / (|V| - 1) on the expected stay next to
-the observed duration (:func:`mlmix.empirical.traps.trap_table`).
+the observed duration (:func:`mlmix.empirical.trap_states.trap_table`).
 
     mlmix run traps --out runs/traps
     mlmix run traps --out runs/traps --model bert-base-uncased --texts msmarco.txt \\
@@ -22,9 +22,16 @@ from pathlib import Path
 
 import numpy as np
 
-from mlmix.empirical.chains import run_chains
 from mlmix.empirical.drift import embed_records
-from mlmix.empirical.experiments import (
+from mlmix.empirical.simulation import run_chains
+from mlmix.empirical.trap_states import (
+    DEFAULT_THRESHOLD,
+    DEFAULT_WINDOW,
+    detect_traps,
+    trap_table,
+    window_drift,
+)
+from mlmix.runs.common import (
     add_common_arguments,
     add_embedder_argument,
     decoder,
@@ -36,13 +43,9 @@ from mlmix.empirical.experiments import (
     write_csv,
     write_json,
 )
-from mlmix.empirical.traps import (
-    DEFAULT_THRESHOLD,
-    DEFAULT_WINDOW,
-    detect_traps,
-    trap_table,
-    window_drift,
-)
+
+#: One line for ``mlmix run --list``.
+DESCRIPTION = "paper G A.1: trap states, their margins and Theorem 8"
 
 #: Paper G appendix A.1 (bert-base-uncased, 30 chains of 10,000 steps).
 PAPER = {"traps": 17, "perfect": 4, "approximate": 13, "mean_duration": 671, "min_duration": 150,

@@ -36,6 +36,9 @@ from mlmix.theory.sources.conditionals import Conditionals, PottsModel
 from mlmix.theory.sources.contexts import score_table
 from mlmix.validation import check_int
 
+#: One line for ``mlmix run --list``.
+DESCRIPTION = "retrain the shipped default model (into --out)"
+
 SPECIALS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
 TOKENS = ("a", "b", "c", "!")
 LENGTH = 6

@@ -46,6 +46,9 @@ from mlmix.theory.training.modes import (
 )
 from mlmix.validation import check_int, check_real
 
+#: One line for ``mlmix run --list``.
+DESCRIPTION = "paper P L.7: k-Gibbs vs the parallel sampler on eq. (5)"
+
 
 def simulate_k_gibbs(model: IsingModel, clique: list[int], k: int, budget: int,
                      rng: np.random.Generator) -> int | None:

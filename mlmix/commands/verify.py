@@ -103,10 +103,6 @@ def format_list(entries: list[Entry]) -> str:
     return "\n".join(out[1:])
 
 
-def _num(value: float | None) -> str:
-    return "-" if value is None else f"{value:.3g}"
-
-
 def _tightness(report: TheoremReport) -> str:
     t = report.tightness
     if not t:

@@ -8,7 +8,7 @@ tau = min{t : d_t >= threshold}. The mean tau over chains that hit is fitted by 
     tau(n) = a n log n + b       (the n log n scaling of Theorem 5's bound).
 
 (b) Coupling map. For each (T, n), ``--pairs`` pairs of chains from independent start states run
-under the coupling of Theorem 5 (same site, maximal coupling; :func:`mlmix.empirical.chains.run_coupled`)
+under the coupling of Theorem 5 (same site, maximal coupling; :func:`mlmix.empirical.simulation.run_coupled`)
 for at most ``--coupling-steps`` steps; the cell records the coupling times, and cells where the
 median pair has not met are the no-coupling-within-budget region.
 
@@ -32,14 +32,15 @@ from pathlib import Path
 
 import numpy as np
 
-from mlmix.empirical.chains import NOT_COUPLED, run_chains, run_coupled
 from mlmix.empirical.drift import (
     NOT_HIT,
     drift_from_start,
     embed_records,
     hitting_times,
 )
-from mlmix.empirical.experiments import (
+from mlmix.empirical.simulation import NOT_COUPLED, run_chains, run_coupled
+from mlmix.empirical.sweep import run_sweep
+from mlmix.runs.common import (
     add_common_arguments,
     add_embedder_argument,
     load_model,
@@ -50,7 +51,9 @@ from mlmix.empirical.experiments import (
     write_csv,
     write_json,
 )
-from mlmix.empirical.sweep import run_sweep
+
+#: One line for ``mlmix run --list``.
+DESCRIPTION = "paper G 6.1: hitting times vs n and the coupling-time map"
 
 
 def configure(parser: argparse.ArgumentParser) -> None:

@@ -1,15 +1,15 @@
 """The paper's experiments as reproducible commands (paper G; reported numbers in docs/experiments.md).
 
-Each module is a run, ``mlmix run NAME --out DIR [--model ...]`` (:mod:`mlmix.run`: NAME with dashes),
+Each module is a run, ``mlmix run NAME --out DIR [--model ...]`` (:mod:`mlmix.commands.run`: NAME with dashes),
 that writes JSON, CSV and a PNG figure into DIR:
 
-- :mod:`~mlmix.empirical.experiments.rectangle_table` — mean rectangle statistic R per model (section 4,
+- :mod:`~mlmix.runs.rectangle_table` — mean rectangle statistic R per model (section 4,
   Table 1), with a compatible control;
-- :mod:`~mlmix.empirical.experiments.drift_certificate` — drift of the count of a token on states with
+- :mod:`~mlmix.runs.drift_certificate` — drift of the count of a token on states with
   exactly k copies (section 5.4);
-- :mod:`~mlmix.empirical.experiments.mixing_crossover` — hitting time of an embedding-distance threshold
+- :mod:`~mlmix.runs.mixing_crossover` — hitting time of an embedding-distance threshold
   versus n, and the coupling-time map over (T, n) (section 6.1);
-- :mod:`~mlmix.empirical.experiments.traps` — trap states of long chains and Theorem 8 (appendix A.1).
+- :mod:`~mlmix.runs.traps` — trap states of long chains and Theorem 8 (appendix A.1).
 
 Without ``--model`` they run on the shipped small model (``empirical/default_model``). This module
 holds what they share: arguments, model loading, start states, decoding, atomic output.

@@ -26,7 +26,8 @@ from pathlib import Path
 
 import numpy as np
 
-from mlmix.empirical.experiments import (
+from mlmix.empirical.sweep import run_sweep
+from mlmix.runs.common import (
     add_common_arguments,
     load_model,
     pyplot,
@@ -36,8 +37,10 @@ from mlmix.empirical.experiments import (
     write_csv,
     write_json,
 )
-from mlmix.empirical.sweep import run_sweep
 from mlmix.theory.local.rectangles import sample_rectangles
+
+#: One line for ``mlmix run --list``.
+DESCRIPTION = "paper G section 4, Table 1: mean R per model"
 
 #: Paper G Table 1 (mean R, 300 rectangles, top-50 replacements, MS MARCO), by model id.
 PAPER_MEAN_R = {"bert-base-uncased": 0.644, "bert-large-uncased": 0.798, "roberta-base": 0.705,
@@ -73,7 +76,7 @@ def rectangle_task(params: dict) -> dict:
         texts = None if params["texts"] is None else Path(params["texts"])
         states = start_states(source, params["rectangles"], rng, texts)
         if params["kind"] == "law":
-            from mlmix.empirical.train_default import load_law
+            from mlmix.runs.train_default import load_law
 
             law = load_law(params["model"])
             if law.space != source.space:

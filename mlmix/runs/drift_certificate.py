@@ -22,7 +22,7 @@ import argparse
 
 import numpy as np
 
-from mlmix.empirical.experiments import (
+from mlmix.runs.common import (
     add_common_arguments,
     decoder,
     load_model,
@@ -33,6 +33,9 @@ from mlmix.empirical.experiments import (
     write_json,
 )
 from mlmix.theory.local.margins import count_drift
+
+#: One line for ``mlmix run --list``.
+DESCRIPTION = "paper G 5.4: drift of a token count"
 
 #: Paper G section 5.4 (its k and temperatures were lost in extraction): (min, median) per temperature.
 PAPER = [{"min": 0.042, "median": 0.080}, {"min": 0.024, "median": 0.066}]

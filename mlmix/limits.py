@@ -1,0 +1,52 @@
+"""Every size threshold of mlmix in one place: which algorithm or representation a chain of N states
+gets, and how far exact enumerations go. Each line says why the number is what it is.
+
+Memory is checked separately, against ``--max-memory`` (:func:`mlmix.validation.check_memory`): a size
+below a threshold here still needs the memory its algorithm estimates. ``Chain`` asks this module (through
+:mod:`mlmix.theory.kernels.representation` and the chain room); nothing else hard-codes a state count.
+"""
+
+# ---------------------------------------------------------------- chains: dense algorithms
+#: Dense (accurate) chain algorithms up to this many states: a dense N x N float64 matrix is 128 MiB at
+#: 4096 and its GTH elimination (N^3/3 flops) a few seconds.
+DENSE_LIMIT = 4096
+#: Non-reversible stationary laws by dense GTH up to this many states (512 MiB, the one O(N^3) step
+#: whose entrywise accuracy the Krylov route cannot match without a certificate).
+DENSE_STATIONARY_LIMIT = 8192
+#: Dense spectral algorithms (LDL^T of the Laplacian form) up to this many states; Lanczos above.
+DENSE_SPECTRAL_LIMIT = 4096
+#: The largest eigenvalue of the graded inverse by LAPACK eigh up to this size (O(N^3) with a large
+#: constant: about 10 s at 2500 states); Lanczos on the factor above.
+EIGH_LIMIT = 2500
+#: Hitting problems with up to this many unknown states are solved by dense GTH elimination.
+DENSE_HITTING_LIMIT = 4096
+#: Exact worst-start TV distances and t_mix by dense squaring up to this many states (each squaring
+#: is one N^3 product: 0.5 s at 4096 on one core).
+MIXING_LIMIT = 4096
+#: The command line's default for the exact t_mix: a few seconds of dense products at 2048 states.
+CLI_MIXING_LIMIT = 2048
+#: The full mean-first-passage matrix (one elimination per target, N^4 work) up to this size.
+MFPT_LIMIT = 256
+#: Conductance by enumerating all 2^N - 2 subsets up to this size (2^20 sets, vectorised).
+EXACT_CONDUCTANCE_LIMIT = 20
+
+# ---------------------------------------------------------------- chains: representation
+#: ``auto`` assembles a CSR matrix up to this many states for sources with a joint law (reversible
+#: chains: the matrix-free route is as accurate and lighter above it).
+SPARSE_AUTO_LIMIT = 2**16
+#: The same for sources without a joint law (score tables, masked LMs: non-reversible chains): the CSR
+#: route certifies their stationary law entrywise, so they stay CSR up to this size, memory permitting.
+SPARSE_AUTO_LIMIT_NO_JOINT = 2**18
+
+# ---------------------------------------------------------------- enumerations of V^n
+#: Largest |V|^n that exact constructions (a joint, a score table) accept unless raised by the caller.
+DEFAULT_MAX_STATES = 4**10
+#: Largest |V|^n enumerated by the exact local quantities (contexts=None) unless raised by the caller.
+EXACT_MAX_STATES = 4**8
+#: Largest |V|^n of an exact exponential family (paper P): its Fisher information is a dense d x d
+#: matrix over all states, enumerated per parameter.
+FAMILY_MAX_STATES = 2**14
+#: Largest |V|^n for which paper G's constants are computed exactly (by ``mlmix exact`` and next to the
+#: estimates of ``mlmix estimate``): the local quantities stream over fibres, and 160,000 states of a
+#: 20-letter MLM frame at n = 4 take seconds.
+CONSTANTS_LIMIT = 2**18
