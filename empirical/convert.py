@@ -1,4 +1,4 @@
-"""``mlmix convert SRC DST``: a safetensors copy of a masked-LM checkpoint, with a working tokenizer.
+"""A safetensors copy of a masked-LM checkpoint, with a working tokenizer.
 
 Checkpoints as users have them are often a folder with a pickled ``pytorch_model.bin``, a
 ``config.json`` and at most a ``vocab.txt`` (AntiBERTy's PyPI wheel, many protein and older text
@@ -18,64 +18,16 @@ for ESM-style vocabularies) around every sequence.
 
 from __future__ import annotations
 
-import argparse
 import tempfile
 from pathlib import Path
 
+import numpy as np
+import torch
+from transformers import AutoConfig
+
+from mlmix.empirical.mlm import MaskedLMConditionals, load_pretrained, load_tokenizer
+from mlmix.empirical.vocab import tokenizer_from_vocab
 from mlmix.files import atomic_write_bytes
-
-#: Special tokens recognised in a vocab.txt, by role (BERT style first, then ESM / RoBERTa style).
-_ROLES = {
-    "unk_token": ("[UNK]", "<unk>"),
-    "pad_token": ("[PAD]", "<pad>"),
-    "cls_token": ("[CLS]", "<cls>", "<s>"),
-    "sep_token": ("[SEP]", "<eos>", "</s>"),
-    "mask_token": ("[MASK]", "<mask>"),
-}
-
-
-def tokenizer_from_vocab(path: str | Path, lowercase: bool = False, model_max_length: int | None = None):
-    """A ``PreTrainedTokenizerFast`` from a BERT-style vocabulary file (see the module docstring)."""
-    from tokenizers import Tokenizer, models, normalizers, pre_tokenizers, processors
-    from transformers import PreTrainedTokenizerFast
-
-    path = Path(path)
-    try:
-        lines = path.read_text(encoding="utf-8").split("\n")
-    except FileNotFoundError:
-        raise ValueError(f"vocabulary file {path} does not exist") from None
-    except (OSError, UnicodeDecodeError) as err:
-        raise ValueError(f"vocabulary file {path} is unreadable: {err}") from None
-    tokens = [t.rstrip("\r") for t in lines]
-    while tokens and not tokens[-1]:
-        tokens.pop()
-    vocab: dict[str, int] = {}
-    for i, tok in enumerate(tokens):
-        if not tok or tok in vocab:
-            raise ValueError(f"vocabulary file {path}: line {i + 1} is {'empty' if not tok else f'a repeat of {tok!r}'}")
-        vocab[tok] = i
-    roles = {role: next((t for t in names if t in vocab), None) for role, names in _ROLES.items()}
-    if roles["unk_token"] is None:
-        raise ValueError(f"vocabulary file {path} has no unknown token ([UNK] or <unk>)")
-    if roles["mask_token"] is None:
-        raise ValueError(f"vocabulary file {path} has no mask token ([MASK] or <mask>): not a masked LM vocabulary")
-    unk = roles["unk_token"]
-    if any(t.startswith("##") for t in vocab):
-        core = Tokenizer(models.WordPiece(vocab, unk_token=unk, continuing_subword_prefix="##"))
-        core.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
-    else:
-        core = Tokenizer(models.WordLevel(vocab, unk_token=unk))
-        core.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
-    if lowercase:
-        core.normalizer = normalizers.Lowercase()
-    cls, sep = roles["cls_token"], roles["sep_token"]
-    if cls is not None and sep is not None:
-        core.post_processor = processors.TemplateProcessing(
-            single=f"{cls} $A {sep}", pair=f"{cls} $A {sep} $B:1 {sep}:1",
-            special_tokens=[(cls, vocab[cls]), (sep, vocab[sep])])
-    extra = {} if model_max_length is None else {"model_max_length": int(model_max_length)}
-    return PreTrainedTokenizerFast(tokenizer_object=core, **{k: v for k, v in roles.items() if v is not None},
-                                   **extra)
 
 
 def convert(src: str | Path, dst: str | Path, *, vocab: str | Path | None = None, lowercase: bool = False,
@@ -84,12 +36,6 @@ def convert(src: str | Path, dst: str | Path, *, vocab: str | Path | None = None
     docstring) and return a summary. The copy is saved into a temporary folder next to ``dst``,
     reloaded and compared with the original on a probe sequence (identical logits required), and
     only then written file by file (atomically, config.json last) into ``dst``."""
-    import numpy as np
-    import torch
-    from transformers import AutoConfig
-
-    from mlmix.empirical.mlm import MaskedLMConditionals, load_pretrained, load_tokenizer
-
     src, dst = Path(src).expanduser(), Path(dst).expanduser()
     if not src.is_dir():
         raise ValueError(f"model folder {src} does not exist")
@@ -124,31 +70,3 @@ def convert(src: str | Path, dst: str | Path, *, vocab: str | Path | None = None
             "parameters": params, "vocabulary": len(tokenizer), "files": [f.name for f in files],
             "alphabet_example": tokenizer.convert_ids_to_tokens(probe.support_ids[:5].tolist()),
             "torch": torch.__version__}
-
-
-def configure(parser: argparse.ArgumentParser) -> None:
-    """Arguments of ``mlmix convert``."""
-    parser.formatter_class = argparse.RawDescriptionHelpFormatter
-    parser.epilog = __doc__.split("\n\n", 2)[1]
-    parser.add_argument("src", type=Path, help="model folder (config.json + pytorch_model.bin or safetensors)")
-    parser.add_argument("dst", type=Path, help="new folder for the safetensors copy")
-    parser.add_argument("--vocab", type=Path, default=None,
-                        help="vocabulary file (vocab.txt) to build the tokenizer from (default: SRC's tokenizer files "
-                             "or SRC/vocab.txt)")
-    parser.add_argument("--lowercase", action="store_true", help="lower-case text in the tokenizer built from --vocab")
-    parser.add_argument("--trust-remote-code", action="store_true", help="allow the model's own code (off by default)")
-    parser.add_argument("--overwrite", action="store_true", help="write into a non-empty destination folder")
-
-
-def run(args: argparse.Namespace) -> int:
-    """Convert and print a one-paragraph summary."""
-    from transformers.utils import logging as hf_logging
-
-    hf_logging.disable_progress_bar()
-    hf_logging.set_verbosity_error()
-    info = convert(args.src, args.dst, vocab=args.vocab, lowercase=args.lowercase,
-                   trust_remote_code=args.trust_remote_code, overwrite=args.overwrite)
-    print(f"mlmix convert: {info['architecture']} ({info['parameters']:,} parameters, vocabulary "
-          f"{info['vocabulary']}) written to {info['destination']} as safetensors; the copy reproduces the "
-          f"original's logits exactly. Files: {', '.join(info['files'])}")
-    return 0

@@ -22,7 +22,6 @@ This module does not import torch: ``mlmix exact`` registers the frame options w
 
 from __future__ import annotations
 
-import argparse
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -209,54 +208,3 @@ def read_token_list(spec: str) -> list[str]:
             raise ValueError(f"candidates file {path} is unreadable: {err}") from None
         return text.split()
     return spec.split()
-
-
-# ---------------------------------------------------------------------------------------- CLI
-
-
-def add_frame_arguments(parser: argparse.ArgumentParser | argparse._ArgumentGroup, *, length: bool = True) -> None:
-    """--frame, --prefix, --suffix, --candidates (and --length unless the parser already has one)."""
-    parser.add_argument("--frame", default=None, metavar="TEXT",
-                        help=f"fixed tokens with {BLANK} at each free position, e.g. \"E V Q {BLANK} {BLANK} S G\"")
-    parser.add_argument("--prefix", default=None, metavar="TEXT", help="fixed text before the free positions")
-    parser.add_argument("--suffix", default=None, metavar="TEXT", help="fixed text after the free positions")
-    parser.add_argument("--candidates", default=None, metavar="TOKENS",
-                        help="the alphabet: whitespace-separated single tokens, or @FILE (default: every "
-                             "ordinary token of the vocabulary)")
-    if length:
-        parser.add_argument("--length", type=int, default=None,
-                            help="n, the number of free positions (with --frame: the number of _)")
-
-
-def add_model_arguments(parser: argparse.ArgumentParser | argparse._ArgumentGroup, *, threads: bool = True) -> None:
-    """--device, --dtype, --batch-size, --threads (unless the parser has its own), --allow-pickle,
-    --trust-remote-code."""
-    parser.add_argument("--device", default=None, metavar="DEVICE",
-                        help="cpu, cuda or cuda:N (default: cuda when available)")
-    parser.add_argument("--dtype", choices=("auto", "float32", "bfloat16", "float16"), default="auto",
-                        help="compute dtype (autocast; auto: bfloat16 on CUDA, float32 on CPU)")
-    parser.add_argument("--batch-size", type=int, default=None, help="rows per forward pass (default: automatic)")
-    if threads:
-        parser.add_argument("--threads", type=int, default=None, help="torch CPU threads (default 1)")
-    parser.add_argument("--allow-pickle", action="store_true",
-                        help="load pickled pytorch_model.bin weights (torch.load(weights_only=True)); "
-                             "`mlmix convert` makes a safetensors copy once instead")
-    parser.add_argument("--trust-remote-code", action="store_true",
-                        help="allow the model repository's own Python code (off by default)")
-
-
-def add_mlm_arguments(parser: argparse.ArgumentParser) -> None:
-    """The ``--mlm MODEL`` source of ``mlmix exact``: a masked LM over a frame, tabulated exactly
-    (:mod:`mlmix.empirical.tabulate`). Adds the frame and model options; ``--length``,
-    ``--temperature`` and ``--threads`` are the parser's own (with ``--frame``, a ``--length`` left at
-    its default is ignored: the frame's blanks give n)."""
-    group = parser.add_argument_group("masked language model (--mlm): its exact chain over a frame")
-    group.add_argument("--mlm", default=None, metavar="ID_OR_PATH",
-                       help="Hugging Face id or local folder of a masked LM: tabulate its conditionals over the "
-                            "frame (n |V|^(n-1) masked passes, cached) and analyse the exact chain")
-    add_frame_arguments(group, length=False)
-    add_model_arguments(group, threads=False)
-    group.add_argument("--max-passes", type=int, default=None,
-                       help="refuse to tabulate when more masked forward passes are needed (default: no cap)")
-    group.add_argument("--no-progress", action="store_true", help="no progress bar while tabulating")
-    parser.set_defaults(mlm_length_default=parser.get_default("length"))

@@ -34,6 +34,7 @@ from scipy.special import log_softmax
 from transformers import AutoModelForMaskedLM, AutoTokenizer, PreTrainedModel
 
 from mlmix.empirical.frames import Frame, build_frame, known_ids
+from mlmix.empirical.vocab import tokenizer_from_vocab
 from mlmix.theory.sources.conditionals import Conditionals
 from mlmix.theory.sources.space import StateSpace
 from mlmix.validation import check_int
@@ -118,12 +119,10 @@ def load_pretrained(auto_class: type, model_id_or_path: str | Path, *, trust_rem
 def load_tokenizer(source: str, **options):
     """The tokenizer of a hub id or folder. A folder with no tokenizer files but a ``vocab.txt``
     (e.g. a bare BERT checkpoint) gets a fast tokenizer built from it (see
-    :func:`mlmix.empirical.convert.tokenizer_from_vocab`); a folder with neither is an error."""
+    :func:`mlmix.empirical.vocab.tokenizer_from_vocab`); a folder with neither is an error."""
     path = Path(source)
     if path.is_dir() and not any((path / f).is_file() for f in _TOKENIZER_FILES):
         if (path / "vocab.txt").is_file():
-            from mlmix.empirical.convert import tokenizer_from_vocab
-
             return tokenizer_from_vocab(path / "vocab.txt")
         raise ValueError(f"model folder {path} has no tokenizer (no tokenizer.json, tokenizer_config.json or "
                          f"vocab.txt): copy the model's tokenizer files into it, or build one from a vocabulary "

@@ -21,8 +21,9 @@ from scipy.special import log_softmax
 from mlmix.cli import main
 from mlmix.empirical import antiberty as ab
 from mlmix.empirical import tabulate as tab
-from mlmix.empirical.convert import convert, tokenizer_from_vocab
+from mlmix.empirical.convert import convert
 from mlmix.empirical.mlm import MaskedLMConditionals, load_pretrained
+from mlmix.empirical.vocab import tokenizer_from_vocab
 from mlmix.theory.kernels.assembled import glauber_kernel
 
 FR1 = "E V Q L V E S G G G"  # heavy-chain framework 1 (human VH3), the left context

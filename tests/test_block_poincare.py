@@ -6,7 +6,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from mlmix.theory.chain.spectral import dirichlet_form, spectral_gap
+from mlmix.theory.chain.shortcuts import spectral_gap
+from mlmix.theory.chain.spectral import dirichlet_form
 from mlmix.theory.sources.conditionals import ScoreTable
 from mlmix.theory.training.block_poincare import (
     approximate_tensorization,

@@ -10,7 +10,7 @@ from tokenizers import processors
 
 from mlmix.empirical.causal import CausalLMConditionals
 from mlmix.empirical.estimate import constants
-from mlmix.theory.chain.spectral import is_reversible
+from mlmix.theory.chain.shortcuts import is_reversible
 from mlmix.theory.chain.stationary import stationary_distribution
 from mlmix.theory.kernels.assembled import glauber_kernel
 from mlmix.theory.local.rectangles import (

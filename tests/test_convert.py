@@ -10,8 +10,9 @@ import torch
 from mlm_fixtures import WORDS, save_model, tiny_masked_lm
 
 from mlmix.cli import main
-from mlmix.empirical.convert import convert, tokenizer_from_vocab
+from mlmix.empirical.convert import convert
 from mlmix.empirical.mlm import MaskedLMConditionals
+from mlmix.empirical.vocab import tokenizer_from_vocab
 
 N = 3
 BERT_VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *WORDS, "[unused0]"]  # the fixtures' id order

@@ -8,7 +8,7 @@ import sympy
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from mlmix.theory.chain.spectral import is_reversible
+from mlmix.theory.chain.shortcuts import is_reversible
 from mlmix.theory.chain.stationary import stationary_distribution
 from mlmix.theory.kernels.assembled import (
     adaptive_block_kernel,

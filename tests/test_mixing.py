@@ -13,7 +13,7 @@ from test_spectral import two_state
 
 from mlmix.errors import UnresolvedError
 from mlmix.theory.chain.core import Chain
-from mlmix.theory.chain.mixing import distance_curve, mixing_time, tv_distance
+from mlmix.theory.chain.shortcuts import distance_curve, mixing_time, tv_distance
 from mlmix.theory.kernels.assembled import glauber_kernel
 from mlmix.theory.sources.conditionals import IsingModel, ScoreTable
 

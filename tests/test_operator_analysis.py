@@ -12,9 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from mlmix.files import dumps_json
-from mlmix.theory.chain.conductance import set_conductance
 from mlmix.theory.chain.core import Chain
-from mlmix.theory.chain.mixing import mixing_time
 from mlmix.theory.chain.operator_analysis import (
     analyse_operator,
     hash_uniform,
@@ -23,6 +21,7 @@ from mlmix.theory.chain.operator_analysis import (
     summary_dict,
 )
 from mlmix.theory.chain.reference import ising_cycle_gap
+from mlmix.theory.chain.shortcuts import mixing_time, set_conductance
 from mlmix.theory.kernels.assembled import glauber_kernel, k_gibbs_kernel
 from mlmix.theory.kernels.operators import kernel_operator
 from mlmix.theory.linalg.krylov import gmres, lanczos_largest

@@ -23,17 +23,14 @@ from mlmix.theory.chain.reference import (
     noisy_ferromagnet,
 )
 from mlmix.theory.chain.results import Result
-from mlmix.theory.chain.spectral import (
+from mlmix.theory.chain.shortcuts import (
     additive_gap,
-    additive_reversibilization,
-    dirichlet_form,
     is_reversible,
     multiplicative_gap,
     poincare_constant,
-    reversible_gap,
     spectral_gap,
-    time_reversal,
 )
+from mlmix.theory.chain.spectral import additive_reversibilization, dirichlet_form, reversible_gap, time_reversal
 from mlmix.theory.chain.stationary import certified_error, log_potential, stationary_distribution
 from mlmix.theory.chain.structure import communicating_classes
 from mlmix.theory.kernels.assembled import block_kernel, glauber_kernel

@@ -36,6 +36,7 @@ from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
 
 from mlmix.theory.local.influence import contraction_temperature, influence_matrix, score_oscillation
+from mlmix.theory.local.margins import basin_margin
 from mlmix.theory.local.rectangles import is_compatible
 from mlmix.theory.sources.conditionals import (
     Conditionals,
@@ -534,8 +535,6 @@ def metastable_instances(draw, max_states: int = 81, depth: tuple[float, float] 
     """Two-well basin chains at gamma/T = u, u log-uniform on ``depth`` (escape probabilities e^{-u}:
     spectral gaps from ~1e-8 down to ~1e-26), T raised if needed so that spread/T <= 600."""
     inst = draw(basin_instances(max_states, two_wells=True, max_ratio=1e9))
-    from mlmix.theory.local.margins import basin_margin
-
     gamma = basin_margin(inst.source, inst.basin).gamma * inst.source.temperature  # in score units
     u = draw(temperatures(*depth))
     T = max(gamma / u, score_spread(inst.source) / 600.0)

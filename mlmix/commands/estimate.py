@@ -20,8 +20,8 @@ from pathlib import Path
 
 import numpy as np
 
+from mlmix.commands.options import add_frame_arguments, add_model_arguments, add_threads_argument, set_threads
 from mlmix.empirical import estimate as est
-from mlmix.empirical.frames import add_frame_arguments, add_model_arguments
 from mlmix.files import atomic_write_text, dumps_json
 from mlmix.limits import CONSTANTS_LIMIT
 from mlmix.theory.sources.contexts import TopK
@@ -39,6 +39,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
                        help="the model is an autoregressive LM: use the compatible causal control (R = 0)")
     model.add_argument("--temperature", type=float, default=1.0, help="T > 0 (default 1)")
     add_model_arguments(model)
+    add_threads_argument(model)
     model.add_argument("--compile", action="store_true", help="torch.compile the model")
     frame = parser.add_argument_group("frame (fixed context, free positions, alphabet)")
     add_frame_arguments(frame)
@@ -200,9 +201,7 @@ def run(args: argparse.Namespace) -> int:
     start = time.perf_counter()
     if args.contexts is not None:
         check_int(args.contexts, "--contexts", minimum=1)
-    import torch
-
-    torch.set_num_threads(check_int(1 if args.threads is None else args.threads, "--threads", minimum=1))
+    set_threads(args.threads)
     source = load_source(args)
     replacements = "auto" if args.replacements is None else (None if args.replacements == 0 else
                                                            TopK(args.replacements))

@@ -25,6 +25,7 @@ from pathlib import Path
 import networkx as nx
 import numpy as np
 
+from mlmix.commands.options import add_mlm_arguments, add_threads_argument, mlm_source_from_args, set_threads
 from mlmix.files import dumps_json
 from mlmix.limits import CLI_MIXING_LIMIT, MIXING_LIMIT
 from mlmix.theory.chain.core import Chain
@@ -78,8 +79,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
     src.add_argument("--k", type=int, default=2, help="block size of k-Gibbs (default 2)")
     src.add_argument("--representation", choices=REPRESENTATIONS, default="auto",
                      help="dense / sparse matrix or matrix-free operator (default auto: by size and memory)")
-    src.add_argument("--threads", type=int, default=1,
-                     help="torch CPU threads of the matrix-free engine (default 1: more are slower on busy machines)")
+    add_threads_argument(src)
     src.add_argument("--temperature", type=float, default=None,
                      help="temperature T > 0 (default 1; for ising/potts give --beta or --temperature, not both)")
     mod = parser.add_argument_group("models")
@@ -105,8 +105,6 @@ def configure(parser: argparse.ArgumentParser) -> None:
                           f"at most {MIXING_LIMIT}); larger chains get certified bounds")
     out.add_argument("--save-matrix", type=Path, default=None, metavar="FILE",
                      help="also write the analysed transition matrix (.npz, read back by --matrix)")
-    from mlmix.empirical.frames import add_mlm_arguments  # no torch import until --mlm is used
-
     add_mlm_arguments(parser)
 
 
@@ -135,9 +133,7 @@ def _validate(args: argparse.Namespace) -> None:
 def build_source(args: argparse.Namespace) -> tuple[Conditionals, str]:
     """The built-in source of conditionals the arguments describe, and a one-line description."""
     if args.mlm is not None:  # a masked LM over a frame, tabulated exactly (cached)
-        from mlmix.empirical.tabulate import source_from_args
-
-        return source_from_args(args)
+        return mlm_source_from_args(args)
     T = 1.0 if args.temperature is None else args.temperature
     beta = 0.5 if args.beta is None else args.beta
     if args.model == "ising":
@@ -177,9 +173,7 @@ def build_chain(args: argparse.Namespace) -> tuple[Chain, str, Conditionals | No
         raise ValueError(f"--k must lie in 1..n = {n}, got {args.k}")
     chain = Chain.from_source(source, args.kernel, k=args.k, representation=args.representation)  # memory checked
     if chain.representation == "operator":
-        import torch
-
-        torch.set_num_threads(args.threads)
+        set_threads(args.threads)
     kernel = {"glauber": "Glauber dynamics", "k-gibbs": f"{args.k}-Gibbs block dynamics",
               "parallel": "independent parallel sampler"}[args.kernel]
     return chain, f"{description}; {kernel}; |V|^n = {q}^{n} = {chain.n_states} states", source

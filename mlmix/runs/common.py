@@ -24,6 +24,7 @@ from typing import Callable
 import numpy as np
 import torch
 
+from mlmix.commands.options import add_threads_argument, set_threads
 from mlmix.empirical.drift import (
     ConcatEmbedder,
     Embedder,
@@ -62,23 +63,15 @@ def add_common_arguments(parser: argparse.ArgumentParser, many_models: bool = Fa
     parser.add_argument("--device", default=None, help="cpu or cuda (default: cuda when available)")
     parser.add_argument("--dtype", default=None, help="compute dtype: float32, bfloat16 or float16 (default: auto)")
     parser.add_argument("--trust-remote-code", action="store_true", help="allow custom model code (off by default)")
-    parser.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's choice)")
+    add_threads_argument(parser)
     parser.add_argument("--no-progress", action="store_true", help="hide progress bars")
-
-
-def set_threads(threads: int | None) -> None:
-    """torch.set_num_threads(threads) unless None (each worker process sets its own)."""
-    if threads is not None:
-        if threads < 1:
-            raise ValueError(f"--threads must be positive, got {threads}")
-        torch.set_num_threads(threads)
 
 
 def load_model(model: str, length: int | None, args: argparse.Namespace, temperature: float = 1.0,
                max_length: int = 20) -> MaskedLMConditionals:
     """The masked LM at ``model`` as conditionals on ``length`` content tokens (None: the longest
     the model allows, at most ``max_length``)."""
-    set_threads(getattr(args, "threads", None))
+    set_threads(args.threads)
     mdl, tok = load_pretrained(MaskedLMConditionals.auto_class, model, trust_remote_code=args.trust_remote_code)
     options = dict(temperature=temperature, device=args.device, dtype=args.dtype)
     if length is None:

@@ -26,13 +26,13 @@ from pathlib import Path
 
 import numpy as np
 
+from mlmix.commands.options import set_threads
 from mlmix.empirical.sweep import run_sweep
 from mlmix.runs.common import (
     add_common_arguments,
     load_model,
     pyplot,
     save_figure,
-    set_threads,
     start_states,
     write_csv,
     write_json,

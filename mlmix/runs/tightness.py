@@ -34,9 +34,8 @@ from scipy.special import softmax
 from tqdm import tqdm
 
 from mlmix.files import atomic_write_text
-from mlmix.theory.chain.conductance import set_conductance
 from mlmix.theory.chain.hitting import expected_hitting_times
-from mlmix.theory.chain.mixing import mixing_time
+from mlmix.theory.chain.shortcuts import mixing_time, set_conductance
 from mlmix.theory.chain.stationary import stationary_distribution
 from mlmix.theory.kernels.assembled import glauber_kernel
 from mlmix.theory.linalg.matrices import to_dense

@@ -157,10 +157,3 @@ def conductance_interval(P: Matrix, logpi: np.ndarray, gap: Result, modes: list[
                                   **_witness("conductance", upper, best[1], best[2]))
     return Result.interval("conductance", lower, upper, method, reason,
                            **_witness("conductance", upper, best[1], best[2]))
-
-
-def set_conductance(P: Matrix, S: np.ndarray, pi: np.ndarray | None = None) -> float:
-    """Phi(S) as a float (:meth:`mlmix.theory.chain.core.Chain.set_conductance`); ``pi``: a known law."""
-    from mlmix.theory.chain.core import Chain
-
-    return float(Chain(P, stationary=pi).set_conductance(S))

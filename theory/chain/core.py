@@ -55,6 +55,8 @@ from mlmix.theory.chain.results import DEFAULT_RTOL, Result, VectorResult
 from mlmix.theory.chain.stationary import compute_stationary, log_potential
 from mlmix.theory.chain.structure import Structure, chain_structure
 from mlmix.theory.chain.variance import asymptotic_variance_dense, asymptotic_variance_sparse, kemeny_constant_dense
+from mlmix.theory.kernels.assembled import glauber_kernel, independent_parallel_kernel, k_gibbs_kernel
+from mlmix.theory.kernels.representation import choose_representation, has_joint_law
 from mlmix.theory.linalg.elimination import Elimination, eliminate
 from mlmix.validation import (
     Matrix,
@@ -117,9 +119,6 @@ class Chain:
         state limit while the CSR kernel fits the memory limit, the operator beyond
         (:func:`~mlmix.theory.kernels.representation.choose_representation`).
         The choice and its reason are in ``summary()["representation"]``."""
-        from mlmix.theory.kernels.assembled import glauber_kernel, independent_parallel_kernel, k_gibbs_kernel
-        from mlmix.theory.kernels.representation import choose_representation, has_joint_law
-
         builders: dict[str, Callable[[], Matrix]] = {
             "glauber": lambda: glauber_kernel(source),
             "k-gibbs": lambda: k_gibbs_kernel(source, 2 if k is None else k),
@@ -131,6 +130,7 @@ class Chain:
         rep, why = choose_representation(source.space, kernel, 2 if k is None else k, representation, limit,
                                          joint=has_joint_law(source))
         if rep == "operator":
+            # deferred: the matrix-free engine imports torch, which the dense and sparse routes never need
             from mlmix.theory.chain.operator_analysis import OperatorChain
 
             chain = OperatorChain.from_source(source, kernel, k=k, name=name, **operator_options)

@@ -268,27 +268,3 @@ def _squaring(pw: _Powers, eps: float) -> tuple[int | None, int, float]:
     t_hi = descend(lambda d, e: d + e > eps) + 1  # first certified mixed (d + err <= eps)
     t_hi = max(t_hi, t_lo)
     return (t_lo if t_lo == t_hi else None), t_lo, t_hi
-
-
-# ----------------------------------------------------------------------------------- plain functions
-
-def mixing_time(P: Matrix, eps: float = 0.25, pi: np.ndarray | None = None) -> int:
-    """t_mix(eps) as an int (:meth:`mlmix.theory.chain.core.Chain.mixing_time`; UnresolvedError when only
-    an interval is certified). ``pi``: a known stationary law."""
-    from mlmix.theory.chain.core import Chain
-
-    return int(Chain(P, stationary=pi).mixing_time(eps))
-
-
-def tv_distance(P: Matrix, t: int, pi: np.ndarray | None = None) -> float:
-    """d(t) as a float (:meth:`mlmix.theory.chain.core.Chain.tv_distance`)."""
-    from mlmix.theory.chain.core import Chain
-
-    return float(Chain(P, stationary=pi).tv_distance(t))
-
-
-def distance_curve(P: Matrix, t_max: int, pi: np.ndarray | None = None) -> np.ndarray:
-    """d(0), ..., d(t_max) from the worst start (:meth:`mlmix.theory.chain.core.Chain.distance_curve`)."""
-    from mlmix.theory.chain.core import Chain
-
-    return np.asarray(Chain(P, stationary=pi).distance_curve(t_max))

@@ -46,7 +46,7 @@ import torch
 from mlmix.errors import ConvergenceError
 from mlmix.theory.chain.mixing import MixingBounds
 from mlmix.theory.chain.results import DEFAULT_RTOL, EPS, Result, VectorResult
-from mlmix.theory.kernels.operators import KernelOperator
+from mlmix.theory.kernels.operators import KernelOperator, kernel_operator
 from mlmix.theory.linalg.krylov import gmres, inner, lanczos_largest, norm
 from mlmix.validation import check_eps, check_real, check_state_set
 
@@ -447,8 +447,6 @@ class OperatorChain:
                     **options: Any) -> "OperatorChain":
         """The matrix-free chain of a sampler on ``source`` (``options`` go to
         :func:`mlmix.theory.kernels.operators.kernel_operator`: device, dtype, comm)."""
-        from mlmix.theory.kernels.operators import kernel_operator
-
         return cls(kernel_operator(source, kernel, 2 if k is None else k, **options), name=name)
 
     #: Chain methods that need the transition matrix (solves on P itself).

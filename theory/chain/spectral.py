@@ -40,7 +40,7 @@ from scipy.linalg.lapack import dpocon
 from mlmix.limits import DENSE_SPECTRAL_LIMIT, EIGH_LIMIT
 from mlmix.theory.chain.results import DEFAULT_RTOL, EPS, Result
 from mlmix.theory.linalg.elimination import Elimination, eliminate
-from mlmix.validation import Matrix, check_memory, check_transition_matrix, check_vector
+from mlmix.validation import Matrix, check_memory
 
 # ----------------------------------------------------------------------------------- reversibilizations
 
@@ -253,54 +253,3 @@ def modulus_gap(P: Matrix, rtol: float = DEFAULT_RTOL, dense: bool | None = None
     method = "LAPACK eigenvalues of P (non-reversible); error <= 4 N u ||P||_F cond(lambda_2)"
     return Result.checked(name, 1.0 - abs(vals[k]), err, method, rtol=rtol, lower=0.0, upper=1.0,
                           eigenvalue=complex(vals[k]).__repr__(), condition_number=cond)
-
-
-# ----------------------------------------------------------------------------------- plain functions
-
-def _chain(P: Matrix, pi: np.ndarray | None):
-    from mlmix.theory.chain.core import Chain
-
-    return Chain(P, stationary=pi)
-
-
-def spectral_gap(P: Matrix, pi: np.ndarray | None = None) -> float:
-    """1 - lambda_2 of a reversible chain as a float (:attr:`Chain.spectral_gap`; UnresolvedError when
-    not resolved, ValueError-like missing result for a non-reversible chain). ``pi``: a known law."""
-    return float(_chain(P, pi).spectral_gap)
-
-
-def additive_gap(P: Matrix, pi: np.ndarray | None = None) -> float:
-    """1 - lambda_2((P + P*)/2) as a float (:attr:`Chain.additive_gap`)."""
-    return float(_chain(P, pi).additive_gap)
-
-
-def poincare_constant(P: Matrix, pi: np.ndarray | None = None) -> float:
-    """1 / additive gap as a float (:attr:`Chain.poincare_constant`)."""
-    return float(_chain(P, pi).poincare_constant)
-
-
-def absolute_spectral_gap(P: Matrix, pi: np.ndarray | None = None) -> float:
-    """1 - max |lambda|, lambda != 1, as a float (:attr:`Chain.absolute_spectral_gap`)."""
-    return float(_chain(P, pi).absolute_spectral_gap)
-
-
-def relaxation_time(P: Matrix, pi: np.ndarray | None = None) -> float:
-    """1 / absolute spectral gap as a float (:attr:`Chain.relaxation_time`)."""
-    return float(_chain(P, pi).relaxation_time)
-
-
-def multiplicative_gap(P: Matrix, pi: np.ndarray | None = None) -> float:
-    """1 - sigma_2(P)^2 as a float (:attr:`Chain.multiplicative_gap`)."""
-    return float(_chain(P, pi).multiplicative_gap)
-
-
-def is_reversible(P: Matrix, pi: np.ndarray | None = None, rtol: float = 1e-10) -> bool:
-    """Detailed balance pi(x) P(x, y) = pi(y) P(y, x): with respect to the stationary law when ``pi``
-    is None (Kolmogorov's criterion in log space, :attr:`Chain.is_reversible`), else with respect to the
-    given law, to ``rtol`` times max_xy pi(x) P(x, y)."""
-    if pi is None:
-        return _chain(P, None).is_reversible
-    P = check_transition_matrix(P)
-    pi = check_vector(pi, P.shape[0], "pi", nonnegative=True)
-    Q = sp.csr_array(P).multiply(pi[:, None])
-    return bool(abs(Q - Q.T).max() <= rtol * abs(Q).max())

@@ -34,7 +34,8 @@ import scipy.sparse as sp
 from scipy.optimize import minimize
 from scipy.special import log_softmax
 
-from mlmix.theory.chain.spectral import dirichlet_form, poincare_constant, spectral_gap
+from mlmix.theory.chain.shortcuts import poincare_constant, spectral_gap
+from mlmix.theory.chain.spectral import dirichlet_form
 from mlmix.theory.kernels.assembled import adaptive_block_kernel, block_kernel
 from mlmix.theory.sources.conditionals import Conditionals
 from mlmix.theory.training.pseudolikelihood import MaskDistribution

@@ -29,7 +29,7 @@ import scipy.linalg
 import sympy
 from hypothesis import strategies as st
 
-from mlmix.theory.chain.spectral import spectral_gap
+from mlmix.theory.chain.shortcuts import spectral_gap
 from mlmix.theory.kernels.assembled import independent_parallel_kernel, k_gibbs_kernel
 from mlmix.theory.sources.conditionals import IsingModel
 from mlmix.theory.sources.space import StateSpace

@@ -1,0 +1,101 @@
+"""Option groups shared by several commands, defined once: the thread count, a masked LM's loading
+options (device, dtype, batch size, pickles, remote code), a frame (free positions and alphabet), and the
+``--mlm`` source of ``mlmix exact``.
+
+Nothing here imports torch at import time, so ``mlmix exact --help`` and the toy-model paths stay light.
+"""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from mlmix.empirical.frames import BLANK
+from mlmix.validation import check_int
+
+
+def add_threads_argument(parser: argparse.ArgumentParser | argparse._ArgumentGroup) -> None:
+    """--threads: torch CPU threads, default 1 for every command (on small, busy machines two threads
+    run 2-70x slower than one; docs/benchmarks.md)."""
+    parser.add_argument("--threads", type=int, default=1,
+                        help="torch CPU threads (default 1: more are slower on busy machines)")
+
+
+def set_threads(threads: int) -> None:
+    """Validate ``--threads`` and set torch's thread count (each worker process sets its own)."""
+    threads = check_int(threads, "--threads", minimum=1)
+    import torch  # deferred: only commands that run torch call this
+
+    torch.set_num_threads(threads)
+
+
+def add_frame_arguments(parser: argparse.ArgumentParser | argparse._ArgumentGroup, *, length: bool = True) -> None:
+    """--frame, --prefix, --suffix, --candidates (and --length unless the parser already has one)."""
+    parser.add_argument("--frame", default=None, metavar="TEXT",
+                        help=f"fixed tokens with {BLANK} at each free position, e.g. \"E V Q {BLANK} {BLANK} S G\"")
+    parser.add_argument("--prefix", default=None, metavar="TEXT", help="fixed text before the free positions")
+    parser.add_argument("--suffix", default=None, metavar="TEXT", help="fixed text after the free positions")
+    parser.add_argument("--candidates", default=None, metavar="TOKENS",
+                        help="the alphabet: whitespace-separated single tokens, or @FILE (default: every "
+                             "ordinary token of the vocabulary)")
+    if length:
+        parser.add_argument("--length", type=int, default=None,
+                            help="n, the number of free positions (with --frame: the number of _)")
+
+
+def add_model_arguments(parser: argparse.ArgumentParser | argparse._ArgumentGroup) -> None:
+    """--device, --dtype, --batch-size, --allow-pickle, --trust-remote-code."""
+    parser.add_argument("--device", default=None, metavar="DEVICE",
+                        help="cpu, cuda or cuda:N (default: cuda when available)")
+    parser.add_argument("--dtype", choices=("auto", "float32", "bfloat16", "float16"), default="auto",
+                        help="compute dtype (autocast; auto: bfloat16 on CUDA, float32 on CPU)")
+    parser.add_argument("--batch-size", type=int, default=None, help="rows per forward pass (default: automatic)")
+    parser.add_argument("--allow-pickle", action="store_true",
+                        help="load pickled pytorch_model.bin weights (torch.load(weights_only=True)); "
+                             "`mlmix convert` makes a safetensors copy once instead")
+    parser.add_argument("--trust-remote-code", action="store_true",
+                        help="allow the model repository's own Python code (off by default)")
+
+
+def add_mlm_arguments(parser: argparse.ArgumentParser) -> None:
+    """The ``--mlm MODEL`` source of ``mlmix exact``: a masked LM over a frame, tabulated exactly
+    (:mod:`mlmix.empirical.tabulate`). Adds the frame and model options; ``--length``,
+    ``--temperature`` and ``--threads`` are the parser's own (with ``--frame``, a ``--length`` left at
+    its default is ignored: the frame's blanks give n)."""
+    group = parser.add_argument_group("masked language model (--mlm): its exact chain over a frame")
+    group.add_argument("--mlm", default=None, metavar="ID_OR_PATH",
+                       help="Hugging Face id or local folder of a masked LM: tabulate its conditionals over the "
+                            "frame (n |V|^(n-1) masked passes, cached) and analyse the exact chain")
+    add_frame_arguments(group, length=False)
+    add_model_arguments(group)
+    group.add_argument("--max-passes", type=int, default=None,
+                       help="refuse to tabulate when more masked forward passes are needed (default: no cap)")
+    group.add_argument("--no-progress", action="store_true", help="no progress bar while tabulating")
+    parser.set_defaults(mlm_length_default=parser.get_default("length"))
+
+
+def mlm_source_from_args(args: argparse.Namespace) -> tuple[Any, str]:
+    """The tabulated MLM that ``mlmix exact --mlm MODEL ...`` describes, and a one-line title."""
+    # deferred: torch and transformers load only when --mlm is used
+    from transformers.utils import logging as hf_logging
+
+    from mlmix.empirical.mlm import MaskedLMConditionals
+    from mlmix.empirical.tabulate import tabulate
+
+    hf_logging.disable_progress_bar()
+    hf_logging.set_verbosity_error()
+    set_threads(args.threads)
+    length = args.length
+    if args.frame is not None and length == getattr(args, "mlm_length_default", None):
+        length = None  # the frame's blanks give n; --length was left at the parser's default
+    mlm = MaskedLMConditionals.from_pretrained(
+        args.mlm, length, frame=args.frame, prefix=args.prefix, suffix=args.suffix, candidates=args.candidates,
+        temperature=1.0 if args.temperature is None else args.temperature, device=args.device, dtype=args.dtype, batch_size=args.batch_size,
+        allow_pickle=args.allow_pickle, trust_remote_code=args.trust_remote_code)
+    table = tabulate(mlm, max_passes=args.max_passes, progress=not args.no_progress)
+    d = table.describe()
+    origin = "read from the cache" if d["table"]["from_cache"] else f"{d['table']['passes']:,} masked passes"
+    title = (f"masked LM {d['model']} ({d['architecture']}) on the frame '{d['frame']}', alphabet of "
+             f"{table.space.vocab_size} tokens, n = {table.space.length}, T = {table.temperature:g}, "
+             f"{d['dtype']} table ({origin})")
+    return table, title
