@@ -39,7 +39,7 @@ from mlmix.theory.sources.conditionals import Conditionals
 from mlmix.theory.sources.space import StateSpace
 from mlmix.validation import check_int
 
-#: The model shipped with mlmix (trained by ``mlmix/runs/train_default.py``).
+#: The model shipped with mlmix (trained by :func:`mlmix.empirical.shipped_model.train`, ``mlmix run train-default``).
 DEFAULT_MODEL_DIR = Path(__file__).resolve().parent / "default_model"
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}

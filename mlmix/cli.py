@@ -13,9 +13,9 @@ from __future__ import annotations
 import argparse
 import importlib
 import sys
-from typing import NoReturn
 
 from mlmix import __version__
+from mlmix.commands.options import OneLineParser
 from mlmix.errors import NumericalError
 from mlmix.validation import memory_limit, parse_size
 
@@ -26,13 +26,6 @@ SUBCOMMANDS = {
     "convert": ("mlmix.commands.convert", "write a safetensors copy of a masked-LM checkpoint with its tokenizer"),
     "run": ("mlmix.commands.run", "run a reproduction or experiment of the papers, writing data and a figure to --out"),
 }
-
-
-class OneLineParser(argparse.ArgumentParser):
-    """argparse that reports a bad argument in one line (and exit status 2), without the usage block."""
-
-    def error(self, message: str) -> NoReturn:
-        self.exit(2, f"{self.prog}: error: {message}\n")
 
 
 def _common(parser: argparse.ArgumentParser) -> None:

@@ -18,7 +18,7 @@ from mlmix.empirical.estimate import (
     windows,
 )
 from mlmix.empirical.mlm import DEFAULT_MODEL_DIR, MaskedLMConditionals
-from mlmix.runs.train_default import conditional_kl, load_law, true_law
+from mlmix.empirical.shipped_model import conditional_kl, load_law, true_law
 from mlmix.theory.kernels.assembled import glauber_kernel
 from mlmix.theory.sources.conditionals import PottsModel, ScoreTable
 from mlmix.theory.sources.space import StateSpace

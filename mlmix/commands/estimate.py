@@ -114,9 +114,9 @@ def _drift_symbols(source, args: argparse.Namespace) -> list[int] | None:
 
 
 def _recorded_law(args: argparse.Namespace, source):
-    """The true law of a model trained by ``mlmix.runs.train_default`` (its folder has law.json)."""
+    """The true law of a model trained by :func:`mlmix.empirical.shipped_model.train` (its folder has law.json)."""
     from mlmix.empirical.mlm import DEFAULT_MODEL_DIR
-    from mlmix.runs.train_default import load_law
+    from mlmix.empirical.shipped_model import load_law
 
     folder = Path(args.model) if args.model is not None else DEFAULT_MODEL_DIR
     if args.causal or args.candidates or args.prefix or args.suffix or args.frame \

@@ -8,10 +8,17 @@ Nothing here imports torch at import time, so ``mlmix exact --help`` and the toy
 from __future__ import annotations
 
 import argparse
-from typing import Any
+from typing import Any, NoReturn
 
 from mlmix.empirical.frames import BLANK
 from mlmix.validation import check_int
+
+
+class OneLineParser(argparse.ArgumentParser):
+    """argparse that reports a bad argument in one line (and exit status 2), without the usage block."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: error: {message}\n")
 
 
 def add_threads_argument(parser: argparse.ArgumentParser | argparse._ArgumentGroup) -> None:

@@ -20,16 +20,20 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import importlib.util
 import pkgutil
 from typing import Any
 
-import mlmix.runs
+from mlmix.commands.options import OneLineParser
 from mlmix.files import OutputDir
+
+#: Where the runs live, found without importing them (each is imported when it runs).
+_RUNS_PATH = importlib.util.find_spec("mlmix.runs").submodule_search_locations
 
 
 def runnables() -> dict[str, str]:
     """name -> module of every run in :mod:`mlmix.runs` (each module but ``common``, name with dashes)."""
-    return {m.name.replace("_", "-"): f"mlmix.runs.{m.name}" for m in pkgutil.iter_modules(mlmix.runs.__path__)
+    return {m.name.replace("_", "-"): f"mlmix.runs.{m.name}" for m in pkgutil.iter_modules(_RUNS_PATH)
             if m.name != "common" and not m.name.startswith("_")}
 
 
@@ -60,8 +64,6 @@ def run(args: argparse.Namespace) -> int:
     if args.name not in names:
         raise ValueError(f"unknown run {args.name!r}; the runs are: {', '.join(names)}")
     module = importlib.import_module(names[args.name])
-    from mlmix.cli import OneLineParser
-
     parser = OneLineParser(prog=f"mlmix run {args.name}", description=module.DESCRIPTION)
     module.configure(parser)
     parser.add_argument("--overwrite", action="store_true",

@@ -76,7 +76,7 @@ def rectangle_task(params: dict) -> dict:
         texts = None if params["texts"] is None else Path(params["texts"])
         states = start_states(source, params["rectangles"], rng, texts)
         if params["kind"] == "law":
-            from mlmix.runs.train_default import load_law
+            from mlmix.empirical.shipped_model import load_law
 
             law = load_law(params["model"])
             if law.space != source.space:
