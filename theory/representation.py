@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from mlmix.theory.conditionals import Conditionals, GibbsModel
 from mlmix.theory.kernels import k_subsets
 from mlmix.theory.space import StateSpace
 from mlmix.validation import current_memory_limit, format_bytes
@@ -21,16 +20,10 @@ OPERATOR_KERNELS = ("glauber", "k-gibbs", "block")
 #: How a chain can be held ('auto' chooses).
 REPRESENTATIONS = ("auto", "dense", "sparse", "operator")
 
-#: 'auto' holds chains up to this many states as CSR matrices (every Chain method available) and
-#: larger ones matrix-free (the same summary figures; 13x faster at 2^20 states, docs/benchmarks.md).
+#: 'auto' holds chains up to this many states as CSR matrices and larger ones matrix-free (the same
+#: questions, names and certificates on both, the stationary law entrywise included; 13x faster at
+#: 2^20 states, docs/benchmarks.md): the choice is by speed and memory alone.
 SPARSE_AUTO_LIMIT = 2**16
-
-#: The same for sources without a joint law (score tables, masked LMs: non-reversible chains): the
-#: CSR route certifies their stationary law entrywise, the matrix-free one only to first order
-#: (docs/real-model.md: the 160,000-state AntiBERTy chain's Poincaré constant resolved in 25 s, an
-#: interval in 9 s), so they stay CSR up to this size, memory permitting.
-SPARSE_AUTO_LIMIT_NO_JOINT = 2**18
-
 
 def _itemsize(dtype: Any) -> int:
     return 4 if "32" in str(dtype) else 8
@@ -61,18 +54,11 @@ def csr_memory(space: StateSpace, kernel: str = "glauber", k: int = 2) -> int:
     return int(max(24 * nnz, 12 * nnz + 8 * (3 * nnz + 30 * N)))
 
 
-def has_joint_law(source: Conditionals) -> bool:
-    """Whether ``source`` has a joint law (a Gibbs model or a source that overrides ``log_joint``):
-    its Glauber chain is then reversible."""
-    return isinstance(source, GibbsModel) or type(source).log_joint is not Conditionals.log_joint
-
-
 def choose_representation(space: StateSpace, kernel: str = "glauber", k: int = 2, requested: str = "auto",
-                          dense_limit: int = 4096, joint: bool = True) -> tuple[str, str]:
+                          dense_limit: int = 4096) -> tuple[str, str]:
     """('dense' | 'sparse' | 'operator', why). 'auto': dense up to ``dense_limit`` states; the CSR
-    matrix up to :data:`SPARSE_AUTO_LIMIT` states (:data:`SPARSE_AUTO_LIMIT_NO_JOINT` for a source
-    without a joint law, ``joint=False``) while :func:`csr_memory` fits the memory limit in force;
-    the matrix-free operator beyond. The independent parallel sampler is dense only."""
+    matrix up to :data:`SPARSE_AUTO_LIMIT` states while :func:`csr_memory` fits the memory limit in
+    force; the matrix-free operator beyond. The independent parallel sampler is dense only."""
     if requested not in REPRESENTATIONS:
         raise ValueError(f"representation must be one of {REPRESENTATIONS}, got {requested!r}")
     N = space.size
@@ -84,14 +70,10 @@ def choose_representation(space: StateSpace, kernel: str = "glauber", k: int = 2
         return requested, "requested"
     if N <= dense_limit:
         return "dense", f"{N} states <= the dense limit {dense_limit}"
-    cap = SPARSE_AUTO_LIMIT if joint else SPARSE_AUTO_LIMIT_NO_JOINT
-    if N > cap:
-        return "operator", f"{N} states > {cap}: matrix-free (representation='sparse' keeps the CSR matrix)"
+    if N > SPARSE_AUTO_LIMIT:
+        return "operator", f"{N} states > {SPARSE_AUTO_LIMIT}: matrix-free (representation='sparse' keeps the CSR matrix)"
     need, limit = csr_memory(space, kernel, k), current_memory_limit()
     if need <= limit:
-        why = "" if joint or N <= SPARSE_AUTO_LIMIT else ("no joint law (non-reversible): the CSR route certifies "
-                                                          "pi entrywise; ")
-        return "sparse", (f"{why}the CSR kernel and its analysis need about {format_bytes(need)} <= "
-                          f"{format_bytes(limit)}")
+        return "sparse", f"the CSR kernel and its analysis need about {format_bytes(need)} <= {format_bytes(limit)}"
     return "operator", (f"the CSR kernel would need about {format_bytes(need)} > the memory limit "
                         f"{format_bytes(limit)}: matrix-free")
