@@ -252,3 +252,26 @@ def test_variance_dirichlet_form_and_kemeny_of_independent_sites():
     kem = op.kemeny_constant
     assert kem.lower <= K <= kem.upper
     assert kem.details["trace"] == pytest.approx(2**n / 2, rel=1e-15)  # tr P = N / |V| for Glauber
+
+
+def test_public_face():
+    """Every name in mlmix.__all__ imports, is the object of its module, and import mlmix stays light."""
+    import subprocess
+    import sys
+
+    import mlmix
+    from mlmix.empirical.mlm import MaskedLMConditionals
+    from mlmix.theory import conditionals, kernels, operators
+
+    for name in mlmix.__all__:
+        assert getattr(mlmix, name) is not None, name
+    assert mlmix.Chain is Chain and mlmix.OperatorChain is OperatorChain and mlmix.Result is Result
+    assert mlmix.IsingModel is conditionals.IsingModel and mlmix.ScoreTable is conditionals.ScoreTable
+    assert mlmix.PottsModel is conditionals.PottsModel and mlmix.MaskedLMConditionals is MaskedLMConditionals
+    assert mlmix.glauber_kernel is kernels.glauber_kernel and mlmix.kernel_operator is operators.kernel_operator
+    assert set(mlmix.__all__) <= set(dir(mlmix))
+    with pytest.raises(AttributeError):
+        mlmix.no_such_name  # noqa: B018
+    code = "import sys, mlmix; print('torch' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.stdout.strip() == "False", out.stderr[-300:]
