@@ -41,8 +41,8 @@ import scipy.sparse as sp
 
 from mlmix.errors import MemoryLimitError, ReducibleChainError
 from mlmix.files import atomic_save_npz
+from mlmix.theory import absorbing, mixing, spectral, spectrum
 from mlmix.theory import conductance as cond
-from mlmix.theory import mixing, spectral
 from mlmix.theory.elimination import Elimination, eliminate
 from mlmix.theory.hitting import committor, expected_hitting_times, hitting_probabilities
 from mlmix.theory.results import DEFAULT_RTOL, NAMES, Result, VectorResult
@@ -366,6 +366,9 @@ class Chain:
         core = self._core
         if self._reducible_given:
             return Result.exact(NAMES["absolute_spectral_gap"], 0.0, "several closed classes: eigenvalue 1 is repeated")
+        if self.period > 1:  # exp(2 pi i / d) is an eigenvalue: exactly 0
+            return Result.exact(NAMES["absolute_spectral_gap"], 0.0, f"period {self.period} from a breadth-first "
+                                f"search: exp(2 pi i / {self.period}) is an eigenvalue{self._on_core()}")
         if not core.is_reversible:
             return _renamed(spectral.modulus_gap(core.P, dense=core.is_dense), NAMES["absolute_spectral_gap"],
                             self._on_core())
@@ -528,6 +531,40 @@ class Chain:
         core = self._core
         return Chain(spectral.multiplicative_reversibilization(core.P, core._logpi),
                      name=f"multiplicative reversibilization of {self.name}", dense_limit=self._dense_limit_given)
+
+    # ------------------------------------------------------------------ spectrum, classes, absorption
+    def eigenvalues(self, k: int | None = None) -> VectorResult:
+        """The ``k`` eigenvalues of largest modulus (all when None), with per-eigenvalue error bounds;
+        complex with condition numbers for a non-reversible chain (:mod:`mlmix.theory.spectrum`)."""
+        return spectrum.eigenvalues(self.P, k, self.is_irreducible and self.is_reversible)
+
+    def implied_timescales(self, k: int | None = None) -> VectorResult:
+        """t_j = -1 / log |lambda_j|, j = 2..k (lag 1), with enclosures."""
+        return spectrum.implied_timescales(self.eigenvalues(k))
+
+    def stationary_distributions(self) -> VectorResult:
+        """One stationary law per closed class (rows; :mod:`mlmix.theory.absorbing`)."""
+        return absorbing.stationary_distributions(self.P, self.structure)
+
+    def cyclic_classes(self) -> list[np.ndarray]:
+        """The period-many cyclic classes of the (unique) closed class."""
+        return absorbing.cyclic_classes(self.structure, self._recurrent)
+
+    @cached_property
+    def _absorption(self) -> absorbing.Absorption:
+        return absorbing.absorption(self.P, self.structure)
+
+    def fundamental_matrix(self) -> VectorResult:
+        """N = (I - Q)^-1 over the transient states (Kemeny-Snell)."""
+        return absorbing.fundamental_matrix(self._absorption)
+
+    def absorption_probabilities(self) -> VectorResult:
+        """P_i(enter closed class c) for each transient state i and closed class c."""
+        return absorbing.absorption_probabilities(self._absorption)
+
+    def expected_steps_to_absorption(self) -> VectorResult:
+        """Expected steps before a closed class is entered, per transient state."""
+        return absorbing.expected_steps(self._absorption)
 
     # ------------------------------------------------------------------ persistence
     def save(self, path: str | Path) -> None:

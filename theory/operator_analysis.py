@@ -45,6 +45,7 @@ import numpy as np
 import torch
 
 from mlmix.errors import ConvergenceError
+from mlmix.theory.absorbing import Absorption, absorption_probabilities, expected_steps, fundamental_matrix
 from mlmix.theory.chain import MFPT_LIMIT, Chain
 from mlmix.theory.krylov import gmres, inner, lanczos_largest, norm
 from mlmix.theory.mixing import MixingBounds
@@ -776,6 +777,56 @@ class OperatorChain(Chain):
     def multiplicative_reversibilization(self) -> Chain:
         """P* P, from the matrix (memory permitting)."""
         return self._matrix.multiplicative_reversibilization()
+
+    # ---------------------------------------------------------------- spectrum, classes, absorption
+    def eigenvalues(self, k: int | None = None) -> VectorResult:
+        """[1, 1 - gap] of a reversible kernel for k <= 2 (the gap's enclosure as the error bound);
+        otherwise from the matrix (memory permitting)."""
+        if k is None or k > 2 or not self.is_reversible:
+            return self._matrix.eigenvalues(k)
+        gap = self.spectral_gap
+        if k == 1:
+            return VectorResult("eigenvalues", np.ones(1), "the eigenvalue 1 of a stochastic matrix", None, 0.0,
+                                details={"error_bounds": np.zeros(1)})
+        mid = gap.value if gap.resolved else (gap.lower + gap.upper) / 2
+        err = max(mid - gap.lower, gap.upper - mid)
+        return VectorResult("eigenvalues", np.array([1.0, 1.0 - mid]), f"1 and 1 - spectral gap ({gap.method})",
+                            None, err, details={"error_bounds": np.array([0.0, err])})
+
+    def implied_timescales(self, k: int | None = None) -> VectorResult:
+        """t_j = -1 / log |lambda_j| from :meth:`eigenvalues`."""
+        from mlmix.theory.spectrum import implied_timescales
+
+        return implied_timescales(self.eigenvalues(k))
+
+    def stationary_distributions(self) -> VectorResult:
+        """One closed class (positive conditionals): the stationary law as one row."""
+        if not isinstance(self.structure, _Positive):
+            return self._matrix.stationary_distributions()
+        pi = self.stationary
+        return VectorResult("stationary laws of the closed classes", pi.value[None, :], pi.method, pi.rel_error,
+                            details={"classes": self.structure.closed_classes})
+
+    def cyclic_classes(self) -> list[np.ndarray]:
+        """Period 1 (positive conditionals): one cyclic class, every state."""
+        if not isinstance(self.structure, _Positive):
+            return self._matrix.cyclic_classes()
+        return [np.arange(self.op.local_size)]
+
+    @cached_property
+    def _absorption(self) -> Absorption:
+        if not isinstance(self.structure, _Positive):
+            return self._matrix._absorption
+        return Absorption(np.zeros(0, dtype=np.int64), self.structure.closed_classes, None, 0.0)
+
+    def fundamental_matrix(self) -> VectorResult:
+        return fundamental_matrix(self._absorption)
+
+    def absorption_probabilities(self) -> VectorResult:
+        return absorption_probabilities(self._absorption)
+
+    def expected_steps_to_absorption(self) -> VectorResult:
+        return expected_steps(self._absorption)
 
     # ---------------------------------------------------------------- report
     def summary(self, eps: float = 0.25, include_stationary: bool = False, mixing_limit: int | None = None) -> dict:
