@@ -3,7 +3,9 @@
 * **Stationary law.** Reversible (compatible source): log pi = log mu_T - log Z exactly, from the
   joint in log space (entrywise relative accuracy of a few ulps of |log pi|). Otherwise GMRES on
   (I - P^T + u 1^T) pi = u (u uniform; the solution has sum 1 and solves pi P = pi), with the
-  residual r = pi P - pi reported and the a-posteriori bound (with f = (pi_hat - pi) / pi,
+  residual r = pi P - pi reported and the entrywise certificate of
+  :func:`mlmix.theory.operator_solves.certify_stationary` (rigorous, as on the CSR route); where
+  that fails (a metastable law), the a-posteriori bound (with f = (pi_hat - pi) / pi,
   (I - P*) f = -r / pi, E(f, f) >= gamma Var_pi(f))
 
       ||pi_hat - pi||_1 <= ||r / pi||_{L^2(pi)} / gamma,
