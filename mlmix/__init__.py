@@ -1,8 +1,12 @@
 """mlmix: exact and empirical analysis of the Markov chains that masked language models induce.
 
-``mlmix.Chain`` (an exact chain and every quantity of it, with its accuracy), ``mlmix.Result`` and
-``mlmix.VectorResult`` are imported lazily, so ``import mlmix`` stays light; the three rooms are
-``mlmix.theory``, ``mlmix.verify`` and ``mlmix.empirical``.
+The objects users touch are exported here (lazily, so ``import mlmix`` stays light and does not load
+torch), so user code never imports the deep module paths, which may move: ``Chain`` (an exact chain
+on any representation, every quantity with its accuracy) and ``OperatorChain`` (its matrix-free
+form), ``Result`` / ``VectorResult``, the sources ``IsingModel``, ``PottsModel``, ``LogWeightTable``,
+``ScoreTable`` and ``MaskedLMConditionals``, and the kernels (``glauber_kernel``, ``k_gibbs_kernel``,
+``block_kernel``, ``adaptive_block_kernel``, ``independent_parallel_kernel``, and the matrix-free
+``kernel_operator``). The three rooms are ``mlmix.theory``, ``mlmix.verify`` and ``mlmix.empirical``.
 """
 
 from importlib import import_module
@@ -14,9 +18,29 @@ try:
 except PackageNotFoundError:  # running from a source tree that was never installed
     __version__ = "0.0.0+unknown"
 
-_LAZY = {"Chain": "mlmix.theory.chain.core", "Result": "mlmix.theory.chain.results", "VectorResult": "mlmix.theory.chain.results"}
+_LAZY = {
+    "Chain": "mlmix.theory.chain.core",
+    "OperatorChain": "mlmix.theory.chain.operator_analysis",
+    "Result": "mlmix.theory.chain.results",
+    "VectorResult": "mlmix.theory.chain.results",
+    "IsingModel": "mlmix.theory.sources.conditionals",
+    "PottsModel": "mlmix.theory.sources.conditionals",
+    "LogWeightTable": "mlmix.theory.sources.conditionals",
+    "ScoreTable": "mlmix.theory.sources.conditionals",
+    "MaskedLMConditionals": "mlmix.empirical.mlm",
+    "glauber_kernel": "mlmix.theory.kernels.assembled",
+    "k_gibbs_kernel": "mlmix.theory.kernels.assembled",
+    "block_kernel": "mlmix.theory.kernels.assembled",
+    "adaptive_block_kernel": "mlmix.theory.kernels.assembled",
+    "independent_parallel_kernel": "mlmix.theory.kernels.assembled",
+    "kernel_operator": "mlmix.theory.kernels.operators",
+}
 
 __all__ = ["__version__", *_LAZY]
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_LAZY))
 
 
 def __getattr__(name: str) -> Any:

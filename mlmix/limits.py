@@ -18,6 +18,11 @@ DENSE_SPECTRAL_LIMIT = 4096
 #: The largest eigenvalue of the graded inverse by LAPACK eigh up to this size (O(N^3) with a large
 #: constant: about 10 s at 2500 states); Lanczos on the factor above.
 EIGH_LIMIT = 2500
+#: Eigenvalues of P (non-reversible: complex, with condition numbers) densely up to this many states.
+DENSE_SPECTRUM_LIMIT = 4096
+#: Absorbing-chain quantities (fundamental matrix, absorption probabilities) by one dense GTH
+#: elimination of up to this many transient states.
+ABSORBING_LIMIT = 4096
 #: Hitting problems with up to this many unknown states are solved by dense GTH elimination.
 DENSE_HITTING_LIMIT = 4096
 #: Exact worst-start TV distances and t_mix by dense squaring up to this many states (each squaring
@@ -31,12 +36,10 @@ MFPT_LIMIT = 256
 EXACT_CONDUCTANCE_LIMIT = 20
 
 # ---------------------------------------------------------------- chains: representation
-#: ``auto`` assembles a CSR matrix up to this many states for sources with a joint law (reversible
-#: chains: the matrix-free route is as accurate and lighter above it).
+#: ``auto`` holds chains up to this many states as CSR matrices and larger ones matrix-free: both
+#: answer the same questions with the same certificates (the stationary law entrywise included), and the
+#: operator is the faster and lighter one above it; the choice is by speed and memory alone.
 SPARSE_AUTO_LIMIT = 2**16
-#: The same for sources without a joint law (score tables, masked LMs: non-reversible chains): the CSR
-#: route certifies their stationary law entrywise, so they stay CSR up to this size, memory permitting.
-SPARSE_AUTO_LIMIT_NO_JOINT = 2**18
 
 # ---------------------------------------------------------------- enumerations of V^n
 #: Largest |V|^n that exact constructions (a joint, a score table) accept unless raised by the caller.

@@ -186,10 +186,9 @@ def test_representation_choice_by_size_and_memory():
     assert choose_representation(StateSpace(2, 16))[0] == "sparse"
     rep, why = choose_representation(StateSpace(2, 17))  # above SPARSE_AUTO_LIMIT = 2^16
     assert rep == "operator" and "65536: matrix-free" in why
-    # a source without a joint law (non-reversible chain) stays CSR to 2^18 states: pi is certified there
-    rep, why = choose_representation(StateSpace(2, 17), joint=False)
-    assert rep == "sparse" and "certifies pi" in why
-    assert choose_representation(StateSpace(2, 19), joint=False)[0] == "operator"
+    # by size and memory alone: a source without a joint law has no special case (pi is certified on both)
+    with pytest.raises(TypeError):
+        choose_representation(StateSpace(2, 17), joint=False)
     with memory_limit(csr_memory(StateSpace(2, 16)) - 1):
         rep, why = choose_representation(StateSpace(2, 16))
     assert rep == "operator" and "memory limit" in why

@@ -41,22 +41,21 @@ import scipy.sparse as sp
 
 from mlmix.errors import MemoryLimitError, ReducibleChainError
 from mlmix.files import atomic_save_npz
-from mlmix.limits import (
-    DENSE_LIMIT,
-    DENSE_STATIONARY_LIMIT,
-    EXACT_CONDUCTANCE_LIMIT,
-    MFPT_LIMIT,
-    MIXING_LIMIT,
-)
+from mlmix.limits import DENSE_LIMIT, DENSE_STATIONARY_LIMIT, EXACT_CONDUCTANCE_LIMIT, MFPT_LIMIT, MIXING_LIMIT
+from mlmix.theory.chain import absorbing, mixing, spectral, spectrum
 from mlmix.theory.chain import conductance as cond
-from mlmix.theory.chain import mixing, spectral
 from mlmix.theory.chain.hitting import committor, expected_hitting_times, hitting_probabilities
-from mlmix.theory.chain.results import DEFAULT_RTOL, Result, VectorResult
+from mlmix.theory.chain.results import DEFAULT_RTOL, NAMES, Result, VectorResult
 from mlmix.theory.chain.stationary import compute_stationary, log_potential
 from mlmix.theory.chain.structure import Structure, chain_structure
-from mlmix.theory.chain.variance import asymptotic_variance_dense, asymptotic_variance_sparse, kemeny_constant_dense
+from mlmix.theory.chain.variance import (
+    asymptotic_variance_dense,
+    asymptotic_variance_sparse,
+    kemeny_constant_dense,
+    kemeny_interval,
+)
 from mlmix.theory.kernels.assembled import glauber_kernel, independent_parallel_kernel, k_gibbs_kernel
-from mlmix.theory.kernels.representation import choose_representation, has_joint_law
+from mlmix.theory.kernels.representation import choose_representation
 from mlmix.theory.linalg.elimination import Elimination, eliminate
 from mlmix.validation import (
     Matrix,
@@ -82,7 +81,7 @@ class Chain:
         ``stationary``, the gaps are exactly 0.
     name : a description used in reports.
     dense_limit : state count up to which the dense algorithms are used (default :data:`DENSE_LIMIT`,
-        and :data:`~mlmix.theory.chain.stationary.DENSE_STATIONARY_LIMIT` for the GTH stationary law).
+        and :data:`~mlmix.theory.chain.DENSE_STATIONARY_LIMIT` for the GTH stationary law).
     """
 
     def __init__(self, P: Matrix, *, stationary: np.ndarray | None = None, name: str | None = None,
@@ -119,6 +118,7 @@ class Chain:
         state limit while the CSR kernel fits the memory limit, the operator beyond
         (:func:`~mlmix.theory.kernels.representation.choose_representation`).
         The choice and its reason are in ``summary()["representation"]``."""
+
         builders: dict[str, Callable[[], Matrix]] = {
             "glauber": lambda: glauber_kernel(source),
             "k-gibbs": lambda: k_gibbs_kernel(source, 2 if k is None else k),
@@ -127,13 +127,12 @@ class Chain:
         if kernel not in builders:
             raise ValueError(f"kernel must be one of {', '.join(builders)}, got {kernel!r}")
         limit = DENSE_LIMIT if dense_limit is None else check_int(dense_limit, "dense_limit", minimum=0)
-        rep, why = choose_representation(source.space, kernel, 2 if k is None else k, representation, limit,
-                                         joint=has_joint_law(source))
+        rep, why = choose_representation(source.space, kernel, 2 if k is None else k, representation, limit)
         if rep == "operator":
             # deferred: the matrix-free engine imports torch, which the dense and sparse routes never need
             from mlmix.theory.chain.operator_analysis import OperatorChain
 
-            chain = OperatorChain.from_source(source, kernel, k=k, name=name, **operator_options)
+            chain: Chain = OperatorChain.from_source(source, kernel, k=k, name=name, **operator_options)
             chain.representation_reason = why
             return chain
         if operator_options:
@@ -217,7 +216,7 @@ class Chain:
             with np.errstate(divide="ignore"):
                 logpi = np.log(self._given)
             res = float(np.abs(self.P.T @ self._given - self._given).sum())
-            return VectorResult("stationary law", self._given, "given by the caller (residual checked)", None, None,
+            return VectorResult(NAMES["stationary"], self._given, "given by the caller (residual checked)", None, None,
                                 res, logpi)
         limit = DENSE_STATIONARY_LIMIT if self._dense_limit_given is None else self.dense_limit
         return compute_stationary(self.P, self.structure, limit)
@@ -239,7 +238,7 @@ class Chain:
     def log_stationary(self) -> VectorResult:
         """log pi (exact where pi underflows)."""
         st = self.stationary
-        return VectorResult("log stationary law", st.log_value, st.method, None, st.rel_error, st.residual, None)
+        return VectorResult(NAMES["log_stationary"], st.log_value, st.method, None, st.rel_error, st.residual, None)
 
     @cached_property
     def _logpi(self) -> np.ndarray:
@@ -310,13 +309,13 @@ class Chain:
         charged."""
         core = self._core
         if self._reducible_given:
-            return Result.exact("spectral gap", 0.0, "several closed classes: the indicator of one has zero "
+            return Result.exact(NAMES["spectral_gap"], 0.0, "several closed classes: the indicator of one has zero "
                                 "Dirichlet form"), np.zeros(self.n_states)
         if core.is_reversible:
             el = core._grounded if core.is_dense else None
-            return spectral.reversible_gap(core.P, core._logpi, name="spectral gap", el=el, dense=core.is_dense)
+            return spectral.reversible_gap(core.P, core._logpi, name=NAMES["spectral_gap"], el=el, dense=core.is_dense)
         S = spectral.additive_reversibilization(core.P, core._logpi)
-        return spectral.reversible_gap(S, core._logpi, name="additive gap", dense=core.is_dense)
+        return spectral.reversible_gap(S, core._logpi, name=NAMES["additive_gap"], dense=core.is_dense)
 
     @cached_property
     def _gap_and_mode(self) -> tuple[Result, np.ndarray]:
@@ -330,21 +329,21 @@ class Chain:
         """1 - lambda_2 for a reversible chain; for a non-reversible one the eigenvalues are complex and
         the result points to :attr:`additive_gap` and :attr:`absolute_spectral_gap`."""
         if not self._reducible_given and not self._core.is_reversible:
-            return Result.missing("spectral gap", "-", "the chain is not reversible (complex spectrum): see "
+            return Result.missing(NAMES["spectral_gap"], "-", "the chain is not reversible (complex spectrum): see "
                                   "additive_gap (Poincare) and absolute_spectral_gap (relaxation)")
         gap = self._gap_and_mode[0]
-        return _renamed(gap, "spectral gap", self._on_core())
+        return _renamed(gap, NAMES["spectral_gap"], self._on_core())
 
     @cached_property
     def additive_gap(self) -> Result:
         """1 - lambda_2((P + P*)/2): the largest c with E(f, f) >= c Var_pi(f) (equals the spectral gap
         of a reversible chain)."""
-        return _renamed(self._gap_and_mode[0], "additive gap", self._on_core())
+        return _renamed(self._gap_and_mode[0], NAMES["additive_gap"], self._on_core())
 
     @cached_property
     def poincare_constant(self) -> Result:
         """C = sup_f Var_pi(f) / E(f, f) = 1 / additive gap."""
-        return self.additive_gap.reciprocal("Poincare constant")
+        return self.additive_gap.reciprocal(NAMES["poincare_constant"])
 
     @cached_property
     def multiplicative_gap(self) -> Result:
@@ -354,7 +353,7 @@ class Chain:
             return self._charged(spectral.multiplicative_gap_sparse(sp.csr_array(core.P), core._logpi), (0.0, 1.0))
         M = spectral.multiplicative_reversibilization(core.to_dense(), core._logpi)
         # pi(x) (P* P)(x, y) = sum_z pi(z) P(z, x) P(z, y): an edge measure linear in pi, so _charged applies
-        return self._charged(spectral.reversible_gap(M, core._logpi, name="multiplicative gap", dense=True)[0],
+        return self._charged(spectral.reversible_gap(M, core._logpi, name=NAMES["multiplicative_gap"], dense=True)[0],
                              (0.0, 1.0))
 
     @cached_property
@@ -362,18 +361,21 @@ class Chain:
         """1 - max{|lambda| : lambda != 1}; reversible: min(gap, 1 + lambda_min)."""
         core = self._core
         if self._reducible_given:
-            return Result.exact("absolute spectral gap", 0.0, "several closed classes: eigenvalue 1 is repeated")
+            return Result.exact(NAMES["absolute_spectral_gap"], 0.0, "several closed classes: eigenvalue 1 is repeated")
+        if self.period > 1:  # exp(2 pi i / d) is an eigenvalue: exactly 0
+            return Result.exact(NAMES["absolute_spectral_gap"], 0.0, f"period {self.period} from a breadth-first "
+                                f"search: exp(2 pi i / {self.period}) is an eigenvalue{self._on_core()}")
         if not core.is_reversible:
-            return _renamed(spectral.modulus_gap(core.P, dense=core.is_dense), "absolute spectral gap",
+            return _renamed(spectral.modulus_gap(core.P, dense=core.is_dense), NAMES["absolute_spectral_gap"],
                             self._on_core())
         gap = self.spectral_gap
         bottom = spectral.bottom_gap(core.P, core._logpi, dense=core.is_dense)
-        return _minimum("absolute spectral gap", gap, bottom)
+        return _minimum(NAMES["absolute_spectral_gap"], gap, bottom)
 
     @cached_property
     def relaxation_time(self) -> Result:
         """t_rel = 1 / absolute spectral gap."""
-        return self.absolute_spectral_gap.reciprocal("relaxation time")
+        return self.absolute_spectral_gap.reciprocal(NAMES["relaxation_time"])
 
     # ------------------------------------------------------------------ conductance
     @cached_property
@@ -382,13 +384,13 @@ class Chain:
         upper end is Phi of a named set (details: set_size, set_mass, set)."""
         core = self._core
         if self._reducible_given:
-            return Result.exact("conductance", 0.0, "several closed classes: one of mass <= 1/2 has no exit flow")
+            return Result.exact(NAMES["conductance"], 0.0, "several closed classes: one of mass <= 1/2 has no exit flow")
         lp = core._logpi
         if core.n_states <= EXACT_CONDUCTANCE_LIMIT and np.ptp(lp) < 600:
-            return _renamed(self._charged(cond.exact_conductance(core.P, lp), (0.0, 1.0)), "conductance",
+            return _renamed(self._charged(cond.exact_conductance(core.P, lp), (0.0, 1.0)), NAMES["conductance"],
                             self._on_core())
         gap, mode = self._gap_and_mode  # its lower end is already charged
-        return _renamed(self._charged(cond.conductance_interval(core.P, lp, gap, [mode]), (0.0, 1.0)), "conductance",
+        return _renamed(self._charged(cond.conductance_interval(core.P, lp, gap, [mode]), (0.0, 1.0)), NAMES["conductance"],
                         self._on_core())
 
     def set_conductance(self, S: np.ndarray) -> Result:
@@ -465,6 +467,10 @@ class Chain:
     def kemeny_constant(self) -> Result:
         """K = sum_j pi_j E_i tau_j = sum_{lambda != 1} 1 / (1 - lambda) (same for every start i)."""
         core = self._core
+        if not core.is_dense and core.is_reversible:  # bounds from the trace and the gap
+            return kemeny_interval(core.n_states, float(core.P.diagonal().sum()), self.spectral_gap,
+                                   how=f"{self._on_core()}; the exact value needs a dense grounded inverse "
+                                   f"(<= {self.dense_limit} states)")
         if not core.is_dense:
             return Result.missing("Kemeny constant", "-",
                                   f"needs a dense grounded inverse (<= {self.dense_limit} states)")
@@ -522,6 +528,40 @@ class Chain:
         return Chain(spectral.multiplicative_reversibilization(core.P, core._logpi),
                      name=f"multiplicative reversibilization of {self.name}", dense_limit=self._dense_limit_given)
 
+    # ------------------------------------------------------------------ spectrum, classes, absorption
+    def eigenvalues(self, k: int | None = None) -> VectorResult:
+        """The ``k`` eigenvalues of largest modulus (all when None), with per-eigenvalue error bounds;
+        complex with condition numbers for a non-reversible chain (:mod:`mlmix.theory.chain.spectrum`)."""
+        return spectrum.eigenvalues(self.P, k, self.is_irreducible and self.is_reversible)
+
+    def implied_timescales(self, k: int | None = None) -> VectorResult:
+        """t_j = -1 / log |lambda_j|, j = 2..k (lag 1), with enclosures."""
+        return spectrum.implied_timescales(self.eigenvalues(k))
+
+    def stationary_distributions(self) -> VectorResult:
+        """One stationary law per closed class (rows; :mod:`mlmix.theory.chain.absorbing`)."""
+        return absorbing.stationary_distributions(self.P, self.structure)
+
+    def cyclic_classes(self) -> list[np.ndarray]:
+        """The period-many cyclic classes of the (unique) closed class."""
+        return absorbing.cyclic_classes(self.structure, self._recurrent)
+
+    @cached_property
+    def _absorption(self) -> absorbing.Absorption:
+        return absorbing.absorption(self.P, self.structure)
+
+    def fundamental_matrix(self) -> VectorResult:
+        """N = (I - Q)^-1 over the transient states (Kemeny-Snell)."""
+        return absorbing.fundamental_matrix(self._absorption)
+
+    def absorption_probabilities(self) -> VectorResult:
+        """P_i(enter closed class c) for each transient state i and closed class c."""
+        return absorbing.absorption_probabilities(self._absorption)
+
+    def expected_steps_to_absorption(self) -> VectorResult:
+        """Expected steps before a closed class is entered, per transient state."""
+        return absorbing.expected_steps(self._absorption)
+
     # ------------------------------------------------------------------ persistence
     def save(self, path: str | Path) -> None:
         """Write P to an ``.npz`` file (dense or CSR), atomically; :meth:`load` reads it back."""
@@ -566,12 +606,13 @@ class Chain:
         return out
 
 
-def _guard(compute: Callable[[], Result], name: str) -> Result:
-    """A quantity that hit a resource limit becomes an unresolved result with the reason."""
+def _guard(compute: Callable[[], Result], key: str) -> Result:
+    """A quantity that hit a resource limit becomes an unresolved result with the reason (named by
+    the table :data:`~mlmix.theory.chain.results.NAMES`)."""
     try:
         return compute()
     except MemoryLimitError as err:
-        return Result.missing(name, "-", str(err))
+        return Result.missing(NAMES[key], "-", str(err))
 
 
 def _minimum(name: str, a: Result, b: Result) -> Result:

@@ -3,7 +3,9 @@
 * **Stationary law.** Reversible (compatible source): log pi = log mu_T - log Z exactly, from the
   joint in log space (entrywise relative accuracy of a few ulps of |log pi|). Otherwise GMRES on
   (I - P^T + u 1^T) pi = u (u uniform; the solution has sum 1 and solves pi P = pi), with the
-  residual r = pi P - pi reported and the a-posteriori bound (with f = (pi_hat - pi) / pi,
+  residual r = pi P - pi reported and the entrywise certificate of
+  :func:`mlmix.theory.chain.operator_solves.certify_stationary` (rigorous, as on the CSR route); where
+  that fails (a metastable law), the a-posteriori bound (with f = (pi_hat - pi) / pi,
   (I - P*) f = -r / pi, E(f, f) >= gamma Var_pi(f))
 
       ||pi_hat - pi||_1 <= ||r / pi||_{L^2(pi)} / gamma,
@@ -38,17 +40,32 @@ import sys
 import time
 from dataclasses import dataclass
 from functools import cached_property
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
 
 from mlmix.errors import ConvergenceError
+from mlmix.limits import MFPT_LIMIT
+from mlmix.theory.chain.absorbing import Absorption, absorption_probabilities, expected_steps, fundamental_matrix
+from mlmix.theory.chain.core import Chain
 from mlmix.theory.chain.mixing import MixingBounds
-from mlmix.theory.chain.results import DEFAULT_RTOL, EPS, Result, VectorResult
+from mlmix.theory.chain.operator_solves import (
+    asymptotic_variance,
+    certify_stationary,
+    committor,
+    distance_from,
+    hitting_probabilities,
+    hitting_times,
+    kemeny_bounds,
+)
+from mlmix.theory.chain.results import DEFAULT_RTOL, EPS, NAMES, Result, VectorResult
+from mlmix.theory.chain.spectrum import implied_timescales
+from mlmix.theory.chain.structure import Structure
 from mlmix.theory.kernels.operators import KernelOperator, kernel_operator
 from mlmix.theory.linalg.krylov import gmres, inner, lanczos_largest, norm
-from mlmix.validation import check_eps, check_real, check_state_set
+from mlmix.validation import check_eps, check_real, check_state_set, check_steps, check_vector
 
 #: Relative accuracy the gap is driven to (the residual ||r|| <= GAP_RTOL x gap), when reachable.
 GAP_RTOL = 1e-8
@@ -137,7 +154,7 @@ def operator_stationary(op: KernelOperator, *, rtol: float = STATIONARY_RTOL, pr
                                                + math.log(n_total) + 1))
         pi = log_pi.exp()
         residual = _l1_residual(op, pi.to(op.dtype))
-        return VectorResult("stationary", pi.cpu().numpy(), "exact from the joint law in log space: log pi = "
+        return VectorResult(NAMES["stationary"], pi.cpu().numpy(), "exact from the joint law in log space: log pi = "
                             "log mu_T - log Z (reversible heat-bath kernel)", rel_error=rel, residual=residual,
                             log_value=log_pi.cpu().numpy(), details={"representation": "operator"})
     N = op.n_states
@@ -165,7 +182,7 @@ def operator_stationary(op: KernelOperator, *, rtol: float = STATIONARY_RTOL, pr
     if steps:
         method += f", then {steps} step(s) pi <- pi P to clear round-off below zero"
     residual = _l1_residual(op, pi)
-    return VectorResult("stationary", pi.cpu().numpy(), method, residual=residual,
+    return VectorResult(NAMES["stationary"], pi.cpu().numpy(), method, residual=residual,
                         log_value=pi.log().cpu().numpy(), details={"representation": "operator"})
 
 
@@ -274,7 +291,7 @@ def operator_gap(op: KernelOperator, pi: VectorResult, *, rtol: float = GAP_RTOL
     n_terms = op.space.length * op.space.vocab_size + math.log2(max(op.n_states, 2))
     margin = 8 * unit * n_terms + (0.0 if pi.rel_error is None else 2 * pi.rel_error)
     rounding = 2 * unit * (op.space.length * op.space.vocab_size + 2)
-    pi_error = 0.0 if op.reversible else _first_order_pi_error(op, pi_t, max(value - residual, value / 2))[0]
+    pi_error = 0.0 if op.reversible else _pi_perturbation(op, pi, pi_t, max(value - residual, value / 2))
     abs_error = residual + rounding + pi_error + 4 * unit
     which = "D^1/2 P D^-1/2 (reversible, from sqrt conditionals)" if op.reversible else \
         "D^1/2 (P + P*)/2 D^-1/2 (additive reversibilization, with the computed pi)"
@@ -284,7 +301,7 @@ def operator_gap(op: KernelOperator, pi: VectorResult, *, rtol: float = GAP_RTOL
               f"lambda_2 was missed)")
     if pi_error:
         details["pi_error"] = pi_error
-    gap = Result.checked("additive_gap", value, abs_error, method, rtol=target_rtol, lower=0.0,
+    gap = Result.checked(NAMES["additive_gap"], value, abs_error, method, rtol=target_rtol, lower=0.0,
                          upper=value * (1 + margin), **details)
     return GapResult(gap, f, ritz.matvecs, residual)
 
@@ -312,11 +329,11 @@ def operator_multiplicative_gap(op: KernelOperator, pi: VectorResult, additive_g
     unit = float(torch.finfo(op.dtype).eps) / 2
     rounding = 4 * unit * (op.space.length * op.space.vocab_size + 2)
     pi_error = 0.0
-    if not op.reversible and additive_gap.lower:
-        pi_error = 2 * _first_order_pi_error(op, pi_t, additive_gap.lower)[0]
+    if not op.reversible and (pi.rel_error is not None or additive_gap.lower):
+        pi_error = 2 * _pi_perturbation(op, pi, pi_t, additive_gap.lower or 0.0)
     method = (f"thick-restart Lanczos on C^T C, C = D^1/2 P D^-1/2 (P* P never formed), sqrt(pi) deflated, "
               f"{ritz.matvecs} steps of two applications; error <= ||r|| = {residual:.2e} (Weyl)")
-    return Result.checked("multiplicative_gap", 1.0 - theta, residual + rounding + pi_error + 4 * unit, method,
+    return Result.checked(NAMES["multiplicative_gap"], 1.0 - theta, residual + rounding + pi_error + 4 * unit, method,
                           rtol=target_rtol, lower=0.0, upper=1.0, **details)
 
 
@@ -325,6 +342,15 @@ def _start_vector(op: KernelOperator, w: torch.Tensor, seed: int) -> torch.Tenso
     start = op.comm.rank * op.local_size
     v0 = (hash_uniform(start, start + op.local_size, seed, op.device) - 0.5).to(op.dtype)
     return v0.sub_(w, alpha=float(inner(op.comm, w, v0)))
+
+
+def _pi_perturbation(op: KernelOperator, pi: VectorResult, pi_t: torch.Tensor, gap: float) -> float:
+    """A bound on ||B_hat - B|| for B = D^{1/2} S D^{-1/2} built with pi_hat: with an entrywise relative
+    bound delta on pi_hat (the certificate), every entry of the non-negative B moves by at most
+    delta / (1 - delta) of itself and ||B|| <= 1; otherwise the first-order bound below."""
+    if pi.rel_error is not None and pi.rel_error < 1:
+        return pi.rel_error / (1 - pi.rel_error)
+    return _first_order_pi_error(op, pi_t, gap)[0] if gap > 0 else math.inf
 
 
 def _first_order_pi_error(op: KernelOperator, pi: torch.Tensor, gap: float) -> tuple[float, float]:
@@ -390,7 +416,7 @@ def operator_conductance(op: KernelOperator, pi: VectorResult, gap: GapResult, *
     method = ("lower: Cheeger gap/2 (gap's lower bound); upper: "
               + (f"Phi(S) of the best of {K} sweep sets of the Ritz function, recomputed as a sum of flows"
                  if phi_upper <= cheeger_upper else "Cheeger sqrt(2 gap)"))
-    return Result.interval("conductance", lower, upper, method,
+    return Result.interval(NAMES["conductance"], lower, upper, method,
                            "Phi* is a minimum over 2^N sets: only an enclosure is computable at this size",
                            set_size=size, set_mass=mass_s, set=S.cpu().numpy(), set_conductance=phi_s,
                            set_conductance_upper=phi_upper, log10_upper=math.log10(upper) if upper > 0 else None,
@@ -414,7 +440,7 @@ def operator_mixing_bounds(op: KernelOperator, pi: VectorResult, gap: Result, co
     lower, upper, how = bounds.t_mix_interval(eps)
     if op.reversible:
         how.append("P is positive semi-definite (an average of conditional expectations), so t_rel = 1/gap")
-    return Result.interval("t_mix", lower, upper if math.isfinite(upper) else None,
+    return Result.interval(NAMES["t_mix"], lower, upper if math.isfinite(upper) else None,
                            "worst-start TV mixing time, certified bounds: " + "; ".join(how),
                            "the exact worst-start t_mix needs dense powers of P; bounds only at this size", eps=eps)
 
@@ -425,20 +451,40 @@ def _renamed(r: Result, name: str, note: str = "") -> Result:
     return Result(name, r.value, note + r.method, r.rel_error, r.lower, r.upper, r.reason, dict(r.details))
 
 
-class OperatorChain:
-    """The questions of :class:`mlmix.theory.chain.core.Chain` that a matrix-free kernel answers, lazily and
-    cached: what ``Chain.from_source(..., representation="operator")`` returns. Quantities that need
-    the matrix (Kemeny constant, hitting times, exact t_mix) are reported missing with the reason.
-    ``op`` may be sharded (:mod:`mlmix.theory.linalg.distributed`): vectors are then this process's slice."""
+class _Positive(Structure):
+    """The structure of a kernel whose conditionals are all positive: every state reaches every other
+    by single-site moves (one class), and each move keeps the state with positive probability
+    (period 1). No transition graph is stored (``graph`` is None)."""
+
+    def period(self, states: np.ndarray | None = None) -> int:
+        return 1
+
+
+class OperatorChain(Chain):
+    """:class:`mlmix.theory.chain.core.Chain` on a matrix-free kernel: what ``Chain.from_source(...,
+    representation="operator")`` returns. Every member of ``Chain`` is defined here (a test checks
+    it): gaps, conductance and t_mix bounds (module docstring), and the solves of
+    :mod:`mlmix.theory.chain.operator_solves` (hitting times, committors, the asymptotic variance, distances
+    from a start law, Kemeny bounds). What needs the matrix itself (``save``, ``to_scipy``,
+    ``to_dense``, the derived chains of a non-reversible kernel, the worst-start d(t) curve) builds
+    it from the source when it fits the memory limit and otherwise raises the one-line
+    MemoryLimitError of the builder when called. ``op`` may be sharded
+    (:mod:`mlmix.theory.linalg.distributed`): vectors are then this process's slice."""
 
     representation = "operator"
-    period = 1  # every block move keeps the state with positive probability
 
     def __init__(self, op: KernelOperator, *, name: str | None = None, gap_rtol: float = GAP_RTOL,
                  basis_size: int = 16, bins: int = SWEEP_BINS, progress: bool = False) -> None:
         self.op = op
         self.n_states = op.n_states
         self.name = name or f"{op.description} on {op.n_states} states"
+        self.source: Any = None
+        self.kernel: str | None = None
+        self._k: int | None = None
+        self.representation_reason = "a given operator"
+        self.dense_limit = 0
+        self._dense_limit_given = None
+        self._given = None
         self._gap_rtol, self._basis, self._bins, self._progress = gap_rtol, basis_size, bins, progress
         self.timings: dict[str, float] = {}
 
@@ -447,19 +493,10 @@ class OperatorChain:
                     **options: Any) -> "OperatorChain":
         """The matrix-free chain of a sampler on ``source`` (``options`` go to
         :func:`mlmix.theory.kernels.operators.kernel_operator`: device, dtype, comm)."""
-        return cls(kernel_operator(source, kernel, 2 if k is None else k, **options), name=name)
 
-    #: Chain methods that need the transition matrix (solves on P itself).
-    _MATRIX_ONLY = ("hitting_time", "hitting_probabilities", "committor", "mean_first_passage_times",
-                    "asymptotic_variance", "tv_distance", "distance_curve", "time_reversal",
-                    "additive_reversibilization", "multiplicative_reversibilization", "to_scipy", "to_dense", "save",
-                    "dirichlet_form", "period", "closed_classes")
-
-    def __getattr__(self, name: str) -> Any:
-        if name in OperatorChain._MATRIX_ONLY:
-            raise ValueError(f"{name} is not available on a matrix-free chain ({self.n_states} states): build it with "
-                             "Chain.from_source(..., representation='sparse') if the CSR matrix fits in memory")
-        raise AttributeError(name)
+        chain = cls(kernel_operator(source, kernel, 2 if k is None else k, **options), name=name)
+        chain.source, chain.kernel, chain._k = source, kernel, k
+        return chain
 
     def __repr__(self) -> str:
         return f"<OperatorChain {self.name}>"
@@ -470,21 +507,88 @@ class OperatorChain:
         self.timings[key] = self.timings.get(key, 0.0) + time.perf_counter() - t0
         return out
 
+    # ---------------------------------------------------------------- the matrix, when it fits
+    @cached_property
+    def _matrix(self) -> Chain:
+        """The same chain as a CSR matrix, built from the source (memory checked by the builder)."""
+        if self.source is None or self.kernel not in ("glauber", "k-gibbs"):
+            raise ValueError("this matrix-free chain was built from an operator alone: build it with "
+                             "Chain.from_source(source, representation='sparse') to get its matrix")
+        return Chain.from_source(self.source, self.kernel, k=self._k, representation="sparse", name=self.name)
+
+    @property
+    def P(self) -> Any:
+        """The transition operator: a ``scipy.sparse.linalg.LinearOperator`` (``@`` applies P to a function,
+        ``.T @`` to a measure) on one process; the :class:`KernelOperator` itself when sharded."""
+        if self.op.comm.world_size > 1:
+            return self.op
+        from scipy.sparse.linalg import LinearOperator
+
+        N = self.n_states
+        return LinearOperator((N, N), matvec=lambda f: self.op.matvec(np.ravel(f)),
+                              rmatvec=lambda mu: self.op.rmatvec(np.ravel(mu)), dtype=np.float64)
+
+    def to_scipy(self) -> Any:
+        return self._matrix.to_scipy()
+
+    def to_dense(self) -> np.ndarray:
+        return self._matrix.to_dense()
+
+    def save(self, path: str | Path) -> None:
+        """Write the matrix (built from the source, memory permitting), as :meth:`Chain.save`."""
+        self._matrix.save(path)
+
+    @classmethod
+    def load(cls, path: str | Path) -> Chain:
+        """A saved matrix is read back as a :class:`Chain` (:meth:`Chain.load`)."""
+        return Chain.load(path)
+
+    # ---------------------------------------------------------------- structure
+    @property
+    def is_dense(self) -> bool:
+        return False
+
+    @cached_property
+    def structure(self) -> Structure:
+        """Positive conditionals: one aperiodic class, without a graph (:class:`_Positive`); otherwise that
+        of the matrix (memory permitting)."""
+        if self.op.conditionals_positive():
+            return _Positive(np.zeros(self.op.local_size, dtype=np.int64), np.array([True]), None)
+        return self._matrix.structure
+
     @property
     def is_irreducible(self) -> bool:
         """Every single-site (block) move has positive probability: V^n is one class."""
         return self.op.conditionals_positive()
 
     @property
+    def period(self) -> int:
+        return self.structure.period()
+
+    @property
     def is_reversible(self) -> bool:
         return self.op.reversible
 
+    # ---------------------------------------------------------------- stationary law
     @cached_property
     def _stationary(self) -> VectorResult:
         if not self.is_irreducible:
             raise ValueError("some conditionals underflow to 0: irreducibility is not established matrix-free "
                              "(raise the temperature, or analyse the matrix)")
-        return self._timed("stationary_s", lambda: operator_stationary(self.op, progress=self._progress))
+
+        def compute() -> VectorResult:
+
+            return certify_stationary(self.op, operator_stationary(self.op, progress=self._progress))
+
+        return self._timed("stationary_s", compute)
+
+    @cached_property
+    def _logpi(self) -> np.ndarray:
+        return self._stationary.log_value
+
+    @cached_property
+    def _pi_t(self) -> torch.Tensor:
+        return _checked_pi(self.op, self.stationary)
 
     @cached_property
     def _gap(self) -> GapResult:
@@ -493,8 +597,9 @@ class OperatorChain:
 
     @cached_property
     def stationary(self) -> VectorResult:
-        """pi, with its accuracy: exact-in-log-space for a reversible chain; a non-reversible chain's
-        a-posteriori bound needs the gap first."""
+        """pi, with its accuracy: exact-in-log-space for a reversible chain, the entrywise certificate
+        (:func:`mlmix.theory.chain.operator_solves.certify_stationary`) for another; where that fails, the
+        first-order bound, which needs the gap."""
         pi = self._stationary
         if pi.rel_error is not None:
             return pi
@@ -502,10 +607,11 @@ class OperatorChain:
         return pi if gap.lower is None else stationary_error_bound(self.op, pi, gap.lower)
 
     @property
-    def log_stationary(self) -> VectorResult:
-        st = self.stationary
-        return VectorResult("log stationary law", st.log_value, st.method, None, st.rel_error, st.residual, None)
+    def _pi_rel_error(self) -> float | None:
+        rel = self.stationary.rel_error
+        return rel if rel is not None and rel < 1 else None
 
+    # ---------------------------------------------------------------- gaps and conductance
     @property
     def additive_gap(self) -> Result:
         return self._gap.gap
@@ -513,28 +619,28 @@ class OperatorChain:
     @property
     def spectral_gap(self) -> Result:
         if not self.is_reversible:
-            return Result.missing("spectral_gap", "matrix-free",
+            return Result.missing(NAMES["spectral_gap"], "matrix-free",
                                   "not reversible (complex spectrum): see additive_gap / poincare_constant")
-        return _renamed(self._gap.gap, "spectral_gap")
+        return _renamed(self._gap.gap, NAMES["spectral_gap"])
 
     @property
     def poincare_constant(self) -> Result:
-        return self.additive_gap.reciprocal("poincare_constant")
+        return self.additive_gap.reciprocal(NAMES["poincare_constant"])
 
     @property
     def absolute_spectral_gap(self) -> Result:
         if not self.is_reversible:
-            return Result.missing("absolute_spectral_gap", "matrix-free",
+            return Result.missing(NAMES["absolute_spectral_gap"], "matrix-free",
                                   "eigenvalues of a non-reversible P are not computed matrix-free")
-        return _renamed(self._gap.gap, "absolute_spectral_gap", "a reversible heat-bath kernel is positive "
+        return _renamed(self._gap.gap, NAMES["absolute_spectral_gap"], "a reversible heat-bath kernel is positive "
                         "semi-definite, so this is the spectral gap; ")
 
     @property
     def relaxation_time(self) -> Result:
         if not self.is_reversible:
-            return Result.missing("relaxation_time", "matrix-free",
+            return Result.missing(NAMES["relaxation_time"], "matrix-free",
                                   "needs the absolute spectral gap (not computed matrix-free)")
-        return self.absolute_spectral_gap.reciprocal("relaxation_time")
+        return self.absolute_spectral_gap.reciprocal(NAMES["relaxation_time"])
 
     @cached_property
     def conductance(self) -> Result:
@@ -553,7 +659,7 @@ class OperatorChain:
         unit = float(torch.finfo(op.dtype).eps) / 2
         rel = 8 * unit * (op.space.length * op.space.vocab_size + math.log2(op.n_states)) + \
             2 * (self.stationary.rel_error or 0.0)
-        return Result.approximate("Phi(S)", op.escape_flow(mask, pi) / mass, rel,
+        return Result.approximate(NAMES["set_conductance"], op.escape_flow(mask, pi) / mass, rel,
                                   "flows summed as non-negative terms (matrix-free)", set_size=int(mask.sum()),
                                   set_mass=mass)
 
@@ -565,23 +671,171 @@ class OperatorChain:
             g = self.absolute_spectral_gap
             lo, hi = (None if g.lower is None else 1 - (1 - g.lower) ** 2), (None if g.upper is None else
                                                                               1 - (1 - g.upper) ** 2)
-            return Result.interval("multiplicative_gap", lo, hi, "1 - (1 - absolute gap)^2 (reversible: sigma_2 = "
-                                   "lambda_*)", "derived from the absolute gap's enclosure")
+            return Result.interval(NAMES["multiplicative_gap"], lo, hi, "1 - (1 - absolute gap)^2 (reversible: "
+                                   "sigma_2 = lambda_*)", "derived from the absolute gap's enclosure")
         return self._timed("multiplicative_gap_s", lambda: operator_multiplicative_gap(
             self.op, self._stationary, self.additive_gap, rtol=self._gap_rtol, basis_size=self._basis,
             progress=self._progress))
 
-    @property
-    def kemeny_constant(self) -> Result:
-        return Result.missing("Kemeny constant", "matrix-free", "needs the fundamental matrix (dense algorithms)")
+    # ---------------------------------------------------------------- mixing
+    def _bounds(self) -> MixingBounds:
+        op = self.op
+        log_min = torch.tensor(float(np.min(self.stationary.log_value)), dtype=torch.float64, device=op.device)
+        mult = None if self.is_reversible else self.multiplicative_gap
+        cond = self.conductance
+        return MixingBounds(float(op.comm.allreduce_(log_min, "min")), op.reversible,
+                            abs_gap=self.additive_gap if op.reversible else None, mult_gap=mult,
+                            set_mass=cond.details.get("set_mass"),
+                            set_phi_upper=cond.details.get("set_conductance_upper"))
 
-    def mixing_time(self, eps: float = 0.25) -> Result:
-        """Certified bounds on the worst-start TV t_mix(eps) (module docstring)."""
+    def mixing_time(self, eps: float = 0.25, max_states: int | None = None) -> Result:
+        """Certified bounds on the worst-start TV t_mix(eps) (module docstring; ``max_states`` is
+        ignored: t_mix is bounded, not computed)."""
         mult = None if self.is_reversible else self.multiplicative_gap
         return operator_mixing_bounds(self.op, self.stationary, self.additive_gap, self.conductance, eps, mult)
 
+    def tv_distance(self, t: int) -> Result:
+        """d(t) = max_x TV(P^t(x, .), pi): the certified spectral upper bound (worst start over all
+        states: not computable matrix-free)."""
+        t = check_steps(t)
+        log_up = self._bounds().log_distance_upper(t)
+        hi = min(1.0, max(math.exp(log_up), 5e-324)) if log_up < 0 else 1.0
+        return Result.interval(NAMES["tv_distance"], 0.0, hi, "certified spectral upper bound",
+                               "the worst start over all states needs the powers of P: only the upper bound is "
+                               "computed matrix-free (distance_curve gives TV(mu P^t, pi) from a start)",
+                               log10_upper=log_up / math.log(10) if math.isfinite(log_up) else None)
+
+    def distance_curve(self, t_max: int, start: int | np.ndarray | None = None) -> VectorResult:
+        """TV(mu P^t, pi) for t = 0..t_max from a start state index or start law (t_max applications of
+        P^T); the worst-start curve (``start=None``) needs the matrix (memory permitting)."""
+
+        if start is None:
+            return self._matrix.distance_curve(t_max)
+        t_max = check_steps(t_max, "t_max")
+        if np.ndim(start) == 0:
+            mu = np.zeros(self.n_states)
+            mu[check_state_set(start, self.n_states, "start")] = 1.0
+        else:
+            mu = check_vector(start, self.n_states, "start", probability=True)
+        return distance_from(self.op, mu, t_max, self.stationary.value, self._pi_rel_error)
+
+    # ---------------------------------------------------------------- solves
+    def asymptotic_variance(self, f: np.ndarray) -> Result:
+        """sigma^2(f) through the Poisson equation (:func:`mlmix.theory.chain.operator_solves.asymptotic_variance`)."""
+
+        f = check_vector(f, self.n_states, "f")
+        return asymptotic_variance(self.op, f, self._pi_t, self.additive_gap)
+
+    @cached_property
+    def kemeny_constant(self) -> Result:
+        """Bounds on K (:func:`mlmix.theory.chain.operator_solves.kemeny_bounds`)."""
+
+        return kemeny_bounds(self.op, self.additive_gap)
+
+    def hitting_time(self, target: np.ndarray) -> VectorResult:
+        """E_x tau_A for every start x, certified entrywise."""
+
+        A = check_state_set(target, self.n_states, "target set A")
+        return hitting_times(self.op, A, self._pi_t)
+
+    def hitting_probabilities(self, target: np.ndarray, t: int) -> VectorResult:
+        """P_x(tau_A <= t) for every start x."""
+
+        return hitting_probabilities(self.op, check_state_set(target, self.n_states, "target set A"),
+                                     check_steps(t))
+
+    def committor(self, A: np.ndarray, B: np.ndarray) -> VectorResult:
+        """q(x) = P_x(tau_B < tau_A), with an entrywise error bound."""
+
+        Am = check_state_set(A, self.n_states, "A")
+        Bm = check_state_set(B, self.n_states, "B")
+        if (Am & Bm).any():
+            raise ValueError("A and B must be disjoint")
+        return committor(self.op, Am, Bm, self._pi_t)
+
+    def mean_first_passage_times(self, target: np.ndarray | int | None = None) -> VectorResult:
+        """E_x tau_target for a target state or set; the full matrix needs a target per column."""
+        if target is None:
+            raise ValueError(f"the full mean-first-passage matrix is computed up to {MFPT_LIMIT} states; "
+                             f"this chain has {self.n_states}: give a target")
+        return self.hitting_time(target)
+
+    def dirichlet_form(self, f: np.ndarray, g: np.ndarray | None = None) -> float:
+        """E(f, g) = (1/2) sum pi(x) P(x, y) (f(x) - f(y)) (g(x) - g(y)): E(f, f) as non-negative terms,
+        E(f, g) by polarization (E(f + g) - E(f - g)) / 4."""
+        op, pi = self.op, self._pi_t
+        f_t = op._tensor(check_vector(f, self.n_states, "f"), "f")
+        if g is None:
+            return op.dirichlet_form(f_t, pi)
+        g_t = op._tensor(check_vector(g, self.n_states, "g"), "g")
+        return (op.dirichlet_form(f_t + g_t, pi) - op.dirichlet_form(f_t - g_t, pi)) / 4
+
+    # ---------------------------------------------------------------- derived chains
+    def time_reversal(self) -> Chain:
+        """P* (= P for a reversible kernel: this chain; otherwise from the matrix)."""
+        return self if self.is_reversible else self._matrix.time_reversal()
+
+    def additive_reversibilization(self) -> Chain:
+        """(P + P*)/2 (= P for a reversible kernel: this chain; otherwise from the matrix)."""
+        return self if self.is_reversible else self._matrix.additive_reversibilization()
+
+    def multiplicative_reversibilization(self) -> Chain:
+        """P* P, from the matrix (memory permitting)."""
+        return self._matrix.multiplicative_reversibilization()
+
+    # ---------------------------------------------------------------- spectrum, classes, absorption
+    def eigenvalues(self, k: int | None = None) -> VectorResult:
+        """[1, 1 - gap] of a reversible kernel for k <= 2 (the gap's enclosure as the error bound);
+        otherwise from the matrix (memory permitting)."""
+        if k is None or k > 2 or not self.is_reversible:
+            return self._matrix.eigenvalues(k)
+        gap = self.spectral_gap
+        if k == 1:
+            return VectorResult("eigenvalues", np.ones(1), "the eigenvalue 1 of a stochastic matrix", None, 0.0,
+                                details={"error_bounds": np.zeros(1)})
+        mid = gap.value if gap.resolved else (gap.lower + gap.upper) / 2
+        err = max(mid - gap.lower, gap.upper - mid)
+        return VectorResult("eigenvalues", np.array([1.0, 1.0 - mid]), f"1 and 1 - spectral gap ({gap.method})",
+                            None, err, details={"error_bounds": np.array([0.0, err])})
+
+    def implied_timescales(self, k: int | None = None) -> VectorResult:
+        """t_j = -1 / log |lambda_j| from :meth:`eigenvalues`."""
+
+        return implied_timescales(self.eigenvalues(k))
+
+    def stationary_distributions(self) -> VectorResult:
+        """One closed class (positive conditionals): the stationary law as one row."""
+        if not isinstance(self.structure, _Positive):
+            return self._matrix.stationary_distributions()
+        pi = self.stationary
+        return VectorResult("stationary laws of the closed classes", pi.value[None, :], pi.method, pi.rel_error,
+                            details={"classes": self.structure.closed_classes})
+
+    def cyclic_classes(self) -> list[np.ndarray]:
+        """Period 1 (positive conditionals): one cyclic class, every state."""
+        if not isinstance(self.structure, _Positive):
+            return self._matrix.cyclic_classes()
+        return [np.arange(self.op.local_size)]
+
+    @cached_property
+    def _absorption(self) -> Absorption:
+        if not isinstance(self.structure, _Positive):
+            return self._matrix._absorption
+        return Absorption(np.zeros(0, dtype=np.int64), self.structure.closed_classes, None, 0.0)
+
+    def fundamental_matrix(self) -> VectorResult:
+        return fundamental_matrix(self._absorption)
+
+    def absorption_probabilities(self) -> VectorResult:
+        return absorption_probabilities(self._absorption)
+
+    def expected_steps_to_absorption(self) -> VectorResult:
+        return expected_steps(self._absorption)
+
+    # ---------------------------------------------------------------- report
     def summary(self, eps: float = 0.25, include_stationary: bool = False, mixing_limit: int | None = None) -> dict:
-        """The keys of :meth:`Chain.summary` (``mixing_limit`` is ignored: t_mix is bounded, not computed)."""
+        """The keys of :meth:`Chain.summary` (``mixing_limit`` is ignored: t_mix is bounded, not computed);
+        the seconds spent are in :attr:`timings`."""
         eps = check_eps(eps)
         out: dict[str, Any] = {"n_states": self.n_states, "representation": f"matrix-free operator ({self.op})",
                                "irreducible": self.is_irreducible, "closed_classes": 1, "period": self.period,
@@ -592,7 +846,6 @@ class OperatorChain:
             out[key] = getattr(self, key)
         out["eps"] = eps
         out["t_mix"] = self.mixing_time(eps)
-        out["timings"] = dict(self.timings)
         return out
 
 
@@ -603,6 +856,7 @@ def analyse_operator(op: KernelOperator, eps: float = 0.25, *, gap_rtol: float =
     chain = OperatorChain(op, gap_rtol=gap_rtol, basis_size=basis_size, bins=bins, progress=progress)
     out = chain.summary(eps)
     out["stationary"] = chain.stationary
+    out["timings"] = dict(chain.timings)
     return out
 
 

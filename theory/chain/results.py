@@ -36,6 +36,31 @@ DEFAULT_RTOL = 1e-6
 EPS = float(np.finfo(np.float64).eps) / 2
 
 
+#: The one name of each quantity a chain reports (``Result.name`` / ``VectorResult.name``), keyed by
+#: the attribute of :class:`~mlmix.theory.chain.core.Chain` that returns it and by its key in
+#: ``Chain.summary()`` (the JSON of ``mlmix exact``): identical on every representation and size.
+NAMES: dict[str, str] = {
+    "stationary": "stationary law",
+    "log_stationary": "log stationary law",
+    "spectral_gap": "spectral gap",
+    "absolute_spectral_gap": "absolute spectral gap",
+    "relaxation_time": "relaxation time",
+    "additive_gap": "additive gap",
+    "poincare_constant": "Poincare constant",
+    "multiplicative_gap": "multiplicative gap",
+    "conductance": "conductance",
+    "set_conductance": "Phi(S)",
+    "kemeny_constant": "Kemeny constant",
+    "t_mix": "t_mix",
+    "tv_distance": "d(t)",
+    "distance_curve": "TV(mu P^t, pi)",
+    "asymptotic_variance": "asymptotic variance",
+    "hitting_time": "E_x tau_A",
+    "hitting_probabilities": "P_x(tau_A <= t)",
+    "committor": "committor P_x(tau_B < tau_A)",
+}
+
+
 def _fmt(x: float | None) -> str:
     if x is None:
         return "?"

@@ -159,34 +159,61 @@ def _off_diagonal(P: Matrix) -> tuple[Matrix, np.ndarray, int]:
 
 def _certify(offT: Matrix, d: np.ndarray, terms: int, logpi: np.ndarray, z: int,
              solve: Callable[[np.ndarray], np.ndarray]) -> float:
-    """:func:`certified_error` from the pieces of :func:`_off_diagonal`."""
+    """:func:`certified_error` from the pieces of :func:`_off_diagonal`: A v computed as d v - P_off^T v,
+    its rounding bounded by gamma |A| v."""
     N = d.size
     k = terms + 4
     gamma = 2 * k * EPS / (1 - k * EPS)
-    with np.errstate(over="ignore"):
-        x = np.exp(logpi - logpi[z])
     R = np.ones(N, dtype=bool)
     R[z] = False
-    if not (np.isfinite(x).all() and (x[R] > 0).all()):
-        return np.inf
 
-    def apply(v: np.ndarray) -> tuple[np.ndarray, np.ndarray]:  # (A v, |A| v) on the full length, row z dropped
+    def apply(v: np.ndarray) -> tuple[np.ndarray, np.ndarray]:  # (A v, gamma |A| v) on the full length, row z dropped
         flow = offT @ v
-        return (d * v - flow)[R], (d * v + flow)[R]
+        return (d * v - flow)[R], gamma * (d * v + flow)[R]
 
-    Ax, absAx = apply(x)  # (offT @ x)_i carries b_i = P_zi through x_z = 1
-    s = np.zeros(N)
-    s[R] = np.abs(Ax) + gamma * absAx
+    return certify_supersolution(apply, logpi, z, solve)
+
+
+def certify_supersolution(apply: Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]], logpi: np.ndarray,
+                          z: int | None, solve: Callable[[np.ndarray], np.ndarray], *,
+                          log_z: float | None = None,
+                          reduce: Callable[[float, str], float] | None = None) -> float:
+    """The bound of :func:`certified_error` from applications of A = (I - P^T) grounded at z alone (no
+    matrix needed): ``apply(v)`` returns, for v >= 0 with v_z = 0 on the full length, fl(A v) on the
+    states other than z and a bound on its rounding error there; ``solve(c)`` approximates the
+    full-length solution of A v = c (v_z = 0). With x = pi_hat / pi_hat_z (x_z = 1, so
+    (I - P^T) x restricted to R is A x_R - b), s = |fl((I - P^T) x)_R| + its rounding bound, and a
+    verified supersolution fl(A v) - rounding >= s, delta = max v / x bounds the error (A^-1 >= 0).
+
+    Sharded vectors: ``logpi`` is this process's slice, ``z`` the local index of the ground state on
+    the process that holds it (None elsewhere), ``log_z`` = log pi_hat_z on every process, and
+    ``reduce(value, op)`` ('sum', 'min', 'max') combines a number over the processes; ``apply`` and
+    ``solve`` are then collective."""
+    def combine(value: float, op: str) -> float:
+        return value if reduce is None else reduce(value, op)
+
+    N = int(combine(logpi.size, "sum"))
+    with np.errstate(over="ignore"):
+        x = np.exp(logpi - (logpi[z] if log_z is None else log_z))
+    R = np.ones(logpi.size, dtype=bool)
+    if z is not None:
+        R[z] = False
+    if not combine(float(np.isfinite(x).all() and (x[R] > 0).all()), "min"):
+        return np.inf
+    Ax, errAx = apply(x)  # (offT @ x)_i carries b_i = P_zi through x_z = 1
+    s = np.zeros(logpi.size)
+    s[R] = np.abs(Ax) + errAx
     v = solve(s)
     for k in range(4):
-        _, absAv = apply(v)
+        _, errAv = apply(v)
         rhs = s * (1 + k / 2)  # from the second try on, slack for an inexact solve
-        rhs[R] += 4.0 ** (k + 1) * gamma * absAv
+        rhs[R] += 4.0 ** (k + 1) * errAv
         v = np.clip(solve(rhs), 0.0, None)
-        v[z] = 0.0
-        Av, absAv = apply(v)
-        if (Av - gamma * absAv >= s[R]).all():
-            delta = float((v[R] / x[R]).max())
+        if z is not None:
+            v[z] = 0.0
+        Av, errAv = apply(v)
+        if combine(float((Av - errAv >= s[R]).all()), "min"):
+            delta = combine(float((v[R] / x[R]).max(initial=0.0)), "max")
             return 2 * delta / (1 - delta) + N * EPS if delta < 0.5 else np.inf
     return np.inf
 

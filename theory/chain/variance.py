@@ -99,3 +99,29 @@ def kemeny_constant_dense(el: Elimination, pi: np.ndarray, pi_rel_error: float, 
     return Result.checked("Kemeny constant", tr - hit, err,
                           "trace of the group inverse from the grounded GTH inverse: tr(G) - pi^T G 1", rtol=rtol,
                           lower=0.0)
+
+
+def kemeny_interval(n_states: int, trace: float, gap: Result, lambda_min: float = -1.0, *,
+                    how: str = "") -> Result:
+    """Bounds on K = sum_{j >= 2} 1 / (1 - lambda_j) of a reversible chain from its trace and gap alone
+    (no eigenvector): every lambda_j (j >= 2) lies in [a, b], a = ``lambda_min`` (a lower bound on the
+    smallest eigenvalue: -1 in general, 0 for a positive semi-definite kernel), b = 1 - gap; with
+    sum_{j >= 2} lambda_j = tr P - 1, the tangent 1/(1 - lambda) >= 1 + lambda and the chord of the
+    convex 1/(1 - lambda) over [a, b] give
+
+        N - 2 + tr P  <=  K  <=  (N - 1) / (1 - a) + (tr P - 1 - (N - 1) a) / ((1 - a)(1 - b)).
+
+    ``trace`` is taken as exact to N u (a sum of N non-negative terms); the upper end needs the gap's
+    lower end."""
+    N = int(n_states)
+    slack = 1 + 4 * N * EPS
+    lo = (N - 2 + trace) / slack
+    hi = None
+    if gap.lower:
+        a = float(lambda_min)
+        hi = ((N - 1) / (1 - a) + (trace - 1 - (N - 1) * a) / ((1 - a) * gap.lower)) * slack
+    return Result.interval("Kemeny constant", lo, hi,
+                           f"tangent and chord of 1/(1 - lambda) over [{lambda_min:g}, 1 - gap] with sum lambda_j = "
+                           f"tr P - 1{how}",
+                           "the Kemeny constant needs every eigenvalue (or a dense grounded inverse): only bounds "
+                           "from the trace and the gap are computed at this size", trace=trace)

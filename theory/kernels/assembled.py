@@ -14,8 +14,9 @@ import numpy as np
 import scipy.sparse as sp
 from scipy.special import log_softmax, softmax
 
+from mlmix.limits import DEFAULT_MAX_STATES
 from mlmix.theory.sources.conditionals import Conditionals
-from mlmix.theory.sources.space import DEFAULT_MAX_STATES, StateSpace
+from mlmix.theory.sources.space import StateSpace
 from mlmix.validation import check_memory
 
 

@@ -10,9 +10,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from mlmix.limits import SPARSE_AUTO_LIMIT, SPARSE_AUTO_LIMIT_NO_JOINT
+from mlmix.limits import SPARSE_AUTO_LIMIT
 from mlmix.theory.kernels.assembled import k_subsets
-from mlmix.theory.sources.conditionals import Conditionals, GibbsModel
 from mlmix.theory.sources.space import StateSpace
 from mlmix.validation import current_memory_limit, format_bytes
 
@@ -21,8 +20,6 @@ OPERATOR_KERNELS = ("glauber", "k-gibbs", "block")
 
 #: How a chain can be held ('auto' chooses).
 REPRESENTATIONS = ("auto", "dense", "sparse", "operator")
-
-
 
 
 def _itemsize(dtype: Any) -> int:
@@ -54,18 +51,11 @@ def csr_memory(space: StateSpace, kernel: str = "glauber", k: int = 2) -> int:
     return int(max(24 * nnz, 12 * nnz + 8 * (3 * nnz + 30 * N)))
 
 
-def has_joint_law(source: Conditionals) -> bool:
-    """Whether ``source`` has a joint law (a Gibbs model or a source that overrides ``log_joint``):
-    its Glauber chain is then reversible."""
-    return isinstance(source, GibbsModel) or type(source).log_joint is not Conditionals.log_joint
-
-
 def choose_representation(space: StateSpace, kernel: str = "glauber", k: int = 2, requested: str = "auto",
-                          dense_limit: int = 4096, joint: bool = True) -> tuple[str, str]:
+                          dense_limit: int = 4096) -> tuple[str, str]:
     """('dense' | 'sparse' | 'operator', why). 'auto': dense up to ``dense_limit`` states; the CSR
-    matrix up to :data:`SPARSE_AUTO_LIMIT` states (:data:`SPARSE_AUTO_LIMIT_NO_JOINT` for a source
-    without a joint law, ``joint=False``) while :func:`csr_memory` fits the memory limit in force;
-    the matrix-free operator beyond. The independent parallel sampler is dense only."""
+    matrix up to :data:`SPARSE_AUTO_LIMIT` states while :func:`csr_memory` fits the memory limit in
+    force; the matrix-free operator beyond. The independent parallel sampler is dense only."""
     if requested not in REPRESENTATIONS:
         raise ValueError(f"representation must be one of {REPRESENTATIONS}, got {requested!r}")
     N = space.size
@@ -77,14 +67,10 @@ def choose_representation(space: StateSpace, kernel: str = "glauber", k: int = 2
         return requested, "requested"
     if N <= dense_limit:
         return "dense", f"{N} states <= the dense limit {dense_limit}"
-    cap = SPARSE_AUTO_LIMIT if joint else SPARSE_AUTO_LIMIT_NO_JOINT
-    if N > cap:
-        return "operator", f"{N} states > {cap}: matrix-free (representation='sparse' keeps the CSR matrix)"
+    if N > SPARSE_AUTO_LIMIT:
+        return "operator", f"{N} states > {SPARSE_AUTO_LIMIT}: matrix-free (representation='sparse' keeps the CSR matrix)"
     need, limit = csr_memory(space, kernel, k), current_memory_limit()
     if need <= limit:
-        why = "" if joint or N <= SPARSE_AUTO_LIMIT else ("no joint law (non-reversible): the CSR route certifies "
-                                                          "pi entrywise; ")
-        return "sparse", (f"{why}the CSR kernel and its analysis need about {format_bytes(need)} <= "
-                          f"{format_bytes(limit)}")
+        return "sparse", f"the CSR kernel and its analysis need about {format_bytes(need)} <= {format_bytes(limit)}"
     return "operator", (f"the CSR kernel would need about {format_bytes(need)} > the memory limit "
                         f"{format_bytes(limit)}: matrix-free")

@@ -188,3 +188,43 @@ def gmres(apply: ApplyFn, b: torch.Tensor, *, x0: torch.Tensor | None = None, co
                 break
         coef = np.linalg.solve(np.triu(H[:used, :used]), g[:used]) if used else np.zeros(0)
         x.addmv_(V[:used].T, torch.as_tensor(coef, dtype=b.dtype, device=b.device))
+
+
+def conjugate_gradient(apply: ApplyFn, b: torch.Tensor, *, comm: Comm = LOCAL, rtol: float = 1e-13,
+                       max_matvecs: int = 20_000, progress: ProgressFn | None = None) -> LinearSolve:
+    """Solve A x = b for a symmetric positive definite A by conjugate gradients (Hestenes and Stiefel
+    1952); the true residual ||b - A x|| is recomputed every 50 steps and at the end and decides
+    convergence (<= rtol ||b||). Memory: 4 vectors."""
+    norm_b = norm(comm, b)
+    x = torch.zeros_like(b)
+    if norm_b == 0:
+        return LinearSolve(x, 0.0, 0, True)
+    r = b.clone()
+    p = r.clone()
+    Ap = torch.empty_like(b)
+    rr = float(inner(comm, r, r))
+    matvecs = 0
+    while True:
+        apply(p, Ap)
+        matvecs += 1
+        pAp = float(inner(comm, p, Ap))
+        if not pAp > 0:
+            break
+        alpha = rr / pAp
+        x.add_(p, alpha=alpha)
+        r.sub_(Ap, alpha=alpha)
+        if matvecs % 50 == 0:  # replace the recursive residual by the true one
+            apply(x, r)
+            matvecs += 1
+            r.neg_().add_(b)
+        rr_new = float(inner(comm, r, r))
+        if progress is not None:
+            progress(matvecs, math.sqrt(rr_new) / norm_b, rtol)
+        if math.sqrt(rr_new) <= 0.5 * rtol * norm_b or matvecs >= max_matvecs:
+            break
+        p.mul_(rr_new / rr).add_(r)
+        rr = rr_new
+    apply(x, r)
+    matvecs += 1
+    rel = norm(comm, r.neg_().add_(b)) / norm_b
+    return LinearSolve(x, rel, matvecs, rel <= rtol)

@@ -13,9 +13,9 @@ from typing import Iterator
 import numpy as np
 from scipy.special import softmax
 
+from mlmix.limits import EXACT_MAX_STATES
 from mlmix.theory.sources.conditionals import Conditionals
 from mlmix.theory.sources.contexts import (
-    EXACT_MAX_STATES,
     Replacements,
     ScoreOracle,
     context_count,

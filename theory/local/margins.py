@@ -9,8 +9,9 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.special import log_softmax, logsumexp
 
+from mlmix.limits import EXACT_MAX_STATES
 from mlmix.theory.sources.conditionals import Conditionals
-from mlmix.theory.sources.contexts import EXACT_MAX_STATES, check_states, query_all_sites
+from mlmix.theory.sources.contexts import check_states, query_all_sites
 from mlmix.theory.sources.space import StateSpace
 from mlmix.validation import check_temperature
 

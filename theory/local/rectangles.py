@@ -10,9 +10,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from mlmix.limits import EXACT_MAX_STATES
 from mlmix.theory.sources.conditionals import Conditionals
 from mlmix.theory.sources.contexts import (
-    EXACT_MAX_STATES,
     check_states,
     context_table,
     other_symbol,
