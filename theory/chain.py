@@ -161,8 +161,23 @@ class Chain:
         check_memory(8.0 * self.n_states**2, f"a dense copy of {self.n_states} states")
         return self.P.toarray() if sp.issparse(self.P) else np.asarray(self.P)
 
+    def _facts(self) -> list[tuple[str, str]]:
+        """What a chain is, without computing anything: states, transitions, algorithms, origin."""
+        nnz = int(self.P.nnz) if sp.issparse(self.P) else int(np.count_nonzero(self.P))
+        facts = [("states", f"{self.n_states:,}"), ("transitions", f"{nnz:,} non-zero entries"),
+                 ("algorithms", f"{self.representation} ({self.representation_reason})")]
+        if self.source is not None:
+            facts.append(("source", f"{type(self.source).__name__}, kernel {self.kernel}"))
+        return facts
+
     def __repr__(self) -> str:
-        return f"<Chain {self.name}: {self.n_states} states>"
+        named = "" if self.name == f"chain on {self.n_states} states" else f" {self.name!r}"
+        return f"<Chain{named} " + "; ".join(f"{k} {v}" for k, v in self._facts()) + ">"
+
+    def _repr_html_(self) -> str:
+        from mlmix.theory.results import _html_table
+
+        return _html_table(f"Chain: {self.name}", self._facts())
 
     # ------------------------------------------------------------------ structure
     @cached_property
