@@ -30,6 +30,8 @@ from pathlib import Path
 
 import numpy as np
 
+from mlmix.cli import add_threads_argument
+
 #: The free-position marker in frame texts.
 BLANK = "_"
 
@@ -237,7 +239,7 @@ def add_model_arguments(parser: argparse.ArgumentParser | argparse._ArgumentGrou
                         help="compute dtype (autocast; auto: bfloat16 on CUDA, float32 on CPU)")
     parser.add_argument("--batch-size", type=int, default=None, help="rows per forward pass (default: automatic)")
     if threads:
-        parser.add_argument("--threads", type=int, default=None, help="torch CPU threads (default 1)")
+        add_threads_argument(parser)
     parser.add_argument("--allow-pickle", action="store_true",
                         help="load pickled pytorch_model.bin weights (torch.load(weights_only=True)); "
                              "`mlmix convert` makes a safetensors copy once instead")

@@ -12,8 +12,8 @@ computed once, in batches on the source's device, with the cost printed before t
 of work checkpointed so an interrupted run resumes (with the chunking it started with), and the result written atomically to a cache keyed by
 the model's weights (a hash of every tensor), the full input template (specials, frame and free
 positions), the alphabet and the compute dtype. The table does not depend on T (T only rescales
-the logits), so any temperature reuses it. The cache folder is ``$MLMIX_CACHE/tables`` (default
-``~/.cache/mlmix/tables``).
+the logits), so any temperature reuses it. The cache folder is ``tables/`` in mlmix's user cache
+(:mod:`mlmix.cache`: ``$MLMIX_CACHE``, default ``~/.cache/mlmix`` on Linux).
 
 The result, :class:`MLMTable`, is a :class:`~mlmix.theory.conditionals.ScoreTable`: every exact
 quantity (kernels, the chain, influence, rectangles, margins) works on it without the model.
@@ -35,13 +35,11 @@ import numpy as np
 import torch
 from tqdm.auto import tqdm
 
+from mlmix.cache import cache_dir
 from mlmix.files import MANIFEST, OutputDir, atomic_save_npz, atomic_write_json, read_json
 from mlmix.theory.conditionals import ScoreTable
 from mlmix.theory.space import StateSpace
 from mlmix.validation import check_int, check_memory
-
-#: Environment variable naming mlmix's cache folder (tables go to its ``tables`` subfolder).
-CACHE_ENV = "MLMIX_CACHE"
 
 #: Seconds of work per checkpointed chunk of a tabulation (at the measured rate; at least
 #: :data:`MIN_CHUNK_ROWS` passes, a power of two). A resumed run keeps the chunking it started with,
@@ -54,11 +52,11 @@ FORMAT = 1
 
 
 def cache_root(path: str | os.PathLike | None = None) -> Path:
-    """The folder of cached tables: ``path``, else ``$MLMIX_CACHE/tables``, else ``~/.cache/mlmix/tables``."""
+    """The folder of cached tables: ``path``, else ``tables/`` in the user cache of
+    :func:`mlmix.cache.cache_dir` (``$MLMIX_CACHE``, else e.g. ``~/.cache/mlmix`` on Linux)."""
     if path is not None:
         return Path(path).expanduser()
-    base = os.environ.get(CACHE_ENV)
-    return (Path(base).expanduser() if base else Path.home() / ".cache" / "mlmix") / "tables"
+    return cache_dir("tables")
 
 
 def weights_hash(model: torch.nn.Module) -> str:

@@ -25,6 +25,7 @@ from pathlib import Path
 import networkx as nx
 import numpy as np
 
+from mlmix.cli import add_threads_argument
 from mlmix.files import dumps_json
 from mlmix.theory.bounds import paper_constants, parse_basin
 from mlmix.theory.chain import Chain
@@ -80,8 +81,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
     src.add_argument("--k", type=int, default=2, help="block size of k-Gibbs (default 2)")
     src.add_argument("--representation", choices=REPRESENTATIONS, default="auto",
                      help="dense / sparse matrix or matrix-free operator (default auto: by size and memory)")
-    src.add_argument("--threads", type=int, default=1,
-                     help="torch CPU threads of the matrix-free engine (default 1: more are slower on busy machines)")
+    add_threads_argument(src)
     src.add_argument("--temperature", type=float, default=None,
                      help="temperature T > 0 (default 1; for ising/potts give --beta or --temperature, not both)")
     mod = parser.add_argument_group("models")

@@ -24,6 +24,7 @@ from typing import Callable
 import numpy as np
 import torch
 
+from mlmix.cli import add_threads_argument
 from mlmix.empirical.drift import (
     ConcatEmbedder,
     Embedder,
@@ -62,7 +63,7 @@ def add_common_arguments(parser: argparse.ArgumentParser, many_models: bool = Fa
     parser.add_argument("--device", default=None, help="cpu or cuda (default: cuda when available)")
     parser.add_argument("--dtype", default=None, help="compute dtype: float32, bfloat16 or float16 (default: auto)")
     parser.add_argument("--trust-remote-code", action="store_true", help="allow custom model code (off by default)")
-    parser.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's choice)")
+    add_threads_argument(parser)
     parser.add_argument("--no-progress", action="store_true", help="hide progress bars")
 
 
