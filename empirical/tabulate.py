@@ -293,6 +293,7 @@ def source_from_args(args: argparse.Namespace) -> tuple[MLMTable, str]:
         temperature=1.0 if args.temperature is None else args.temperature, device=args.device, dtype=args.dtype, batch_size=args.batch_size,
         allow_pickle=args.allow_pickle, trust_remote_code=args.trust_remote_code)
     table = tabulate(mlm, max_passes=args.max_passes, progress=not args.no_progress)
+    table.info["model_sha256"] = _cached_weights_hash(mlm)  # computed for the cache key: no extra pass
     d = table.describe()
     origin = "read from the cache" if d["table"]["from_cache"] else f"{d['table']['passes']:,} masked passes"
     title = (f"masked LM {d['model']} ({d['architecture']}) on the frame '{d['frame']}', alphabet of "

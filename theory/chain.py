@@ -67,6 +67,10 @@ MFPT_LIMIT = 256
 
 _FORMAT = "mlmix-chain-1"
 
+#: The figures :meth:`Chain.save` keeps (those already computed) and :meth:`Chain.load` restores.
+_SAVED_FIGURES = ("stationary", "spectral_gap", "additive_gap", "poincare_constant", "multiplicative_gap",
+                  "absolute_spectral_gap", "relaxation_time", "conductance", "kemeny_constant")
+
 
 class Chain:
     """A finite Markov chain with transition matrix P (rows sum to 1), analysed lazily (module doc).
@@ -81,6 +85,9 @@ class Chain:
     dense_limit : state count up to which the dense algorithms are used (default :data:`DENSE_LIMIT`,
         and :data:`~mlmix.theory.stationary.DENSE_STATIONARY_LIMIT` for the GTH stationary law).
     """
+
+    #: The description saved with a chain read by :meth:`load` (None otherwise).
+    saved_about: dict | None = None
 
     def __init__(self, P: Matrix, *, stationary: np.ndarray | None = None, name: str | None = None,
                  dense_limit: int | None = None) -> None:
@@ -538,23 +545,50 @@ class Chain:
 
     # ------------------------------------------------------------------ persistence
     def save(self, path: str | Path) -> None:
-        """Write P to an ``.npz`` file (dense or CSR), atomically; :meth:`load` reads it back."""
+        """Write P to an ``.npz`` file (dense or CSR), atomically, with the chain's description (name,
+        kernel, source, how its algorithms were chosen, the mlmix version) and every figure computed
+        so far (:data:`_SAVED_FIGURES`, as :func:`~mlmix.theory.results.dumps_results` JSON);
+        :meth:`load` reads them back."""
+        from mlmix.provenance import stamp
+        from mlmix.theory.results import dumps_results
+
         path = Path(path)
         if path.suffix != ".npz":
             raise ValueError(f"a chain is saved as .npz, got {path.name}")
+        about = stamp("chain", {"name": self.name, "representation_reason": self.representation_reason},
+                      {"source": None if self.source is None else type(self.source).__name__, "kernel": self.kernel,
+                       "temperature": getattr(self.source, "temperature", None)})
+        extra = {"name": np.array(self.name), "about": np.array(dumps_results(about)),
+                 "figures": np.array(dumps_results({k: self.__dict__[k] for k in _SAVED_FIGURES if k in self.__dict__}))}
         if sp.issparse(self.P):
             P = sp.csr_array(self.P)
             atomic_save_npz(path, mlmix_format=np.array(_FORMAT), kind=np.array("csr"), data=P.data,
-                            indices=P.indices, indptr=P.indptr, shape=np.array(P.shape), name=np.array(self.name))
+                            indices=P.indices, indptr=P.indptr, shape=np.array(P.shape), **extra)
         else:
             atomic_save_npz(path, mlmix_format=np.array(_FORMAT), kind=np.array("dense"), P=np.asarray(self.P),
-                            name=np.array(self.name))
+                            **extra)
 
     @classmethod
     def load(cls, path: str | Path) -> "Chain":
         """Read a chain written by :meth:`save` (or ``scipy.sparse.save_npz`` / ``numpy.save``); a
-        missing, corrupt or non-stochastic file is a one-line ValueError."""
-        return cls(load_matrix(path), name=str(Path(path).name))
+        missing, corrupt or non-stochastic file is a one-line ValueError. The figures saved with it
+        come back as computed (``chain.saved_about`` holds its saved description)."""
+        from mlmix.theory.results import loads_results
+
+        chain = cls(load_matrix(path), name=str(Path(path).name))
+        if Path(path).suffix.lower() != ".npz":
+            return chain
+        with np.load(path, allow_pickle=False) as z:
+            if "about" not in z.files:
+                return chain
+            try:
+                chain.saved_about = loads_results(str(z["about"]))
+                figures = loads_results(str(z["figures"]))
+            except (KeyError, ValueError, TypeError) as err:
+                raise ValueError(f"{path}: the saved description or figures are unreadable: {err}") from None
+            chain.name = str(z["name"])
+        chain.__dict__.update({k: v for k, v in figures.items() if k in _SAVED_FIGURES})
+        return chain
 
     # ------------------------------------------------------------------ report
     def summary(self, eps: float = 0.25, include_stationary: bool = False,

@@ -27,6 +27,7 @@ import numpy as np
 
 from mlmix.cli import add_threads_argument
 from mlmix.files import dumps_json
+from mlmix.provenance import file_sha256, stamp
 from mlmix.theory.bounds import paper_constants, parse_basin
 from mlmix.theory.chain import Chain
 from mlmix.theory.conditionals import Conditionals, IsingModel, PottsModel, ScoreTable, clique_ising
@@ -187,6 +188,30 @@ def build_chain(args: argparse.Namespace) -> tuple[Chain, str, Conditionals | No
     return chain, f"{description}; {kernel}; |V|^n = {q}^{n} = {chain.n_states} states", source
 
 
+#: The parameters of each built-in model (``inputs.source`` of the JSON report).
+_MODEL_PARAMETERS = {"ising": ("graph", "beta", "coupling", "field"), "potts": ("graph", "q", "beta", "coupling", "field"),
+                     "scores": ("vocab", "length", "scale"), "clique": ("length", "clique_size", "coupling", "field")}
+
+
+def exact_inputs(args: argparse.Namespace, source: Conditionals | None) -> dict:
+    """The structured inputs of an ``mlmix exact`` report (:func:`mlmix.provenance.inputs`)."""
+    if args.matrix is not None:
+        return {"source": {"kind": "matrix", "path": str(args.matrix), "sha256": file_sha256(args.matrix)}}
+    given = {"kernel": args.kernel, "temperature": 1.0 if args.temperature is None else args.temperature,
+             **({"k": args.k} if args.kernel == "k-gibbs" else {})}
+    if args.mlm is not None:
+        d = source.describe()
+        return {**given, "source": {"kind": "mlm", "model": d["model"], "architecture": d["architecture"],
+                                    "alphabet": source.tokens}, "frame": d["frame"], "model_hash": d.get("model_sha256")}
+    values = {**vars(args), "beta": 0.5 if args.beta is None else args.beta}
+    if args.model == "scores" and args.seed is None:
+        values["seed"] = 0
+    if args.model == "potts" and args.seed is not None:  # random couplings: the seed and scale replace beta, J, h
+        values.update(beta=None, field=None)
+    return {**given, "seed": values["seed"] if args.model in ("scores", "potts") else None,
+            "source": {"kind": args.model, **{key: values[key] for key in _MODEL_PARAMETERS[args.model]}}}
+
+
 def run(args: argparse.Namespace) -> int:
     """Analyse the chain and print a table (or JSON with --json)."""
     _validate(args)
@@ -201,8 +226,8 @@ def run(args: argparse.Namespace) -> int:
         if source is None:
             raise ValueError("--basin needs a built-in source (it is a pattern over V^n)")
         basin = parse_basin(args.basin, source.space.vocab_size, source.space.length)
-    report = {"chain": title, **chain.summary(args.eps, include_stationary=args.stationary,
-                                              mixing_limit=args.mixing_limit)}
+    report = stamp("exact", {"chain": title, **chain.summary(args.eps, include_stationary=args.stationary,
+                                                             mixing_limit=args.mixing_limit)}, exact_inputs(args, source))
     if source is not None and args.kernel == "glauber" and "reason" not in report:
         report["paper_g"] = paper_constants(source, chain, args.eps, basin)
     if args.json:
