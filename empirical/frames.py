@@ -260,5 +260,6 @@ def add_mlm_arguments(parser: argparse.ArgumentParser) -> None:
     add_model_arguments(group, threads=False)
     group.add_argument("--max-passes", type=int, default=None,
                        help="refuse to tabulate when more masked forward passes are needed (default: no cap)")
-    group.add_argument("--no-progress", action="store_true", help="no progress bar while tabulating")
+    group.add_argument("--no-progress", action="store_true",
+                       help="no cost estimates or progress bars (tabulation and analysis)")
     parser.set_defaults(mlm_length_default=parser.get_default("length"))

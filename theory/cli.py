@@ -31,7 +31,7 @@ from mlmix.provenance import file_sha256, stamp
 from mlmix.theory.bounds import paper_constants, parse_basin
 from mlmix.theory.chain import Chain
 from mlmix.theory.conditionals import Conditionals, IsingModel, PottsModel, ScoreTable, clique_ising
-from mlmix.theory.mixing import MIXING_LIMIT
+from mlmix.theory.mixing import MIXING_LIMIT, REPORT_MIXING_LIMIT
 from mlmix.theory.representation import REPRESENTATIONS
 from mlmix.theory.results import Result
 from mlmix.validation import check_eps, check_int, check_memory, check_real, check_temperature
@@ -39,8 +39,8 @@ from mlmix.validation import check_eps, check_int, check_memory, check_real, che
 MODELS = ("ising", "potts", "scores", "clique")
 KERNELS = ("glauber", "k-gibbs", "parallel")
 
-#: Default state limit of the exact t_mix in the CLI: a few seconds of dense products at 2048 states.
-CLI_MIXING_LIMIT = 2048
+#: Default state limit of the exact t_mix in the CLI (the one of every report, Chain.summary() included).
+CLI_MIXING_LIMIT = REPORT_MIXING_LIMIT
 
 
 def parse_graph(spec: str) -> nx.Graph:
@@ -226,8 +226,9 @@ def run(args: argparse.Namespace) -> int:
         if source is None:
             raise ValueError("--basin needs a built-in source (it is a pattern over V^n)")
         basin = parse_basin(args.basin, source.space.vocab_size, source.space.length)
-    report = stamp("exact", {"chain": title, **chain.summary(args.eps, include_stationary=args.stationary,
-                                                             mixing_limit=args.mixing_limit)}, exact_inputs(args, source))
+    summary = chain.summary(args.eps, include_stationary=args.stationary, mixing_limit=args.mixing_limit,
+                            **({} if chain.representation == "operator" else {"progress": not args.no_progress}))
+    report = stamp("exact", {"chain": title, **summary}, exact_inputs(args, source))
     if source is not None and args.kernel == "glauber" and "reason" not in report:
         report["paper_g"] = paper_constants(source, chain, args.eps, basin)
     if args.json:
