@@ -79,9 +79,10 @@ def atomic_write_csv(path: str | os.PathLike, header: list[str], rows: Iterable[
 
 
 def atomic_save_figure(fig: Any, path: str | os.PathLike) -> None:
-    """Save a matplotlib figure as PNG atomically."""
+    """Save a matplotlib figure atomically, as PDF or SVG (vector) or PNG by the suffix (PNG otherwise)."""
     buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=120, bbox_inches="tight")
+    kind = Path(path).suffix.lower().lstrip(".")
+    fig.savefig(buf, format=kind if kind in ("pdf", "svg") else "png", dpi=120, bbox_inches="tight")
     atomic_write_bytes(path, buf.getvalue())
 
 

@@ -513,7 +513,11 @@ class Chain:
         if N > MFPT_LIMIT:
             raise ValueError(f"the full mean-first-passage matrix is computed up to {MFPT_LIMIT} states; "
                              f"this chain has {N}: give a target")
-        cols = [self.hitting_time(np.array([j])) for j in range(N)]
+        from mlmix.progress import dense_seconds, steps
+
+        cols = [self.hitting_time(np.array([j])) for j in steps(range(N), "mean first passage times", total=N,
+                                                                expected=N * dense_seconds(N, 1.0),
+                                                                cost=f"{N} states, one solve per target")]
         M = np.stack([c.value for c in cols], axis=1)
         rel = max((c.rel_error or 0.0) for c in cols)
         return VectorResult("mean first passage times E_i tau_j", M, cols[0].method + ", one elimination per target",

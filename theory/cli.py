@@ -106,6 +106,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
     out.add_argument("--mixing-limit", type=int, default=CLI_MIXING_LIMIT,
                      help=f"largest state count for the exact dense t_mix (default {CLI_MIXING_LIMIT}; "
                           f"at most {MIXING_LIMIT}); larger chains get certified bounds")
+    out.add_argument("--plot", type=Path, default=None, metavar="FILE",
+                     help="also draw the distance curve, spectrum, stationary law and rho_ij into FILE "
+                          "(.pdf, .svg or .png)")
     out.add_argument("--save-matrix", type=Path, default=None, metavar="FILE",
                      help="also write the analysed transition matrix (.npz, read back by --matrix)")
     from mlmix.empirical.frames import add_mlm_arguments  # no torch import until --mlm is used
@@ -119,6 +122,8 @@ def _validate(args: argparse.Namespace) -> None:
     check_int(args.mixing_limit, "--mixing-limit", minimum=1, maximum=MIXING_LIMIT)
     check_int(args.k, "--k", minimum=1)
     check_int(args.threads, "--threads", minimum=1)
+    if args.plot is not None and args.plot.suffix.lower() not in (".pdf", ".svg", ".png"):
+        raise ValueError(f"--plot must name a .pdf, .svg or .png file, got {args.plot.name}")
     for name in ("coupling", "field", "scale"):
         check_real(getattr(args, name), f"--{name}")
     check_real(args.scale, "--scale", minimum=0.0, open_min=True)
@@ -231,6 +236,14 @@ def run(args: argparse.Namespace) -> int:
     report = stamp("exact", {"chain": title, **summary}, exact_inputs(args, source))
     if source is not None and args.kernel == "glauber" and "reason" not in report:
         report["paper_g"] = paper_constants(source, chain, args.eps, basin)
+    if args.plot is not None:
+        if chain.representation == "operator":
+            raise ValueError("--plot needs a matrix: the chain is held as a matrix-free operator "
+                             "(use --representation sparse)")
+        from mlmix.plots import report_figure, save_figure
+
+        save_figure(report_figure(chain, source if args.kernel == "glauber" else None, title=title, eps=args.eps),
+                    args.plot)
     if args.json:
         print(dumps_json(report))
     else:
