@@ -654,6 +654,77 @@ class Chain:
         return phases, f"{N:,} states, {nnz:,} non-zeros, {self.representation} algorithms, about " \
                        f"{format_bytes(memory)}"
 
+    # ------------------------------------------------------------------ one-liners
+    @classmethod
+    def from_mlm(cls, model: Any, *, frame: str | None = None, candidates: Any = None, temperature: float = 1.0,
+                 length: int | None = None, prefix: Any = None, suffix: Any = None, kernel: str = "glauber",
+                 device: Any = None, dtype: Any = None, progress: bool = True, **options: Any) -> "Chain":
+        """The exact chain of a masked LM over a frame in one call (paper G section 3.1): load ``model``
+        (a hub id, a folder, or a loaded :class:`~mlmix.empirical.mlm.MaskedLMConditionals`, whose
+        frame is then kept), tabulate its conditionals over the frame (n |V|^(n-1) masked passes,
+        cached; :func:`~mlmix.empirical.tabulate.tabulate`) at ``temperature``, and build the chain of
+        ``kernel`` (:meth:`from_source`). ``frame``: e.g. "E V Q _ _ S" (blanks are the free
+        positions); ``candidates``: the alphabet (tokens, default the whole vocabulary); ``options``:
+        of :meth:`from_source` (``k``, ``representation``, ...) and of loading (``allow_pickle``,
+        ``trust_remote_code``)."""
+        from mlmix.empirical.mlm import MaskedLMConditionals
+        from mlmix.empirical.tabulate import tabulate
+        from mlmix.validation import check_temperature
+
+        temperature = check_temperature(temperature)
+        loading = {key: options.pop(key) for key in ("allow_pickle", "trust_remote_code", "local_files_only",
+                                                      "revision", "batch_size") if key in options}
+        if isinstance(model, MaskedLMConditionals):
+            mlm = model.at_temperature(temperature) if model.temperature != temperature else model
+        else:
+            mlm = MaskedLMConditionals.from_pretrained(model, length, frame=frame, candidates=candidates,
+                                                       prefix=prefix, suffix=suffix, temperature=temperature,
+                                                       device=device, dtype=dtype, **loading)
+        table = tabulate(mlm, progress=progress)
+        d = table.describe()
+        name = options.pop("name", None) or f"{Path(str(d['model'])).name or d['model']} on '{d['frame']}', T={temperature:g}"
+        return cls.from_source(table, kernel, name=name, **options)
+
+    def simulate(self, steps: int, start: int | np.ndarray | None = None, *, chains: int = 1,
+                 seed: int | None = 0) -> np.ndarray:
+        """``chains`` independent trajectories X_0..X_steps of the chain (state indices, shape
+        (chains, steps + 1)): X_0 = ``start`` (a state index, one per chain, or None: drawn from the
+        stationary law), then X_{t+1} ~ P(X_t, .) by the chain's convention: the off-diagonal
+        entries are the moves, 1 - their row sum the holding probability (one uniform per step and
+        chain, inverse CDF over the row). ``chain.source.space.decode(x)`` gives the sequences of a
+        chain built from a source."""
+        steps = check_int(steps, "steps", minimum=0)
+        chains = check_int(chains, "chains", minimum=1)
+        rng = np.random.default_rng(seed)
+        N = self.n_states
+        if start is None:
+            pi = np.asarray(self.stationary, dtype=np.float64)
+            x = np.minimum(np.searchsorted(np.cumsum(pi), rng.random(chains) * pi.sum(), side="right"), N - 1)
+        else:
+            idx = np.broadcast_to(np.asarray(start), (chains,))
+            if not np.issubdtype(idx.dtype, np.integer) or idx.min() < 0 or idx.max() >= N:
+                raise ValueError(f"start must be state indices in [0, {N}), one or one per chain")
+            x = idx.astype(np.int64)
+        Q = sp.csr_array(self.P, dtype=np.float64, copy=True)
+        Q.setdiag(0.0)
+        Q.eliminate_zeros()
+        cum = np.cumsum(Q.data)  # running total over all rows; row r's moves are cum[indptr[r]:indptr[r+1]]
+        before = np.concatenate(([0.0], cum))[Q.indptr[:-1]]
+        mass = np.concatenate(([0.0], cum))[Q.indptr[1:]] - before
+        out = np.empty((chains, steps + 1), dtype=np.int64)
+        out[:, 0] = x
+        if Q.nnz == 0:  # no moves: every state holds
+            out[:, 1:] = x[:, None]
+            return out
+        for t in range(steps):
+            u = rng.random(chains)
+            move = u < mass[x]
+            k = np.searchsorted(cum, before[x] + u, side="right")
+            k = np.minimum(k, Q.indptr[x + 1] - 1)  # rounding at a row's end stays in the row
+            x = np.where(move, Q.indices[np.maximum(k, 0)], x)
+            out[:, t + 1] = x
+        return out
+
 
 def _guard(compute: Callable[[], Result], name: str) -> Result:
     """A quantity that hit a resource limit becomes an unresolved result with the reason."""
