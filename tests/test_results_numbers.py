@@ -176,3 +176,12 @@ def test_chain_repr_names_what_it_is():
     assert "states 64" in text and "448 non-zero" in text and "IsingModel" in text and "chain on" not in text
     assert "<table>" in chain._repr_html_() and "<table>" in A._repr_html_() and "<table>" in chain.stationary._repr_html_()
     assert "[1, 2]" in repr(A)
+
+
+def test_outward_rounding_is_needed():
+    """The check above can fail: rounding to nearest alone gives 0.1 + 0.2 a lower end above the
+    exact sum of the two floats, which the outward-rounded result does not."""
+    exact = Fraction(0.1) + Fraction(0.2)
+    assert Fraction(0.1 + 0.2) > exact  # the naive lower end misses the true value
+    s = Result.exact("x", 0.1, "t") + Result.exact("y", 0.2, "t")
+    assert Fraction(s.lower) <= exact <= Fraction(s.upper) and s.resolved and s.value == 0.1 + 0.2
