@@ -103,3 +103,23 @@ def test_saved_chain_keeps_its_description_and_figures(tmp_path):
             (original.value, original.lower, original.upper, original.method)
     fresh = Chain(back.P)  # the figures are those of the matrix that was saved
     assert fresh.spectral_gap.value == pytest.approx(gap.value, rel=1e-13)
+
+
+def test_exact_json_of_a_masked_lm_names_model_frame_and_weights(tmp_path, capsys, monkeypatch, validator):
+    import torch
+    from mlm_fixtures import save_model, tiny_masked_lm
+
+    from mlmix.empirical.tabulate import weights_hash
+
+    torch.set_num_threads(1)
+    monkeypatch.setenv("MLMIX_CACHE", str(tmp_path / "cache"))
+    model, tok = tiny_masked_lm("bert", seed=3)
+    folder = save_model(model, tok, tmp_path / "m")
+    doc = exact_json(capsys, "--mlm", str(folder), "--frame", "a _ _ !", "--candidates", "a b c",
+                     "--temperature", "0.8", "--no-progress")
+    validator.validate(doc)
+    inputs = doc["inputs"]
+    assert inputs["source"]["kind"] == "mlm" and inputs["source"]["model"] == str(folder)
+    assert inputs["source"]["alphabet"] == ["a", "b", "c"] and inputs["frame"] == "a _ _ !"
+    assert inputs["temperature"] == 0.8 and inputs["kernel"] == "glauber"
+    assert inputs["model_hash"] == weights_hash(model)
