@@ -61,6 +61,32 @@ def hub_offline() -> bool:
                for var in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE"))
 
 
+#: Seconds to wait for the Hugging Face hub (or the HTTPS proxy) to accept a connection.
+HUB_TIMEOUT = 3.0
+
+
+def hub_unreachable(timeout: float = HUB_TIMEOUT) -> str | None:
+    """None when the hub (``HF_ENDPOINT``, default https://huggingface.co; or the HTTPS proxy in
+    force) accepts a TCP connection within ``timeout`` seconds, else why not. A quick check made
+    before a download, so that an unreachable hub is an error in seconds, not after retries."""
+    import socket
+    import urllib.parse
+    import urllib.request
+
+    endpoint = urllib.parse.urlsplit(os.environ.get("HF_ENDPOINT", "https://huggingface.co"))
+    proxy = urllib.request.getproxies().get(endpoint.scheme or "https")
+    target = urllib.parse.urlsplit(proxy) if proxy and not urllib.request.proxy_bypass(endpoint.hostname or "") \
+        else endpoint
+    host, port = target.hostname, target.port or (443 if target.scheme == "https" else 80)
+    if not host:
+        return f"no host in {urllib.parse.urlunsplit(target)!r}"
+    try:
+        socket.create_connection((host, port), timeout=timeout).close()
+    except OSError as err:
+        return f"{host}:{port} did not answer within {timeout:g} s: {err}"
+    return None
+
+
 def load_pretrained(auto_class: type, model_id_or_path: str | Path, *, trust_remote_code: bool = False,
                     local_files_only: bool | None = None, revision: str | None = None, allow_pickle: bool = False,
                     tokenizer=None):
@@ -70,13 +96,15 @@ def load_pretrained(auto_class: type, model_id_or_path: str | Path, *, trust_rem
     ``allow_pickle=True`` (read by ``torch.load(weights_only=True)``, which refuses arbitrary
     objects); ``mlmix convert`` writes a safetensors copy once. Its tokenizer comes from the usual
     files, or from a lone ``vocab.txt`` (:func:`load_tokenizer`). A hub id is looked up in the local
-    cache only when offline (``HF_HUB_OFFLINE``) or when ``local_files_only`` is set; if it is not
-    there the error says how to provide a folder. ``trust_remote_code`` stays False unless the
+    cache only when offline (``HF_HUB_OFFLINE``), when ``local_files_only`` is set, or when the hub
+    does not answer within :data:`HUB_TIMEOUT` seconds (:func:`hub_unreachable`); if it is not
+    there the error says so at once and how to provide a folder. ``trust_remote_code`` stays False unless the
     caller opts in. Weights the architecture needs but the checkpoint lacks are an error (they would
     silently stay random). A ``tokenizer`` given by the caller is used instead of the folder's.
     """
     name = str(model_id_or_path)
     path = Path(name).expanduser()
+    down = None
     if path.is_dir():
         if not any(path.glob("*.safetensors")):
             pickles = [f for pattern in _PICKLE_WEIGHTS for f in path.glob(pattern)]
@@ -93,6 +121,8 @@ def load_pretrained(auto_class: type, model_id_or_path: str | Path, *, trust_rem
             raise ValueError(f"model folder {name} does not exist")
         source = name
         local = hub_offline() if local_files_only is None else bool(local_files_only)
+        if not local and (down := hub_unreachable()):  # fail fast instead of retrying for a minute
+            local = True
     options = {"trust_remote_code": bool(trust_remote_code), "local_files_only": local, "revision": revision}
     try:
         if tokenizer is None:
@@ -101,8 +131,10 @@ def load_pretrained(auto_class: type, model_id_or_path: str | Path, *, trust_rem
                                                  weights_only=True, output_loading_info=True, **options)
     except (OSError, ValueError, SafetensorError, pickle.UnpicklingError, EOFError, RuntimeError) as err:
         if local and not path.is_dir():
+            why = (f"the Hugging Face hub cannot be reached ({down}) and it is not in the local cache"
+                   if down else "it is not available offline (HF_HUB_OFFLINE / local_files_only)")
             raise ValueError(
-                f"model {name!r} is not available offline (HF_HUB_OFFLINE / local_files_only): on a machine "
+                f"model {name!r}: {why}: on a machine "
                 f"with network run `hf download {name} --local-dir DIR` (it needs the config, tokenizer files "
                 f"and *.safetensors weights), copy DIR here and pass its path instead, e.g. "
                 f"`mlmix estimate --model DIR`") from err

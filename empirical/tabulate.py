@@ -12,8 +12,8 @@ computed once, in batches on the source's device, with the cost printed before t
 of work checkpointed so an interrupted run resumes (with the chunking it started with), and the result written atomically to a cache keyed by
 the model's weights (a hash of every tensor), the full input template (specials, frame and free
 positions), the alphabet and the compute dtype. The table does not depend on T (T only rescales
-the logits), so any temperature reuses it. The cache folder is ``$MLMIX_CACHE/tables`` (default
-``~/.cache/mlmix/tables``).
+the logits), so any temperature reuses it. The cache folder is ``tables/`` in mlmix's user cache
+(:mod:`mlmix.cache`: ``$MLMIX_CACHE``, default ``~/.cache/mlmix`` on Linux).
 
 The result, :class:`MLMTable`, is a :class:`~mlmix.theory.sources.conditionals.ScoreTable`: every exact
 quantity (kernels, the chain, influence, rectangles, margins) works on it without the model.
@@ -34,13 +34,11 @@ import numpy as np
 import torch
 from tqdm.auto import tqdm
 
+from mlmix.cache import cache_dir
 from mlmix.files import MANIFEST, OutputDir, atomic_save_npz, atomic_write_json, read_json
 from mlmix.theory.sources.conditionals import ScoreTable
 from mlmix.theory.sources.space import StateSpace
 from mlmix.validation import check_int, check_memory
-
-#: Environment variable naming mlmix's cache folder (tables go to its ``tables`` subfolder).
-CACHE_ENV = "MLMIX_CACHE"
 
 #: Seconds of work per checkpointed chunk of a tabulation (at the measured rate; at least
 #: :data:`MIN_CHUNK_ROWS` passes, a power of two). A resumed run keeps the chunking it started with,
@@ -53,11 +51,11 @@ FORMAT = 1
 
 
 def cache_root(path: str | os.PathLike | None = None) -> Path:
-    """The folder of cached tables: ``path``, else ``$MLMIX_CACHE/tables``, else ``~/.cache/mlmix/tables``."""
+    """The folder of cached tables: ``path``, else ``tables/`` in the user cache of
+    :func:`mlmix.cache.cache_dir` (``$MLMIX_CACHE``, else e.g. ``~/.cache/mlmix`` on Linux)."""
     if path is not None:
         return Path(path).expanduser()
-    base = os.environ.get(CACHE_ENV)
-    return (Path(base).expanduser() if base else Path.home() / ".cache" / "mlmix") / "tables"
+    return cache_dir("tables")
 
 
 def weights_hash(model: torch.nn.Module) -> str:
@@ -76,13 +74,13 @@ def table_key(source) -> tuple[str, dict]:
     template = source._template.tolist()
     for slot in source.slots.tolist():
         template[slot] = -1
-    record = {"format": FORMAT, "weights": _cached_weights_hash(source), "architecture": type(source.model).__name__,
+    record = {"format": FORMAT, "weights": cached_weights_hash(source), "architecture": type(source.model).__name__,
               "template": template, "alphabet": [int(t) for t in source.support_ids],
               "dtype": str(source.dtype).replace("torch.", "")}
     return hashlib.sha256(json.dumps(record, sort_keys=True).encode()).hexdigest()[:32], record
 
 
-def _cached_weights_hash(source) -> str:
+def cached_weights_hash(source) -> str:
     if getattr(source, "_weights_hash", None) is None:
         source._weights_hash = weights_hash(source.model)
     return source._weights_hash

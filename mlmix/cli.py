@@ -5,13 +5,16 @@ imported only when their subcommand runs, so ``mlmix exact`` never imports torch
 
 Errors: bad input (arguments, files, sizes that do not fit in ``--max-memory``) ends with one line on
 stderr and exit status 2; a numerical failure (a solver that did not converge) with one line and
-exit status 1; ``--debug`` shows the traceback instead.
+exit status 1; ``--debug`` shows the traceback instead. The global options ``--debug`` and
+``--max-memory`` go anywhere on the line. A reader that closes the pipe early (``mlmix verify | head``)
+ends the command quietly with exit status 141 (128 + SIGPIPE, as other Unix tools).
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 
 from mlmix import __version__
@@ -23,9 +26,33 @@ SUBCOMMANDS = {
     "exact": ("mlmix.commands.exact", "analyse a chain exactly: a toy model, an MLM frame, or a transition-matrix file"),
     "verify": ("mlmix.commands.verify", "check the papers' theorems with Hypothesis and print the table"),
     "estimate": ("mlmix.commands.estimate", "estimate bound constants of a masked language model"),
-    "convert": ("mlmix.commands.convert", "write a safetensors copy of a masked-LM checkpoint with its tokenizer"),
+    "convert": ("mlmix.empirical.convert", "write a safetensors copy of a masked-LM checkpoint with its tokenizer"),
     "run": ("mlmix.commands.run", "run a reproduction or experiment of the papers, writing data and a figure to --out"),
 }
+
+
+def _global_options(argv: list[str]) -> tuple[list[str], bool, str | None]:
+    """Take ``--debug`` and ``--max-memory SIZE`` out of ``argv`` wherever they stand (before a
+    ``--``): (the other arguments, debug, max_memory)."""
+    rest: list[str] = []
+    debug, memory = False, None
+    i = 0
+    while i < len(argv):
+        a = argv[i]
+        if a == "--":
+            rest += argv[i:]
+            break
+        if a == "--debug":
+            debug = True
+        elif a == "--max-memory" and i + 1 < len(argv):
+            memory = argv[i + 1]
+            i += 1
+        elif a.startswith("--max-memory="):
+            memory = a.split("=", 1)[1]
+        else:
+            rest.append(a)
+        i += 1
+    return rest, debug, memory
 
 
 def _common(parser: argparse.ArgumentParser) -> None:
@@ -36,9 +63,19 @@ def _common(parser: argparse.ArgumentParser) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    argv = sys.argv[1:] if argv is None else argv
-    parser = OneLineParser(prog="mlmix", description=__doc__.splitlines()[0])
+    """Run one ``mlmix`` command line; returns the exit status."""
+    try:
+        return _main(argv)
+    except BrokenPipeError:  # the reader left (mlmix verify | head): stop quietly
+        _silence_stdout()
+        return 141
+
+
+def _main(argv: list[str] | None) -> int:
+    argv, debug, max_memory = _global_options(sys.argv[1:] if argv is None else list(argv))
+    parser = OneLineParser(prog="mlmix", description=" ".join(__doc__.split("\n\n")[0].split()))
     parser.add_argument("--version", action="version", version=f"mlmix {__version__}")
+    _common(parser)
     sub = parser.add_subparsers(dest="command", required=True, metavar="{" + ",".join(SUBCOMMANDS) + "}",
                                 parser_class=OneLineParser)
     name = next((a for a in argv if a in SUBCOMMANDS), None)
@@ -51,10 +88,15 @@ def main(argv: list[str] | None = None) -> int:
         args = parser.parse_args(argv)
     except SystemExit as stop:  # a bad argument (one line already printed), --help or --version
         return int(stop.code or 0)
+    args.debug, args.max_memory = debug, max_memory
     try:
         limit = None if args.max_memory is None else parse_size(args.max_memory)
         with memory_limit(limit):
-            return int(importlib.import_module(SUBCOMMANDS[args.command][0]).run(args) or 0)
+            code = int(importlib.import_module(SUBCOMMANDS[args.command][0]).run(args) or 0)
+        sys.stdout.flush()  # a closed pipe shows here, inside the handlers below
+        return code
+    except BrokenPipeError:
+        raise
     except (ValueError, TypeError, OSError) as err:
         if args.debug:
             raise
@@ -70,6 +112,16 @@ def main(argv: list[str] | None = None) -> int:
         return 130
     except SystemExit as stop:  # a sub-parser's bad argument (mlmix run NAME ...): one line already printed
         return int(stop.code or 0)
+
+
+def _silence_stdout() -> None:
+    """Point stdout at /dev/null so that the interpreter's final flush does not fail again."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError, AttributeError):  # stdout is not a file descriptor (captured)
+        pass
 
 
 def _one_line(err: BaseException) -> str:

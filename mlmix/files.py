@@ -5,7 +5,8 @@
 * Strict JSON: numpy values unwrapped, results (anything with ``as_dict()``) expanded, and
   non-finite floats written as ``null`` (never the invalid tokens NaN / Infinity).
 * :class:`OutputDir`: a folder owned by one run. A lock file keeps a second run out while the
-  first writes; a manifest (``run.json``) records the parameters, and a later run with other
+  first writes; a manifest (``run.json``) records the parameters (after the provenance header of
+  :mod:`mlmix.provenance`), and a later run with other
   parameters is refused (or must ask to overwrite) instead of mixing its results with the old ones.
 * :class:`Checkpoint`: finished records of a long run, kept in the output folder so that a rerun
   with the same settings resumes where it stopped.
@@ -78,9 +79,10 @@ def atomic_write_csv(path: str | os.PathLike, header: list[str], rows: Iterable[
 
 
 def atomic_save_figure(fig: Any, path: str | os.PathLike) -> None:
-    """Save a matplotlib figure as PNG atomically."""
+    """Save a matplotlib figure atomically, as PDF or SVG (vector) or PNG by the suffix (PNG otherwise)."""
     buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=120, bbox_inches="tight")
+    kind = Path(path).suffix.lower().lstrip(".")
+    fig.savefig(buf, format=kind if kind in ("pdf", "svg") else "png", dpi=120, bbox_inches="tight")
     atomic_write_bytes(path, buf.getvalue())
 
 
@@ -217,7 +219,7 @@ class OutputDir:
         record = {"command": self.command, "params": self.params}
         if manifest.exists():
             old = read_json(manifest, "run manifest")
-            if old == record:
+            if isinstance(old, dict) and {key: old.get(key) for key in record} == record:  # provenance aside
                 self.resumed = True
                 return
             if not self.overwrite:
@@ -229,7 +231,9 @@ class OutputDir:
                              "use another folder, or --overwrite to replace its contents")
         elif self.overwrite:
             self._clear()
-        atomic_write_json(manifest, record)
+        from mlmix.provenance import inputs_from_params, stamp
+
+        atomic_write_json(manifest, stamp(self.command.split()[0], record, inputs_from_params(self.params)))
 
     def _clear(self) -> None:
         for p in self.path.iterdir():

@@ -28,8 +28,9 @@ DENSE_HITTING_LIMIT = 4096
 #: Exact worst-start TV distances and t_mix by dense squaring up to this many states (each squaring
 #: is one N^3 product: 0.5 s at 4096 on one core).
 MIXING_LIMIT = 4096
-#: The command line's default for the exact t_mix: a few seconds of dense products at 2048 states.
-CLI_MIXING_LIMIT = 2048
+#: Largest chain whose exact t_mix the reports compute (``mlmix exact``, ``Chain.summary()``): dense
+#: squaring costs minutes beyond it; larger chains get certified bounds unless asked.
+REPORT_MIXING_LIMIT = 2048
 #: The full mean-first-passage matrix (one elimination per target, N^4 work) up to this size.
 MFPT_LIMIT = 256
 #: Conductance by enumerating all 2^N - 2 subsets up to this size (2^20 sets, vectorised).

@@ -95,7 +95,9 @@ def check_vector(v: object, size: int, name: str, *, nonnegative: bool = False, 
 
 def check_transition_matrix(P: object, tol: float = 1e-9) -> Matrix:
     """P as float64 (CSR when sparse) after checking it is a square, finite, non-negative,
-    row-stochastic matrix (rows sum to 1 within ``tol``; the first offending row is named)."""
+    row-stochastic matrix (rows sum to 1 within ``tol``; the first offending row is named). A torch
+    tensor (dense or sparse, any device) is accepted and copied to the CPU (:func:`from_torch`)."""
+    P = from_torch(P)
     if sp.issparse(P):
         M = sp.csr_array(P, dtype=np.float64)
         data, sums = M.data, np.asarray(M.sum(axis=1)).ravel()
@@ -119,6 +121,29 @@ def check_transition_matrix(P: object, tol: float = 1e-9) -> Matrix:
     if bad.size:
         raise ValueError(f"transition matrix rows must sum to 1 (tol {tol:g}); row {bad[0]} sums to {sums[bad[0]]!r}")
     return M
+
+
+def from_torch(x: object) -> object:
+    """A torch tensor as float64 numpy (dense) or scipy CSR (sparse COO/CSR layouts); anything else as
+    given. torch is not imported: a tensor is recognised by its type's module."""
+    if not type(x).__module__.startswith("torch") or not hasattr(x, "detach"):
+        return x
+    t = x.detach().cpu()
+    if t.is_complex():
+        raise TypeError("transition matrix must hold real numbers, got a complex tensor")
+    if str(t.dtype) in ("torch.float16", "torch.bfloat16", "torch.float32"):
+        raise TypeError(f"transition matrix must be float64, got a {str(t.dtype)[6:]} tensor (its rows sum to 1 "
+                        "only to about 1e-7): build it with dtype=torch.float64")
+    if str(t.layout) == "torch.sparse_csr":
+        return sp.csr_array((t.values().double().numpy(), t.col_indices().numpy(), t.crow_indices().numpy()),
+                            shape=tuple(t.shape))
+    if str(t.layout) == "torch.sparse_coo":
+        t = t.coalesce()
+        return sp.csr_array(sp.coo_array((t.values().double().numpy(), tuple(t.indices().numpy())),
+                                         shape=tuple(t.shape)))
+    if str(t.layout) != "torch.strided":
+        raise TypeError(f"transition matrix: torch layout {t.layout} is not supported (use dense, COO or CSR)")
+    return t.double().numpy()
 
 
 def check_state_set(S: object, n_states: int, name: str = "S", *, nonempty: bool = True,

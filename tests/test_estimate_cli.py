@@ -38,6 +38,18 @@ def test_default_model_json_has_the_estimate_and_the_exact_values(default_report
     assert all(key in r for key in KEYS)
     assert r["model"] == str(DEFAULT_MODEL_DIR) and r["device"] == "cpu" and r["temperature"] == 1.5
     assert r["n_contexts"] == 100 and r["length"] == 6 and r["vocab_size"] == 4
+
+
+def test_default_model_json_carries_its_provenance(default_report):
+    from mlmix import __version__
+    from mlmix.empirical.tabulate import weights_hash
+
+    r = default_report
+    assert r["mlmix_version"] == __version__ and r["schema"] == "mlmix.estimate/1"
+    inputs = r["inputs"]
+    assert (inputs["temperature"], inputs["seed"], inputs["kernel"]) == (1.5, 0, "glauber")
+    assert inputs["source"]["model"] == str(DEFAULT_MODEL_DIR) and inputs["frame"] == r["frame"]
+    assert inputs["model_hash"] == weights_hash(MaskedLMConditionals.from_pretrained(DEFAULT_MODEL_DIR, 6).model)
     assert set(r["rectangle"]) >= {"mean", "median", "q90", "count", "records"}
     assert r["rectangle"]["count"] == 60 == len(r["rectangle"]["records"])
     ex = r["exact"]

@@ -15,7 +15,10 @@ def blocks(text: str) -> list[tuple[str, str]]:
 
 
 def test_quickstart_snippets_run(tmp_path, monkeypatch, capsys):
-    monkeypatch.chdir(tmp_path)
+    work = tmp_path / "work"
+    work.mkdir()
+    monkeypatch.chdir(work)
+    monkeypatch.setenv("MLMIX_CACHE", str(tmp_path / "cache"))  # tables and Hypothesis files
     found = blocks(DOC.read_text(encoding="utf-8"))
     assert sum(kind == "python" for kind, _ in found) >= 5 and sum(kind == "bash" for kind, _ in found) >= 3
     namespace: dict = {}
@@ -29,6 +32,9 @@ def test_quickstart_snippets_run(tmp_path, monkeypatch, capsys):
                 assert main(shlex.split(line)[1:]) == 0, line
                 commands += 1
     assert commands >= 5
-    assert (tmp_path / "two_state.npz").is_file()
+    assert (work / "two_state.npz").is_file()
+    assert (work / "small.svg").read_bytes().lstrip().startswith(b"<?xml")
+    assert (work / "scores.pdf").read_bytes().startswith(b"%PDF-")
+    assert not (work / ".hypothesis").exists()  # Hypothesis's files go to the user cache
     out = capsys.readouterr().out
-    assert "spectral gap = " in out and "holds caught" in out
+    assert "spectral gap = " in out and "holds caught" in out and "is not decided" in out

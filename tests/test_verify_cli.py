@@ -22,7 +22,10 @@ def test_json_records_have_the_documented_keys(capsys):
     status, out, _ = run_cli(capsys, "--theorem", "glauber.prop1", "--theorem", "glauber.lemma6",
                              "--theorem", "pitfalls.prop2", "--examples", "10", "--json")
     assert status == 0
-    records = json.loads(out)
+    document = json.loads(out)
+    assert document["schema"] == "mlmix.verify/1" and document["inputs"]["seed"] == 0
+    assert document["inputs"]["examples"] == 10 and document["mlmix_version"]
+    records = document["results"]
     # a prefix selects the family: glauber.lemma6 brings glauber.lemma6.softmax
     assert [r["id"] for r in records] == ["glauber.prop1", "glauber.lemma6", "glauber.lemma6.softmax",
                                           "pitfalls.prop2"]
@@ -50,7 +53,7 @@ def test_list_prints_every_result_with_full_statements(capsys, monkeypatch):
     words = CATALOGUE["glauber.thm5"].statement.split()
     assert words[-1] in out and "..." not in out.split("glauber.thm5 ")[1][:200]
     status, out, _ = run_cli(capsys, "--list", "--json")
-    records = json.loads(out)
+    records = json.loads(out)["results"]
     assert {r["id"] for r in records} == set(CATALOGUE)
     by_id = {r["id"]: r for r in records}
     assert by_id["pitfalls.prop5"]["known_false"] and by_id["pitfalls.lemma1"]["checkable"] is False
@@ -121,7 +124,7 @@ def false_theorems():
 def test_false_theorem_gives_exit_status_one_and_minimal_counterexample(capsys, false_theorems):
     status, out, _ = run_cli(capsys, "--theorem", "test.", "--examples", "20", "--json")
     assert status == 1
-    records = {r["id"]: r for r in json.loads(out)}
+    records = {r["id"]: r for r in json.loads(out)["results"]}
     false = records["test.false-halving"]
     assert false["status"] == "fails" and false["counterexample"]["instance"] == "1"
     assert false["counterexample"]["lhs"] == 1.0 and false["counterexample"]["rhs"] == 0.5

@@ -24,6 +24,7 @@ from mlmix.commands.options import add_frame_arguments, add_model_arguments, add
 from mlmix.empirical import estimate as est
 from mlmix.files import atomic_write_text, dumps_json
 from mlmix.limits import CONSTANTS_LIMIT
+from mlmix.provenance import stamp
 from mlmix.theory.sources.contexts import TopK
 from mlmix.validation import check_int, parse_duration
 
@@ -217,7 +218,14 @@ def run(args: argparse.Namespace) -> int:
         drift_k=args.drift_k, drift_states=args.drift_states, state=state, exact=route["exact"],
         exact_limit=args.exact_limit, with_convergence=args.convergence, records=not args.no_records,
         progress=not args.no_progress)
-    report = {"model": source.name, **source.describe(), **report, "plan": route}
+    from mlmix.empirical.tabulate import weights_hash
+
+    d = source.describe()
+    given = {"source": {"kind": "causal-lm" if args.causal else "mlm", "model": source.name,
+                        "architecture": d.get("architecture"), "text": None if args.text is None else str(args.text)},
+             "kernel": "glauber", "temperature": source.temperature, "seed": args.seed, "frame": d.get("frame"),
+             "model_hash": weights_hash(source.model)}
+    report = stamp("estimate", {"model": source.name, **d, **report, "plan": route}, given)
     law = _recorded_law(args, source) if report["exact"] is not None else None
     if law is not None:  # the shipped model: the exact constants of the law it was trained on
         report["true_law"] = est.constants(law, None, np.random.default_rng(args.seed), records=False,

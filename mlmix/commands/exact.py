@@ -27,7 +27,8 @@ import numpy as np
 
 from mlmix.commands.options import add_mlm_arguments, add_threads_argument, mlm_source_from_args, set_threads
 from mlmix.files import dumps_json
-from mlmix.limits import CLI_MIXING_LIMIT, MIXING_LIMIT
+from mlmix.limits import MIXING_LIMIT, REPORT_MIXING_LIMIT
+from mlmix.provenance import file_sha256, stamp
 from mlmix.theory.chain.core import Chain
 from mlmix.theory.chain.results import Result
 from mlmix.theory.kernels.representation import REPRESENTATIONS
@@ -100,9 +101,12 @@ def configure(parser: argparse.ArgumentParser) -> None:
     out.add_argument("--eps", type=float, default=0.25, help="TV threshold of t_mix (default 0.25)")
     out.add_argument("--basin", default=None, metavar="PATTERN",
                      help="a basin for Theorem 8: n symbols or '*' (free), e.g. \"1 1 * * *\"")
-    out.add_argument("--mixing-limit", type=int, default=CLI_MIXING_LIMIT,
-                     help=f"largest state count for the exact dense t_mix (default {CLI_MIXING_LIMIT}; "
+    out.add_argument("--mixing-limit", type=int, default=REPORT_MIXING_LIMIT,
+                     help=f"largest state count for the exact dense t_mix (default {REPORT_MIXING_LIMIT}; "
                           f"at most {MIXING_LIMIT}); larger chains get certified bounds")
+    out.add_argument("--plot", type=Path, default=None, metavar="FILE",
+                     help="also draw the distance curve, spectrum, stationary law and rho_ij into FILE "
+                          "(.pdf, .svg or .png)")
     out.add_argument("--save-matrix", type=Path, default=None, metavar="FILE",
                      help="also write the analysed transition matrix (.npz, read back by --matrix)")
     add_mlm_arguments(parser)
@@ -114,6 +118,8 @@ def _validate(args: argparse.Namespace) -> None:
     check_int(args.mixing_limit, "--mixing-limit", minimum=1, maximum=MIXING_LIMIT)
     check_int(args.k, "--k", minimum=1)
     check_int(args.threads, "--threads", minimum=1)
+    if args.plot is not None and args.plot.suffix.lower() not in (".pdf", ".svg", ".png"):
+        raise ValueError(f"--plot must name a .pdf, .svg or .png file, got {args.plot.name}")
     for name in ("coupling", "field", "scale"):
         check_real(getattr(args, name), f"--{name}")
     check_real(args.scale, "--scale", minimum=0.0, open_min=True)
@@ -179,6 +185,30 @@ def build_chain(args: argparse.Namespace) -> tuple[Chain, str, Conditionals | No
     return chain, f"{description}; {kernel}; |V|^n = {q}^{n} = {chain.n_states} states", source
 
 
+#: The parameters of each built-in model (``inputs.source`` of the JSON report).
+_MODEL_PARAMETERS = {"ising": ("graph", "beta", "coupling", "field"), "potts": ("graph", "q", "beta", "coupling", "field"),
+                     "scores": ("vocab", "length", "scale"), "clique": ("length", "clique_size", "coupling", "field")}
+
+
+def exact_inputs(args: argparse.Namespace, source: Conditionals | None) -> dict:
+    """The structured inputs of an ``mlmix exact`` report (:func:`mlmix.provenance.inputs`)."""
+    if args.matrix is not None:
+        return {"source": {"kind": "matrix", "path": str(args.matrix), "sha256": file_sha256(args.matrix)}}
+    given = {"kernel": args.kernel, "temperature": 1.0 if args.temperature is None else args.temperature,
+             **({"k": args.k} if args.kernel == "k-gibbs" else {})}
+    if args.mlm is not None:
+        d = source.describe()
+        return {**given, "source": {"kind": "mlm", "model": d["model"], "architecture": d["architecture"],
+                                    "alphabet": source.tokens}, "frame": d["frame"], "model_hash": d.get("model_sha256")}
+    values = {**vars(args), "beta": 0.5 if args.beta is None else args.beta}
+    if args.model == "scores" and args.seed is None:
+        values["seed"] = 0
+    if args.model == "potts" and args.seed is not None:  # random couplings: the seed and scale replace beta, J, h
+        values.update(beta=None, field=None)
+    return {**given, "seed": values["seed"] if args.model in ("scores", "potts") else None,
+            "source": {"kind": args.model, **{key: values[key] for key in _MODEL_PARAMETERS[args.model]}}}
+
+
 def run(args: argparse.Namespace) -> int:
     """Analyse the chain and print a table (or JSON with --json)."""
     _validate(args)
@@ -193,10 +223,19 @@ def run(args: argparse.Namespace) -> int:
         if source is None:
             raise ValueError("--basin needs a built-in source (it is a pattern over V^n)")
         basin = parse_basin(args.basin, source.space.vocab_size, source.space.length)
-    report = {"chain": title, **chain.summary(args.eps, include_stationary=args.stationary,
-                                              mixing_limit=args.mixing_limit)}
+    summary = chain.summary(args.eps, include_stationary=args.stationary, mixing_limit=args.mixing_limit,
+                            **({} if chain.representation == "operator" else {"progress": not args.no_progress}))
+    report = stamp("exact", {"chain": title, **summary}, exact_inputs(args, source))
     if source is not None and args.kernel == "glauber" and "reason" not in report:
         report["paper_g"] = paper_constants(source, chain, args.eps, basin)
+    if args.plot is not None:
+        if chain.representation == "operator":
+            raise ValueError("--plot needs a matrix: the chain is held as a matrix-free operator "
+                             "(use --representation sparse)")
+        from mlmix.plots import report_figure, save_figure
+
+        save_figure(report_figure(chain, source if args.kernel == "glauber" else None, title=title, eps=args.eps),
+                    args.plot)
     if args.json:
         print(dumps_json(report))
     else:

@@ -8,24 +8,40 @@ Nothing here imports torch at import time, so ``mlmix exact --help`` and the toy
 from __future__ import annotations
 
 import argparse
+import re
 from typing import Any, NoReturn
 
 from mlmix.empirical.frames import BLANK
 from mlmix.validation import check_int
 
+#: torch CPU threads of every command that runs torch (more are slower on busy machines).
+DEFAULT_THREADS = 1
+
 
 class OneLineParser(argparse.ArgumentParser):
-    """argparse that reports a bad argument in one line (and exit status 2), without the usage block."""
+    """argparse that reports a bad argument in one line (and exit status 2), without the usage block,
+    and prints its help as plain text (docstring markup removed, :func:`plain`)."""
 
     def error(self, message: str) -> NoReturn:
         self.exit(2, f"{self.prog}: error: {message}\n")
 
+    def format_help(self) -> str:
+        return plain(super().format_help())
+
+
+def plain(text: str) -> str:
+    """Help text without reStructuredText markup: ``code`` and :role:`~target` become their text, a
+    literal-block marker '::' a colon."""
+    text = re.sub(r":[a-z]+:`~?([^`]+)`", lambda m: m.group(1).rsplit(".", 1)[-1] if "~" in m.group(0)
+                  else m.group(1), text)
+    text = re.sub(r"``([^`]+)``", r"\1", text)
+    return re.sub(r"(?<=\S)::(?=\s|$)", ":", text)
+
 
 def add_threads_argument(parser: argparse.ArgumentParser | argparse._ArgumentGroup) -> None:
-    """--threads: torch CPU threads, default 1 for every command (on small, busy machines two threads
-    run 2-70x slower than one; docs/benchmarks.md)."""
-    parser.add_argument("--threads", type=int, default=1,
-                        help="torch CPU threads (default 1: more are slower on busy machines)")
+    """``--threads N``, the same option and default (:data:`DEFAULT_THREADS`) in every command."""
+    parser.add_argument("--threads", type=int, default=DEFAULT_THREADS,
+                        help=f"torch CPU threads (default {DEFAULT_THREADS}: more are slower on busy machines)")
 
 
 def set_threads(threads: int) -> None:
@@ -77,7 +93,8 @@ def add_mlm_arguments(parser: argparse.ArgumentParser) -> None:
     add_model_arguments(group)
     group.add_argument("--max-passes", type=int, default=None,
                        help="refuse to tabulate when more masked forward passes are needed (default: no cap)")
-    group.add_argument("--no-progress", action="store_true", help="no progress bar while tabulating")
+    group.add_argument("--no-progress", action="store_true",
+                       help="no cost estimates or progress bars (tabulation and analysis)")
     parser.set_defaults(mlm_length_default=parser.get_default("length"))
 
 
@@ -87,7 +104,7 @@ def mlm_source_from_args(args: argparse.Namespace) -> tuple[Any, str]:
     from transformers.utils import logging as hf_logging
 
     from mlmix.empirical.mlm import MaskedLMConditionals
-    from mlmix.empirical.tabulate import tabulate
+    from mlmix.empirical.tabulate import cached_weights_hash, tabulate
 
     hf_logging.disable_progress_bar()
     hf_logging.set_verbosity_error()
@@ -100,6 +117,7 @@ def mlm_source_from_args(args: argparse.Namespace) -> tuple[Any, str]:
         temperature=1.0 if args.temperature is None else args.temperature, device=args.device, dtype=args.dtype, batch_size=args.batch_size,
         allow_pickle=args.allow_pickle, trust_remote_code=args.trust_remote_code)
     table = tabulate(mlm, max_passes=args.max_passes, progress=not args.no_progress)
+    table.info["model_sha256"] = cached_weights_hash(mlm)  # computed for the cache key: no extra pass
     d = table.describe()
     origin = "read from the cache" if d["table"]["from_cache"] else f"{d['table']['passes']:,} masked passes"
     title = (f"masked LM {d['model']} ({d['architecture']}) on the frame '{d['frame']}', alphabet of "

@@ -21,14 +21,17 @@ from __future__ import annotations
 
 import argparse
 import shutil
-import sys
 import textwrap
 
-from tqdm import tqdm
-
 from mlmix.files import dumps_json, jsonable
+from mlmix.progress import steps
+from mlmix.provenance import stamp
 from mlmix.verify.core import PAPERS, Entry, NotCheckable, Theorem, TheoremReport
 from mlmix.verify.runner import PROFILES, run_one, select
+
+#: Rough seconds per Hypothesis instance (the default run: 100 instances of each result, one to two
+#: minutes on 2 cores), for the expected time printed before a run.
+SECONDS_PER_EXAMPLE = 0.02
 
 #: Keys of every record of ``mlmix verify --json`` (``examples``, ``holds``, ``tightness_median`` and
 #: ``tightness_max`` are kept from the earlier format: instances, status == "holds", and the median and
@@ -46,7 +49,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--theorem", action="append", metavar="ID",
                         help="result id or id prefix such as 'glauber.' or 'glauber.thm8' (repeatable; default all)")
     parser.add_argument("--seed", type=int, default=0, help="Hypothesis seed (default 0)")
-    parser.add_argument("--json", action="store_true", help="print a JSON list instead of the table")
+    parser.add_argument("--no-progress", action="store_true", help="no cost estimate and no progress bar or lines")
+    parser.add_argument("--json", action="store_true", help="print JSON (the provenance header, then the list of results) instead of the table")
     parser.add_argument("--list", action="store_true", help="list the results (ids, numbers, statements) without running")
     parser.add_argument("--stats", action="store_true",
                         help="also print, per result, the instances tried and their range (n, |V|, T, states)")
@@ -172,15 +176,20 @@ def run(args: argparse.Namespace) -> int:
     entries = select(args.theorem)
     if args.list:
         if args.json:
-            print(dumps_json([jsonable(list_record(e)) for e in entries], indent=1))
+            print(dumps_json(stamp("verify-list", {"results": [jsonable(list_record(e)) for e in entries]},
+                                   {"theorems": args.theorem}), indent=1))
         else:
             print(format_list(entries))
         return 0
     reports = []
-    for entry in tqdm(entries, desc="verify", unit="result", file=sys.stderr, disable=None):
+    expected = SECONDS_PER_EXAMPLE * examples * len(entries)
+    for entry in steps(entries, "verify", total=len(entries), expected=expected, enabled=not args.no_progress,
+                       cost=f"{len(entries)} results, {examples} instances each", name=lambda e: e.id):
         reports.append(run_one(entry, examples, args.seed, violations=profile["violations"]))
     if args.json:
-        print(dumps_json([report_record(r) for r in reports], indent=1))
+        given = {"source": "Hypothesis-generated instances of each result's hypotheses", "seed": args.seed,
+                 "examples": examples, "theorems": args.theorem, "thorough": args.thorough}
+        print(dumps_json(stamp("verify", {"results": [report_record(r) for r in reports]}, given), indent=1))
     else:
         print(format_table(reports))
         if args.stats:

@@ -19,6 +19,7 @@ Writes drift.csv (every state and temperature), drift_certificate.json and drift
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 
 import numpy as np
 
@@ -86,19 +87,24 @@ def run(args: argparse.Namespace) -> int:
                 "seed": args.seed, "texts": None if args.texts is None else str(args.texts)}
     write_csv(args.out / "drift.csv", rows)
     write_json(args.out / "drift_certificate.json", {"settings": settings, "summary": summary})
-    _figure(rows, summary, args.out / "drift_certificate.png")
+    _figure(rows, summary, args.out / "drift_certificate.png", settings)
     for s in summary:
         print(f"T = {s['temperature']:g}: min D {s['min']:.3f}, median {s['median']:.3f}, "
               f"{s['positive']}/{s['states']} positive")
     return 0
 
 
-def _figure(rows: list[dict], summary: list[dict], path) -> None:
+def _figure(rows: list[dict], summary: list[dict], path, settings: dict) -> None:
+    """Histograms of D(x) per temperature on the same bins (widths comparable), settings in the title."""
     plt = pyplot()
-    fig, ax = plt.subplots(figsize=(5, 3.4))
+    fig, ax = plt.subplots(figsize=(5.6, 3.6))
+    edges = np.histogram_bin_edges([r["drift"] for r in rows], bins=30)
     for s in summary:
         d = [r["drift"] for r in rows if r["temperature"] == s["temperature"]]
-        ax.hist(d, bins=30, alpha=0.6, label=f"T = {s['temperature']:g} (median {s['median']:.3f})")
+        ax.hist(d, bins=edges, alpha=0.6, label=f"T = {s['temperature']:g} (median {s['median']:.3f})")
+    ax.set_title(f"drift of the count of '{settings['token']}' (paper G 5.4): {Path(settings['model']).name}, "
+                 f"n = {settings['length']}, k = {settings['k']}, {settings['states']} states, seed {settings['seed']}",
+                 fontsize=8)
     ax.axvline(0.0, color="black", lw=0.8)
     ax.set_xlabel("one-step drift D(x) of the token count")
     ax.set_ylabel("states")

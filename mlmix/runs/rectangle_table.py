@@ -127,19 +127,27 @@ def run(args: argparse.Namespace) -> int:
     write_csv(args.out / "rectangles.csv", per_rect)
     write_csv(args.out / "rectangle_table.csv", table)
     write_json(args.out / "rectangle_table.json", {"settings": common, "table": table})
-    _figure(table, args.out / "rectangle_table.png")
+    _figure(table, args.out / "rectangle_table.png", common)
     for row in table:
         paper = "" if row["paper_mean_R"] is None else f"  (paper {row['paper_mean_R']:.3f})"
         print(f"{row['model']:>48}  mean R {row['mean_R']:.3f}{paper}")
     return 0
 
 
-def _figure(table: list[dict], path: Path) -> None:
+def _figure(table: list[dict], path: Path, settings: dict) -> None:
+    """Mean R per model: bars with their value written on them (a control's R near 0 would otherwise
+    be an invisible bar), the paper's values as diamonds, the settings in the title."""
     plt = pyplot()
-    fig, ax = plt.subplots(figsize=(1.6 + 1.2 * len(table), 3.6))
+    fig, ax = plt.subplots(figsize=(2.4 + 1.2 * len(table), 3.8))
     x = np.arange(len(table))
-    ax.bar(x, [r["mean_R"] for r in table], color=["tab:blue" if r["kind"] == "masked" else "tab:gray" for r in table],
-           label="ours (mean R)")
+    bars = ax.bar(x, [r["mean_R"] for r in table], edgecolor="black", linewidth=0.6,
+                  color=["tab:blue" if r["kind"] == "masked" else "tab:gray" for r in table], label="ours (mean R)")
+    ax.bar_label(bars, labels=[f"{r['mean_R']:.3g}" for r in table], fontsize=7, padding=2)
+    ax.set_ylim(0, 1.15 * max(max(r["mean_R"] for r in table),
+                              max((r["paper_mean_R"] or 0.0) for r in table), 1e-12))
+    ax.set_title(f"rectangle statistic R (paper G Table 1): {settings['rectangles']} rectangles per model, "
+                 f"n = {settings['length'] or 'auto'}, top-k {settings['top_k']}, seed {settings['seed']}, "
+                 f"texts {Path(settings['texts']).name if settings['texts'] else 'random tokens'}", fontsize=8)
     paper = [(k, r["paper_mean_R"]) for k, r in enumerate(table) if r["paper_mean_R"] is not None]
     if paper:
         ax.scatter(*zip(*paper), color="black", marker="D", zorder=3, label="paper G Table 1")

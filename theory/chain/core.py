@@ -41,7 +41,14 @@ import scipy.sparse as sp
 
 from mlmix.errors import MemoryLimitError, ReducibleChainError
 from mlmix.files import atomic_save_npz
-from mlmix.limits import DENSE_LIMIT, DENSE_STATIONARY_LIMIT, EXACT_CONDUCTANCE_LIMIT, MFPT_LIMIT, MIXING_LIMIT
+from mlmix.limits import (
+    DENSE_LIMIT,
+    DENSE_STATIONARY_LIMIT,
+    EXACT_CONDUCTANCE_LIMIT,
+    MFPT_LIMIT,
+    MIXING_LIMIT,
+    REPORT_MIXING_LIMIT,
+)
 from mlmix.theory.chain import absorbing, mixing, spectral, spectrum
 from mlmix.theory.chain import conductance as cond
 from mlmix.theory.chain.hitting import committor, expected_hitting_times, hitting_probabilities
@@ -69,6 +76,10 @@ from mlmix.validation import (
 
 _FORMAT = "mlmix-chain-1"
 
+#: The figures :meth:`Chain.save` keeps (those already computed) and :meth:`Chain.load` restores.
+_SAVED_FIGURES = ("stationary", "spectral_gap", "additive_gap", "poincare_constant", "multiplicative_gap",
+                  "absolute_spectral_gap", "relaxation_time", "conductance", "kemeny_constant")
+
 
 class Chain:
     """A finite Markov chain with transition matrix P (rows sum to 1), analysed lazily (module doc).
@@ -83,6 +94,9 @@ class Chain:
     dense_limit : state count up to which the dense algorithms are used (default :data:`DENSE_LIMIT`,
         and :data:`~mlmix.theory.chain.DENSE_STATIONARY_LIMIT` for the GTH stationary law).
     """
+
+    #: The description saved with a chain read by :meth:`load` (None otherwise).
+    saved_about: dict | None = None
 
     def __init__(self, P: Matrix, *, stationary: np.ndarray | None = None, name: str | None = None,
                  dense_limit: int | None = None) -> None:
@@ -161,8 +175,23 @@ class Chain:
         check_memory(8.0 * self.n_states**2, f"a dense copy of {self.n_states} states")
         return self.P.toarray() if sp.issparse(self.P) else np.asarray(self.P)
 
+    def _facts(self) -> list[tuple[str, str]]:
+        """What a chain is, without computing anything: states, transitions, algorithms, origin."""
+        nnz = int(self.P.nnz) if sp.issparse(self.P) else int(np.count_nonzero(self.P))
+        facts = [("states", f"{self.n_states:,}"), ("transitions", f"{nnz:,} non-zero entries"),
+                 ("algorithms", f"{self.representation} ({self.representation_reason})")]
+        if self.source is not None:
+            facts.append(("source", f"{type(self.source).__name__}, kernel {self.kernel}"))
+        return facts
+
     def __repr__(self) -> str:
-        return f"<Chain {self.name}: {self.n_states} states>"
+        named = "" if self.name == f"chain on {self.n_states} states" else f" {self.name!r}"
+        return f"<Chain{named} " + "; ".join(f"{k} {v}" for k, v in self._facts()) + ">"
+
+    def _repr_html_(self) -> str:
+        from mlmix.theory.chain.results import _html_table
+
+        return _html_table(f"Chain: {self.name}", self._facts())
 
     # ------------------------------------------------------------------ structure
     @cached_property
@@ -439,16 +468,17 @@ class Chain:
         return mixing.certified_tv_distance(self.P, t, np.exp(self._logpi), self._mixing_bounds(),
                                   pi_rel_error=self._pi_rel_error)
 
-    def distance_curve(self, t_max: int, start: int | np.ndarray | None = None) -> VectorResult:
-        """d(t) for t = 0..t_max from the worst start (dense), or TV(P^t(x0, .), pi) from a start state
-        index or start law."""
+    def distance_curve(self, t_max: int, start: int | np.ndarray | None = None, progress: bool = True) -> VectorResult:
+        """d(t) for t = 0..t_max from the worst start (dense powers; times the sparse P for a sparse
+        chain), or TV(P^t(x0, .), pi) from a start state index or start law; ``progress``: cost
+        estimate and bar when long (:mod:`mlmix.progress`)."""
         if start is not None and np.ndim(start) == 0:
             mu = np.zeros(self.n_states)
             mu[check_state_set(start, self.n_states, "start")] = 1.0
             start = mu
         elif start is not None:
             start = check_vector(start, self.n_states, "start", probability=True)
-        return mixing.tv_curve(self.P, t_max, np.exp(self._logpi), start, self._pi_rel_error)
+        return mixing.tv_curve(self.P, t_max, np.exp(self._logpi), start, self._pi_rel_error, progress=progress)
 
     # ------------------------------------------------------------------ variance, Kemeny, hitting
     def asymptotic_variance(self, f: np.ndarray) -> Result:
@@ -497,7 +527,11 @@ class Chain:
         if N > MFPT_LIMIT:
             raise ValueError(f"the full mean-first-passage matrix is computed up to {MFPT_LIMIT} states; "
                              f"this chain has {N}: give a target")
-        cols = [self.hitting_time(np.array([j])) for j in range(N)]
+        from mlmix.progress import dense_seconds, steps
+
+        cols = [self.hitting_time(np.array([j])) for j in steps(range(N), "mean first passage times", total=N,
+                                                                expected=N * dense_seconds(N, 1.0),
+                                                                cost=f"{N} states, one solve per target")]
         M = np.stack([c.value for c in cols], axis=1)
         rel = max((c.rel_error or 0.0) for c in cols)
         return VectorResult("mean first passage times E_i tau_j", M, cols[0].method + ", one elimination per target",
@@ -564,45 +598,179 @@ class Chain:
 
     # ------------------------------------------------------------------ persistence
     def save(self, path: str | Path) -> None:
-        """Write P to an ``.npz`` file (dense or CSR), atomically; :meth:`load` reads it back."""
+        """Write P to an ``.npz`` file (dense or CSR), atomically, with the chain's description (name,
+        kernel, source, how its algorithms were chosen, the mlmix version) and every figure computed
+        so far (:data:`_SAVED_FIGURES`, as :func:`~mlmix.theory.results.dumps_results` JSON);
+        :meth:`load` reads them back."""
+        from mlmix.provenance import stamp
+        from mlmix.theory.chain.results import dumps_results
+
         path = Path(path)
         if path.suffix != ".npz":
             raise ValueError(f"a chain is saved as .npz, got {path.name}")
+        about = stamp("chain", {"name": self.name, "representation_reason": self.representation_reason},
+                      {"source": None if self.source is None else type(self.source).__name__, "kernel": self.kernel,
+                       "temperature": getattr(self.source, "temperature", None)})
+        extra = {"name": np.array(self.name), "about": np.array(dumps_results(about)),
+                 "figures": np.array(dumps_results({k: self.__dict__[k] for k in _SAVED_FIGURES if k in self.__dict__}))}
         if sp.issparse(self.P):
             P = sp.csr_array(self.P)
             atomic_save_npz(path, mlmix_format=np.array(_FORMAT), kind=np.array("csr"), data=P.data,
-                            indices=P.indices, indptr=P.indptr, shape=np.array(P.shape), name=np.array(self.name))
+                            indices=P.indices, indptr=P.indptr, shape=np.array(P.shape), **extra)
         else:
             atomic_save_npz(path, mlmix_format=np.array(_FORMAT), kind=np.array("dense"), P=np.asarray(self.P),
-                            name=np.array(self.name))
+                            **extra)
 
     @classmethod
     def load(cls, path: str | Path) -> "Chain":
         """Read a chain written by :meth:`save` (or ``scipy.sparse.save_npz`` / ``numpy.save``); a
-        missing, corrupt or non-stochastic file is a one-line ValueError."""
-        return cls(load_matrix(path), name=str(Path(path).name))
+        missing, corrupt or non-stochastic file is a one-line ValueError. The figures saved with it
+        come back as computed (``chain.saved_about`` holds its saved description)."""
+        from mlmix.theory.chain.results import loads_results
+
+        chain = cls(load_matrix(path), name=str(Path(path).name))
+        if Path(path).suffix.lower() != ".npz":
+            return chain
+        with np.load(path, allow_pickle=False) as z:
+            if "about" not in z.files:
+                return chain
+            try:
+                chain.saved_about = loads_results(str(z["about"]))
+                figures = loads_results(str(z["figures"]))
+            except (KeyError, ValueError, TypeError) as err:
+                raise ValueError(f"{path}: the saved description or figures are unreadable: {err}") from None
+            chain.name = str(z["name"])
+        chain.__dict__.update({k: v for k, v in figures.items() if k in _SAVED_FIGURES})
+        return chain
 
     # ------------------------------------------------------------------ report
     def summary(self, eps: float = 0.25, include_stationary: bool = False,
-                mixing_limit: int = MIXING_LIMIT) -> dict:
+                mixing_limit: int = REPORT_MIXING_LIMIT, progress: bool = True) -> dict:
         """Every figure `mlmix exact` prints, as a JSON-ready dict of results (each with value, lower,
-        upper, rel_error, method, reason); t_mix exact by dense squaring up to ``mixing_limit`` states."""
+        upper, rel_error, method, reason); t_mix exact by dense squaring up to ``mixing_limit`` states
+        (default that of `mlmix exact`). ``progress``: the cost estimate and a bar per phase for a long
+        analysis (:mod:`mlmix.progress`)."""
+        from mlmix.progress import Progress
+
         eps = check_eps(eps)
         out: dict[str, Any] = {"n_states": self.n_states,
                                "representation": f"{self.representation} ({self.representation_reason})",
                                "irreducible": self.is_irreducible}
-        try:
-            out["closed_classes"] = len(self.closed_classes)
-            out["period"] = self.period if len(self.closed_classes) == 1 else None
-            out["reversible"] = self.is_reversible
-            out["stationary"] = self.stationary.as_dict(values=include_stationary)
-            for key in ("spectral_gap", "absolute_spectral_gap", "relaxation_time", "additive_gap",
-                        "poincare_constant", "conductance", "kemeny_constant"):
-                out[key] = _guard(lambda: getattr(self, key), key)
-            out["eps"] = eps
-            out["t_mix"] = _guard(lambda: self.mixing_time(eps, mixing_limit), "t_mix")
-        except ReducibleChainError as err:
-            out["reason"] = str(err)
+        phases, cost = self._summary_cost(mixing_limit)
+        with Progress(f"analysis of {self.name}", phases, cost=cost, enabled=progress) as bar:
+            try:
+                out["closed_classes"] = len(self.closed_classes)
+                out["period"] = self.period if len(self.closed_classes) == 1 else None
+                with bar.phase("stationary law"):
+                    out["reversible"] = self.is_reversible
+                    out["stationary"] = self.stationary.as_dict(values=include_stationary)
+                with bar.phase("gaps"):
+                    for key in ("spectral_gap", "absolute_spectral_gap", "relaxation_time", "additive_gap",
+                                "poincare_constant"):
+                        out[key] = _guard(lambda: getattr(self, key), key)
+                with bar.phase("conductance"):
+                    out["conductance"] = _guard(lambda: self.conductance, "conductance")
+                with bar.phase("Kemeny constant"):
+                    out["kemeny_constant"] = _guard(lambda: self.kemeny_constant, "kemeny_constant")
+                out["eps"] = eps
+                with bar.phase("t_mix"):
+                    out["t_mix"] = _guard(lambda: self.mixing_time(eps, mixing_limit), "t_mix")
+            except ReducibleChainError as err:
+                out["reason"] = str(err)
+        return out
+
+    def _summary_cost(self, mixing_limit: int) -> tuple[list[tuple[str, float]], str]:
+        """Expected seconds of each phase of :meth:`summary` (from the dense-product speed measured
+        here, with constants fitted on Ising chains of 512 to 2048 states: the gaps about 18 N^3
+        operations, t_mix 12 N^3, the Kemeny constant 2 N^3; a sparse chain about 2,000 products with
+        P) and the cost line: states, non-zeros, memory."""
+        from mlmix.progress import dense_seconds, seconds_for
+        from mlmix.validation import format_bytes
+
+        N = self.n_states
+        nnz = int(self.P.nnz) if sp.issparse(self.P) else N * N
+        if self.is_dense:
+            cubes = {"stationary law": 0.5, "gaps": 18.0, "conductance": 1.0, "Kemeny constant": 2.0,
+                     "t_mix": 12.0 if N <= mixing_limit else 0.0}
+            phases = [(name, dense_seconds(N, c)) for name, c in cubes.items()]
+            memory = 8.0 * N * N * (6 + (mixing.MAX_DOUBLINGS // 4 + 3 if N <= mixing_limit else 0))
+        else:
+            sweep = seconds_for(2000 * 2.0 * nnz)
+            phases = [("stationary law", sweep), ("gaps", 2 * sweep), ("conductance", sweep), ("Kemeny constant", 0.0),
+                      ("t_mix", 0.0)]
+            memory = 12.0 * nnz * 4
+        return phases, f"{N:,} states, {nnz:,} non-zeros, {self.representation} algorithms, about " \
+                       f"{format_bytes(memory)}"
+
+    # ------------------------------------------------------------------ one-liners
+    @classmethod
+    def from_mlm(cls, model: Any, *, frame: str | None = None, candidates: Any = None, temperature: float = 1.0,
+                 length: int | None = None, prefix: Any = None, suffix: Any = None, kernel: str = "glauber",
+                 device: Any = None, dtype: Any = None, progress: bool = True, **options: Any) -> "Chain":
+        """The exact chain of a masked LM over a frame in one call (paper G section 3.1): load ``model``
+        (a hub id, a folder, or a loaded :class:`~mlmix.empirical.mlm.MaskedLMConditionals`, whose
+        frame is then kept), tabulate its conditionals over the frame (n |V|^(n-1) masked passes,
+        cached; :func:`~mlmix.empirical.tabulate.tabulate`) at ``temperature``, and build the chain of
+        ``kernel`` (:meth:`from_source`). ``frame``: e.g. "E V Q _ _ S" (blanks are the free
+        positions); ``candidates``: the alphabet (tokens, default the whole vocabulary); ``options``:
+        of :meth:`from_source` (``k``, ``representation``, ...) and of loading (``allow_pickle``,
+        ``trust_remote_code``)."""
+        from mlmix.empirical.mlm import MaskedLMConditionals
+        from mlmix.empirical.tabulate import tabulate
+        from mlmix.validation import check_temperature
+
+        temperature = check_temperature(temperature)
+        loading = {key: options.pop(key) for key in ("allow_pickle", "trust_remote_code", "local_files_only",
+                                                      "revision", "batch_size") if key in options}
+        if isinstance(model, MaskedLMConditionals):
+            mlm = model.at_temperature(temperature) if model.temperature != temperature else model
+        else:
+            mlm = MaskedLMConditionals.from_pretrained(model, length, frame=frame, candidates=candidates,
+                                                       prefix=prefix, suffix=suffix, temperature=temperature,
+                                                       device=device, dtype=dtype, **loading)
+        table = tabulate(mlm, progress=progress)
+        d = table.describe()
+        name = options.pop("name", None) or f"{Path(str(d['model'])).name or d['model']} on '{d['frame']}', T={temperature:g}"
+        return cls.from_source(table, kernel, name=name, **options)
+
+    def simulate(self, steps: int, start: int | np.ndarray | None = None, *, chains: int = 1,
+                 seed: int | None = 0) -> np.ndarray:
+        """``chains`` independent trajectories X_0..X_steps of the chain (state indices, shape
+        (chains, steps + 1)): X_0 = ``start`` (a state index, one per chain, or None: drawn from the
+        stationary law), then X_{t+1} ~ P(X_t, .) by the chain's convention: the off-diagonal
+        entries are the moves, 1 - their row sum the holding probability (one uniform per step and
+        chain, inverse CDF over the row). ``chain.source.space.decode(x)`` gives the sequences of a
+        chain built from a source."""
+        steps = check_int(steps, "steps", minimum=0)
+        chains = check_int(chains, "chains", minimum=1)
+        rng = np.random.default_rng(seed)
+        N = self.n_states
+        if start is None:
+            pi = np.asarray(self.stationary, dtype=np.float64)
+            x = np.minimum(np.searchsorted(np.cumsum(pi), rng.random(chains) * pi.sum(), side="right"), N - 1)
+        else:
+            idx = np.broadcast_to(np.asarray(start), (chains,))
+            if not np.issubdtype(idx.dtype, np.integer) or idx.min() < 0 or idx.max() >= N:
+                raise ValueError(f"start must be state indices in [0, {N}), one or one per chain")
+            x = idx.astype(np.int64)
+        Q = sp.csr_array(self.P, dtype=np.float64, copy=True)
+        Q.setdiag(0.0)
+        Q.eliminate_zeros()
+        cum = np.cumsum(Q.data)  # running total over all rows; row r's moves are cum[indptr[r]:indptr[r+1]]
+        before = np.concatenate(([0.0], cum))[Q.indptr[:-1]]
+        mass = np.concatenate(([0.0], cum))[Q.indptr[1:]] - before
+        out = np.empty((chains, steps + 1), dtype=np.int64)
+        out[:, 0] = x
+        if Q.nnz == 0:  # no moves: every state holds
+            out[:, 1:] = x[:, None]
+            return out
+        for t in range(steps):
+            u = rng.random(chains)
+            move = u < mass[x]
+            k = np.searchsorted(cum, before[x] + u, side="right")
+            k = np.minimum(k, Q.indptr[x + 1] - 1)  # rounding at a row's end stays in the row
+            x = np.where(move, Q.indices[np.maximum(k, 0)], x)
+            out[:, t + 1] = x
         return out
 
 

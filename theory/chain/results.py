@@ -11,7 +11,16 @@ Every quantity mlmix computes comes back as a :class:`Result` (a number) or a
   whatever enclosure is known (None for an unknown side).
 
 ``float(result)`` returns the value or raises :class:`~mlmix.errors.UnresolvedError` with the
-reason; ``numpy.asarray(vector_result)`` gives the vector. ``as_dict()`` is the JSON form used by
+reason; ``numpy.asarray(vector_result)`` gives the vector.
+
+Results behave like numbers where their enclosure decides (:class:`Result`): a comparison
+``r < x`` (x a number or a result) is True when ``upper < x.lower``, False when ``lower >= x.upper``
+and raises :class:`~mlmix.errors.UnresolvedError` when the intervals overlap - an undecided
+comparison is never hidden; ``+ - * /`` propagate the enclosures by interval arithmetic, every end
+rounded outward by one ulp (``math.nextafter``), so the true value of the combination lies in the
+result's ``[lower, upper]``; ``round(r, k)`` is the rounding both ends agree on. ``to_json`` /
+``from_json`` (and :func:`dumps_results` / :func:`loads_results` for nested reports such as
+``Chain.summary()``) round-trip results exactly, infinities included. ``as_dict()`` is the JSON form used by
 the CLI: ``{"value", "lower", "upper", "rel_error", "method", "reason", ...details}``.
 
 The default accuracy target is :data:`DEFAULT_RTOL` (relative): an algorithm whose error bound
@@ -20,6 +29,7 @@ exceeds it reports an interval instead of a number - roundoff is never a result.
 
 from __future__ import annotations
 
+import json
 import math
 from dataclasses import dataclass, field
 from typing import Any, Mapping
@@ -141,6 +151,150 @@ class Result:
             raise TypeError(f"{self.name} = {value!r} is not an integer")
         return int(value)
 
+    def __round__(self, ndigits: int | None = None) -> float | int:
+        """The rounding of the true value, when both ends of the enclosure round alike (else
+        UnresolvedError): ``round(gap, 3)`` never reports a digit the interval does not decide."""
+        lo, hi = self._ends()
+        if math.isfinite(lo) and math.isfinite(hi):
+            a, b = round(lo, ndigits), round(hi, ndigits)
+            if a == b:
+                return a
+        raise UnresolvedError(f"round({self.name}, {ndigits}) is not decided: the enclosure {self._enclosure()} "
+                              "straddles a rounding boundary")
+
+    def __array__(self, dtype: Any = None, copy: bool | None = None) -> np.ndarray:
+        """A 0-d array of the value (UnresolvedError when not resolved): ``np.isclose(r, x)`` works."""
+        return np.array(float(self), dtype=dtype)
+
+    # numpy defers binary operators to the methods below (np.float64(2) * r -> r.__rmul__)
+    __array_ufunc__ = None
+
+    # ---------------------------------------------------------------- interval semantics
+    def _ends(self) -> tuple[float, float]:
+        """The enclosure with unknown sides as -inf / +inf."""
+        return (-math.inf if self.lower is None else float(self.lower),
+                math.inf if self.upper is None else float(self.upper))
+
+    @staticmethod
+    def _operand(other: Any) -> "Result | None":
+        if isinstance(other, Result):
+            return other
+        if isinstance(other, (bool, np.bool_)) or not isinstance(other, (int, float, np.integer, np.floating)):
+            return None
+        x = float(other)
+        return Result.exact(repr(x) if not x.is_integer() else str(int(x)) if abs(x) < 1e15 else repr(x), x,
+                            "a given number")
+
+    def _compare(self, other: Any, op: str) -> bool:
+        o = Result._operand(other)
+        if o is None:
+            return NotImplemented
+        a_lo, a_hi = self._ends()
+        b_lo, b_hi = o._ends()
+        if math.isnan(a_lo) or math.isnan(a_hi) or math.isnan(b_lo) or math.isnan(b_hi):
+            raise UnresolvedError(f"{self.name} {op} {o.name}: NaN in an enclosure")
+        decided = {  # (certainly true, certainly false) for true values a in [a_lo, a_hi], b in [b_lo, b_hi]
+            "<": (a_hi < b_lo, a_lo >= b_hi),
+            "<=": (a_hi <= b_lo, a_lo > b_hi),
+            ">": (a_lo > b_hi, a_hi <= b_lo),
+            ">=": (a_lo >= b_hi, a_hi < b_lo),
+            "==": (a_lo == a_hi == b_lo == b_hi, a_hi < b_lo or b_hi < a_lo),
+        }[op]
+        if decided[0]:
+            return True
+        if decided[1]:
+            return False
+        raise UnresolvedError(f"{self.name} {op} {o.name} is not decided: {self._enclosure()} and {o._enclosure()} "
+                              "overlap"
+                              + (f" ({self.reason})" if self.reason else ""))
+
+    def __lt__(self, other: Any) -> bool:
+        return self._compare(other, "<")
+
+    def __le__(self, other: Any) -> bool:
+        return self._compare(other, "<=")
+
+    def __gt__(self, other: Any) -> bool:
+        return self._compare(other, ">")
+
+    def __ge__(self, other: Any) -> bool:
+        return self._compare(other, ">=")
+
+    def __eq__(self, other: Any) -> bool:
+        """True only when both are the same exact point; False when the enclosures are disjoint."""
+        if other is self:
+            return True
+        return self._compare(other, "==")
+
+    def __ne__(self, other: Any) -> bool:
+        equal = self.__eq__(other)
+        return equal if equal is NotImplemented else not equal
+
+    __hash__ = object.__hash__
+
+    def _combine(self, other: Any, op: str, reflected: bool = False) -> "Result":
+        o = Result._operand(other)
+        if o is None:
+            return NotImplemented
+        a, b = (o, self) if reflected else (self, o)
+        (a_lo, a_hi), (b_lo, b_hi) = a._ends(), b._ends()
+        name = f"({a.name} {op} {b.name})"
+        method = f"interval arithmetic, outward rounded: ({a.method}) {op} ({b.method})"
+        if op == "/" and b_lo <= 0 <= b_hi:
+            return Result.interval(name, None, None, method, f"{b.name} may be 0 (its enclosure "
+                                   f"[{_fmt(b.lower)}, {_fmt(b.upper)}] contains 0): the quotient is not bounded")
+        if op == "+":
+            lo, hi = a_lo + b_lo, a_hi + b_hi
+        elif op == "-":
+            lo, hi = a_lo - b_hi, a_hi - b_lo
+        else:  # the extremes of x * y and x / y lie at the ends (0 is outside [b_lo, b_hi] for /)
+            ends = [_times(x, y) if op == "*" else _quotient(x, y) for x in (a_lo, a_hi) for y in (b_lo, b_hi)]
+            lo, hi = min(ends), max(ends)
+        lo, hi = _down(lo), _up(hi)
+        lower = None if lo == -math.inf else lo
+        upper = None if hi == math.inf else hi
+        if a.value is None or b.value is None:
+            reasons = "; ".join(f"{r.name}: {r.reason}" for r in (a, b) if r.value is None)
+            return Result(name, None, method, None, lower, upper, f"an operand is not resolved ({reasons})")
+        v = {"+": lambda: a.value + b.value, "-": lambda: a.value - b.value, "*": lambda: a.value * b.value,
+             "/": lambda: a.value / b.value}[op]()
+        if lower is None or upper is None or (v == 0 and lo != hi):
+            return Result(name, None, method, None, lower, upper,
+                          "the enclosure is not bounded relative to the value")
+        if lo == hi == v:
+            return Result(name, v, method, 0.0, lo, hi)
+        rel = _up(max(v - lo, hi - v) / abs(v)) if v else 0.0
+        return Result(name, v, method, _up(rel), lo, hi)
+
+    def __add__(self, other: Any) -> "Result":
+        return self._combine(other, "+")
+
+    def __radd__(self, other: Any) -> "Result":
+        return self._combine(other, "+", reflected=True)
+
+    def __sub__(self, other: Any) -> "Result":
+        return self._combine(other, "-")
+
+    def __rsub__(self, other: Any) -> "Result":
+        return self._combine(other, "-", reflected=True)
+
+    def __mul__(self, other: Any) -> "Result":
+        return self._combine(other, "*")
+
+    def __rmul__(self, other: Any) -> "Result":
+        return self._combine(other, "*", reflected=True)
+
+    def __truediv__(self, other: Any) -> "Result":
+        return self._combine(other, "/")
+
+    def __rtruediv__(self, other: Any) -> "Result":
+        return self._combine(other, "/", reflected=True)
+
+    def __neg__(self) -> "Result":
+        return Result(f"-{self.name}", None if self.value is None else -self.value, self.method, self.rel_error,
+                      None if self.upper is None else -self.upper, None if self.lower is None else -self.lower,
+                      self.reason, dict(self.details))
+
     def __format__(self, spec: str) -> str:
         if not spec:
             return str(self)
@@ -157,7 +311,35 @@ class Result:
         return f"{self.name} = {_fmt(self.value)} ({acc}; {self.method})"
 
     def __repr__(self) -> str:
-        return f"<Result {self}>"
+        return f"<Result {self}; enclosure {self._enclosure()}>"
+
+    def _enclosure(self) -> str:
+        end = lambda x: "?" if x is None else f"{x:.15g}"
+        return f"[{end(self.lower)}, {end(self.upper)}]"
+
+    def _repr_html_(self) -> str:
+        return _html_table(self.name, [("value", _fmt(self.value) if self.value is not None else "not resolved"),
+                                       ("enclosure", self._enclosure()),
+                                       ("relative error", "-" if self.rel_error is None else f"{self.rel_error:.1e}"),
+                                       ("method", self.method), ("reason", self.reason or "-")])
+
+    def to_json(self) -> str:
+        """Strict JSON text that :meth:`from_json` reads back to an equal result (infinities kept)."""
+        return json.dumps(_encode(self), allow_nan=False)
+
+    @classmethod
+    def from_json(cls, text: str | Mapping[str, Any], name: str | None = None) -> "Result":
+        """A result from :meth:`to_json` text, or from the flat :meth:`as_dict` form of a CLI ``--json``
+        output (``name`` then names it; keys other than the fields become details)."""
+        d = json.loads(text) if isinstance(text, str) else dict(text)
+        if d.get("type") == "Result":
+            return _decode(d)
+        fields = ("value", "lower", "upper", "rel_error", "method", "reason")
+        if "method" not in d:
+            raise ValueError("not a result: no 'method' key")
+        v = {k: _number(d.get(k)) if k not in ("method", "reason") else d.get(k) for k in fields}
+        return cls(name or str(d.get("name", "result")), v["value"], v["method"], v["rel_error"], v["lower"],
+                   v["upper"], v["reason"], {k: x for k, x in d.items() if k not in fields and k != "name"})
 
     def as_dict(self) -> dict[str, Any]:
         """JSON-ready form (non-finite numbers are written as null by :func:`mlmix.files.dumps_json`)."""
@@ -259,6 +441,24 @@ class VectorResult(NDArrayOperatorsMixin):
         values = np.array2string(self.value, precision=6, threshold=8, edgeitems=3)
         return f"{self.name} = {values} ({acc}; {self.method})"
 
+    def _repr_html_(self) -> str:
+        values = np.array2string(self.value, precision=6, threshold=8, edgeitems=3)
+        return _html_table(self.name, [("value", values), ("shape", str(self.value.shape)),
+                                       ("entrywise relative error", _fmt(self.rel_error)),
+                                       ("||error||_1", _fmt(self.abs_error)), ("residual", _fmt(self.residual)),
+                                       ("method", self.method)])
+
+    def to_json(self) -> str:
+        """Strict JSON text that :meth:`from_json` reads back (values, log values and accuracy)."""
+        return json.dumps(_encode(self), allow_nan=False)
+
+    @classmethod
+    def from_json(cls, text: str | Mapping[str, Any]) -> "VectorResult":
+        d = json.loads(text) if isinstance(text, str) else dict(text)
+        if d.get("type") != "VectorResult":
+            raise ValueError("not a VectorResult written by to_json")
+        return _decode(d)
+
     def as_dict(self, values: bool = True) -> dict[str, Any]:
         out = {"method": self.method, "rel_error": self.rel_error, "abs_error": self.abs_error,
                "residual": self.residual, **self.details}
@@ -267,3 +467,102 @@ class VectorResult(NDArrayOperatorsMixin):
             if self.log_value is not None:
                 out["log_value"] = self.log_value
         return out
+
+
+# ---------------------------------------------------------------------------------------- helpers
+
+
+def _up(x: float) -> float:
+    """The next float above x (outward rounding of an upper end)."""
+    return math.nextafter(x, math.inf) if math.isfinite(x) else x
+
+
+def _down(x: float) -> float:
+    return math.nextafter(x, -math.inf) if math.isfinite(x) else x
+
+
+def _times(x: float, y: float) -> float:
+    """x * y for interval ends, with 0 * inf = 0 (an unbounded side times an exact zero)."""
+    return 0.0 if x == 0 or y == 0 else x * y
+
+
+def _quotient(x: float, y: float) -> float:
+    """x / y for interval ends, y != 0, with x / inf = 0 (also for infinite x: the limit from the
+    finite side, which the other ends bound)."""
+    return 0.0 if math.isinf(y) else x / y
+
+
+def _html_table(title: str, rows: list[tuple[str, str]]) -> str:
+    from html import escape
+
+    body = "".join(f"<tr><th style='text-align:left'>{escape(k)}</th><td style='text-align:left'>{escape(v)}</td>"
+                   "</tr>" for k, v in rows)
+    return f"<table><caption style='text-align:left'><b>{escape(title)}</b></caption>{body}</table>"
+
+
+_NONFINITE = {"inf": math.inf, "-inf": -math.inf, "nan": math.nan}
+
+
+def _number(x: Any) -> Any:
+    """A JSON number back from :func:`_encode` (the strings 'inf', '-inf', 'nan')."""
+    return _NONFINITE[x] if isinstance(x, str) and x in _NONFINITE else x
+
+
+def _encode(obj: Any) -> Any:
+    """Plain JSON values of a result, report or array, non-finite floats as the strings 'inf', '-inf',
+    'nan' and results tagged with their type, so that :func:`_decode` rebuilds them exactly."""
+    if isinstance(obj, Result):
+        return {"type": "Result", "name": obj.name, "value": _encode(obj.value), "lower": _encode(obj.lower),
+                "upper": _encode(obj.upper), "rel_error": _encode(obj.rel_error), "method": obj.method,
+                "reason": obj.reason, "details": _encode(dict(obj.details))}
+    if isinstance(obj, VectorResult):
+        return {"type": "VectorResult", "name": obj.name, "value": _encode(obj.value), "method": obj.method,
+                "rel_error": _encode(obj.rel_error), "abs_error": _encode(obj.abs_error),
+                "residual": _encode(obj.residual), "log_value": _encode(obj.log_value),
+                "details": _encode(dict(obj.details))}
+    if isinstance(obj, np.ndarray):
+        return {"type": "ndarray", "dtype": str(obj.dtype), "shape": list(obj.shape),
+                "data": [_encode(x) for x in obj.ravel().tolist()]}
+    if isinstance(obj, Mapping):
+        return {str(k): _encode(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_encode(v) for v in obj]
+    if isinstance(obj, (bool, np.bool_)):
+        return bool(obj)
+    if isinstance(obj, (int, np.integer)):
+        return int(obj)
+    if isinstance(obj, (float, np.floating)):
+        x = float(obj)
+        return x if math.isfinite(x) else ("nan" if math.isnan(x) else "inf" if x > 0 else "-inf")
+    if obj is None or isinstance(obj, str):
+        return obj
+    raise TypeError(f"cannot write {type(obj).__name__} as JSON")
+
+
+def _decode(obj: Any) -> Any:
+    if isinstance(obj, list):
+        return [_decode(v) for v in obj]
+    if not isinstance(obj, dict):
+        return _number(obj)
+    kind = obj.get("type")
+    if kind == "ndarray":
+        return np.array([_number(x) for x in obj["data"]], dtype=obj["dtype"]).reshape(obj["shape"])
+    if kind == "Result":
+        return Result(obj["name"], _decode(obj["value"]), obj["method"], _decode(obj["rel_error"]),
+                      _decode(obj["lower"]), _decode(obj["upper"]), obj["reason"], _decode(obj["details"]))
+    if kind == "VectorResult":
+        return VectorResult(obj["name"], _decode(obj["value"]), obj["method"], _decode(obj["rel_error"]),
+                            _decode(obj["abs_error"]), _decode(obj["residual"]), _decode(obj["log_value"]),
+                            _decode(obj["details"]))
+    return {k: _decode(v) for k, v in obj.items()}
+
+
+def dumps_results(obj: Any) -> str:
+    """Strict JSON of a report holding results (``Chain.summary()``, dicts and lists of results) that
+    :func:`loads_results` reads back with every result, array and infinity restored."""
+    return json.dumps(_encode(obj), allow_nan=False, indent=1)
+
+
+def loads_results(text: str) -> Any:
+    """The report written by :func:`dumps_results` (or ``Result.to_json``), results rebuilt."""
+    return _decode(json.loads(text))

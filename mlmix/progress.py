@@ -1,0 +1,156 @@
+"""Progress of long computations: what is being done, what it will cost, and how far it is.
+
+One helper for every long step of mlmix (analysis phases of ``Chain.summary``, distance curves,
+mean first passage times, ``mlmix verify``; tabulation keeps its own measured-rate bar):
+
+* before the work, one line with the cost estimate: states, memory, and the expected time from
+  the measured speed of this machine (:func:`flop_rate`, a timed dense product);
+* then, on a terminal or in a notebook, a ``tqdm.auto`` bar with ETA; elsewhere (a pipe, a log
+  file) no bar but exactly one line per phase, when it starts, so that a log says what is running.
+
+Steps expected to take less than :func:`threshold` seconds (default 2; environment variable
+``MLMIX_PROGRESS_THRESHOLD``) show nothing, so small problems stay quiet; ``progress=False`` in
+Python and ``--no-progress`` on the command line turn everything off.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import os
+import sys
+import time
+from typing import Any, Iterable, Iterator, Sequence
+
+#: Seconds below which a step is not announced (override: MLMIX_PROGRESS_THRESHOLD).
+DEFAULT_THRESHOLD = 2.0
+THRESHOLD_ENV = "MLMIX_PROGRESS_THRESHOLD"
+
+
+def threshold() -> float:
+    """Expected seconds from which a step is announced."""
+    try:
+        return float(os.environ.get(THRESHOLD_ENV, DEFAULT_THRESHOLD))
+    except ValueError:
+        return DEFAULT_THRESHOLD
+
+
+#: Operations below which no measurement is made: any machine does them in well under a second.
+_SMALL = 1e8
+
+
+@functools.lru_cache(maxsize=1)
+def flop_rate() -> float:
+    """Floating-point operations per second of a dense float64 product on this machine, measured once
+    per process (a 512 x 512 product, best of two: a few hundredths of a second)."""
+    import numpy as np
+
+    A = np.random.default_rng(0).random((512, 512))
+    best = float("inf")
+    for _ in range(2):
+        start = time.perf_counter()
+        A @ A
+        best = min(best, time.perf_counter() - start)
+    return 2 * 512**3 / max(best, 1e-9)
+
+
+def seconds_for(operations: float) -> float:
+    """Expected seconds of ``operations`` floating-point operations at :func:`flop_rate` (small
+    counts are not measured: they are announced by nobody)."""
+    return operations / (1e9 if operations < _SMALL else flop_rate())
+
+
+def dense_seconds(n_states: int, cubes: float) -> float:
+    """Expected seconds of a dense step costing ``cubes`` x N^3 floating-point operations."""
+    return seconds_for(cubes * float(n_states) ** 3)
+
+
+def format_seconds(seconds: float) -> str:
+    if seconds < 90:
+        return f"{seconds:.0f} s" if seconds >= 1 else "< 1 s"
+    if seconds < 5400:
+        return f"{seconds / 60:.0f} min"
+    return f"{seconds / 3600:.1f} h"
+
+
+def _interactive(stream: Any) -> bool:
+    """A terminal, or a notebook (tqdm.auto draws a widget there)."""
+    return bool(getattr(stream, "isatty", lambda: False)()) or "ipykernel" in sys.modules
+
+
+def _say(text: str) -> None:
+    print(f"mlmix: {text}", file=sys.stderr, flush=True)
+
+
+class Progress:
+    """The phases of one computation, announced and tracked (module docstring).
+
+    ``phases``: (name, expected seconds) in the order they run; ``cost``: the estimate printed first
+    (e.g. "4,096 states, 384 MiB"). Use ``with progress.phase(name): ...`` around each phase and
+    :meth:`close` (or the object as a context manager) at the end. The bar's unit is an expected
+    second, so its ETA is the remaining estimate scaled by the speed observed so far.
+    """
+
+    def __init__(self, title: str, phases: Sequence[tuple[str, float]], *, cost: str = "",
+                 enabled: bool = True) -> None:
+        self.title, self.expected = title, dict(phases)
+        total = sum(self.expected.values())
+        self.shown = bool(enabled) and total >= threshold()
+        self.bar = None
+        if not self.shown:
+            return
+        _say(f"{title}: {cost + ', ' if cost else ''}about {format_seconds(total)} expected "
+             f"({', '.join(f'{n} {format_seconds(s)}' for n, s in phases)}; at {flop_rate() / 1e9:.1f} GFLOP/s "
+             "measured here)")
+        if _interactive(sys.stderr):
+            from tqdm.auto import tqdm
+
+            self.bar = tqdm(total=total, desc=title, file=sys.stderr, leave=False,
+                            bar_format="{l_bar}{bar}| [{elapsed}<{remaining}]")
+
+    @contextlib.contextmanager
+    def phase(self, name: str) -> Iterator[None]:
+        if self.shown and self.bar is None:
+            _say(f"{self.title}: {name} (expected {format_seconds(self.expected.get(name, 0.0))})")
+        if self.bar is not None:
+            self.bar.set_description_str(f"{self.title}: {name}")
+        try:
+            yield
+        finally:
+            if self.bar is not None:
+                self.bar.update(self.expected.get(name, 0.0))
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.close()
+            self.bar = None
+
+    def __enter__(self) -> "Progress":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def steps(items: Iterable[Any], title: str, *, total: int, expected: float, cost: str = "", enabled: bool = True,
+          name: Any = None) -> Iterator[Any]:
+    """Iterate over ``items`` (``total`` of them, ``expected`` seconds in all) with the cost line and a
+    bar with ETA on a terminal; elsewhere one line per item when ``name`` (item -> its label) is
+    given, else the cost line only."""
+    if not enabled or expected < threshold():
+        yield from items
+        return
+    _say(f"{title}: {cost + ', ' if cost else ''}{total:,} steps, about {format_seconds(expected)} expected")
+    if _interactive(sys.stderr):
+        from tqdm.auto import tqdm
+
+        with tqdm(items, total=total, desc=title, file=sys.stderr, leave=False) as bar:
+            for item in bar:
+                if name is not None:
+                    bar.set_postfix_str(str(name(item)))
+                yield item
+        return
+    for i, item in enumerate(items):
+        if name is not None:
+            _say(f"{title} [{i + 1}/{total}]: {name(item)}")
+        yield item

@@ -1,0 +1,97 @@
+"""Progress and cost (mlmix/progress.py): a cost line before a long step, one line per phase when
+stderr is not a terminal (checked in captured subprocesses), a bar on a terminal, nothing with
+progress=False / --no-progress; the sparse distance curve; the report's t_mix limit."""
+
+import inspect
+import os
+import subprocess
+import sys
+
+import networkx as nx
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+from mlmix import Chain
+from mlmix.progress import Progress
+from mlmix.theory.chain.mixing import REPORT_MIXING_LIMIT
+from mlmix.theory.sources.conditionals import IsingModel
+
+SCRIPT = """
+import sys, networkx as nx
+from mlmix import Chain
+from mlmix.theory.sources.conditionals import IsingModel
+chain = Chain.from_source(IsingModel(nx.cycle_graph(4), beta=0.5))
+chain.summary(progress=sys.argv[1] == "on")
+chain.distance_curve(5, progress=sys.argv[1] == "on")
+"""
+PHASES = ("stationary law", "gaps", "conductance", "Kemeny constant", "t_mix")
+
+
+def _run(argv, threshold="0"):
+    env = dict(os.environ, MLMIX_PROGRESS_THRESHOLD=threshold)
+    return subprocess.run([sys.executable, *argv], capture_output=True, text=True, timeout=300, env=env)
+
+
+def test_one_line_per_phase_when_stderr_is_not_a_terminal():
+    done = _run(["-c", SCRIPT, "on"])
+    assert done.returncode == 0, done.stderr
+    lines = done.stderr.splitlines()
+    assert "\r" not in done.stderr  # no bar in a log
+    cost, *phases, curve = lines
+    assert "16 states" in cost and "expected" in cost and "GFLOP/s measured" in cost
+    assert len(phases) == len(PHASES) and all(f": {name} (expected" in line for name, line in zip(PHASES, phases))
+    assert "distance curve d(t)" in curve and "6 steps" in curve
+    assert _run(["-c", SCRIPT, "off"]).stderr == ""
+    assert _run(["-c", SCRIPT, "on"], threshold="1e9").stderr == ""  # short steps stay quiet
+
+
+def test_cli_exact_and_verify_in_a_log():
+    exact = _run(["-m", "mlmix", "exact", "--graph", "cycle:4"])
+    assert exact.returncode == 0 and len(exact.stderr.splitlines()) == 1 + len(PHASES)
+    assert _run(["-m", "mlmix", "exact", "--graph", "cycle:4", "--no-progress"]).stderr == ""
+    verify = _run(["-m", "mlmix", "verify", "--theorem", "glauber.prop1", "--theorem", "glauber.thm8",
+                   "--examples", "2"])
+    assert verify.returncode == 0, verify.stderr
+    cost, *lines = verify.stderr.splitlines()
+    total = len(lines)  # id prefixes bring their families (glauber.thm8.*)
+    assert f"{total} results, 2 instances each" in cost and total >= 2
+    assert [line.split("]: ")[0] for line in lines] == [f"mlmix: verify [{i}/{total}" for i in range(1, total + 1)]
+    ids = [line.split("]: ")[1] for line in lines]
+    assert ids[0] == "glauber.prop1" and all(i.startswith("glauber.thm8") for i in ids[1:])
+
+
+def test_a_bar_on_a_terminal(monkeypatch, capsys):
+    monkeypatch.setenv("MLMIX_PROGRESS_THRESHOLD", "0")
+    monkeypatch.setattr("mlmix.progress._interactive", lambda stream: True)
+    with Progress("job", [("one", 1.0), ("two", 3.0)], cost="4 states") as bar:
+        with bar.phase("one"):
+            pass
+        with bar.phase("two"):
+            pass
+    err = capsys.readouterr().err
+    assert err.startswith("mlmix: job: 4 states, about 4 s expected (one 1 s, two 3 s;")
+    assert "job: two: " in err and "%|" in err and "\r" in err
+
+
+def test_sparse_distance_curve_agrees_with_dense_powers():
+    """Two algorithms: dense N x N powers times the sparse P, and times the dense P."""
+    chain = Chain.from_source(IsingModel(nx.cycle_graph(7), beta=0.6))
+    assert sp.issparse(chain.P)
+    sparse = chain.distance_curve(60, progress=False)
+    dense = Chain(chain.P.toarray()).distance_curve(60, progress=False)
+    assert "sparse P" in sparse.method and "dense P" in dense.method
+    assert np.abs(sparse.value - dense.value).max() <= sparse.abs_error + dense.abs_error
+    assert sparse.value[0] == pytest.approx(1 - np.exp(chain._logpi).min(), rel=1e-12)  # d(0) = 1 - pi_min
+    t_mix = int(chain.mixing_time(0.25))
+    assert sparse.value[t_mix] <= 0.25 < sparse.value[t_mix - 1]  # the curve crosses eps at t_mix
+
+
+def test_reports_stop_exact_t_mix_at_the_cli_limit():
+    from mlmix.commands.exact import CLI_MIXING_LIMIT
+
+    assert inspect.signature(Chain.summary).parameters["mixing_limit"].default == REPORT_MIXING_LIMIT
+    assert CLI_MIXING_LIMIT == REPORT_MIXING_LIMIT == 2048
+    big = Chain(sp.eye_array(4096, format="csr"), dense_limit=4096)
+    phases = dict(big._summary_cost(REPORT_MIXING_LIMIT)[0])
+    assert phases["t_mix"] == 0.0 and phases["gaps"] > 0
