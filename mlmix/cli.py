@@ -26,7 +26,7 @@ SUBCOMMANDS = {
     "exact": ("mlmix.commands.exact", "analyse a chain exactly: a toy model, an MLM frame, or a transition-matrix file"),
     "verify": ("mlmix.commands.verify", "check the papers' theorems with Hypothesis and print the table"),
     "estimate": ("mlmix.commands.estimate", "estimate bound constants of a masked language model"),
-    "convert": ("mlmix.empirical.convert", "write a safetensors copy of a masked-LM checkpoint with its tokenizer"),
+    "convert": ("mlmix.commands.convert", "write a safetensors copy of a masked-LM checkpoint with its tokenizer"),
     "run": ("mlmix.commands.run", "run a reproduction or experiment of the papers, writing data and a figure to --out"),
 }
 

@@ -9,7 +9,8 @@ import time
 
 import pytest
 
-from mlmix.cli import DEFAULT_THREADS, main, plain
+from mlmix.cli import main
+from mlmix.commands.options import DEFAULT_THREADS, plain
 from mlmix.errors import MemoryLimitError
 
 
@@ -69,13 +70,12 @@ def test_plain_help():
 
 
 def test_one_threads_default():
-    from mlmix.commands.exact import configure
-    from mlmix.empirical.experiments import add_common_arguments
-    from mlmix.empirical.frames import add_model_arguments
+    from mlmix.commands import estimate, exact
+    from mlmix.runs.common import add_common_arguments
 
     parsers = [argparse.ArgumentParser() for _ in range(3)]
-    configure(parsers[0])
-    add_model_arguments(parsers[1])
+    exact.configure(parsers[0])
+    estimate.configure(parsers[1])
     add_common_arguments(parsers[2])
     assert [p.get_default("threads") for p in parsers] == [DEFAULT_THREADS] * 3 == [1] * 3
 

@@ -13,8 +13,8 @@ import pytest
 import scipy.sparse as sp
 
 from mlmix import Chain
+from mlmix.limits import REPORT_MIXING_LIMIT
 from mlmix.progress import Progress
-from mlmix.theory.chain.mixing import REPORT_MIXING_LIMIT
 from mlmix.theory.sources.conditionals import IsingModel
 
 SCRIPT = """
@@ -88,10 +88,13 @@ def test_sparse_distance_curve_agrees_with_dense_powers():
 
 
 def test_reports_stop_exact_t_mix_at_the_cli_limit():
-    from mlmix.commands.exact import CLI_MIXING_LIMIT
+    from mlmix.cli import OneLineParser
+    from mlmix.commands import exact
 
+    parser = OneLineParser()
+    exact.configure(parser)
     assert inspect.signature(Chain.summary).parameters["mixing_limit"].default == REPORT_MIXING_LIMIT
-    assert CLI_MIXING_LIMIT == REPORT_MIXING_LIMIT == 2048
+    assert parser.get_default("mixing_limit") == REPORT_MIXING_LIMIT == 2048
     big = Chain(sp.eye_array(4096, format="csr"), dense_limit=4096)
     phases = dict(big._summary_cost(REPORT_MIXING_LIMIT)[0])
     assert phases["t_mix"] == 0.0 and phases["gaps"] > 0
