@@ -103,11 +103,13 @@ class Chain:
     # ------------------------------------------------------------------ construction
     @classmethod
     def from_source(cls, source: Any, kernel: str = "glauber", *, k: int | None = None,
-                    name: str | None = None, dense_limit: int | None = None, representation: str = "auto",
+                    order: Any = None, name: str | None = None, dense_limit: int | None = None, representation: str = "auto",
                     **operator_options: Any) -> "Chain":
         """The chain of a sampler on a source of conditionals (paper G section 3.2, paper P Defs 10-11):
         ``kernel`` is "glauber" (random-scan Glauber P_T), "k-gibbs" (block size ``k``, needs a
-        joint law) or "parallel" (independent parallel sampler, dense).
+        joint law), "parallel" (independent parallel sampler, dense), "systematic" (one sweep in
+        ``order``, dense) or "mh-logit" / "mh-pll" (Metropolis-Hastings targets,
+        :mod:`mlmix.theory.samplers`).
 
         ``representation``: "dense" or "sparse" build the matrix and use the dense or the sparse
         algorithms; "operator" returns the matrix-free
@@ -118,11 +120,15 @@ class Chain:
         The choice and its reason are in ``summary()["representation"]``."""
         from mlmix.theory.kernels import glauber_kernel, independent_parallel_kernel, k_gibbs_kernel
         from mlmix.theory.representation import choose_representation, has_joint_law
+        from mlmix.theory.samplers import mh_kernel, systematic_kernel
 
         builders: dict[str, Callable[[], Matrix]] = {
             "glauber": lambda: glauber_kernel(source),
             "k-gibbs": lambda: k_gibbs_kernel(source, 2 if k is None else k),
             "parallel": lambda: independent_parallel_kernel(source),
+            "systematic": lambda: systematic_kernel(source, order),
+            "mh-logit": lambda: mh_kernel(source, "logit"),
+            "mh-pll": lambda: mh_kernel(source, "pll"),
         }
         if kernel not in builders:
             raise ValueError(f"kernel must be one of {', '.join(builders)}, got {kernel!r}")

@@ -32,10 +32,11 @@ from mlmix.theory.conditionals import Conditionals, IsingModel, PottsModel, Scor
 from mlmix.theory.mixing import MIXING_LIMIT
 from mlmix.theory.representation import REPRESENTATIONS
 from mlmix.theory.results import Result
+from mlmix.theory.samplers import ENERGIES, Truncated, check_order, mh_acceptance
 from mlmix.validation import check_eps, check_int, check_memory, check_real, check_temperature
 
 MODELS = ("ising", "potts", "scores", "clique")
-KERNELS = ("glauber", "k-gibbs", "parallel")
+KERNELS = ("glauber", "k-gibbs", "parallel", "systematic", "mh")
 
 #: Default state limit of the exact t_mix in the CLI: a few seconds of dense products at 2048 states.
 CLI_MIXING_LIMIT = 2048
@@ -78,6 +79,12 @@ def configure(parser: argparse.ArgumentParser) -> None:
     src.add_argument("--model", choices=MODELS, default="ising", help="built-in source (default ising)")
     src.add_argument("--kernel", choices=KERNELS, default="glauber", help="sampler (default glauber)")
     src.add_argument("--k", type=int, default=2, help="block size of k-Gibbs (default 2)")
+    src.add_argument("--order", default=None, help='sweep order of --kernel systematic, e.g. "2 0 1" (default 0..n-1)')
+    src.add_argument("--energy", choices=ENERGIES, default="logit",
+                     help="target exp(-E)/Z of --kernel mh: logit (sum of raw scores) or pll (default logit)")
+    src.add_argument("--top-k", type=int, default=None, help="keep the k most probable symbols of every conditional")
+    src.add_argument("--top-p", type=float, default=None,
+                     help="keep the smallest most-probable set of mass >= p (after temperature and top-k)")
     src.add_argument("--representation", choices=REPRESENTATIONS, default="auto",
                      help="dense / sparse matrix or matrix-free operator (default auto: by size and memory)")
     src.add_argument("--threads", type=int, default=1,
@@ -129,6 +136,10 @@ def _validate(args: argparse.Namespace) -> None:
     check_int(args.vocab, "--vocab", minimum=2)
     check_int(args.length, "--length", minimum=1)
     check_int(args.clique_size, "--clique-size", minimum=2)
+    if args.top_k is not None:
+        check_int(args.top_k, "--top-k", minimum=1)
+    if args.top_p is not None:
+        check_real(args.top_p, "--top-p", minimum=0.0, maximum=1.0, open_min=True)
     if args.model in ("ising", "potts") and args.beta is not None and args.temperature is not None \
             and args.matrix is None:
         raise ValueError("give --beta or --temperature, not both: for ising/potts they combine as beta/T")
@@ -177,13 +188,20 @@ def build_chain(args: argparse.Namespace) -> tuple[Chain, str, Conditionals | No
     q, n = source.space.vocab_size, source.space.length
     if args.kernel == "k-gibbs" and not 1 <= args.k <= n:
         raise ValueError(f"--k must lie in 1..n = {n}, got {args.k}")
-    chain = Chain.from_source(source, args.kernel, k=args.k, representation=args.representation)  # memory checked
+    if args.top_k is not None or args.top_p is not None:
+        source = Truncated(source, args.top_k, args.top_p)
+        description += f"; truncated (top-k {args.top_k}, top-p {args.top_p}, after the temperature)"
+    kernel_name = f"mh-{args.energy}" if args.kernel == "mh" else args.kernel
+    chain = Chain.from_source(source, kernel_name, k=args.k, order=args.order,
+                              representation=args.representation)  # memory checked
     if chain.representation == "operator":
         import torch
 
         torch.set_num_threads(args.threads)
     kernel = {"glauber": "Glauber dynamics", "k-gibbs": f"{args.k}-Gibbs block dynamics",
-              "parallel": "independent parallel sampler"}[args.kernel]
+              "parallel": "independent parallel sampler",
+              "systematic": f"systematic scan, one sweep in order {check_order(source.space, args.order)}",
+              "mh": f"Metropolis-Hastings, target exp(-E_{args.energy})/Z, MLM proposal"}[args.kernel]
     return chain, f"{description}; {kernel}; |V|^n = {q}^{n} = {chain.n_states} states", source
 
 
@@ -203,8 +221,10 @@ def run(args: argparse.Namespace) -> int:
         basin = parse_basin(args.basin, source.space.vocab_size, source.space.length)
     report = {"chain": title, **chain.summary(args.eps, include_stationary=args.stationary,
                                               mixing_limit=args.mixing_limit)}
-    if source is not None and args.kernel == "glauber" and "reason" not in report:
+    if source is not None and args.kernel == "glauber" and "reason" not in report and not isinstance(source, Truncated):
         report["paper_g"] = paper_constants(source, chain, args.eps, basin)
+    if source is not None and args.kernel == "mh":
+        report.update(mh_acceptance(source, args.energy))
     if args.json:
         print(dumps_json(report))
     else:
@@ -239,6 +259,8 @@ def format_report(report: dict) -> str:
              ("Poincare constant", report["poincare_constant"]), ("conductance Phi*", report["conductance"]),
              ("Kemeny constant", report["kemeny_constant"]),
              (f"t_mix({report['eps']:g}), worst-start TV", report["t_mix"])]
+    rows += [(label, report[key]) for key, label in (("acceptance_rate", "MH acceptance at stationarity"),
+                                                     ("move_rate", "MH move rate at stationarity")) if key in report]
     g = report.get("paper_g") or {}
     if "rho" in g:
         rows += [("paper G: rho (Thm 5)", g["rho"]), ("  contraction", g["contraction"]),
