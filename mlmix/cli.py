@@ -21,6 +21,7 @@ from mlmix.validation import memory_limit, parse_size
 
 SUBCOMMANDS = {
     "exact": ("mlmix.theory.cli", "analyse a chain exactly: a toy model, an MLM frame, or a transition-matrix file"),
+    "decode": ("mlmix.theory.decode_cli", "the exact law of a masked-diffusion / parallel decoder and its distances"),
     "verify": ("mlmix.verify.cli", "check the papers' theorems with Hypothesis and print the table"),
     "estimate": ("mlmix.empirical.cli", "estimate bound constants of a masked language model"),
     "convert": ("mlmix.empirical.convert", "write a safetensors copy of a masked-LM checkpoint with its tokenizer"),

@@ -112,6 +112,10 @@ def configure(parser: argparse.ArgumentParser) -> None:
     out.add_argument("--mixing-limit", type=int, default=CLI_MIXING_LIMIT,
                      help=f"largest state count for the exact dense t_mix (default {CLI_MIXING_LIMIT}; "
                           f"at most {MIXING_LIMIT}); larger chains get certified bounds")
+    src.add_argument("--scores", type=Path, default=None, metavar="FILE",
+                     help="a score table file (.npz, docs/samplers.md; a partial one gives its full contexts)")
+    out.add_argument("--save-scores", type=Path, default=None, metavar="FILE",
+                     help="also write the full score table of the source (.npz, read back by --scores)")
     out.add_argument("--save-matrix", type=Path, default=None, metavar="FILE",
                      help="also write the analysed transition matrix (.npz, read back by --matrix)")
     from mlmix.empirical.frames import add_mlm_arguments  # no torch import until --mlm is used
@@ -147,6 +151,15 @@ def _validate(args: argparse.Namespace) -> None:
 
 def build_source(args: argparse.Namespace) -> tuple[Conditionals, str]:
     """The built-in source of conditionals the arguments describe, and a one-line description."""
+    if getattr(args, "scores", None) is not None:
+        from mlmix.theory.decoders import PartialScoreTable
+        from mlmix.theory.scorefile import load_scores
+
+        src = load_scores(args.scores, args.temperature)
+        kind = "partial" if isinstance(src, PartialScoreTable) else "full"
+        full = src.full_table() if kind == "partial" else src
+        return full, (f"{kind} score table {args.scores} (|V| = {src.space.vocab_size}, n = {src.space.length}, "
+                      f"T = {src.temperature:g})")
     if args.mlm is not None:  # a masked LM over a frame, tabulated exactly (cached)
         from mlmix.empirical.tabulate import source_from_args
 
@@ -214,6 +227,12 @@ def run(args: argparse.Namespace) -> int:
                          "(use --representation sparse)")
     if args.save_matrix is not None:
         chain.save(args.save_matrix)
+    if args.save_scores is not None:
+        if source is None:
+            raise ValueError("--save-scores needs a source of conditionals, not a matrix file")
+        from mlmix.theory.scorefile import save_scores
+
+        save_scores(args.save_scores, getattr(source, "base", source), getattr(source, "tokens", None))
     basin = None
     if args.basin is not None:
         if source is None:

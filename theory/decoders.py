@@ -132,7 +132,8 @@ class PartialScoreTable(Conditionals):
     def from_joint(cls, source: Conditionals) -> "PartialScoreTable":
         """The exact marginal conditionals of a joint law: s_i(a | x_S) = log sum_{x_{M \\ i}} mu_T(x_S, a, .)
         (M the masked sites), i.e. p_i(. | x_S) = mu_T(X_i = . | X_S = x_S). The joint is tempered first,
-        so the table has T = 1. A context of zero probability gets uniform scores (no decoder reaches it)."""
+        so the table has T = 1; contexts without a mask keep the source's scores w(x^{i<-a}) / T (the same
+        E_logit as the source). A context of zero probability gets uniform scores (no decoder reaches it)."""
         lw = source.log_joint()
         if lw is None:
             raise TypeError(f"{type(source).__name__} has no joint law (a GibbsModel, Ising, Potts or "
@@ -159,7 +160,9 @@ class PartialScoreTable(Conditionals):
                     keep = [slice(None) if j in shown else 0 for j in others]
                     vals = sub[tuple(keep)].reshape(-1, q)  # rows in the order of the shown sites' grid
                     bad = ~np.isfinite(vals).any(axis=1)
-                    vals = np.where(bad[:, None], 0.0, vals - np.where(bad, 0.0, logsumexp(vals, axis=1))[:, None])
+                    if hidden:  # full contexts keep the joint's own scores w(x^{i<-a}) / T (as E_logit uses them)
+                        vals = vals - np.where(bad, 0.0, logsumexp(vals, axis=1))[:, None]
+                    vals = np.where(bad[:, None], 0.0, vals)
                     table[i, ctx @ place] = vals
         return cls(space, table, 1.0)
 
