@@ -35,6 +35,8 @@ RUNNABLES = {
     "mixing-crossover": ("mlmix.empirical.experiments.mixing_crossover",
                          "paper G 6.1: hitting times vs n and the coupling-time map"),
     "traps": ("mlmix.empirical.experiments.traps", "paper G A.1: trap states, their margins and Theorem 8"),
+    "samplers": ("mlmix.empirical.experiments.samplers",
+                 "issue 24: exact laws of scan, MH and decoding samplers on one frame, TV/KL between them"),
     "train-default": ("mlmix.empirical.train_default", "retrain the shipped default model (into --out)"),
 }
 

@@ -43,9 +43,6 @@ from mlmix.validation import check_int, check_real, check_temperature
 
 def configure(parser: argparse.ArgumentParser) -> None:
     """Arguments of ``mlmix decode``."""
-    from mlmix.empirical.frames import add_mlm_arguments  # no torch import until --mlm is used
-    from mlmix.theory.cli import MODELS
-
     parser.formatter_class = argparse.RawDescriptionHelpFormatter
     parser.epilog = __doc__.split("Examples::", 1)[1]
     dec = parser.add_argument_group("decoder")
@@ -53,10 +50,24 @@ def configure(parser: argparse.ArgumentParser) -> None:
     dec.add_argument("--k", type=int, default=2, help="positions per step of parallel / confidence (default 2)")
     dec.add_argument("--order", default=None, help='order of left-to-right, e.g. "2 0 1" (default 0..n-1)')
     dec.add_argument("--schedule", default=None, help='blocks of the schedule sampler, e.g. "0 1 | 2"')
-    dec.add_argument("--top-k", type=int, default=None, help="keep the k most probable symbols of every conditional")
-    dec.add_argument("--top-p", type=float, default=None, help="keep the smallest most-probable set of mass >= p")
-    dec.add_argument("--temperature", type=float, default=None, help="temperature T > 0 (default 1)")
+    out = parser.add_argument_group("output")
+    out.add_argument("--law", action="store_true", help="print the law on V^n (state order of mlmix exact --stationary)")
+    out.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    out.add_argument("--save-scores", type=Path, default=None, metavar="FILE",
+                     help="also write the partial score table of the source (.npz, read back by --scores)")
+    add_source_arguments(parser)
+
+
+def add_source_arguments(parser: argparse.ArgumentParser) -> None:
+    """The source of partial conditionals (a score file, a built-in model, or --mlm over a frame), the
+    temperature and the truncations: shared by ``mlmix decode`` and ``mlmix run samplers``."""
+    from mlmix.empirical.frames import add_mlm_arguments  # no torch import until --mlm is used
+    from mlmix.theory.cli import MODELS
+
     src = parser.add_argument_group("source")
+    src.add_argument("--temperature", type=float, default=None, help="temperature T > 0 (default 1)")
+    src.add_argument("--top-k", type=int, default=None, help="keep the k most probable symbols of every conditional")
+    src.add_argument("--top-p", type=float, default=None, help="keep the smallest most-probable set of mass >= p")
     src.add_argument("--scores", type=Path, default=None, metavar="FILE",
                      help="a partial score table (.npz, docs/samplers.md) instead of a built-in source")
     src.add_argument("--model", choices=MODELS, default="ising",
@@ -72,16 +83,11 @@ def configure(parser: argparse.ArgumentParser) -> None:
     src.add_argument("--seed", type=int, default=None, help="seed of random scores (default 0) or Potts couplings")
     src.add_argument("--scale", type=float, default=1.0, help="standard deviation of random scores (default 1)")
     src.add_argument("--threads", type=int, default=1, help="torch CPU threads for --mlm (default 1)")
-    out = parser.add_argument_group("output")
-    out.add_argument("--law", action="store_true", help="print the law on V^n (state order of mlmix exact --stationary)")
-    out.add_argument("--json", action="store_true", help="print JSON instead of a table")
-    out.add_argument("--save-scores", type=Path, default=None, metavar="FILE",
-                     help="also write the partial score table of the source (.npz, read back by --scores)")
     add_mlm_arguments(parser)
 
 
-def _validate(args: argparse.Namespace) -> None:
-    check_int(args.k, "--k", minimum=1)
+def validate_source_arguments(args: argparse.Namespace) -> None:
+    """The options of :func:`add_source_arguments` (ValueError -> exit 2, one line)."""
     check_int(args.threads, "--threads", minimum=1)
     check_int(args.vocab, "--vocab", minimum=2)
     check_int(args.length, "--length", minimum=1)
@@ -181,7 +187,8 @@ def decode_report(table: PartialScoreTable, sampler: str, *, k: int = 2, order: 
 
 def run(args: argparse.Namespace) -> int:
     """Compute the law and print the table (or JSON with --json)."""
-    _validate(args)
+    check_int(args.k, "--k", minimum=1)
+    validate_source_arguments(args)
     table, description, joint = build_partial_source(args)
     if args.save_scores is not None:
         from mlmix.theory.scorefile import save_scores
