@@ -6,7 +6,9 @@ toy table or a joint law) it computes the law of each sampler on V^n:
 * chains (stationary laws, :class:`~mlmix.theory.chain.Chain`): random-scan Glauber, systematic scan
   (one sweep in ``--order``; its kernel is dense, so up to
   :data:`~mlmix.theory.samplers.SYSTEMATIC_LIMIT` states), MH with the logit and the PLL energies
-  (with their acceptance and move rates at stationarity); each with its absolute spectral gap;
+  (with their acceptance and move rates at stationarity); each with its absolute spectral gap and the
+  gap of its additive reversibilization (P + P*)/2 (1 / the Poincaré constant: what is resolved for a
+  large non-reversible chain);
 * decoders (exact laws by dynamic programming, :mod:`mlmix.theory.decoders`): any-order,
   left-to-right, parallel and confidence with ``--k`` per step, and one fully parallel step; each with
   its number of steps;
@@ -64,7 +66,8 @@ def sampler_laws(table: PartialScoreTable, joint: Conditionals | None = None, *,
             chain = Chain.from_source(full, name, order=order)
             st = chain.stationary
             entry.update(law=np.asarray(st.value), rel_error=st.rel_error if st.rel_error is not None else math.inf,
-                         stationary_method=st.method, absolute_spectral_gap=chain.absolute_spectral_gap)
+                         stationary_method=st.method, absolute_spectral_gap=chain.absolute_spectral_gap,
+                         additive_gap=chain.additive_gap)
             if name.startswith("mh-"):
                 entry.update(mh_acceptance(full, name[3:]))
         except (ReducibleChainError, MemoryLimitError) as err:
@@ -110,10 +113,13 @@ def run(args: argparse.Namespace) -> int:
         e = laws[a]
         gap = e.get("absolute_spectral_gap")
         acc = e.get("acceptance_rate")
-        rows.append([a, e["kind"], _num(gap) if gap is not None else "", e.get("steps", ""),
+        add = e.get("additive_gap")
+        rows.append([a, e["kind"], _num(gap) if gap is not None else "", _num(add) if add is not None else "",
+                     e.get("steps", ""),
                      _num(acc) if acc is not None else "", e.get("reason", "")]
                     + [_num(dist[a][b]["tv"]) if a in dist and b in dist[a] else "" for b in names])
-    atomic_write_csv(out / "samplers.csv", ["sampler", "kind", "absolute_spectral_gap", "steps", "acceptance",
+    atomic_write_csv(out / "samplers.csv", ["sampler", "kind", "absolute_spectral_gap", "additive_gap", "steps",
+                                            "acceptance",
                                             "not_computed"] + [f"tv_to_{b}" for b in names], rows)
     plt = pyplot()
     M = np.full((len(names), len(names)), np.nan)
@@ -152,13 +158,15 @@ def _num(r: Result) -> str:
 def format_table(description: str, names: list[str], laws: dict, dist: dict) -> str:
     """The text table of the run: gap / steps / acceptance and TV to Glauber, any-order and the joint."""
     refs = [r for r in ("glauber", "any-order", "mh-pll", "joint") if r in dist]
-    head = f"  {'sampler':<16}{'abs. gap':>12}{'steps':>7}{'accept':>10}" + "".join(f"{'TV ' + r:>16}" for r in refs)
+    head = f"  {'sampler':<16}{'abs. gap':>12}{'add. gap':>12}{'steps':>7}{'accept':>10}" + \
+        "".join(f"{'TV ' + r:>16}" for r in refs)
     lines = [description, "", head]
     for a in names:
         e = laws[a]
         gap = _num(e["absolute_spectral_gap"]) if "absolute_spectral_gap" in e else ""
+        add = _num(e["additive_gap"]) if "additive_gap" in e else ""
         acc = _num(e["acceptance_rate"]) if "acceptance_rate" in e else ""
         tvs = "".join(f"{(_num(dist[a][r]['tv']) if a in dist and r in dist[a] else '-'):>16}" for r in refs)
-        lines.append(f"  {a:<16}{gap:>12}{str(e.get('steps', '')):>7}{acc:>10}{tvs}")
+        lines.append(f"  {a:<16}{gap:>12}{add:>12}{str(e.get('steps', '')):>7}{acc:>10}{tvs}")
     notes = [f"  {a}: {e['reason']}" for a, e in laws.items() if e.get("reason")]
     return "\n".join(lines + ([""] + notes if notes else []))
