@@ -402,5 +402,5 @@ not_checkable(
     "(mask-size factor / T) sum_i I(X_i; X_-i) (plus the mask predictor's training error)",
     "the constant is not explicit, so no finite instance can contradict the bound; the exact identity its proof "
     "starts from (KL of a schedule = sum of expected conditional total correlations) and the convexity step for "
-    "random schedules are checked exactly, and the smallest constant each instance allows is in docs/samplers.md",
+    "random schedules are checked exactly (docs/samplers.md, Published bounds)",
     ("samplers.chain-rule", "samplers.parallel-convexity"))
