@@ -205,3 +205,35 @@ def test_full_table_and_validation():
         decoder_law(t, "schedule", schedule="0")
     r = tv_kl(np.array([0.5, 0.5, 0.0]), 0.0, np.array([0.2, 0.3, 0.5]), 0.0, "x")
     assert r["kl"].lower == math.inf and r["tv"].value == pytest.approx(0.5)
+
+
+def test_sympy_exact_rationals_on_the_smallest_frame():
+    """|V| = 2, n = 2, scores log(w) with integer w: the decoders' laws are exact rationals."""
+    import sympy
+
+    q, n = 2, 2
+    w = np.random.default_rng(9).integers(1, 7, size=(n, q + 1, q))
+    t = PartialScoreTable(StateSpace(q, n), np.log(w.astype(float)))
+
+    def p(i, other):  # p_i(. | x_other), other in {0, 1, 2 = masked}
+        return [sympy.Rational(int(v), int(w[i, other].sum())) for v in w[i, other]]
+
+    law = {"any-order": {}, "parallel": {}, "confidence": {}}
+    for a, b in itertools.product(range(q), repeat=2):
+        # any-order: site 0 first (prob 1/2) then site 1 given a, or the reverse
+        law["any-order"][(a, b)] = (sympy.Rational(1, 2) * p(0, q)[a] * p(1, a)[b]
+                                    + sympy.Rational(1, 2) * p(1, q)[b] * p(0, b)[a])
+        law["parallel"][(a, b)] = p(0, q)[a] * p(1, q)[b]
+        # confidence k = 1: both draw; the more probable draw is kept (ties: site 0), the other is redrawn
+        total = sympy.Integer(0)
+        for ya, yb in itertools.product(range(q), repeat=2):
+            pa, pb = p(0, q)[ya], p(1, q)[yb]
+            if pa >= pb and ya == a:
+                total += pa * pb * p(1, a)[b]
+            if pb > pa and yb == b:
+                total += pa * pb * p(0, b)[a]
+        law["confidence"][(a, b)] = total
+    for sampler, k in (("any-order", 1), ("parallel", 2), ("confidence", 1)):
+        exact = np.array([float(law[sampler][x]) for x in itertools.product(range(q), repeat=2)])
+        assert sum(law[sampler].values()) == 1
+        assert np.abs(decoder_law(t, sampler, k=k).law - exact).max() < 1e-15

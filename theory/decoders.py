@@ -15,8 +15,9 @@ Sahoo et al. 2024; LLaDA, Nie et al. 2025; Fast-dLLM, Wu et al. 2025):
 
 The law of the decoded sequence is computed exactly by dynamic programming over the (|V|+1)^n partial
 assignments (mass pushed from the all-masked one down to the complete ones, level by level); every
-entry is a sum of products of conditionals, so it is accurate to a few ulps per factor (the bound is
-stated with the law).
+entry is a sum of products of conditionals, each computed from log_softmax(s / T) with an absolute
+error of a few ulps of max(|s|/T, |log p|), so the entries carry the relative error bound
+8 eps (n + 2)(2 + max|log p| + max|s|/T) (stated with the law).
 
 For a joint p read through its exact marginal conditionals (:meth:`PartialScoreTable.from_joint`),
 the chain rule gives, for the schedule law mu_G(x) = prod_t prod_{i in G_t} p(x_i | x_{G_<t}),
@@ -289,14 +290,15 @@ def decoder_law(source: PartialScoreTable, sampler: str, k: int = 1, order: Sequ
     law = np.zeros(space.size)
     law[digits[full] @ space.place_values] = mass[full]
     finite = lp_all[np.isfinite(lp_all)]
-    rel = 8.0 * EPS * (n + 2) * (2.0 + float(np.abs(finite).max())) + 2.0 * n * EPS
+    scale = float(np.abs(source.table[np.isfinite(source.table)]).max()) / source.temperature
+    rel = 8.0 * EPS * (n + 2) * (2.0 + float(np.abs(finite).max()) + scale) + 2.0 * n * EPS
     steps = {"any-order": n, "left-to-right": n, "parallel": -(-n // k), "confidence": -(-n // k),
              "schedule": len(blocks) if blocks else n}[sampler]
     label = {"parallel": f"parallel, k = {k}", "confidence": f"confidence, k = {k}",
              "left-to-right": f"left-to-right, order {[b[0] for b in blocks]}" if blocks else "",
              "schedule": f"schedule {blocks}"}.get(sampler, sampler)
     method = (f"dynamic programming over the {M:,} partial assignments ({label}); entries are sums of products of "
-              "conditionals, relative error <= 8 eps (n + 2)(2 + max|log p|)")
+              "conditionals, relative error <= 8 eps (n + 2)(2 + max|log p| + max|s|/T)")
     return DecoderLaw(sampler, law, rel, steps, method, {"label": label, "mass_defect": float(abs(law.sum() - 1))})
 
 
