@@ -75,12 +75,15 @@ def _joint(inst: S.Instance) -> np.ndarray:
     return np.exp(lw - logsumexp(lw))
 
 
-def _kl(p: np.ndarray, q: np.ndarray) -> tuple[float, float]:
-    """KL(p || q) and its absolute error bound (entrywise relative errors LAW_RTOL, first order)."""
+def _kl(p: np.ndarray, law) -> tuple[float, float]:
+    """KL(p || law) for a :class:`DecoderLaw` and its absolute error bound (first order in the entrywise
+    relative errors: LAW_RTOL for p, the law's own bound for the decoder)."""
+    q = law.law
     s = p > 0
     logs = np.log(p[s]) - np.log(q[s])
     kl = float((p[s] * logs).sum())
-    return kl, 2 * LAW_RTOL * (1 + float((p[s] * np.abs(logs)).sum())) + p.size * EPS * (1 + float(np.abs(logs).max()))
+    rel = LAW_RTOL + law.rel_error
+    return kl, rel * (1 + float((p[s] * np.abs(logs)).sum())) + p.size * EPS * (1 + float(np.abs(logs).max()))
 
 
 def _total_correlation(inst: S.Instance) -> float:
@@ -117,7 +120,7 @@ class ChainRule(OnFirst, SamplerTheorem):
         inst, schedule = instance
         table = PartialScoreTable.from_joint(inst.source)
         p = _joint(inst)
-        kl, err = _kl(p, decoder_law(table, "schedule", schedule=schedule).law)
+        kl, err = _kl(p, decoder_law(table, "schedule", schedule=schedule))
         tc = schedule_tc(inst.source, schedule)
         tc_err = 64 * EPS * inst.space.size * (1 + float(np.abs(np.log(p[p > 0])).max()))
         trivial = "every block is a singleton or independent of the rest: both sides 0" if tc <= tc_err else None
@@ -139,7 +142,7 @@ class OneStep(SamplerTheorem):
         table = PartialScoreTable.from_joint(instance.source)
         n = instance.space.length
         p = _joint(instance)
-        kl, err = _kl(p, decoder_law(table, "parallel", k=n).law)
+        kl, err = _kl(p, decoder_law(table, "parallel", k=n))
         tc = _total_correlation(instance)
         tc_err = 64 * EPS * instance.space.size * (1 + float(np.abs(np.log(p[p > 0])).max()))
         trivial = "independent sites: both sides 0" if tc <= tc_err else None
@@ -179,7 +182,7 @@ class ParallelConvexity(OnFirst, SamplerTheorem):
         inst, k = instance
         table = PartialScoreTable.from_joint(inst.source)
         p = _joint(inst)
-        kl, err = _kl(p, decoder_law(table, "parallel", k=k).law)
+        kl, err = _kl(p, decoder_law(table, "parallel", k=k))
         schedules = parallel_schedules(inst.space.length, k)
         avg = float(np.mean([schedule_tc(inst.source, s) for s in schedules]))
         tc_err = 64 * EPS * inst.space.size * (1 + float(np.abs(np.log(p[p > 0])).max()))
