@@ -187,6 +187,8 @@ class ParallelConvexity(OnFirst, SamplerTheorem):
         avg = float(np.mean([schedule_tc(inst.source, s) for s in schedules]))
         tc_err = 64 * EPS * inst.space.size * (1 + float(np.abs(np.log(p[p > 0])).max()))
         trivial = "independent sites: both sides 0" if avg <= tc_err else None
+        if len(schedules) == 1:
+            trivial = "a single schedule (k = n): the mixture is that schedule's law, equality by the chain rule"
         return verdict(Part("KL(p || mu_parallel) <= average schedule TC", kl, avg, "<=", err, tc_err),
                        trivial=trivial, schedules=len(schedules))
 
