@@ -227,8 +227,17 @@ def test_truncation():
     assert np.allclose(k2[0], [0.5 / 0.9, 0.2 / 0.9, 0.2 / 0.9, 0]) and np.allclose(k2[1], 0.25)  # ties kept
     p6 = np.exp(truncate_log_probs(lp, top_p=0.6))
     assert np.allclose(p6[0], [0.5 / 0.9, 0.2 / 0.9, 0.2 / 0.9, 0])
-    p5 = np.exp(truncate_log_probs(lp, top_p=0.5))
+    p5 = np.exp(truncate_log_probs(lp, top_p=0.45))
     assert np.allclose(p5[0], [1, 0, 0, 0])
+    rng = np.random.default_rng(0)  # ties everywhere: brute force of "mass strictly above < p"
+    for _ in range(100):
+        q = int(rng.integers(2, 7))
+        w = rng.integers(1, 5, size=(4, q)).astype(float)
+        w /= w.sum(axis=-1, keepdims=True)
+        for cut in (0.1234, 0.2718, 0.5772, 0.7071, 0.9137, 1.0):  # away from the masses k / sum (rounding)
+            kept = np.isfinite(truncate_log_probs(np.log(w), top_p=cut))
+            ref = np.array([[w[r][w[r] > w[r][v]].sum() < cut for v in range(q)] for r in range(4)])
+            assert (kept == ref).all()
     src = ScoreTable.random(4, 2, seed=3, temperature=2.0)
     t = Truncated(src, top_k=2)
     ctx = np.zeros((1, 2), dtype=np.int64)

@@ -64,9 +64,15 @@ def truncate_log_probs(log_probs: np.ndarray, top_k: int | None = None, top_p: f
         lp = log_softmax(lp, axis=-1)
     if top_p is not None:
         p_cut = check_real(top_p, "top_p", minimum=0.0, maximum=1.0, open_min=True)
-        p = np.exp(lp)
-        above = (p[..., None, :] > p[..., :, None]) * p[..., None, :]  # [.., v, u] = p_u if p_u > p_v
-        lp = np.where(above.sum(axis=-1) < p_cut, lp, -np.inf)
+        order = np.argsort(-lp, axis=-1, kind="stable")
+        s = np.take_along_axis(np.exp(lp), order, axis=-1)  # descending
+        before = np.cumsum(s, axis=-1) - s  # mass of the symbols sorted before each one
+        pos = np.broadcast_to(np.arange(q), s.shape)
+        first = np.concatenate([np.ones(s.shape[:-1] + (1,), bool), s[..., 1:] != s[..., :-1]], axis=-1)
+        start = np.maximum.accumulate(np.where(first, pos, 0), axis=-1)  # first member of each tie group
+        above = np.empty_like(s)
+        np.put_along_axis(above, order, np.take_along_axis(before, start, axis=-1), axis=-1)  # strictly more probable
+        lp = np.where(above < p_cut, lp, -np.inf)
         lp = log_softmax(lp, axis=-1)
     return lp
 
