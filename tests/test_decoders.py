@@ -237,3 +237,42 @@ def test_sympy_exact_rationals_on_the_smallest_frame():
         exact = np.array([float(law[sampler][x]) for x in itertools.product(range(q), repeat=2)])
         assert sum(law[sampler].values()) == 1
         assert np.abs(decoder_law(t, sampler, k=k).law - exact).max() < 1e-15
+
+
+def threshold_by_recursion(t, tau):
+    """(law, expected steps) of the threshold rule by plain recursion over the draws."""
+    q, n = t.space.vocab_size, t.space.length
+    law = np.zeros(q**n)
+    steps = [0.0]
+
+    def go(x, w):
+        masked = [i for i in range(n) if x[i] == q]
+        if not masked:
+            law[int(np.dot(x, q ** np.arange(n - 1, -1, -1)))] += w
+            return
+        steps[0] += w
+        ps = [cond(t, x, i) for i in masked]
+        for A in itertools.product(range(q), repeat=len(masked)):
+            pr = math.prod(p[a] for p, a in zip(ps, A))
+            keep = [j for j in range(len(masked)) if ps[j][A[j]] >= tau]
+            if not keep:
+                keep = [min(range(len(masked)), key=lambda j: (-ps[j][A[j]], masked[j]))]
+            y = list(x)
+            for j in keep:
+                y[masked[j]] = A[j]
+            go(tuple(y), w * pr)
+
+    go(tuple([q] * n), 1.0)
+    return law, steps[0]
+
+
+@pytest.mark.parametrize("q,n,tau", [(2, 2, 0.6), (3, 3, 0.4), (2, 3, 0.9), (3, 2, 1.0)])
+def test_threshold_decoder_matches_recursion(q, n, tau):
+    t = PartialScoreTable.random(q, n, seed=q + n, scale=2.0)
+    d = decoder_law(t, "threshold", threshold=tau)
+    law, steps = threshold_by_recursion(t, tau)
+    assert np.abs(d.law - law).max() < 1e-14 and abs(d.steps - steps) < 1e-13
+    assert 1 - 1e-13 <= d.steps <= n + 1e-13
+    if tau == 1.0:  # nothing reaches 1: one position per step, the most probable draw
+        assert abs(d.steps - n) < 1e-13
+        assert np.abs(d.law - decoder_law(t, "confidence", k=1).law).max() < 1e-14

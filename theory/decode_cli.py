@@ -50,6 +50,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
     dec.add_argument("--k", type=int, default=2, help="positions per step of parallel / confidence (default 2)")
     dec.add_argument("--order", default=None, help='order of left-to-right, e.g. "2 0 1" (default 0..n-1)')
     dec.add_argument("--schedule", default=None, help='blocks of the schedule sampler, e.g. "0 1 | 2"')
+    dec.add_argument("--threshold", type=float, default=None,
+                     help="tau of the threshold sampler: keep every draw of probability >= tau (default 0.9)")
     out = parser.add_argument_group("output")
     out.add_argument("--law", action="store_true", help="print the law on V^n (state order of mlmix exact --stationary)")
     out.add_argument("--json", action="store_true", help="print JSON instead of a table")
@@ -164,11 +166,13 @@ def references(table: PartialScoreTable, joint: Conditionals | None, top_k: int 
 
 
 def decode_report(table: PartialScoreTable, sampler: str, *, k: int = 2, order: Any = None, schedule: Any = None,
+                  threshold: float | None = None,
                   top_k: int | None = None, top_p: float | None = None, joint: Conditionals | None = None,
                   log_probs: np.ndarray | None = None, refs: dict | None = None) -> dict:
     """The decoder's exact law, its number of steps, and TV / KL(ref || law) to every reference law."""
     lp = partial_log_probs(table, top_k, top_p) if log_probs is None else log_probs
-    d = decoder_law(table, sampler, k=min(k, table.space.length), order=order, schedule=schedule, log_probs=lp)
+    d = decoder_law(table, sampler, k=min(k, table.space.length), order=order, schedule=schedule, log_probs=lp,
+                    threshold=threshold)
     refs = references(table, joint, top_k, top_p) if refs is None else refs
     if sampler != "any-order":
         ao = decoder_law(table, "any-order", log_probs=lp)
@@ -198,6 +202,7 @@ def run(args: argparse.Namespace) -> int:
         f"; top-k {args.top_k}, top-p {args.top_p} (after the temperature)"
     report = {"source": description + truncation,
               **decode_report(table, args.sampler, k=args.k, order=args.order, schedule=args.schedule,
+                              threshold=0.9 if args.threshold is None and args.sampler == "threshold" else args.threshold,
                               top_k=args.top_k, top_p=args.top_p, joint=joint)}
     if not args.law:
         report.pop("law")
@@ -216,7 +221,7 @@ def _fmt(r: Result) -> str:
 
 
 def format_report(report: dict) -> str:
-    lines = [report["source"], "", f"  decoder          {report['sampler']}", f"  steps            {report['steps']}",
+    lines = [report["source"], "", f"  decoder          {report['sampler']}", f"  steps            {report['steps']:.6g}",
              f"  states |V|^n     {report['states']}", f"  law rel. error   {report['law_rel_error']:.1e}", "",
              f"  {'reference':<12}{'TV':>14}{'KL(ref || law)':>18}"]
     for name, d in report["distances"].items():

@@ -11,6 +11,9 @@ Sahoo et al. 2024; LLaDA, Nie et al. 2025; Fast-dLLM, Wu et al. 2025):
   each drawn independently from its own conditional given the unmasked ones;
 * ``confidence`` (k): every masked position draws a symbol y_i ~ p_i(. | x_S); the k draws of highest
   probability p_i(y_i | x_S) are kept (ties broken by position, lower first), the others masked again;
+* ``threshold`` (tau): every masked position draws; every draw with p_i(y_i | x_S) >= tau is kept, and
+  the most probable draw when none is (Fast-dLLM's threshold rule, with sampled rather than greedy
+  draws); the number of steps is random, its expectation is exact;
 * ``schedule``: fixed blocks G_1, ..., G_m, block G_t drawn in parallel given x_{G_<t}.
 
 The law of the decoded sequence is computed exactly by dynamic programming over the (|V|+1)^n partial
@@ -44,10 +47,10 @@ from mlmix.theory.conditionals import Conditionals, ScoreTable
 from mlmix.theory.results import EPS, Result
 from mlmix.theory.samplers import check_order, truncate_log_probs
 from mlmix.theory.space import StateSpace
-from mlmix.validation import check_int, check_memory
+from mlmix.validation import check_int, check_memory, check_real
 
 #: The decoders (module doc).
-SAMPLERS = ("any-order", "left-to-right", "parallel", "confidence", "schedule")
+SAMPLERS = ("any-order", "left-to-right", "parallel", "confidence", "threshold", "schedule")
 
 #: Largest number of partial assignments (|V|+1)^n a decoder law is computed over (20^4 alphabets: 194,481).
 DECODER_LIMIT = 2_000_000
@@ -233,10 +236,12 @@ def _unmask(codes: np.ndarray, block: Sequence[int], lp: np.ndarray, place: np.n
 
 def decoder_law(source: PartialScoreTable, sampler: str, k: int = 1, order: Sequence[int] | str | None = None,
                 schedule: Sequence[Sequence[int]] | str | None = None, top_k: int | None = None,
-                top_p: float | None = None, log_probs: np.ndarray | None = None) -> DecoderLaw:
+                top_p: float | None = None, log_probs: np.ndarray | None = None,
+                threshold: float | None = None) -> DecoderLaw:
     """The exact law on V^n of a decoder (module doc) by dynamic programming over the partial
     assignments. ``k``: positions per step of ``parallel`` / ``confidence``; ``order``: the order of
-    ``left-to-right``; ``schedule``: the blocks of ``schedule``. ``log_probs``: the table of
+    ``left-to-right``; ``schedule``: the blocks of ``schedule``; ``threshold``: tau of ``threshold``
+    (in (0, 1]). The law's ``steps`` is the expected number of steps (exact). ``log_probs``: the table of
     :func:`partial_log_probs` when already computed (then ``top_k`` / ``top_p`` are ignored)."""
     if not isinstance(source, PartialScoreTable):
         raise TypeError(f"a decoder needs partial conditionals (a PartialScoreTable), got {type(source).__name__}")
@@ -252,9 +257,12 @@ def decoder_law(source: PartialScoreTable, sampler: str, k: int = 1, order: Sequ
         schedule = [(s,) for s in check_order(space, order)]
         if len(schedule) != n:
             raise ValueError("a left-to-right order lists every site once")
-    if sampler == "schedule":
-        if schedule is None:
-            raise ValueError("the schedule sampler needs a schedule (blocks of sites)")
+    if sampler == "schedule" and schedule is None:
+        raise ValueError("the schedule sampler needs a schedule (blocks of sites)")
+    if sampler == "threshold":
+        if threshold is None:
+            raise ValueError("the threshold sampler needs a threshold tau in (0, 1]")
+        threshold = check_real(threshold, "threshold", minimum=0.0, maximum=1.0, open_min=True)
     blocks = check_schedule(space, schedule) if sampler in ("schedule", "left-to-right") else None
     place = Q ** np.arange(n - 1, -1, -1, dtype=np.int64)
     digits = _digits(M, n, Q)
@@ -263,6 +271,7 @@ def decoder_law(source: PartialScoreTable, sampler: str, k: int = 1, order: Sequ
     mass = np.zeros(M)
     mass[M - 1] = 1.0  # all masked
     by_level = sorted(range(1, 1 << n), key=lambda b: -bin(b).count("1"))
+    visits = 0.0  # sum of the visiting probabilities of the partial assignments with a mask: E[steps]
     for pat in by_level:
         codes = np.flatnonzero((pattern == pat) & (mass > 0))
         if codes.size == 0:
@@ -281,8 +290,11 @@ def decoder_law(source: PartialScoreTable, sampler: str, k: int = 1, order: Sequ
         elif sampler == "parallel":
             subsets = list(combinations(sites, min(k, m)))
             moves = [(c, w - math.log(len(subsets))) for c, w in (_unmask(codes, G, lp, place, q) for G in subsets)]
-        else:  # confidence
+        elif sampler == "confidence":
             moves = [_confidence_moves(codes, sites, min(k, m), lp, place, q)]
+        else:  # threshold
+            moves = [_confidence_moves(codes, sites, None, lp, place, q, math.log(threshold))]
+        visits += float(mass[codes].sum())
         for child, logw in moves:
             np.add.at(mass, child.ravel(), (mass[codes][:, None] * np.exp(logw)).ravel())
         mass[codes] = 0.0
@@ -293,8 +305,9 @@ def decoder_law(source: PartialScoreTable, sampler: str, k: int = 1, order: Sequ
     scale = float(np.abs(source.table[np.isfinite(source.table)]).max()) / source.temperature
     rel = 8.0 * EPS * (n + 2) * (2.0 + float(np.abs(finite).max()) + scale) + 2.0 * n * EPS
     steps = {"any-order": n, "left-to-right": n, "parallel": -(-n // k), "confidence": -(-n // k),
-             "schedule": len(blocks) if blocks else n}[sampler]
+             "schedule": len(blocks) if blocks else n, "threshold": visits}[sampler]
     label = {"parallel": f"parallel, k = {k}", "confidence": f"confidence, k = {k}",
+             "threshold": f"threshold, tau = {threshold:g} (steps: the expected number)" if threshold else "",
              "left-to-right": f"left-to-right, order {[b[0] for b in blocks]}" if blocks else "",
              "schedule": f"schedule {blocks}"}.get(sampler, sampler)
     method = (f"dynamic programming over the {M:,} partial assignments ({label}); entries are sums of products of "
@@ -302,16 +315,19 @@ def decoder_law(source: PartialScoreTable, sampler: str, k: int = 1, order: Sequ
     return DecoderLaw(sampler, law, rel, steps, method, {"label": label, "mass_defect": float(abs(law.sum() - 1))})
 
 
-def _confidence_moves(codes: np.ndarray, sites: list[int], keep: int, lp: np.ndarray, place: np.ndarray,
-                      q: int) -> tuple[np.ndarray, np.ndarray]:
-    """Every masked site draws; the ``keep`` draws of highest probability (ties: lower position) stay."""
+def _confidence_moves(codes: np.ndarray, sites: list[int], keep: int | None, lp: np.ndarray, place: np.ndarray,
+                      q: int, log_tau: float | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """Every masked site draws; the ``keep`` draws of highest probability (ties: lower position) stay, or
+    (``keep`` None) every draw of log-probability >= ``log_tau``, and the most probable one when none is."""
     m = len(sites)
     check_memory(8.0 * 4 * codes.shape[0] * q ** m * m, f"the {q}^{m} joint draws of the confidence decoder")
     A = np.array(list(product(range(q), repeat=m)), dtype=np.int64)  # (q^m, m)
     logs = np.stack([lp[:, s, :][:, A[:, j]] for j, s in enumerate(sites)], axis=-1)  # (B, q^m, m)
     rank = np.argsort(-logs, axis=-1, kind="stable")  # stable: equal probabilities keep position order
     kept = np.zeros(logs.shape, dtype=bool)
-    np.put_along_axis(kept, rank[..., :keep], True, axis=-1)
+    np.put_along_axis(kept, rank[..., :1 if keep is None else keep], True, axis=-1)
+    if keep is None:
+        kept |= logs >= log_tau
     shift = ((A - q)[None, :, :] * place[sites][None, None, :] * kept).sum(axis=-1)
     return codes[:, None] + shift, logs.sum(axis=-1)
 

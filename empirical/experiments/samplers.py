@@ -10,8 +10,9 @@ toy table or a joint law) it computes the law of each sampler on V^n:
   gap of its additive reversibilization (P + P*)/2 (1 / the Poincaré constant: what is resolved for a
   large non-reversible chain);
 * decoders (exact laws by dynamic programming, :mod:`mlmix.theory.decoders`): any-order,
-  left-to-right, parallel and confidence with ``--k`` per step, and one fully parallel step; each with
-  its number of steps;
+  left-to-right, parallel and confidence with ``--k`` per step, one fully parallel step, and the
+  threshold rule with ``--threshold`` (default 0.9); each with its number of steps (expected, for the
+  threshold rule);
 * the joint law when the source has one;
 
 and writes ``samplers.json`` (every figure with its method and accuracy, the laws, TV and KL between
@@ -35,18 +36,19 @@ from mlmix.theory.decode_cli import add_source_arguments, build_partial_source, 
 from mlmix.theory.decoders import PartialScoreTable, decoder_law, partial_log_probs, tv_kl
 from mlmix.theory.results import Result
 from mlmix.theory.samplers import SYSTEMATIC_LIMIT, Truncated, check_order, mh_acceptance
-from mlmix.validation import check_int
+from mlmix.validation import check_int, check_real
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--out", required=True, type=Path, help="output folder")
     parser.add_argument("--k", type=int, default=2, help="positions per step of parallel / confidence (default 2)")
     parser.add_argument("--order", default=None, help='order of systematic scan and left-to-right (default 0..n-1)')
+    parser.add_argument("--threshold", type=float, default=0.9, help="tau of the threshold decoder (default 0.9)")
     add_source_arguments(parser)
 
 
 def sampler_laws(table: PartialScoreTable, joint: Conditionals | None = None, *, k: int = 2, order=None,
-                 top_k: int | None = None, top_p: float | None = None) -> dict[str, dict]:
+                 top_k: int | None = None, top_p: float | None = None, threshold: float = 0.9) -> dict[str, dict]:
     """name -> {"law" (or None), "rel_error", "kind", figures...} for every sampler (module doc)."""
     n = table.space.length
     k = check_int(k, "k", minimum=1, maximum=n)
@@ -76,8 +78,8 @@ def sampler_laws(table: PartialScoreTable, joint: Conditionals | None = None, *,
     lp = partial_log_probs(table, top_k, top_p)
     for name, sampler, kk in (("any-order", "any-order", 1), ("left-to-right", "left-to-right", 1),
                               (f"parallel-{k}", "parallel", k), (f"confidence-{k}", "confidence", k),
-                              ("fully-parallel", "parallel", n)):
-        d = decoder_law(table, sampler, k=kk, order=order, log_probs=lp)
+                              ("fully-parallel", "parallel", n), (f"threshold-{threshold:g}", "threshold", 1)):
+        d = decoder_law(table, sampler, k=kk, order=order, log_probs=lp, threshold=threshold)
         out[name] = {"kind": "decoder", "law": d.law, "rel_error": d.rel_error, "steps": d.steps, "method": d.method}
     if joint is not None:
         lw = joint.log_joint()
@@ -98,8 +100,9 @@ def run(args: argparse.Namespace) -> int:
     check_int(args.k, "--k", minimum=1)
     validate_source_arguments(args)
     table, description, joint = build_partial_source(args)
+    check_real(args.threshold, "--threshold", minimum=0.0, maximum=1.0, open_min=True)
     laws = sampler_laws(table, joint, k=min(args.k, table.space.length), order=args.order, top_k=args.top_k,
-                        top_p=args.top_p)
+                        top_p=args.top_p, threshold=args.threshold)
     dist = pairwise(laws)
     out = Path(args.out)
     report = {"source": description, "states": table.space.size, "k": args.k, "order": args.order,
@@ -167,6 +170,7 @@ def format_table(description: str, names: list[str], laws: dict, dist: dict) -> 
         add = _num(e["additive_gap"]) if "additive_gap" in e else ""
         acc = _num(e["acceptance_rate"]) if "acceptance_rate" in e else ""
         tvs = "".join(f"{(_num(dist[a][r]['tv']) if a in dist and r in dist[a] else '-'):>16}" for r in refs)
-        lines.append(f"  {a:<16}{gap:>12}{add:>12}{str(e.get('steps', '')):>7}{acc:>10}{tvs}")
+        steps = f"{e['steps']:.4g}" if "steps" in e else ""
+        lines.append(f"  {a:<16}{gap:>12}{add:>12}{steps:>7}{acc:>10}{tvs}")
     notes = [f"  {a}: {e['reason']}" for a, e in laws.items() if e.get("reason")]
     return "\n".join(lines + ([""] + notes if notes else []))
