@@ -83,6 +83,7 @@ def test_bad_input_exit_2(tmp_path):
     assert main(["decode", "--scores", str(tmp_path / "missing.npz")]) == 2
     assert main(["decode", "--sampler", "schedule", "--schedule", "0 | 0 1 2 3"]) == 2
     assert main(["decode", "--top-p", "1.5"]) == 2
+    assert main(["decode", "--sampler", "threshold", "--threshold", "1.5"]) == 2
     (tmp_path / "junk.npz").write_bytes(b"junk")
     assert main(["decode", "--scores", str(tmp_path / "junk.npz")]) == 2
     with pytest.raises(ValueError):
