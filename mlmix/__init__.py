@@ -21,8 +21,8 @@ except PackageNotFoundError:  # running from a source tree that was never instal
 _LAZY = {
     "Chain": "mlmix.theory.chain.core",
     "OperatorChain": "mlmix.theory.chain.operator_analysis",
-    "Result": "mlmix.theory.chain.results",
-    "VectorResult": "mlmix.theory.chain.results",
+    "Result": "mlmix.theory.results",
+    "VectorResult": "mlmix.theory.results",
     "IsingModel": "mlmix.theory.sources.conditionals",
     "PottsModel": "mlmix.theory.sources.conditionals",
     "LogWeightTable": "mlmix.theory.sources.conditionals",

@@ -24,6 +24,7 @@ from mlmix.validation import memory_limit, parse_size
 
 SUBCOMMANDS = {
     "exact": ("mlmix.commands.exact", "analyse a chain exactly: a toy model, an MLM frame, or a transition-matrix file"),
+    "decode": ("mlmix.commands.decode", "the exact law of a masked-diffusion / parallel decoder and its distances"),
     "verify": ("mlmix.commands.verify", "check the papers' theorems with Hypothesis and print the table"),
     "estimate": ("mlmix.commands.estimate", "estimate bound constants of a masked language model"),
     "convert": ("mlmix.commands.convert", "write a safetensors copy of a masked-LM checkpoint with its tokenizer"),

@@ -258,3 +258,48 @@ def check_memory(nbytes: float, what: str) -> None:
     if nbytes > limit:
         raise MemoryLimitError(f"{what} needs about {format_bytes(nbytes)}, more than the memory limit of "
                                f"{format_bytes(limit)} (raise it with --max-memory, or choose a smaller problem)")
+
+
+# ---------------------------------------------------------------------------------------- score tables
+
+#: Format tag of score-table files (docs/samplers.md, "Score files").
+SCORES_FORMAT = "mlmix-scores-1"
+
+
+def check_score_arrays(arrays: dict, where: str = "score file") -> dict:
+    """The arrays of a score-table file, checked: ``mlmix_format`` = :data:`SCORES_FORMAT`, ``kind`` "full"
+    or "partial", integers ``vocab_size`` >= 2 and ``length`` >= 1, ``table`` float of shape
+    (n, |V|^(n-1), |V|) (full: finite) or (n, (|V|+1)^(n-1), |V|) (partial: finite or -inf, a finite entry
+    in every row), optional ``temperature`` > 0 and ``tokens`` (|V| strings). Returns them in canonical
+    form (kind, vocab_size, length, table float64, temperature, tokens or None)."""
+    missing = {"mlmix_format", "kind", "vocab_size", "length", "table"} - set(arrays)
+    if missing:
+        raise ValueError(f"{where}: missing arrays {sorted(missing)} (see docs/samplers.md, score files)")
+    fmt = str(np.asarray(arrays["mlmix_format"]))
+    if fmt != SCORES_FORMAT:
+        raise ValueError(f"{where}: format {fmt!r} is not {SCORES_FORMAT!r}")
+    kind = str(np.asarray(arrays["kind"]))
+    if kind not in ("full", "partial"):
+        raise ValueError(f"{where}: kind must be 'full' or 'partial', got {kind!r}")
+    q = check_int(int(np.asarray(arrays["vocab_size"])), f"{where}: vocab_size", minimum=2)
+    n = check_int(int(np.asarray(arrays["length"])), f"{where}: length", minimum=1)
+    table = np.asarray(arrays["table"])
+    if not np.issubdtype(table.dtype, np.floating):
+        raise TypeError(f"{where}: table must hold floats, got {table.dtype}")
+    table = table.astype(np.float64)
+    base = q if kind == "full" else q + 1
+    shape = (n, base ** (n - 1), q)
+    if table.shape != shape:
+        raise ValueError(f"{where}: a {kind} table of |V| = {q}, n = {n} has shape {shape}, got {table.shape}")
+    if np.isnan(table).any() or np.isposinf(table).any() or (kind == "full" and not np.isfinite(table).all()):
+        raise ValueError(f"{where}: table entries must be finite" + (" or -inf" if kind == "partial" else ""))
+    if not np.isfinite(table).any(axis=-1).all():
+        raise ValueError(f"{where}: every row of the table needs a finite score")
+    T = check_temperature(float(np.asarray(arrays["temperature"])), f"{where}: temperature") \
+        if "temperature" in arrays else 1.0
+    tokens = None
+    if "tokens" in arrays:
+        tokens = [str(t) for t in np.asarray(arrays["tokens"]).ravel()]
+        if len(tokens) != q:
+            raise ValueError(f"{where}: {len(tokens)} tokens for |V| = {q}")
+    return {"kind": kind, "vocab_size": q, "length": n, "table": table, "temperature": T, "tokens": tokens}

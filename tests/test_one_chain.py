@@ -14,9 +14,9 @@ import torch
 
 from mlmix.theory.chain.core import Chain
 from mlmix.theory.chain.operator_analysis import OperatorChain
-from mlmix.theory.chain.results import NAMES, Result, VectorResult
 from mlmix.theory.kernels.assembled import glauber_kernel
 from mlmix.theory.kernels.operators import kernel_operator
+from mlmix.theory.results import NAMES, Result, VectorResult
 from mlmix.theory.sources.conditionals import IsingModel, ScoreTable
 
 torch.set_num_threads(1)

@@ -1,4 +1,4 @@
-"""Results behave like numbers where their enclosure decides (theory/chain/results.py): comparisons decided
+"""Results behave like numbers where their enclosure decides (theory/chain/core/results.py): comparisons decided
 true, decided false, or UnresolvedError; interval arithmetic checked against exact rationals; round,
 float, numpy interop; JSON round trips; Chain from torch tensors and its repr."""
 
@@ -13,7 +13,7 @@ import torch
 
 from mlmix import Chain
 from mlmix.errors import UnresolvedError
-from mlmix.theory.chain.results import Result, VectorResult, dumps_results, loads_results
+from mlmix.theory.results import Result, VectorResult, dumps_results, loads_results
 from mlmix.theory.sources.conditionals import IsingModel
 
 torch.set_num_threads(1)

@@ -22,7 +22,6 @@ from mlmix.theory.chain.reference import (
     mp_stationary,
     noisy_ferromagnet,
 )
-from mlmix.theory.chain.results import Result
 from mlmix.theory.chain.shortcuts import (
     additive_gap,
     is_reversible,
@@ -35,6 +34,7 @@ from mlmix.theory.chain.stationary import certified_error, log_potential, statio
 from mlmix.theory.chain.structure import communicating_classes
 from mlmix.theory.kernels.assembled import block_kernel, glauber_kernel
 from mlmix.theory.linalg.elimination import eliminate
+from mlmix.theory.results import Result
 from mlmix.theory.sources.conditionals import IsingModel, LogWeightTable, PottsModel, ScoreTable
 from mlmix.theory.sources.space import StateSpace
 from mlmix.validation import check_transition_matrix

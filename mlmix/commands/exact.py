@@ -30,14 +30,15 @@ from mlmix.files import dumps_json
 from mlmix.limits import MIXING_LIMIT, REPORT_MIXING_LIMIT
 from mlmix.provenance import file_sha256, stamp
 from mlmix.theory.chain.core import Chain
-from mlmix.theory.chain.results import Result
 from mlmix.theory.kernels.representation import REPRESENTATIONS
+from mlmix.theory.kernels.scan_and_mh import ENERGIES, Truncated, check_order, mh_acceptance
 from mlmix.theory.local.constants import paper_constants, parse_basin
+from mlmix.theory.results import Result
 from mlmix.theory.sources.conditionals import Conditionals, IsingModel, PottsModel, ScoreTable, clique_ising
 from mlmix.validation import check_eps, check_int, check_memory, check_real, check_temperature
 
 MODELS = ("ising", "potts", "scores", "clique")
-KERNELS = ("glauber", "k-gibbs", "parallel")
+KERNELS = ("glauber", "k-gibbs", "parallel", "systematic", "mh")
 
 
 
@@ -78,6 +79,12 @@ def configure(parser: argparse.ArgumentParser) -> None:
     src.add_argument("--model", choices=MODELS, default="ising", help="built-in source (default ising)")
     src.add_argument("--kernel", choices=KERNELS, default="glauber", help="sampler (default glauber)")
     src.add_argument("--k", type=int, default=2, help="block size of k-Gibbs (default 2)")
+    src.add_argument("--order", default=None, help='sweep order of --kernel systematic, e.g. "2 0 1" (default 0..n-1)')
+    src.add_argument("--energy", choices=ENERGIES, default="logit",
+                     help="target exp(-E)/Z of --kernel mh: logit (sum of raw scores) or pll (default logit)")
+    src.add_argument("--top-k", type=int, default=None, help="keep the k most probable symbols of every conditional")
+    src.add_argument("--top-p", type=float, default=None,
+                     help="keep the smallest most-probable set of mass >= p (after temperature and top-k)")
     src.add_argument("--representation", choices=REPRESENTATIONS, default="auto",
                      help="dense / sparse matrix or matrix-free operator (default auto: by size and memory)")
     add_threads_argument(src)
@@ -107,6 +114,10 @@ def configure(parser: argparse.ArgumentParser) -> None:
     out.add_argument("--plot", type=Path, default=None, metavar="FILE",
                      help="also draw the distance curve, spectrum, stationary law and rho_ij into FILE "
                           "(.pdf, .svg or .png)")
+    src.add_argument("--scores", type=Path, default=None, metavar="FILE",
+                     help="a score table file (.npz, docs/samplers.md; a partial one gives its full contexts)")
+    out.add_argument("--save-scores", type=Path, default=None, metavar="FILE",
+                     help="also write the full score table of the source (.npz, read back by --scores)")
     out.add_argument("--save-matrix", type=Path, default=None, metavar="FILE",
                      help="also write the analysed transition matrix (.npz, read back by --matrix)")
     add_mlm_arguments(parser)
@@ -131,6 +142,10 @@ def _validate(args: argparse.Namespace) -> None:
     check_int(args.vocab, "--vocab", minimum=2)
     check_int(args.length, "--length", minimum=1)
     check_int(args.clique_size, "--clique-size", minimum=2)
+    if args.top_k is not None:
+        check_int(args.top_k, "--top-k", minimum=1)
+    if args.top_p is not None:
+        check_real(args.top_p, "--top-p", minimum=0.0, maximum=1.0, open_min=True)
     if args.model in ("ising", "potts") and args.beta is not None and args.temperature is not None \
             and args.matrix is None:
         raise ValueError("give --beta or --temperature, not both: for ising/potts they combine as beta/T")
@@ -138,6 +153,15 @@ def _validate(args: argparse.Namespace) -> None:
 
 def build_source(args: argparse.Namespace) -> tuple[Conditionals, str]:
     """The built-in source of conditionals the arguments describe, and a one-line description."""
+    if getattr(args, "scores", None) is not None:
+        from mlmix.theory.kernels.decoders import PartialScoreTable
+        from mlmix.theory.sources.scorefile import load_scores
+
+        src = load_scores(args.scores, args.temperature)
+        kind = "partial" if isinstance(src, PartialScoreTable) else "full"
+        full = src.full_table() if kind == "partial" else src
+        return full, (f"{kind} score table {args.scores} (|V| = {src.space.vocab_size}, n = {src.space.length}, "
+                      f"T = {src.temperature:g})")
     if args.mlm is not None:  # a masked LM over a frame, tabulated exactly (cached)
         return mlm_source_from_args(args)
     T = 1.0 if args.temperature is None else args.temperature
@@ -177,11 +201,18 @@ def build_chain(args: argparse.Namespace) -> tuple[Chain, str, Conditionals | No
     q, n = source.space.vocab_size, source.space.length
     if args.kernel == "k-gibbs" and not 1 <= args.k <= n:
         raise ValueError(f"--k must lie in 1..n = {n}, got {args.k}")
-    chain = Chain.from_source(source, args.kernel, k=args.k, representation=args.representation)  # memory checked
+    if args.top_k is not None or args.top_p is not None:
+        source = Truncated(source, args.top_k, args.top_p)
+        description += f"; truncated (top-k {args.top_k}, top-p {args.top_p}, after the temperature)"
+    kernel_name = f"mh-{args.energy}" if args.kernel == "mh" else args.kernel
+    chain = Chain.from_source(source, kernel_name, k=args.k, order=args.order,
+                              representation=args.representation)  # memory checked
     if chain.representation == "operator":
         set_threads(args.threads)
     kernel = {"glauber": "Glauber dynamics", "k-gibbs": f"{args.k}-Gibbs block dynamics",
-              "parallel": "independent parallel sampler"}[args.kernel]
+              "parallel": "independent parallel sampler",
+              "systematic": f"systematic scan, one sweep in order {check_order(source.space, args.order)}",
+              "mh": f"Metropolis-Hastings, target exp(-E_{args.energy})/Z, MLM proposal"}[args.kernel]
     return chain, f"{description}; {kernel}; |V|^n = {q}^{n} = {chain.n_states} states", source
 
 
@@ -218,6 +249,12 @@ def run(args: argparse.Namespace) -> int:
                          "(use --representation sparse)")
     if args.save_matrix is not None:
         chain.save(args.save_matrix)
+    if args.save_scores is not None:
+        if source is None:
+            raise ValueError("--save-scores needs a source of conditionals, not a matrix file")
+        from mlmix.theory.sources.scorefile import save_scores
+
+        save_scores(args.save_scores, getattr(source, "base", source), getattr(source, "tokens", None))
     basin = None
     if args.basin is not None:
         if source is None:
@@ -236,6 +273,12 @@ def run(args: argparse.Namespace) -> int:
 
         save_figure(report_figure(chain, source if args.kernel == "glauber" else None, title=title, eps=args.eps),
                     args.plot)
+    report = {"chain": title, **chain.summary(args.eps, include_stationary=args.stationary,
+                                              mixing_limit=args.mixing_limit)}
+    if source is not None and args.kernel == "glauber" and "reason" not in report and not isinstance(source, Truncated):
+        report["paper_g"] = paper_constants(source, chain, args.eps, basin)
+    if source is not None and args.kernel == "mh":
+        report.update(mh_acceptance(source, args.energy))
     if args.json:
         print(dumps_json(report))
     else:
@@ -270,6 +313,8 @@ def format_report(report: dict) -> str:
              ("Poincare constant", report["poincare_constant"]), ("conductance Phi*", report["conductance"]),
              ("Kemeny constant", report["kemeny_constant"]),
              (f"t_mix({report['eps']:g}), worst-start TV", report["t_mix"])]
+    rows += [(label, report[key]) for key, label in (("acceptance_rate", "MH acceptance at stationarity"),
+                                                     ("move_rate", "MH move rate at stationarity")) if key in report]
     g = report.get("paper_g") or {}
     if "rho" in g:
         rows += [("paper G: rho (Thm 5)", g["rho"]), ("  contraction", g["contraction"]),

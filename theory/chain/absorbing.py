@@ -27,10 +27,10 @@ import scipy.sparse as sp
 from scipy.sparse.csgraph import breadth_first_order
 
 from mlmix.limits import ABSORBING_LIMIT
-from mlmix.theory.chain.results import EPS, VectorResult
 from mlmix.theory.chain.stationary import compute_stationary
 from mlmix.theory.chain.structure import Structure, chain_structure, tree_depths
 from mlmix.theory.linalg.elimination import Elimination, eliminate
+from mlmix.theory.results import EPS, VectorResult
 from mlmix.validation import Matrix, check_memory
 
 

@@ -30,7 +30,7 @@ import scipy.sparse as sp
 from scipy.special import logsumexp
 
 from mlmix.limits import EXACT_CONDUCTANCE_LIMIT
-from mlmix.theory.chain.results import EPS, Result
+from mlmix.theory.results import EPS, Result
 from mlmix.validation import Matrix, check_state_set
 
 #: pi(S) <= 1/2 is tested as pi(S) <= 1/2 + _HALF_TOL so that sets of mass exactly 1/2 count.

@@ -52,7 +52,6 @@ from mlmix.limits import (
 from mlmix.theory.chain import absorbing, mixing, spectral, spectrum
 from mlmix.theory.chain import conductance as cond
 from mlmix.theory.chain.hitting import committor, expected_hitting_times, hitting_probabilities
-from mlmix.theory.chain.results import DEFAULT_RTOL, NAMES, Result, VectorResult
 from mlmix.theory.chain.stationary import compute_stationary, log_potential
 from mlmix.theory.chain.structure import Structure, chain_structure
 from mlmix.theory.chain.variance import (
@@ -63,13 +62,16 @@ from mlmix.theory.chain.variance import (
 )
 from mlmix.theory.kernels.assembled import glauber_kernel, independent_parallel_kernel, k_gibbs_kernel
 from mlmix.theory.kernels.representation import choose_representation
+from mlmix.theory.kernels.scan_and_mh import mh_kernel, systematic_kernel
 from mlmix.theory.linalg.elimination import Elimination, eliminate
+from mlmix.theory.results import DEFAULT_RTOL, NAMES, Result, VectorResult
 from mlmix.validation import (
     Matrix,
     check_eps,
     check_int,
     check_memory,
     check_state_set,
+    check_temperature,
     check_transition_matrix,
     check_vector,
 )
@@ -119,11 +121,13 @@ class Chain:
     # ------------------------------------------------------------------ construction
     @classmethod
     def from_source(cls, source: Any, kernel: str = "glauber", *, k: int | None = None,
-                    name: str | None = None, dense_limit: int | None = None, representation: str = "auto",
+                    order: Any = None, name: str | None = None, dense_limit: int | None = None, representation: str = "auto",
                     **operator_options: Any) -> "Chain":
         """The chain of a sampler on a source of conditionals (paper G section 3.2, paper P Defs 10-11):
         ``kernel`` is "glauber" (random-scan Glauber P_T), "k-gibbs" (block size ``k``, needs a
-        joint law) or "parallel" (independent parallel sampler, dense).
+        joint law), "parallel" (independent parallel sampler, dense), "systematic" (one sweep in
+        ``order``, dense) or "mh-logit" / "mh-pll" (Metropolis-Hastings targets,
+        :mod:`mlmix.theory.kernels.scan_and_mh`).
 
         ``representation``: "dense" or "sparse" build the matrix and use the dense or the sparse
         algorithms; "operator" returns the matrix-free
@@ -137,6 +141,9 @@ class Chain:
             "glauber": lambda: glauber_kernel(source),
             "k-gibbs": lambda: k_gibbs_kernel(source, 2 if k is None else k),
             "parallel": lambda: independent_parallel_kernel(source),
+            "systematic": lambda: systematic_kernel(source, order),
+            "mh-logit": lambda: mh_kernel(source, "logit"),
+            "mh-pll": lambda: mh_kernel(source, "pll"),
         }
         if kernel not in builders:
             raise ValueError(f"kernel must be one of {', '.join(builders)}, got {kernel!r}")
@@ -189,7 +196,7 @@ class Chain:
         return f"<Chain{named} " + "; ".join(f"{k} {v}" for k, v in self._facts()) + ">"
 
     def _repr_html_(self) -> str:
-        from mlmix.theory.chain.results import _html_table
+        from mlmix.theory.results import _html_table
 
         return _html_table(f"Chain: {self.name}", self._facts())
 
@@ -603,7 +610,7 @@ class Chain:
         so far (:data:`_SAVED_FIGURES`, as :func:`~mlmix.theory.results.dumps_results` JSON);
         :meth:`load` reads them back."""
         from mlmix.provenance import stamp
-        from mlmix.theory.chain.results import dumps_results
+        from mlmix.theory.results import dumps_results
 
         path = Path(path)
         if path.suffix != ".npz":
@@ -626,7 +633,7 @@ class Chain:
         """Read a chain written by :meth:`save` (or ``scipy.sparse.save_npz`` / ``numpy.save``); a
         missing, corrupt or non-stochastic file is a one-line ValueError. The figures saved with it
         come back as computed (``chain.saved_about`` holds its saved description)."""
-        from mlmix.theory.chain.results import loads_results
+        from mlmix.theory.results import loads_results
 
         chain = cls(load_matrix(path), name=str(Path(path).name))
         if Path(path).suffix.lower() != ".npz":
@@ -715,9 +722,10 @@ class Chain:
         positions); ``candidates``: the alphabet (tokens, default the whole vocabulary); ``options``:
         of :meth:`from_source` (``k``, ``representation``, ...) and of loading (``allow_pickle``,
         ``trust_remote_code``)."""
+        # deferred, and the one upward import of theory (allowed by name in pyproject.toml's layer
+        # contract): the one-liner loads a masked LM, which needs torch and transformers
         from mlmix.empirical.mlm import MaskedLMConditionals
         from mlmix.empirical.tabulate import tabulate
-        from mlmix.validation import check_temperature
 
         temperature = check_temperature(temperature)
         loading = {key: options.pop(key) for key in ("allow_pickle", "trust_remote_code", "local_files_only",

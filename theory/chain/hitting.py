@@ -22,9 +22,9 @@ import scipy.sparse as sp
 from scipy.sparse.csgraph import breadth_first_order
 
 from mlmix.limits import DENSE_HITTING_LIMIT
-from mlmix.theory.chain.results import EPS, VectorResult
 from mlmix.theory.linalg.elimination import eliminate
 from mlmix.theory.linalg.matrices import krylov_solve
+from mlmix.theory.results import EPS, VectorResult
 from mlmix.validation import Matrix, check_state_set, check_steps, check_vector
 
 

@@ -38,7 +38,7 @@ import scipy.sparse as sp
 
 from mlmix.errors import NumericalError
 from mlmix.limits import MIXING_LIMIT
-from mlmix.theory.chain.results import DEFAULT_RTOL, EPS, Result, VectorResult
+from mlmix.theory.results import DEFAULT_RTOL, EPS, Result, VectorResult
 from mlmix.validation import Matrix, check_eps, check_memory, check_steps
 
 #: Doubling stops at 2^MAX_DOUBLINGS steps.

@@ -60,11 +60,11 @@ from mlmix.theory.chain.operator_solves import (
     hitting_times,
     kemeny_bounds,
 )
-from mlmix.theory.chain.results import DEFAULT_RTOL, EPS, NAMES, Result, VectorResult
 from mlmix.theory.chain.spectrum import implied_timescales
 from mlmix.theory.chain.structure import Structure
 from mlmix.theory.kernels.operators import KernelOperator, kernel_operator
 from mlmix.theory.linalg.krylov import gmres, inner, lanczos_largest, norm
+from mlmix.theory.results import DEFAULT_RTOL, EPS, NAMES, Result, VectorResult
 from mlmix.validation import check_eps, check_real, check_state_set, check_steps, check_vector
 
 #: Relative accuracy the gap is driven to (the residual ||r|| <= GAP_RTOL x gap), when reachable.

@@ -38,11 +38,11 @@ import numpy as np
 import torch
 
 from mlmix.theory.chain.mixing import _pi_l1_error
-from mlmix.theory.chain.results import EPS, NAMES, Result, VectorResult
 from mlmix.theory.chain.stationary import certify_supersolution
 from mlmix.theory.chain.variance import kemeny_interval
 from mlmix.theory.kernels.operators import KernelOperator
 from mlmix.theory.linalg.krylov import LinearSolve, conjugate_gradient, gmres
+from mlmix.theory.results import EPS, NAMES, Result, VectorResult
 
 #: Relative residual the solves of this module are driven to.
 SOLVE_RTOL = 1e-13

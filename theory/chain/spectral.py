@@ -38,8 +38,8 @@ import scipy.sparse.linalg as spla
 from scipy.linalg.lapack import dpocon
 
 from mlmix.limits import DENSE_SPECTRAL_LIMIT, EIGH_LIMIT
-from mlmix.theory.chain.results import DEFAULT_RTOL, EPS, Result
 from mlmix.theory.linalg.elimination import Elimination, eliminate
+from mlmix.theory.results import DEFAULT_RTOL, EPS, Result
 from mlmix.validation import Matrix, check_memory
 
 # ----------------------------------------------------------------------------------- reversibilizations

@@ -26,7 +26,7 @@ import scipy.sparse as sp
 import scipy.sparse.linalg as spla
 
 from mlmix.limits import DENSE_SPECTRUM_LIMIT
-from mlmix.theory.chain.results import EPS, VectorResult
+from mlmix.theory.results import EPS, VectorResult
 from mlmix.validation import Matrix, check_memory
 
 

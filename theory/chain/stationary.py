@@ -33,9 +33,9 @@ from scipy.special import logsumexp
 
 from mlmix.errors import ConvergenceError
 from mlmix.limits import DENSE_STATIONARY_LIMIT
-from mlmix.theory.chain.results import EPS, VectorResult
 from mlmix.theory.chain.structure import Structure, chain_structure, tree_depths
 from mlmix.theory.linalg.elimination import eliminate
+from mlmix.theory.results import EPS, VectorResult
 from mlmix.validation import Matrix, check_memory, check_transition_matrix
 
 #: Relative residual target of the iterative (sparse) stationary solve.

@@ -25,9 +25,9 @@ from __future__ import annotations
 import numpy as np
 import scipy.sparse as sp
 
-from mlmix.theory.chain.results import DEFAULT_RTOL, EPS, Result
 from mlmix.theory.linalg.elimination import Elimination
 from mlmix.theory.linalg.matrices import krylov_solve
+from mlmix.theory.results import DEFAULT_RTOL, EPS, Result
 from mlmix.validation import Matrix, check_memory
 
 

@@ -24,10 +24,10 @@ import numpy as np
 
 from mlmix.limits import CONSTANTS_LIMIT
 from mlmix.theory.chain.core import Chain
-from mlmix.theory.chain.results import EPS, Result
 from mlmix.theory.local.influence import aggregate_influence, contraction_temperature, influence_and_oscillation
 from mlmix.theory.local.margins import basin_margin, escape_bound, mixing_lower_bound
 from mlmix.theory.local.rectangles import rectangle_summary
+from mlmix.theory.results import EPS, Result
 from mlmix.validation import check_memory
 
 

@@ -1,0 +1,235 @@
+"""``mlmix decode``: the exact law of a masked-diffusion / parallel decoder and its distances to the
+laws of the other samplers (docs/samplers.md).
+
+Examples::
+
+    mlmix decode --model ising --graph cycle:4 --sampler parallel --k 2      # KL to the joint = sum of TCs
+    mlmix decode --model scores --vocab 3 --length 3 --sampler confidence --k 2 --law --json
+    mlmix decode --model potts --q 3 --graph path:3 --sampler left-to-right --order "2 1 0"
+    mlmix decode --scores table.npz --sampler any-order --top-k 5 --temperature 0.7
+    mlmix decode --mlm Exscientia/IgBert --frame "E V Q _ _ S G" --candidates @aa.txt --sampler parallel --k 2
+
+The law is computed by dynamic programming over the (|V|+1)^n partial assignments; TV and KL(ref || law)
+are given to the random-scan Glauber stationary law, the any-order law, the MH targets exp(-E_logit)/Z and
+exp(-E_pll)/Z and, for a joint source (Ising, Potts, clique), the true joint. Temperature divides the
+scores first; --top-k / --top-p then truncate and renormalise every conditional, for every sampler.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from mlmix.errors import MemoryLimitError, ReducibleChainError
+from mlmix.files import dumps_json
+from mlmix.theory.chain.core import Chain
+from mlmix.theory.kernels.decoders import (
+    SAMPLERS,
+    PartialScoreTable,
+    decoder_law,
+    partial_log_probs,
+    partial_space_size,
+    tv_kl,
+)
+from mlmix.theory.kernels.scan_and_mh import ENERGIES, Truncated, energy, target_law
+from mlmix.theory.results import EPS, Result
+from mlmix.theory.sources.conditionals import Conditionals
+from mlmix.validation import check_int, check_real, check_temperature
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    """Arguments of ``mlmix decode``."""
+    parser.formatter_class = argparse.RawDescriptionHelpFormatter
+    parser.epilog = __doc__.split("Examples::", 1)[1]
+    dec = parser.add_argument_group("decoder")
+    dec.add_argument("--sampler", choices=SAMPLERS, default="any-order", help="decoder (default any-order)")
+    dec.add_argument("--k", type=int, default=2, help="positions per step of parallel / confidence (default 2)")
+    dec.add_argument("--order", default=None, help='order of left-to-right, e.g. "2 0 1" (default 0..n-1)')
+    dec.add_argument("--schedule", default=None, help='blocks of the schedule sampler, e.g. "0 1 | 2"')
+    dec.add_argument("--threshold", type=float, default=None,
+                     help="tau of the threshold sampler: keep every draw of probability >= tau (default 0.9)")
+    out = parser.add_argument_group("output")
+    out.add_argument("--law", action="store_true", help="print the law on V^n (state order of mlmix exact --stationary)")
+    out.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    out.add_argument("--save-scores", type=Path, default=None, metavar="FILE",
+                     help="also write the partial score table of the source (.npz, read back by --scores)")
+    add_source_arguments(parser)
+
+
+def add_source_arguments(parser: argparse.ArgumentParser) -> None:
+    """The source of partial conditionals (a score file, a built-in model, or --mlm over a frame), the
+    temperature and the truncations: shared by ``mlmix decode`` and ``mlmix run samplers``."""
+    from mlmix.commands.exact import MODELS
+    from mlmix.empirical.frames import add_mlm_arguments  # no torch import until --mlm is used
+
+    src = parser.add_argument_group("source")
+    src.add_argument("--temperature", type=float, default=None, help="temperature T > 0 (default 1)")
+    src.add_argument("--top-k", type=int, default=None, help="keep the k most probable symbols of every conditional")
+    src.add_argument("--top-p", type=float, default=None, help="keep the smallest most-probable set of mass >= p")
+    src.add_argument("--scores", type=Path, default=None, metavar="FILE",
+                     help="a partial score table (.npz, docs/samplers.md) instead of a built-in source")
+    src.add_argument("--model", choices=MODELS, default="ising",
+                     help="built-in source (default ising); scores is a random table over (V + mask)^(n-1) contexts")
+    src.add_argument("--graph", default="cycle:4", help="graph for ising/potts (default cycle:4)")
+    src.add_argument("--beta", type=float, default=None, help="inverse temperature of ising/potts (default 0.5)")
+    src.add_argument("--coupling", type=float, default=1.0, help="coupling J on every edge (default 1)")
+    src.add_argument("--field", type=float, default=0.0, help="field h on every site (default 0)")
+    src.add_argument("--q", type=int, default=3, help="number of Potts states (default 3)")
+    src.add_argument("--vocab", type=int, default=3, help="|V| for scores (default 3)")
+    src.add_argument("--length", type=int, default=3, help="n for scores and clique (default 3)")
+    src.add_argument("--clique-size", type=int, default=3, help="|C| for clique (default 3)")
+    src.add_argument("--seed", type=int, default=None, help="seed of random scores (default 0) or Potts couplings")
+    src.add_argument("--scale", type=float, default=1.0, help="standard deviation of random scores (default 1)")
+    src.add_argument("--threads", type=int, default=1, help="torch CPU threads for --mlm (default 1)")
+    add_mlm_arguments(parser)
+
+
+def validate_source_arguments(args: argparse.Namespace) -> None:
+    """The options of :func:`add_source_arguments` (ValueError -> exit 2, one line)."""
+    check_int(args.threads, "--threads", minimum=1)
+    check_int(args.vocab, "--vocab", minimum=2)
+    check_int(args.length, "--length", minimum=1)
+    check_int(args.q, "--q", minimum=2)
+    check_int(args.clique_size, "--clique-size", minimum=2)
+    for name in ("coupling", "field"):
+        check_real(getattr(args, name), f"--{name}")
+    check_real(args.scale, "--scale", minimum=0.0, open_min=True)
+    if args.temperature is not None:
+        check_temperature(args.temperature, "--temperature")
+    if args.beta is not None:
+        check_real(args.beta, "--beta")
+    if args.top_k is not None:
+        check_int(args.top_k, "--top-k", minimum=1)
+    if args.top_p is not None:
+        check_real(args.top_p, "--top-p", minimum=0.0, maximum=1.0, open_min=True)
+    if args.scores is not None and args.mlm is not None:
+        raise ValueError("give --scores or --mlm, not both")
+
+
+def build_partial_source(args: argparse.Namespace) -> tuple[PartialScoreTable, str, Conditionals | None]:
+    """(partial conditionals, description, the joint source when there is one)."""
+    if args.scores is not None:
+        from mlmix.theory.sources.scorefile import load_scores
+
+        src = load_scores(args.scores, args.temperature)
+        if not isinstance(src, PartialScoreTable):
+            raise ValueError(f"{args.scores} holds a full score table; a decoder needs partial contexts "
+                             "(kind 'partial')")
+        return src, f"partial score table {args.scores} (|V| = {src.space.vocab_size}, n = {src.space.length})", None
+    if args.mlm is not None:
+        from mlmix.empirical.partial import partial_source_from_args
+
+        src, title = partial_source_from_args(args)
+        return src, title, None
+    if args.model == "scores":
+        seed = 0 if args.seed is None else args.seed
+        T = 1.0 if args.temperature is None else args.temperature
+        src = PartialScoreTable.random(args.vocab, args.length, seed=seed, scale=args.scale, temperature=T)
+        return src, (f"random partial score table |V|={args.vocab}, n={args.length}, seed {seed}, T={T:g} "
+                     "(contexts over V + {mask})"), None
+    from mlmix.commands.exact import build_source
+
+    joint, description = build_source(args)
+    return PartialScoreTable.from_joint(joint), description + "; exact marginal conditionals of the joint", joint
+
+
+def _law_error(logw: np.ndarray) -> float:
+    """Entrywise relative error of exp(logw - max) / sum: 4 eps (2 + max |logw - max|) + N eps (first order)."""
+    finite = logw[np.isfinite(logw)]
+    return 4.0 * EPS * (2.0 + float(np.ptp(finite))) + logw.size * EPS
+
+
+def references(table: PartialScoreTable, joint: Conditionals | None, top_k: int | None,
+               top_p: float | None) -> dict[str, tuple[np.ndarray | None, float, str]]:
+    """The laws a decoder is compared with: name -> (law or None, entrywise relative error, note)."""
+    full = table.full_table()
+    if top_k is not None or top_p is not None:
+        full = Truncated(full, top_k, top_p)
+    refs: dict[str, tuple[np.ndarray | None, float, str]] = {}
+    try:
+        st = Chain.from_source(full, "glauber").stationary
+        rel = st.rel_error if st.rel_error is not None else math.inf
+        refs["glauber"] = (np.asarray(st.value), rel, st.method)
+    except (ReducibleChainError, MemoryLimitError, ValueError) as err:
+        refs["glauber"] = (None, math.inf, f"not computed: {err}")
+    for kind in ENERGIES:
+        E = energy(full, kind)
+        refs[f"mh-{kind}"] = (target_law(full, kind), _law_error(-E), f"exp(-E_{kind})/Z")
+    if joint is not None:
+        lw = joint.log_joint()
+        refs["joint"] = (np.exp(lw - lw.max()) / np.exp(lw - lw.max()).sum(), _law_error(lw), "the source's joint law")
+    return refs
+
+
+def decode_report(table: PartialScoreTable, sampler: str, *, k: int = 2, order: Any = None, schedule: Any = None,
+                  threshold: float | None = None,
+                  top_k: int | None = None, top_p: float | None = None, joint: Conditionals | None = None,
+                  log_probs: np.ndarray | None = None, refs: dict | None = None) -> dict:
+    """The decoder's exact law, its number of steps, and TV / KL(ref || law) to every reference law."""
+    lp = partial_log_probs(table, top_k, top_p) if log_probs is None else log_probs
+    d = decoder_law(table, sampler, k=min(k, table.space.length), order=order, schedule=schedule, log_probs=lp,
+                    threshold=threshold)
+    refs = references(table, joint, top_k, top_p) if refs is None else refs
+    if sampler != "any-order":
+        ao = decoder_law(table, "any-order", log_probs=lp)
+        refs = {**refs, "any-order": (ao.law, ao.rel_error, ao.method)}
+    distances = {}
+    for name, (law, rel, note) in refs.items():
+        if law is None:
+            distances[name] = {"tv": Result.missing(f"TV to {name}", "-", note),
+                               "kl": Result.missing(f"KL({name} || law)", "-", note)}
+        else:
+            distances[name] = tv_kl(d.law, d.rel_error, law, rel, name)
+    return {"sampler": d.details["label"], "steps": d.steps, "states": table.space.size,
+            "partial_assignments": partial_space_size(table.space), "method": d.method,
+            "law_rel_error": d.rel_error, "law": d.law, "distances": distances}
+
+
+def run(args: argparse.Namespace) -> int:
+    """Compute the law and print the table (or JSON with --json)."""
+    check_int(args.k, "--k", minimum=1)
+    validate_source_arguments(args)
+    table, description, joint = build_partial_source(args)
+    if args.save_scores is not None:
+        from mlmix.theory.sources.scorefile import save_scores
+
+        save_scores(args.save_scores, table, getattr(table, "tokens", None))
+    truncation = "" if args.top_k is None and args.top_p is None else \
+        f"; top-k {args.top_k}, top-p {args.top_p} (after the temperature)"
+    report = {"source": description + truncation,
+              **decode_report(table, args.sampler, k=args.k, order=args.order, schedule=args.schedule,
+                              threshold=0.9 if args.threshold is None and args.sampler == "threshold" else args.threshold,
+                              top_k=args.top_k, top_p=args.top_p, joint=joint)}
+    if not args.law:
+        report.pop("law")
+    print(dumps_json(report) if args.json else format_report(report))
+    return 0
+
+
+def _fmt(r: Result) -> str:
+    if r.value is not None:
+        return f"{r.value:.6g}"
+    if r.lower is not None and r.lower == r.upper:
+        return f"{r.lower:g}"
+    if r.lower is None and r.upper is None:
+        return "-"
+    return f"[{r.lower:.3g}, {r.upper:.3g}]"
+
+
+def format_report(report: dict) -> str:
+    lines = [report["source"], "", f"  decoder          {report['sampler']}", f"  steps            {report['steps']:.6g}",
+             f"  states |V|^n     {report['states']}", f"  law rel. error   {report['law_rel_error']:.1e}", "",
+             f"  {'reference':<12}{'TV':>14}{'KL(ref || law)':>18}"]
+    for name, d in report["distances"].items():
+        lines.append(f"  {name:<12}{_fmt(d['tv']):>14}{_fmt(d['kl']):>18}")
+    notes = [f"  {name}: {r.reason}" for name, d in report["distances"].items() for r in d.values() if r.reason]
+    if notes:
+        lines += ["", "unresolved (interval: not resolved above the floating-point floor):"] + sorted(set(notes))
+    lines += ["", f"method: {report['method']}"]
+    if "law" in report:
+        lines += ["", "law:", "  " + np.array2string(np.asarray(report["law"]), precision=6, max_line_width=96)]
+    return "\n".join(lines)

@@ -1,0 +1,176 @@
+"""``mlmix run samplers``: every sampler of issue 24 on one frame, exactly (docs/samplers.md).
+
+For a source of partial conditionals (a masked LM over a frame with ``--mlm``, a score file, a random
+toy table or a joint law) it computes the law of each sampler on V^n:
+
+* chains (stationary laws, :class:`~mlmix.theory.chain.Chain`): random-scan Glauber, systematic scan
+  (one sweep in ``--order``; its kernel is dense, so up to
+  :data:`~mlmix.theory.samplers.SYSTEMATIC_LIMIT` states), MH with the logit and the PLL energies
+  (with their acceptance and move rates at stationarity); each with its absolute spectral gap and the
+  gap of its additive reversibilization (P + P*)/2 (1 / the Poincaré constant: what is resolved for a
+  large non-reversible chain);
+* decoders (exact laws by dynamic programming, :mod:`mlmix.theory.kernels.decoders`): any-order,
+  left-to-right, parallel and confidence with ``--k`` per step, one fully parallel step, and the
+  threshold rule with ``--threshold`` (default 0.9); each with its number of steps (expected, for the
+  threshold rule);
+* the joint law when the source has one;
+
+and writes ``samplers.json`` (every figure with its method and accuracy, the laws, TV and KL between
+every pair), ``samplers.csv`` (one row per sampler: gap or steps, acceptance, TV to every other law)
+and ``samplers.png`` (the TV matrix).
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+from pathlib import Path
+
+import numpy as np
+
+from mlmix.commands.decode import add_source_arguments, build_partial_source, validate_source_arguments
+from mlmix.errors import MemoryLimitError, ReducibleChainError
+from mlmix.files import atomic_save_figure, atomic_write_csv, atomic_write_json, jsonable, pyplot
+from mlmix.theory.chain.core import Chain
+from mlmix.theory.kernels.decoders import PartialScoreTable, decoder_law, partial_log_probs, tv_kl
+from mlmix.theory.kernels.scan_and_mh import SYSTEMATIC_LIMIT, Truncated, check_order, mh_acceptance
+from mlmix.theory.results import Result
+from mlmix.theory.sources.conditionals import Conditionals
+from mlmix.validation import check_int, check_real
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--out", required=True, type=Path, help="output folder")
+    parser.add_argument("--k", type=int, default=2, help="positions per step of parallel / confidence (default 2)")
+    parser.add_argument("--order", default=None, help='order of systematic scan and left-to-right (default 0..n-1)')
+    parser.add_argument("--threshold", type=float, default=0.9, help="tau of the threshold decoder (default 0.9)")
+    add_source_arguments(parser)
+
+
+def sampler_laws(table: PartialScoreTable, joint: Conditionals | None = None, *, k: int = 2, order=None,
+                 top_k: int | None = None, top_p: float | None = None, threshold: float = 0.9) -> dict[str, dict]:
+    """name -> {"law" (or None), "rel_error", "kind", figures...} for every sampler (module doc)."""
+    n = table.space.length
+    k = check_int(k, "k", minimum=1, maximum=n)
+    order = check_order(table.space, order)
+    full = table.full_table()
+    if top_k is not None or top_p is not None:
+        full = Truncated(full, top_k, top_p)
+    out: dict[str, dict] = {}
+    for name in ("glauber", "systematic", "mh-logit", "mh-pll"):
+        entry: dict = {"kind": "chain"}
+        if name == "systematic" and table.space.size > SYSTEMATIC_LIMIT:
+            out[name] = {**entry, "law": None, "rel_error": math.inf,
+                         "reason": f"the sweep kernel is dense: computed up to {SYSTEMATIC_LIMIT} states, "
+                                   f"this frame has {table.space.size}"}
+            continue
+        try:
+            chain = Chain.from_source(full, name, order=order)
+            st = chain.stationary
+            entry.update(law=np.asarray(st.value), rel_error=st.rel_error if st.rel_error is not None else math.inf,
+                         stationary_method=st.method, absolute_spectral_gap=chain.absolute_spectral_gap,
+                         additive_gap=chain.additive_gap)
+            if name.startswith("mh-"):
+                entry.update(mh_acceptance(full, name[3:]))
+        except (ReducibleChainError, MemoryLimitError) as err:
+            entry.update(law=None, rel_error=math.inf, reason=str(err))
+        out[name] = entry
+    lp = partial_log_probs(table, top_k, top_p)
+    for name, sampler, kk in (("any-order", "any-order", 1), ("left-to-right", "left-to-right", 1),
+                              (f"parallel-{k}", "parallel", k), (f"confidence-{k}", "confidence", k),
+                              ("fully-parallel", "parallel", n), (f"threshold-{threshold:g}", "threshold", 1)):
+        d = decoder_law(table, sampler, k=kk, order=order, log_probs=lp, threshold=threshold)
+        out[name] = {"kind": "decoder", "law": d.law, "rel_error": d.rel_error, "steps": d.steps, "method": d.method}
+    if joint is not None:
+        lw = joint.log_joint()
+        p = np.exp(lw - lw.max())
+        out["joint"] = {"kind": "joint", "law": p / p.sum(), "rel_error": 4 * 2.0**-53 * (2 + float(np.ptp(lw)))
+                        + lw.size * 2.0**-53}
+    return out
+
+
+def pairwise(laws: dict[str, dict]) -> dict[str, dict[str, dict[str, Result]]]:
+    """TV(a, b) and KL(b || a) for every ordered pair of computed laws (row a, column b)."""
+    names = [k for k, v in laws.items() if v["law"] is not None]
+    return {a: {b: tv_kl(laws[a]["law"], laws[a]["rel_error"], laws[b]["law"], laws[b]["rel_error"], b)
+                for b in names if b != a} for a in names}
+
+
+def run(args: argparse.Namespace) -> int:
+    check_int(args.k, "--k", minimum=1)
+    validate_source_arguments(args)
+    table, description, joint = build_partial_source(args)
+    check_real(args.threshold, "--threshold", minimum=0.0, maximum=1.0, open_min=True)
+    laws = sampler_laws(table, joint, k=min(args.k, table.space.length), order=args.order, top_k=args.top_k,
+                        top_p=args.top_p, threshold=args.threshold)
+    dist = pairwise(laws)
+    out = Path(args.out)
+    report = {"source": description, "states": table.space.size, "k": args.k, "order": args.order,
+              "top_k": args.top_k, "top_p": args.top_p,
+              "samplers": {name: {key: v for key, v in e.items()} for name, e in laws.items()},
+              "distances": dist}
+    atomic_write_json(out / "samplers.json", jsonable(report))
+    names = list(laws)
+    rows = []
+    for a in names:
+        e = laws[a]
+        gap = e.get("absolute_spectral_gap")
+        acc = e.get("acceptance_rate")
+        add = e.get("additive_gap")
+        rows.append([a, e["kind"], _num(gap) if gap is not None else "", _num(add) if add is not None else "",
+                     e.get("steps", ""),
+                     _num(acc) if acc is not None else "", e.get("reason", "")]
+                    + [_num(dist[a][b]["tv"]) if a in dist and b in dist[a] else "" for b in names])
+    atomic_write_csv(out / "samplers.csv", ["sampler", "kind", "absolute_spectral_gap", "additive_gap", "steps",
+                                            "acceptance",
+                                            "not_computed"] + [f"tv_to_{b}" for b in names], rows)
+    plt = pyplot()
+    M = np.full((len(names), len(names)), np.nan)
+    for i, a in enumerate(names):
+        for j, b in enumerate(names):
+            if a == b and laws[a]["law"] is not None:
+                M[i, j] = 0.0
+            elif a in dist and b in dist[a]:
+                r = dist[a][b]["tv"]
+                M[i, j] = r.value if r.value is not None else (r.upper if r.upper is not None else np.nan)
+    fig, ax = plt.subplots(figsize=(1.0 + 0.6 * len(names), 0.8 + 0.6 * len(names)))
+    im = ax.imshow(M, vmin=0, vmax=1, cmap="viridis")
+    ax.set_xticks(range(len(names)), names, rotation=60, ha="right")
+    ax.set_yticks(range(len(names)), names)
+    for i in range(len(names)):
+        for j in range(len(names)):
+            if np.isfinite(M[i, j]):
+                ax.text(j, i, f"{M[i, j]:.2f}", ha="center", va="center", fontsize=7,
+                        color="white" if M[i, j] < 0.5 else "black")
+    fig.colorbar(im, ax=ax, label="total variation")
+    ax.set_title(f"exact laws of the samplers, {table.space.vocab_size}^{table.space.length} states", fontsize=9)
+    atomic_save_figure(fig, out / "samplers.png")
+    plt.close(fig)
+    print(format_table(description, names, laws, dist))
+    return 0
+
+
+def _num(r: Result) -> str:
+    if r.value is not None:
+        return f"{r.value:.6g}"
+    if r.lower is not None and r.upper is not None:
+        return f"[{r.lower:.3g}, {r.upper:.3g}]"
+    return "-"
+
+
+def format_table(description: str, names: list[str], laws: dict, dist: dict) -> str:
+    """The text table of the run: gap / steps / acceptance and TV to Glauber, any-order and the joint."""
+    refs = [r for r in ("glauber", "any-order", "mh-pll", "joint") if r in dist]
+    head = f"  {'sampler':<16}{'abs. gap':>12}{'add. gap':>12}{'steps':>7}{'accept':>10}" + \
+        "".join(f"{'TV ' + r:>16}" for r in refs)
+    lines = [description, "", head]
+    for a in names:
+        e = laws[a]
+        gap = _num(e["absolute_spectral_gap"]) if "absolute_spectral_gap" in e else ""
+        add = _num(e["additive_gap"]) if "additive_gap" in e else ""
+        acc = _num(e["acceptance_rate"]) if "acceptance_rate" in e else ""
+        tvs = "".join(f"{(_num(dist[a][r]['tv']) if a in dist and r in dist[a] else '-'):>16}" for r in refs)
+        steps = f"{e['steps']:.4g}" if "steps" in e else ""
+        lines.append(f"  {a:<16}{gap:>12}{add:>12}{steps:>7}{acc:>10}{tvs}")
+    notes = [f"  {a}: {e['reason']}" for a, e in laws.items() if e.get("reason")]
+    return "\n".join(lines + ([""] + notes if notes else []))

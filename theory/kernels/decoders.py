@@ -1,0 +1,278 @@
+"""Exact laws of masked-diffusion and parallel decoders on V^n (issue 24).
+
+A decoder starts from the all-masked frame and unmasks positions, drawing each new symbol from its
+*partial conditional* p_i^T(. | x_S) = softmax(s_i(. | x_S) / T), S the positions already unmasked
+(the others hold the mask symbol, :data:`MASK` = |V| in a partial sequence). The decoders (MDLM,
+Sahoo et al. 2024; LLaDA, Nie et al. 2025; Fast-dLLM, Wu et al. 2025):
+
+* ``any-order``: one position at a time, chosen uniformly among the masked ones;
+* ``left-to-right``: one position at a time in a fixed order (default 0, 1, ..., n-1);
+* ``parallel`` (k): k positions chosen uniformly among the masked ones (fewer at the last step),
+  each drawn independently from its own conditional given the unmasked ones;
+* ``confidence`` (k): every masked position draws a symbol y_i ~ p_i(. | x_S); the k draws of highest
+  probability p_i(y_i | x_S) are kept (ties broken by position, lower first), the others masked again;
+* ``threshold`` (tau): every masked position draws; every draw with p_i(y_i | x_S) >= tau is kept, and
+  the most probable draw when none is (Fast-dLLM's threshold rule, with sampled rather than greedy
+  draws); the number of steps is random, its expectation is exact;
+* ``schedule``: fixed blocks G_1, ..., G_m, block G_t drawn in parallel given x_{G_<t}.
+
+The law of the decoded sequence is computed exactly by dynamic programming over the (|V|+1)^n partial
+assignments (mass pushed from the all-masked one down to the complete ones, level by level); every
+entry is a sum of products of conditionals, each computed from log_softmax(s / T) with an absolute
+error of a few ulps of max(|s|/T, |log p|), so the entries carry the relative error bound
+8 eps (n + 2)(2 + max|log p| + max|s|/T) (stated with the law).
+
+For a joint p read through its exact marginal conditionals (:meth:`PartialScoreTable.from_joint`),
+the chain rule gives, for the schedule law mu_G(x) = prod_t prod_{i in G_t} p(x_i | x_{G_<t}),
+
+    KL(p || mu_G) = sum_t E_{x ~ p} TC(p(x_{G_t} | x_{G_<t})),   TC = sum_{i in G_t} H(X_i | .) - H(X_{G_t} | .),
+
+so one fully parallel step gives KL = TC(p), one-at-a-time decoding in any order gives p exactly, and
+a random schedule (the ``parallel`` decoder is the mixture of schedule laws over its uniformly drawn
+blocks) is bounded by the average by convexity of KL (Li & Cai 2025, arXiv:2505.21400, eq. (3.3):
+the parallel-decoding error is a sum of conditional mutual informations).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from itertools import combinations, product
+from typing import Sequence
+
+import numpy as np
+from scipy.special import logsumexp
+
+from mlmix.theory.kernels.scan_and_mh import check_order, truncate_log_probs
+from mlmix.theory.results import EPS, Result
+from mlmix.theory.sources.conditionals import Conditionals
+from mlmix.theory.sources.partial import PartialScoreTable, partial_space_size
+from mlmix.theory.sources.space import StateSpace
+from mlmix.validation import check_int, check_memory, check_real
+
+#: The decoders (module doc).
+SAMPLERS = ("any-order", "left-to-right", "parallel", "confidence", "threshold", "schedule")
+
+#: Largest number of partial assignments (|V|+1)^n a decoder law is computed over (20^4 alphabets: 194,481).
+DECODER_LIMIT = 2_000_000
+
+
+def partial_log_probs(source: PartialScoreTable, top_k: int | None = None, top_p: float | None = None,
+                      max_partial: int = DECODER_LIMIT) -> np.ndarray:
+    """log p_i^T(. | x_S) for every partial assignment (index in base |V|+1, first site most significant)
+    and every site, truncated by top-k / top-p after the temperature: ((|V|+1)^n, n, |V|)."""
+    space = source.space
+    n, q = space.length, space.vocab_size
+    M = partial_space_size(space)
+    if M > max_partial:
+        raise ValueError(f"(|V|+1)^n = {q + 1}^{n} = {M:,} partial assignments exceed the decoder limit "
+                         f"{max_partial:,}")
+    check_memory(8.0 * 3 * M * n * q, f"the conditionals of {M:,} partial assignments")
+    digits = _digits(M, n, q + 1)
+    out = np.empty((M, n, q))
+    for i in range(n):
+        out[:, i] = truncate_log_probs(source.partial_log_conditionals(digits, i), top_k, top_p)
+    return out
+
+
+def _digits(M: int, n: int, base: int) -> np.ndarray:
+    return (np.arange(M, dtype=np.int64)[:, None] // (base ** np.arange(n - 1, -1, -1, dtype=np.int64))) % base
+
+
+@dataclass(frozen=True)
+class DecoderLaw:
+    """The exact law of a decoder's output on V^n (state index order, as `mlmix exact --stationary`)."""
+
+    sampler: str
+    law: np.ndarray
+    rel_error: float
+    steps: int
+    method: str
+    details: dict = field(default_factory=dict)
+
+    def as_result(self) -> dict:
+        return {"sampler": self.sampler, "steps": self.steps, "rel_error": self.rel_error, "method": self.method,
+                **self.details}
+
+
+def check_schedule(space: StateSpace, schedule: Sequence[Sequence[int]] | str) -> list[tuple[int, ...]]:
+    """Blocks G_1, ..., G_m: disjoint, non-empty, covering every site ("0 1 | 2" as a string)."""
+    if isinstance(schedule, str):
+        try:
+            schedule = [[int(t) for t in part.replace(",", " ").split()] for part in schedule.split("|")]
+        except ValueError:
+            raise ValueError(f"schedule must be blocks of integers separated by '|', got {schedule!r}") from None
+    blocks = [tuple(space.check_site(int(s)) for s in block) for block in schedule]
+    flat = [s for b in blocks for s in b]
+    if any(not b for b in blocks) or sorted(flat) != list(range(space.length)):
+        raise ValueError(f"a schedule is non-empty disjoint blocks covering 0..{space.length - 1}, got {blocks}")
+    return blocks
+
+
+def _unmask(codes: np.ndarray, block: Sequence[int], lp: np.ndarray, place: np.ndarray, q: int
+            ) -> tuple[np.ndarray, np.ndarray]:
+    """Children and log weights of drawing every site of ``block`` independently: (B, q^|G|) each."""
+    A = np.array(list(product(range(q), repeat=len(block))), dtype=np.int64).reshape(-1, len(block))
+    child = codes[:, None] + ((A - q) * place[list(block)]).sum(axis=1)[None, :]
+    logw = np.zeros((codes.shape[0], A.shape[0]))
+    for j, s in enumerate(block):
+        logw += lp[:, s, :][:, A[:, j]]
+    return child, logw
+
+
+def decoder_law(source: PartialScoreTable, sampler: str, k: int = 1, order: Sequence[int] | str | None = None,
+                schedule: Sequence[Sequence[int]] | str | None = None, top_k: int | None = None,
+                top_p: float | None = None, log_probs: np.ndarray | None = None,
+                threshold: float | None = None) -> DecoderLaw:
+    """The exact law on V^n of a decoder (module doc) by dynamic programming over the partial
+    assignments. ``k``: positions per step of ``parallel`` / ``confidence``; ``order``: the order of
+    ``left-to-right``; ``schedule``: the blocks of ``schedule``; ``threshold``: tau of ``threshold``
+    (in (0, 1]). The law's ``steps`` is the expected number of steps (exact). ``log_probs``: the table of
+    :func:`partial_log_probs` when already computed (then ``top_k`` / ``top_p`` are ignored)."""
+    if not isinstance(source, PartialScoreTable):
+        raise TypeError(f"a decoder needs partial conditionals (a PartialScoreTable), got {type(source).__name__}")
+    if sampler not in SAMPLERS:
+        raise ValueError(f"sampler must be one of {', '.join(SAMPLERS)}, got {sampler!r}")
+    space = source.space
+    n, q = space.length, space.vocab_size
+    k = check_int(k, "k", minimum=1, maximum=n)
+    Q = q + 1
+    lp_all = partial_log_probs(source, top_k, top_p) if log_probs is None else log_probs
+    M = lp_all.shape[0]
+    if sampler == "left-to-right":
+        schedule = [(s,) for s in check_order(space, order)]
+        if len(schedule) != n:
+            raise ValueError("a left-to-right order lists every site once")
+    if sampler == "schedule" and schedule is None:
+        raise ValueError("the schedule sampler needs a schedule (blocks of sites)")
+    if sampler == "threshold":
+        if threshold is None:
+            raise ValueError("the threshold sampler needs a threshold tau in (0, 1]")
+        threshold = check_real(threshold, "threshold", minimum=0.0, maximum=1.0, open_min=True)
+    blocks = check_schedule(space, schedule) if sampler in ("schedule", "left-to-right") else None
+    place = Q ** np.arange(n - 1, -1, -1, dtype=np.int64)
+    digits = _digits(M, n, Q)
+    masked = digits == q
+    pattern = masked @ (1 << np.arange(n, dtype=np.int64))
+    mass = np.zeros(M)
+    mass[M - 1] = 1.0  # all masked
+    by_level = sorted(range(1, 1 << n), key=lambda b: -bin(b).count("1"))
+    visits = 0.0  # sum of the visiting probabilities of the partial assignments with a mask: E[steps]
+    for pat in by_level:
+        codes = np.flatnonzero((pattern == pat) & (mass > 0))
+        if codes.size == 0:
+            continue
+        sites = [s for s in range(n) if pat >> s & 1]
+        m = len(sites)
+        lp = lp_all[codes]
+        moves: list[tuple[np.ndarray, np.ndarray]] = []
+        if sampler == "any-order":
+            moves = [(c, w - math.log(m)) for c, w in (_unmask(codes, (s,), lp, place, q) for s in sites)]
+        elif blocks is not None:
+            block = next(b for b in blocks if set(b) <= set(sites))
+            if not set(block) <= set(sites) or any(s in sites for b in blocks[:blocks.index(block)] for s in b):
+                raise AssertionError("unreachable partial assignment")
+            moves = [_unmask(codes, block, lp, place, q)]
+        elif sampler == "parallel":
+            subsets = list(combinations(sites, min(k, m)))
+            moves = [(c, w - math.log(len(subsets))) for c, w in (_unmask(codes, G, lp, place, q) for G in subsets)]
+        elif sampler == "confidence":
+            moves = [_confidence_moves(codes, sites, min(k, m), lp, place, q)]
+        else:  # threshold
+            moves = [_confidence_moves(codes, sites, None, lp, place, q, math.log(threshold))]
+        visits += float(mass[codes].sum())
+        for child, logw in moves:
+            np.add.at(mass, child.ravel(), (mass[codes][:, None] * np.exp(logw)).ravel())
+        mass[codes] = 0.0
+    full = np.flatnonzero(pattern == 0)
+    law = np.zeros(space.size)
+    law[digits[full] @ space.place_values] = mass[full]
+    finite = lp_all[np.isfinite(lp_all)]
+    scale = float(np.abs(source.table[np.isfinite(source.table)]).max()) / source.temperature
+    rel = 8.0 * EPS * (n + 2) * (2.0 + float(np.abs(finite).max()) + scale) + 2.0 * n * EPS
+    steps = {"any-order": n, "left-to-right": n, "parallel": -(-n // k), "confidence": -(-n // k),
+             "schedule": len(blocks) if blocks else n, "threshold": visits}[sampler]
+    label = {"parallel": f"parallel, k = {k}", "confidence": f"confidence, k = {k}",
+             "threshold": f"threshold, tau = {threshold:g} (steps: the expected number)" if threshold else "",
+             "left-to-right": f"left-to-right, order {[b[0] for b in blocks]}" if blocks else "",
+             "schedule": f"schedule {blocks}"}.get(sampler, sampler)
+    method = (f"dynamic programming over the {M:,} partial assignments ({label}); entries are sums of products of "
+              "conditionals, relative error <= 8 eps (n + 2)(2 + max|log p| + max|s|/T)")
+    return DecoderLaw(sampler, law, rel, steps, method, {"label": label, "mass_defect": float(abs(law.sum() - 1))})
+
+
+def _confidence_moves(codes: np.ndarray, sites: list[int], keep: int | None, lp: np.ndarray, place: np.ndarray,
+                      q: int, log_tau: float | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """Every masked site draws; the ``keep`` draws of highest probability (ties: lower position) stay, or
+    (``keep`` None) every draw of log-probability >= ``log_tau``, and the most probable one when none is."""
+    m = len(sites)
+    check_memory(8.0 * 4 * codes.shape[0] * q ** m * m, f"the {q}^{m} joint draws of the confidence decoder")
+    A = np.array(list(product(range(q), repeat=m)), dtype=np.int64)  # (q^m, m)
+    logs = np.stack([lp[:, s, :][:, A[:, j]] for j, s in enumerate(sites)], axis=-1)  # (B, q^m, m)
+    rank = np.argsort(-logs, axis=-1, kind="stable")  # stable: equal probabilities keep position order
+    kept = np.zeros(logs.shape, dtype=bool)
+    np.put_along_axis(kept, rank[..., :1 if keep is None else keep], True, axis=-1)
+    if keep is None:
+        kept |= logs >= log_tau
+    shift = ((A - q)[None, :, :] * place[sites][None, None, :] * kept).sum(axis=-1)
+    return codes[:, None] + shift, logs.sum(axis=-1)
+
+
+# ---------------------------------------------------------------------------------------- distances
+def tv_kl(law: np.ndarray, law_rel: float, ref: np.ndarray, ref_rel: float, what: str) -> dict[str, Result]:
+    """TV(law, ref) = (1/2) sum |law - ref| and KL(ref || law) = sum ref log(ref / law), with absolute
+    error bounds from the entrywise relative errors of both laws (first order):
+    TV +- (d_law + d_ref)/2 + N eps, KL +- (d_law + d_ref)(1 + sum ref |log(ref/law)|) + N eps |log|."""
+    law = np.asarray(law, dtype=np.float64)
+    ref = np.asarray(ref, dtype=np.float64)
+    N = law.size
+    tv = 0.5 * float(np.abs(law - ref).sum())
+    tv_r = Result.checked(f"TV to {what}", tv, 0.5 * (law_rel + ref_rel) + N * EPS, "half the L1 distance",
+                          lower=0.0, upper=1.0)
+    support = ref > 0
+    if (law[support] <= 0).any():
+        kl_r = Result.interval(f"KL({what} || law)", math.inf, math.inf, "sum ref log(ref / law)",
+                               f"the law gives zero mass to a state that {what} charges: KL is infinite")
+    else:
+        logs = np.log(ref[support]) - np.log(law[support])
+        kl = float((ref[support] * logs).sum())
+        err = (law_rel + ref_rel) * (1 + float((ref[support] * np.abs(logs)).sum())) + \
+            N * EPS * (1 + float(np.abs(logs).max()))
+        kl_r = Result.checked(f"KL({what} || law)", max(kl, 0.0), err, "sum ref log(ref / law)", lower=0.0)
+    return {"tv": tv_r, "kl": kl_r}
+
+
+# ---------------------------------------------------------------------------------------- chain rule
+def _entropy_of(logp: np.ndarray, keep: Sequence[int]) -> float:
+    """H(X_keep) of the joint exp(logp) (normalised), in nats."""
+    n = logp.ndim
+    drop = tuple(j for j in range(n) if j not in keep)
+    marg = logsumexp(logp, axis=drop) if drop else logp
+    p = np.exp(marg)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return float(-np.where(p > 0, p * marg, 0.0).sum())
+
+
+def expected_conditional_tc(source: Conditionals, block: Sequence[int], context: Sequence[int]) -> float:
+    """E_{x ~ p} TC(p(x_G | x_C)) = sum_{i in G} H(X_i | X_C) - H(X_G | X_C), H(A | C) = H(A, C) - H(C),
+    for a joint source p (tempered), from its marginal entropies (independent of the decoder DP)."""
+    lw = source.log_joint()
+    if lw is None:
+        raise TypeError("the conditional total correlation needs a joint law")
+    q, n = source.space.vocab_size, source.space.length
+    logp = np.asarray(lw, dtype=np.float64).reshape((q,) * n)
+    logp = logp - logsumexp(logp)
+    C = sorted(context)
+    HC = _entropy_of(logp, C) if C else 0.0
+    singles = sum(_entropy_of(logp, sorted(C + [i])) - HC for i in block)
+    return singles - (_entropy_of(logp, sorted(C + list(block))) - HC)
+
+
+def schedule_tc(source: Conditionals, schedule: Sequence[Sequence[int]]) -> float:
+    """sum_t E_{x ~ p} TC(p(x_{G_t} | x_{G_<t})): KL(p || mu_schedule) by the chain rule (module doc)."""
+    blocks = check_schedule(source.space, schedule)
+    total, seen = 0.0, []
+    for b in blocks:
+        total += expected_conditional_tc(source, b, seen)
+        seen += list(b)
+    return total

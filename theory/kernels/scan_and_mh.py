@@ -1,0 +1,270 @@
+"""Exact kernels of the scan-order and Metropolis-Hastings samplers people run on masked LMs (issue 24).
+
+Both need only the single-site conditionals p_i^T(. | x_{-i}) = softmax(s_i(. | x_{-i}) / T) that every
+:class:`~mlmix.theory.conditionals.Conditionals` source gives (the table `mlmix exact` tabulates).
+
+* **Systematic scan** (Gibbs with a fixed sweep order; Chen & Ip, "Behaviour of the Gibbs sampler when
+  conditional distributions are potentially incompatible", J. Stat. Comput. Simul. 85 (2015)): one
+  sweep is the product of heat-bath kernels ``P_sys = P_{i0} P_{i1} ... P_{i(n-1)}`` with
+  ``P_i(x, y) = 1[y_{-i} = x_{-i}] p_i^T(y_i | x_{-i})``. With incompatible conditionals its
+  stationary law depends on the order and differs from random scan's; with a compatible source
+  every order leaves the joint invariant. One step of this chain is one sweep.
+* **Metropolis-Hastings with an MLM proposal** (Goyal, Dyer & Berg-Kirkpatrick, ICLR 2022,
+  "Exposing the implicit energy networks behind masked language models via Metropolis-Hastings",
+  section 3): pick a site i uniformly, propose a ~ p_i^T(. | x_{-i}), accept with
+  ``min(1, exp(-E(x')) p_i^T(x_i | x_{-i}) / (exp(-E(x)) p_i^T(a | x_{-i})))``, where
+
+      E_logit(x) = -(1/T) sum_i s_i(x_i | x_{-i}),     E_pll(x) = -sum_i log p_i^T(x_i | x_{-i}).
+
+  The kernel is reversible with respect to exp(-E)/Z (the proposal's reverse move has the same
+  context x_{-i}); on a compatible source with E = -log p every proposal is accepted and the kernel
+  is random-scan Glauber.
+
+Temperature and truncation: the temperature divides the scores first, p^T = softmax(s / T); top-k and
+top-p (:class:`Truncated`) then act on p^T and renormalise, as in generation code (temperature, then
+top-k, then top-p). E_logit uses the scores (with -inf on truncated symbols), E_pll the truncated
+conditionals.
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+import numpy as np
+import scipy.sparse as sp
+from scipy.special import log_softmax
+
+from mlmix.limits import DEFAULT_MAX_STATES
+from mlmix.theory.kernels.assembled import _zero_digit_states
+from mlmix.theory.results import EPS, Result
+from mlmix.theory.sources.conditionals import Conditionals
+from mlmix.theory.sources.space import StateSpace
+from mlmix.validation import check_int, check_memory, check_real
+
+#: Energies of the Metropolis-Hastings samplers.
+ENERGIES = ("logit", "pll")
+
+#: Largest state count of the dense systematic-scan kernel (its rows are full: every state is reachable
+#: in one sweep).
+SYSTEMATIC_LIMIT = 4096
+
+
+# ---------------------------------------------------------------------------------------- truncation
+def truncate_log_probs(log_probs: np.ndarray, top_k: int | None = None, top_p: float | None = None) -> np.ndarray:
+    """Top-k then top-p truncation of log-probabilities along the last axis, renormalised.
+
+    top-k keeps every symbol whose probability is at least the k-th largest (ties at the boundary are
+    all kept); top-p keeps symbol v when the mass of the symbols strictly more probable than v is
+    below p (the smallest set of mass >= p, ties included). Removed symbols get -inf."""
+    lp = np.asarray(log_probs, dtype=np.float64)
+    q = lp.shape[-1]
+    if top_k is not None:
+        k = check_int(top_k, "top_k", minimum=1, maximum=q)
+        kth = -np.sort(-lp, axis=-1)[..., k - 1:k]
+        lp = np.where(lp >= kth, lp, -np.inf)
+        lp = log_softmax(lp, axis=-1)
+    if top_p is not None:
+        p_cut = check_real(top_p, "top_p", minimum=0.0, maximum=1.0, open_min=True)
+        order = np.argsort(-lp, axis=-1, kind="stable")
+        s = np.take_along_axis(np.exp(lp), order, axis=-1)  # descending
+        before = np.cumsum(s, axis=-1) - s  # mass of the symbols sorted before each one
+        pos = np.broadcast_to(np.arange(q), s.shape)
+        first = np.concatenate([np.ones(s.shape[:-1] + (1,), bool), s[..., 1:] != s[..., :-1]], axis=-1)
+        start = np.maximum.accumulate(np.where(first, pos, 0), axis=-1)  # first member of each tie group
+        above = np.empty_like(s)
+        np.put_along_axis(above, order, np.take_along_axis(before, start, axis=-1), axis=-1)  # strictly more probable
+        lp = np.where(above < p_cut, lp, -np.inf)
+        lp = log_softmax(lp, axis=-1)
+    return lp
+
+
+class Truncated(Conditionals):
+    """A source whose conditionals are ``base``'s at temperature T, truncated by top-k / top-p and
+    renormalised (:func:`truncate_log_probs`). Scores are the base scores with -inf on the removed
+    symbols, so E_logit gives removed states zero target mass."""
+
+    def __init__(self, base: Conditionals, top_k: int | None = None, top_p: float | None = None,
+                 temperature: float | None = None) -> None:
+        super().__init__(base.space, base.temperature if temperature is None else temperature)
+        if top_k is not None:
+            check_int(top_k, "top_k", minimum=1, maximum=base.space.vocab_size)
+        if top_p is not None:
+            check_real(top_p, "top_p", minimum=0.0, maximum=1.0, open_min=True)
+        self.base, self.top_k, self.top_p = base, top_k, top_p
+
+    def site_scores(self, contexts: np.ndarray, site: int) -> np.ndarray:
+        s = np.asarray(self.base.site_scores(contexts, site), dtype=np.float64)
+        return np.where(np.isfinite(self._truncate(s)), s, -np.inf)
+
+    def _truncate(self, scores: np.ndarray) -> np.ndarray:
+        return truncate_log_probs(log_softmax(scores / self.temperature, axis=-1), self.top_k, self.top_p)
+
+    def log_conditionals(self, contexts: np.ndarray, sites: int | np.ndarray) -> np.ndarray:
+        return self._truncate(self.base.scores(contexts, sites))
+
+
+# ---------------------------------------------------------------------------------------- site tables
+def _site_fibres(space: StateSpace, site: int) -> tuple[np.ndarray, np.ndarray]:
+    """(base, members): the states with x_site = 0 and, row by row, their fibre {x^{site<-a}}, (N/q, q)."""
+    base = _zero_digit_states(space, [site])
+    return base, base[:, None] + int(space.place_values[site]) * np.arange(space.vocab_size)
+
+
+def heat_bath_kernel(source: Conditionals, site: int, max_states: int = DEFAULT_MAX_STATES) -> sp.csr_array:
+    """P_i(x, y) = 1[y_{-i} = x_{-i}] p_i^T(y_i | x_{-i}): resample site i from its conditional."""
+    space = source.space
+    space.check_size(max_states)
+    i = space.check_site(site)
+    q = space.vocab_size
+    base, members = _site_fibres(space, i)
+    probs = np.exp(source.log_conditionals(space.decode(base), i))  # (N/q, q)
+    rows = np.repeat(members, q, axis=1).ravel()
+    cols = np.tile(members, (1, q)).ravel()
+    vals = np.tile(probs, (1, q)).ravel()
+    P = sp.csr_array((vals, (rows, cols)), shape=(space.size, space.size))
+    P.eliminate_zeros()
+    return P
+
+
+def check_order(space: StateSpace, order: Sequence[int] | str | None) -> list[int]:
+    """A scan order: a sequence of sites (a string of integers separated by spaces or commas); default
+    0, 1, ..., n-1. Every site must appear at least once (otherwise the scan never updates it)."""
+    if order is None:
+        return list(range(space.length))
+    if isinstance(order, str):
+        try:
+            order = [int(tok) for tok in order.replace(",", " ").split()]
+        except ValueError:
+            raise ValueError(f"order must be integers separated by spaces, got {order!r}") from None
+    sites = [space.check_site(int(s)) for s in order]
+    missing = sorted(set(range(space.length)) - set(sites))
+    if missing:
+        raise ValueError(f"the scan order must visit every site; missing {missing}")
+    return sites
+
+
+def systematic_kernel(source: Conditionals, order: Sequence[int] | str | None = None,
+                      max_states: int = SYSTEMATIC_LIMIT) -> np.ndarray:
+    """One systematic sweep P_sys = P_{i0} P_{i1} ... P_{i(m-1)} (heat bath at each site in ``order``,
+    default 0..n-1); dense (every state is reachable in one sweep), at most ``max_states`` states."""
+    space = source.space
+    space.check_size(max_states)
+    sites = check_order(space, order)
+    check_memory(24.0 * float(space.size) ** 2, f"the dense systematic-scan kernel on {space.size} states")
+    P = np.eye(space.size)
+    for i in sites:
+        P = np.asarray((heat_bath_kernel(source, i).T @ P.T).T)  # P <- P @ P_i (sparse on the right)
+    return P
+
+
+# ---------------------------------------------------------------------------------------- energies
+def energy(source: Conditionals, kind: str, max_states: int = DEFAULT_MAX_STATES) -> np.ndarray:
+    """E(x) for every state in index order: ``"logit"``, E = -(1/T) sum_i s_i(x_i | x_{-i}), or
+    ``"pll"``, E = -sum_i log p_i^T(x_i | x_{-i}) (the negative pseudo-log-likelihood); +inf where a
+    truncated symbol is used."""
+    if kind not in ENERGIES:
+        raise ValueError(f"energy must be one of {', '.join(ENERGIES)}, got {kind!r}")
+    space = source.space
+    space.check_size(max_states)
+    E = np.zeros(space.size)
+    for i in range(space.length):
+        base, members = _site_fibres(space, i)
+        ctx = space.decode(base)
+        own = source.scores(ctx, i) / source.temperature if kind == "logit" else source.log_conditionals(ctx, i)
+        E[members] -= own
+    return E
+
+
+def _energy_vector(source: Conditionals, kind: str | np.ndarray) -> np.ndarray:
+    """E over the states: a named energy (:func:`energy`) or a given vector (+inf allowed, no NaN)."""
+    if isinstance(kind, str):
+        return energy(source, kind)
+    E = np.asarray(kind, dtype=np.float64)
+    if E.shape != (source.space.size,) or np.isnan(E).any() or np.isneginf(E).any():
+        raise ValueError(f"an energy must be a vector of {source.space.size} numbers in (-inf, inf]")
+    return E
+
+
+def target_law(source: Conditionals, kind: str | np.ndarray) -> np.ndarray:
+    """The MH target exp(-E)/Z, normalised in log space (``kind``: "logit", "pll" or an energy vector)."""
+    E = _energy_vector(source, kind)
+    if not np.isfinite(E).any():
+        raise ValueError("every state has infinite energy: the target has no mass")
+    w = np.exp(-(E - E[np.isfinite(E)].min()))
+    return w / w.sum()
+
+
+def _mh_logs(source: Conditionals, E: np.ndarray, site: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(members, log proposal (N/q, q), log of the accepted proposal mass (N/q, q_from, q_to)) at one site:
+    log[ p_i(a|x_{-i}) min(1, exp(E(x) - E(x')) p_i(x_i|x_{-i}) / p_i(a|x_{-i})) ] =
+    min(log p_i(a), E(x) - E(x') + log p_i(x_i)); undefined forms (inf - inf) are rejections."""
+    space = source.space
+    base, members = _site_fibres(space, site)
+    lp = source.log_conditionals(space.decode(base), site)
+    Ex = E[members]
+    with np.errstate(invalid="ignore"):
+        back = Ex[:, :, None] - Ex[:, None, :] + lp[:, :, None]
+        acc = np.minimum(lp[:, None, :], back)
+    acc = np.where(np.isnan(acc), -np.inf, acc)
+    return members, lp, acc
+
+
+def mh_kernel(source: Conditionals, kind: str | np.ndarray, max_states: int = DEFAULT_MAX_STATES) -> sp.csr_array:
+    """Metropolis-Hastings with the single-site MLM proposal and target exp(-E)/Z (module doc):
+
+        P(x, x^{i<-a}) = (1/n) min(p_i(a | x_{-i}), exp(E(x) - E(x^{i<-a})) p_i(x_i | x_{-i})), a != x_i,
+
+    the rejected mass on the diagonal (held as 1 - the off-diagonal row sum, as :class:`Chain` does).
+    ``kind``: "logit", "pll", or any energy vector over the states (E = -log p of a joint p gives
+    acceptance 1 on p's own conditionals: random-scan Glauber)."""
+    space = source.space
+    space.check_size(max_states)
+    n, q, N = space.length, space.vocab_size, space.size
+    check_memory(48.0 * N * (n * (q - 1) + 1), f"the MH kernel on {q}^{n} states")
+    E = _energy_vector(source, kind)
+    rows, cols, vals = [], [], []
+    off = ~np.eye(q, dtype=bool)
+    for i in range(n):
+        members, _, acc = _mh_logs(source, E, i)
+        m = members.shape[0]
+        rows.append(np.broadcast_to(members[:, :, None], (m, q, q))[:, off].ravel())
+        cols.append(np.broadcast_to(members[:, None, :], (m, q, q))[:, off].ravel())
+        vals.append(np.exp(acc[:, off].ravel()) / n)
+    P = sp.csr_array((np.concatenate(vals), (np.concatenate(rows), np.concatenate(cols))), shape=(N, N))
+    diag_off = np.asarray(P.sum(axis=1)).ravel()
+    P = P + sp.diags_array(np.maximum(1.0 - diag_off, 0.0)).tocsr()
+    P = sp.csr_array(P)
+    P.eliminate_zeros()
+    P.sort_indices()
+    return P
+
+
+def mh_acceptance(source: Conditionals, kind: str | np.ndarray) -> dict[str, Result]:
+    """Acceptance at stationarity of the MH sampler with target pi = exp(-E)/Z:
+
+        acceptance = sum_x pi(x) (1/n) sum_i sum_a p_i(a | x_{-i}) alpha(x, x^{i<-a})
+
+    (a proposal a = x_i is accepted, alpha = 1) and the move rate sum_x pi(x) (1 - P(x, x)), the
+    probability that a step changes the state. Both are sums of non-negative terms, accurate to a
+    bound of
+    16 eps (4 max|E| + n |V| + N): the absolute error of the log-space terms becomes relative after exp)."""
+    space = source.space
+    n, q = space.length, space.vocab_size
+    E = _energy_vector(source, kind)
+    pi = target_law(source, E)
+    accepted = 0.0
+    moved = 0.0
+    for i in range(n):
+        members, lp, acc = _mh_logs(source, E, i)
+        w = pi[members]  # (N/q, q)
+        mass = np.exp(acc)
+        same = np.exp(lp)  # a proposal a = x_i (probability p_i(x_i | x_{-i})) is accepted
+        moves = mass * (~np.eye(q, dtype=bool))
+        accepted += float((w * (moves.sum(axis=2) + same)).sum()) / n
+        moved += float((w * moves.sum(axis=2)).sum()) / n
+    finite = E[np.isfinite(E)]
+    rel = 16.0 * EPS * (4.0 * float(np.abs(finite).max()) + n * q + space.size)  # exp of log-space terms, sums
+    label = f"E_{kind}" if isinstance(kind, str) else "E"
+    how = f"sum over the {space.size} states of pi(x) times the accepted proposal mass (target exp(-{label})/Z)"
+    return {"acceptance_rate": Result.approximate("acceptance rate at stationarity", accepted, rel, how),
+            "move_rate": Result.approximate("move rate at stationarity", moved, rel, how)}

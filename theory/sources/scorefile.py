@@ -1,0 +1,65 @@
+"""Score tables in and out: the documented ``.npz`` format ``mlmix-scores-1`` (docs/samplers.md).
+
+Arrays: ``mlmix_format`` ("mlmix-scores-1"), ``kind`` ("full" or "partial"), ``vocab_size`` |V|,
+``length`` n, ``table`` float64 and optional ``temperature`` (default 1) and ``tokens`` (|V| strings).
+
+* full: ``table[i, c, v] = s_i(v | x_{-i})``, shape (n, |V|^(n-1), |V|), c the number whose base-|V|
+  digits are the other sites' symbols in site order (first most significant); finite.
+* partial: ``table[i, c, v] = s_i(v | x_S)``, shape (n, (|V|+1)^(n-1), |V|), c in base |V|+1 with digit
+  |V| for a masked site; finite or -inf (zero conditional), a finite entry in every row.
+
+Scores are at T = 1: the conditionals are softmax(s / T). Any source can be written
+(:func:`save_scores`: a score table, a joint law's conditionals, an MLM frame); :func:`load_scores`
+reads a file back as a :class:`~mlmix.theory.conditionals.ScoreTable` or a
+:class:`~mlmix.theory.decoders.PartialScoreTable`. Checks: :func:`mlmix.validation.check_score_arrays`.
+"""
+
+from __future__ import annotations
+
+import zipfile
+from pathlib import Path
+
+import numpy as np
+
+from mlmix.files import atomic_save_npz
+from mlmix.theory.sources.conditionals import Conditionals, ScoreTable
+from mlmix.theory.sources.partial import PartialScoreTable
+from mlmix.theory.sources.space import StateSpace
+from mlmix.validation import SCORES_FORMAT, check_score_arrays
+
+
+def save_scores(path: str | Path, source: Conditionals, tokens: list[str] | None = None) -> str:
+    """Write the score table of ``source`` atomically: partial for a :class:`PartialScoreTable`, else full
+    (tabulated by querying every context). Returns the kind written."""
+    path = Path(path)
+    if path.suffix != ".npz":
+        raise ValueError(f"a score table is written as .npz, got {path.name}")
+    if isinstance(source, PartialScoreTable):
+        kind, table = "partial", source.table
+    else:
+        kind = "full"
+        table = source.table if isinstance(source, ScoreTable) else ScoreTable.from_conditionals(source).table
+    extra = {} if tokens is None else {"tokens": np.array(tokens, dtype=str)}
+    atomic_save_npz(path, mlmix_format=np.array(SCORES_FORMAT), kind=np.array(kind),
+                    vocab_size=np.array(source.space.vocab_size), length=np.array(source.space.length),
+                    table=np.asarray(table, dtype=np.float64), temperature=np.array(float(source.temperature)),
+                    **extra)
+    return kind
+
+
+def load_scores(path: str | Path, temperature: float | None = None) -> ScoreTable | PartialScoreTable:
+    """Read a score file; ``temperature`` overrides the file's. One-line ValueError on a bad file."""
+    path = Path(path)
+    if not path.is_file():
+        raise ValueError(f"score file {path} does not exist")
+    try:
+        with np.load(path, allow_pickle=False) as z:
+            arrays = {key: z[key] for key in z.files}
+    except (OSError, ValueError, EOFError, zipfile.BadZipFile) as err:
+        raise ValueError(f"{path} is not a readable .npz score file: {err}") from None
+    a = check_score_arrays(arrays, str(path))
+    space = StateSpace(a["vocab_size"], a["length"])
+    T = a["temperature"] if temperature is None else temperature
+    src = PartialScoreTable(space, a["table"], T) if a["kind"] == "partial" else ScoreTable(space, a["table"], T)
+    src.tokens = a["tokens"]
+    return src
