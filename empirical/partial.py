@@ -16,7 +16,6 @@ the dtype and the kind "partial". The table does not depend on T.
 
 from __future__ import annotations
 
-import argparse
 import json
 import shutil
 import sys
@@ -159,28 +158,3 @@ def _read(root: Path, key: str, record: dict, temperature: float) -> MLMPartialT
         table = npz["table"]
     n, q = len([t for t in record["template"] if t == -1]), len(record["alphabet"])
     return MLMPartialTable(StateSpace(q, n), table, temperature, tokens=saved["tokens"], info=info)
-
-
-def partial_source_from_args(args: argparse.Namespace) -> tuple[MLMPartialTable, str]:
-    """The partial table of the masked LM that ``mlmix decode --mlm MODEL ...`` describes, and a title."""
-    from transformers.utils import logging as hf_logging
-
-    from mlmix.empirical.mlm import MaskedLMConditionals
-
-    hf_logging.disable_progress_bar()
-    hf_logging.set_verbosity_error()
-    torch.set_num_threads(check_int(1 if args.threads is None else args.threads, "--threads", minimum=1))
-    length = args.length
-    if args.frame is not None and length == getattr(args, "mlm_length_default", None):
-        length = None
-    mlm = MaskedLMConditionals.from_pretrained(
-        args.mlm, length, frame=args.frame, prefix=args.prefix, suffix=args.suffix, candidates=args.candidates,
-        temperature=1.0 if args.temperature is None else args.temperature, device=args.device, dtype=args.dtype,
-        batch_size=args.batch_size, allow_pickle=args.allow_pickle, trust_remote_code=args.trust_remote_code)
-    table = tabulate_partial(mlm, max_passes=args.max_passes, progress=not args.no_progress)
-    d = table.describe()
-    origin = "read from the cache" if d["table"]["from_cache"] else f"{d['table']['passes']:,} masked passes"
-    title = (f"masked LM {d['model']} ({d['architecture']}) on the frame '{d['frame']}', alphabet of "
-             f"{table.space.vocab_size} tokens, n = {table.space.length}, T = {table.temperature:g}, "
-             f"{d['dtype']} partial table ({origin})")
-    return table, title

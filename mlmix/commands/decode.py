@@ -24,6 +24,8 @@ from typing import Any
 
 import numpy as np
 
+from mlmix.commands.exact import MODELS, build_source
+from mlmix.commands.options import add_mlm_arguments, mlm_partial_source_from_args
 from mlmix.errors import MemoryLimitError, ReducibleChainError
 from mlmix.files import dumps_json
 from mlmix.theory.chain.core import Chain
@@ -38,6 +40,7 @@ from mlmix.theory.kernels.decoders import (
 from mlmix.theory.kernels.scan_and_mh import ENERGIES, Truncated, energy, target_law
 from mlmix.theory.results import EPS, Result
 from mlmix.theory.sources.conditionals import Conditionals
+from mlmix.theory.sources.scorefile import load_scores, save_scores
 from mlmix.validation import check_int, check_real, check_temperature
 
 
@@ -63,8 +66,6 @@ def configure(parser: argparse.ArgumentParser) -> None:
 def add_source_arguments(parser: argparse.ArgumentParser) -> None:
     """The source of partial conditionals (a score file, a built-in model, or --mlm over a frame), the
     temperature and the truncations: shared by ``mlmix decode`` and ``mlmix run samplers``."""
-    from mlmix.commands.exact import MODELS
-    from mlmix.empirical.frames import add_mlm_arguments  # no torch import until --mlm is used
 
     src = parser.add_argument_group("source")
     src.add_argument("--temperature", type=float, default=None, help="temperature T > 0 (default 1)")
@@ -113,7 +114,6 @@ def validate_source_arguments(args: argparse.Namespace) -> None:
 def build_partial_source(args: argparse.Namespace) -> tuple[PartialScoreTable, str, Conditionals | None]:
     """(partial conditionals, description, the joint source when there is one)."""
     if args.scores is not None:
-        from mlmix.theory.sources.scorefile import load_scores
 
         src = load_scores(args.scores, args.temperature)
         if not isinstance(src, PartialScoreTable):
@@ -121,9 +121,7 @@ def build_partial_source(args: argparse.Namespace) -> tuple[PartialScoreTable, s
                              "(kind 'partial')")
         return src, f"partial score table {args.scores} (|V| = {src.space.vocab_size}, n = {src.space.length})", None
     if args.mlm is not None:
-        from mlmix.empirical.partial import partial_source_from_args
-
-        src, title = partial_source_from_args(args)
+        src, title = mlm_partial_source_from_args(args)
         return src, title, None
     if args.model == "scores":
         seed = 0 if args.seed is None else args.seed
@@ -131,7 +129,6 @@ def build_partial_source(args: argparse.Namespace) -> tuple[PartialScoreTable, s
         src = PartialScoreTable.random(args.vocab, args.length, seed=seed, scale=args.scale, temperature=T)
         return src, (f"random partial score table |V|={args.vocab}, n={args.length}, seed {seed}, T={T:g} "
                      "(contexts over V + {mask})"), None
-    from mlmix.commands.exact import build_source
 
     joint, description = build_source(args)
     return PartialScoreTable.from_joint(joint), description + "; exact marginal conditionals of the joint", joint
@@ -195,7 +192,6 @@ def run(args: argparse.Namespace) -> int:
     validate_source_arguments(args)
     table, description, joint = build_partial_source(args)
     if args.save_scores is not None:
-        from mlmix.theory.sources.scorefile import save_scores
 
         save_scores(args.save_scores, table, getattr(table, "tokens", None))
     truncation = "" if args.top_k is None and args.top_p is None else \

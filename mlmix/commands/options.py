@@ -124,3 +124,30 @@ def mlm_source_from_args(args: argparse.Namespace) -> tuple[Any, str]:
              f"{table.space.vocab_size} tokens, n = {table.space.length}, T = {table.temperature:g}, "
              f"{d['dtype']} table ({origin})")
     return table, title
+
+
+def mlm_partial_source_from_args(args: argparse.Namespace) -> tuple[Any, str]:
+    """The partial table of the masked LM that ``mlmix decode --mlm MODEL ...`` describes, and a title."""
+    # deferred: torch and transformers load only when --mlm is used
+    from transformers.utils import logging as hf_logging
+
+    from mlmix.empirical.mlm import MaskedLMConditionals
+    from mlmix.empirical.partial import tabulate_partial
+
+    hf_logging.disable_progress_bar()
+    hf_logging.set_verbosity_error()
+    set_threads(args.threads)
+    length = args.length
+    if args.frame is not None and length == getattr(args, "mlm_length_default", None):
+        length = None
+    mlm = MaskedLMConditionals.from_pretrained(
+        args.mlm, length, frame=args.frame, prefix=args.prefix, suffix=args.suffix, candidates=args.candidates,
+        temperature=1.0 if args.temperature is None else args.temperature, device=args.device, dtype=args.dtype,
+        batch_size=args.batch_size, allow_pickle=args.allow_pickle, trust_remote_code=args.trust_remote_code)
+    table = tabulate_partial(mlm, max_passes=args.max_passes, progress=not args.no_progress)
+    d = table.describe()
+    origin = "read from the cache" if d["table"]["from_cache"] else f"{d['table']['passes']:,} masked passes"
+    title = (f"masked LM {d['model']} ({d['architecture']}) on the frame '{d['frame']}', alphabet of "
+             f"{table.space.vocab_size} tokens, n = {table.space.length}, T = {table.temperature:g}, "
+             f"{d['dtype']} partial table ({origin})")
+    return table, title

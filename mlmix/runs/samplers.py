@@ -38,6 +38,9 @@ from mlmix.theory.results import Result
 from mlmix.theory.sources.conditionals import Conditionals
 from mlmix.validation import check_int, check_real
 
+#: One line for ``mlmix run --list``.
+DESCRIPTION = "exact laws of scan, MH and decoding samplers on one frame, TV/KL between them"
+
 
 def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--out", required=True, type=Path, help="output folder")

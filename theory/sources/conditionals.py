@@ -136,6 +136,15 @@ class LogWeightTable(GibbsModel):
         return self.log_weights[self.space.encode(sequences)]
 
     @classmethod
+    def from_probabilities(cls, space: StateSpace, probabilities: np.ndarray) -> "LogWeightTable":
+        """The joint with the given probabilities over V^n (zeros allowed: log weight -inf)."""
+        p = np.asarray(probabilities, dtype=np.float64)
+        if p.shape != (space.size,) or np.isnan(p).any() or (p < 0).any() or p.sum() <= 0:
+            raise ValueError("probabilities must be a non-negative, non-NaN vector over all states")
+        with np.errstate(divide="ignore"):
+            return cls(space, np.log(p / p.sum()))
+
+    @classmethod
     def random(cls, space: StateSpace, seed: int | None = None, scale: float = 1.0,
                temperature: float = 1.0) -> "LogWeightTable":
         """Log-weights i.i.d. N(0, scale^2): a random strictly positive joint."""
