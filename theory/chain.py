@@ -48,7 +48,12 @@ from mlmix.theory.hitting import committor, expected_hitting_times, hitting_prob
 from mlmix.theory.results import DEFAULT_RTOL, Result, VectorResult
 from mlmix.theory.stationary import DENSE_STATIONARY_LIMIT, compute_stationary, log_potential
 from mlmix.theory.structure import Structure, chain_structure
-from mlmix.theory.variance import asymptotic_variance_dense, asymptotic_variance_sparse, kemeny_constant_dense
+from mlmix.theory.variance import (
+    asymptotic_variance_dense,
+    asymptotic_variance_sparse,
+    kemeny_constant_dense,
+    kemeny_constant_transient,
+)
 from mlmix.validation import (
     Matrix,
     check_eps,
@@ -408,16 +413,21 @@ class Chain:
                 mult = None
         mod = None if rev or not core.is_dense else self.absolute_spectral_gap
         return mixing.MixingBounds(log_pi_min, rev, self.absolute_spectral_gap if rev else None, mod, mult,
-                                   witness.get("set_mass"), self.conductance.upper)
+                                   witness.get("set_mass"), self.conductance.upper, self._transient_decay)
+
+    @cached_property
+    def _transient_decay(self) -> mixing.TransientDecay | None:
+        """The entrance into the closed class from the transient states (None without transient states)."""
+        if self._core is self:
+            return None
+        return mixing.transient_decay(self.P, self.structure.transient, np.exp(self._logpi),
+                                      pi_rel_error=self._pi_rel_error)
 
     def mixing_time(self, eps: float = 0.25, max_states: int = mixing.MIXING_LIMIT) -> Result:
         """t_mix(eps) = min{t : d(t) <= eps}, d the worst-start TV distance: exact when resolvable (by
         dense squaring, for chains of at most ``max_states`` states), else a certified interval (see
         :mod:`mlmix.theory.mixing`)."""
         eps = check_eps(eps)
-        if not self.is_irreducible and self._core is not self:
-            return Result.missing("t_mix", "-", "t_mix of a chain with transient states is not computed "
-                                  "(the worst start is transient); analyse the closed class")
         d = self.period
         if d > 1 and eps < 1 - 1 / d:
             return Result.interval("t_mix", math.inf, None, f"period {d} from a breadth-first search",
@@ -462,12 +472,17 @@ class Chain:
 
     @cached_property
     def kemeny_constant(self) -> Result:
-        """K = sum_j pi_j E_i tau_j = sum_{lambda != 1} 1 / (1 - lambda) (same for every start i)."""
+        """K = sum_{lambda != 1} 1 / (1 - lambda) = sum_j pi_j E_i tau_j (the same for every start i of
+        an irreducible chain); with transient states, K of the closed class plus tr((I - P_TT)^-1)
+        (:func:`~mlmix.theory.variance.kemeny_constant_transient`)."""
         core = self._core
-        if not core.is_dense:
+        if not self.is_dense or not core.is_dense:
             return Result.missing("Kemeny constant", "-",
                                   f"needs a dense grounded inverse (<= {self.dense_limit} states)")
-        return kemeny_constant_dense(core._grounded, np.exp(core._logpi), self._pi_error[0])
+        closed = kemeny_constant_dense(core._grounded, np.exp(core._logpi), self._pi_error[0])
+        if core is self:
+            return closed
+        return kemeny_constant_transient(self.P, self.structure.transient, closed)
 
     def hitting_time(self, target: np.ndarray) -> VectorResult:
         """E_x tau_A for every start x (0 on A, inf where A is not hit almost surely)."""

@@ -96,6 +96,19 @@ def chain_structure(P: Matrix) -> Structure:
     return Structure(labels.astype(np.int64), ~leaving, G)
 
 
+def product_classes(P: Matrix) -> int:
+    """Number of communicating classes of P* P (P irreducible with its stationary law pi > 0): x and
+    y are linked when some z has P(z, x) P(z, y) > 0, a symmetric relation, so the classes are the
+    connected components of the bipartite graph z -> x over the positive entries (O(nnz)). More than
+    one class: P* P is reducible and its gap (Fill's sigma_2 = 1) is 0, e.g. every permutation."""
+    coo = sp.coo_array(P)
+    keep = coo.data > 0
+    N = P.shape[0]
+    B = sp.coo_array((np.ones(int(keep.sum())), (coo.row[keep], N + coo.col[keep])), shape=(2 * N, 2 * N))
+    _, labels = connected_components(sp.csr_array(B), directed=False)
+    return int(np.unique(labels[N:]).size)
+
+
 def tree_depths(pred: np.ndarray, root: int, weights: np.ndarray | None = None) -> np.ndarray:
     """Sum of ``weights`` (default 1 per edge) along the tree path from ``root`` to every node, for a
     predecessor array (pred[root] < 0 or = root), by pointer jumping: O(N log depth)."""
