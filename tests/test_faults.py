@@ -1,0 +1,210 @@
+"""Fault battery (issue 26): valid but unusual chains (transient states at scale, periodic chains,
+reducible P* P), planted symlinks in output folders, corrupt and tampered input files, hostile
+headers, huge step counts. Each case ends in the right answer or a one-line refusal."""
+
+from __future__ import annotations
+
+from fractions import Fraction
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from mlmix.theory.chain import Chain
+
+# ----------------------------------------------------------------------------- exact references
+
+
+def _exact_matrix(P: np.ndarray) -> list[list[Fraction]]:
+    """The chain a float matrix defines (module doc of chain.py): the off-diagonal entries as exact
+    rationals, the diagonal 1 minus their sum."""
+    n = P.shape[0]
+    M = [[Fraction(float(P[i, j])) if i != j else Fraction(0) for j in range(n)] for i in range(n)]
+    for i in range(n):
+        M[i][i] = 1 - sum(M[i])
+    return M
+
+
+def _matmul(A: list[list[Fraction]], B: list[list[Fraction]]) -> list[list[Fraction]]:
+    n = len(A)
+    return [[sum(A[i][k] * B[k][j] for k in range(n) if A[i][k]) for j in range(n)] for i in range(n)]
+
+
+def _inverse(A: list[list[Fraction]]) -> list[list[Fraction]]:
+    """Gauss-Jordan over the rationals."""
+    n = len(A)
+    M = [row[:] + [Fraction(int(i == j)) for j in range(n)] for i, row in enumerate(A)]
+    for c in range(n):
+        p = next(r for r in range(c, n) if M[r][c] != 0)
+        M[c], M[p] = M[p], M[c]
+        piv = M[c][c]
+        M[c] = [x / piv for x in M[c]]
+        for r in range(n):
+            if r != c and M[r][c] != 0:
+                f = M[r][c]
+                M[r] = [x - f * y for x, y in zip(M[r], M[c])]
+    return [row[n:] for row in M]
+
+
+def _exact_stationary(M: list[list[Fraction]]) -> list[Fraction]:
+    """pi (I - P) = 0, sum pi = 1, by replacing one equation of the transposed system."""
+    n = len(M)
+    A = [[(Fraction(int(i == j)) - M[j][i]) for j in range(n)] for i in range(n)]
+    A[-1] = [Fraction(1)] * n
+    Ainv = _inverse(A)
+    return [Ainv[i][n - 1] for i in range(n)]
+
+
+def _exact_distances(M: list[list[Fraction]], pi: list[Fraction], t_max: int) -> list[Fraction]:
+    n = len(M)
+    out, A = [], [[Fraction(int(i == j)) for j in range(n)] for i in range(n)]
+    for _ in range(t_max + 1):
+        out.append(max(sum(abs(A[i][j] - pi[j]) for j in range(n)) / 2 for i in range(n)))
+        A = _matmul(A, M)
+    return out
+
+
+def _exact_kemeny(M: list[list[Fraction]], pi: list[Fraction]) -> Fraction:
+    """sum_{j >= 2} 1 / (1 - lambda_j) = tr((I - P + 1 pi^T)^-1) - 1 (Brauer's rank-one deflation)."""
+    n = len(M)
+    Z = _inverse([[Fraction(int(i == j)) - M[i][j] + pi[j] for j in range(n)] for i in range(n)])
+    return sum(Z[i][i] for i in range(n)) - 1
+
+
+def _contains(r, truth: Fraction) -> bool:
+    lo = -np.inf if r.lower is None else r.lower
+    hi = np.inf if r.upper is None else r.upper
+    return (lo == -np.inf or Fraction(lo) <= truth) and (hi == np.inf or truth <= Fraction(hi))
+
+
+def transient_path(N: int) -> sp.csr_array:
+    """Closed class {0, 1} (every move 1/2) and k -> k - 1 for k >= 2 (the issue's 5,000-state case)."""
+    rows = [0, 0, 1, 1] + list(range(2, N))
+    cols = [0, 1, 0, 1] + list(range(1, N - 1))
+    vals = [0.5] * 4 + [1.0] * (N - 2)
+    return sp.csr_array((vals, (rows, cols)), shape=(N, N))
+
+
+# ----------------------------------------------------------------------------- transient states
+
+
+def test_the_5000_state_transient_path_gets_d_t_and_t_mix_right():
+    """From 4,999 the chain needs 4,998 steps to enter {0, 1}: d(t) = 1 for t <= 4,997, d(4,998) = 1/2
+    (it sits on state 1), d(4,999) = 0; the closed class's spectral bound alone claimed d(1) <= 3e-15."""
+    ch = Chain(transient_path(5000))
+    for t, truth in ((0, 1.0), (1, 1.0), (100, 1.0), (4997, 1.0), (4998, 0.5)):
+        d = ch.tv_distance(t)
+        assert d.resolved and d.lower <= truth <= d.upper and abs(float(d) - truth) <= 1e-6, (t, d)
+    d = ch.tv_distance(4999)
+    assert d.lower == 0 and d.upper < 1e-12
+    t_mix = ch.mixing_time(0.25)
+    assert t_mix.lower <= 4999 <= t_mix.upper and t_mix.upper - t_mix.lower <= 2
+    assert ch.mixing_time(0.75).lower == 4998  # d(4,997) = 1 > 0.75 >= d(4,998)
+
+
+def test_a_small_transient_chain_is_exact_where_the_closed_class_bound_was_empty():
+    """6-state path: t_mix = 5 (d(4) = 1/2 from state 5, d(5) = 0); the call used to raise 'empty'."""
+    ch = Chain(transient_path(6).toarray())
+    assert float(ch.tv_distance(1)) == pytest.approx(1.0, abs=1e-12)
+    assert int(ch.mixing_time(0.25)) == 5
+    assert float(ch.tv_distance(4)) == pytest.approx(0.5, abs=1e-12)
+
+
+@pytest.mark.parametrize("P, K", [
+    ([[1, 0], [0.1, 0.9]], 10.0),  # the closed class is one state (K_C = 0), mu = 0.9
+    ([[1, 0, 0], [0.2, 0.7, 0.1], [0.3, 0.3, 0.4]], 6.0),  # tr((I - Q)^-1) = 4 + 2
+    ([[0, 1, 0], [1, 0, 0], [0.25, 0.25, 0.5]], 2.5),  # K_C = 1/2 (eigenvalue -1) plus 1/(1 - 1/2)
+])
+def test_kemeny_constant_of_a_chain_with_transient_states(P, K):
+    k = Chain(np.array(P)).kemeny_constant
+    assert float(k) == pytest.approx(K, rel=1e-12)
+    eig = np.linalg.eigvals(np.array(P))
+    eig = np.delete(eig, np.argmin(np.abs(eig - 1)))
+    assert float(k) == pytest.approx(float(np.sum(1 / (1 - eig)).real), rel=1e-9)  # a second algorithm
+
+
+@st.composite
+def transient_chains(draw):
+    """A chain on n <= 5 states with one closed class {0..c-1} (a cycle plus random moves) and
+    transient states c..n-1 (each reaches a lower state)."""
+    n = draw(st.integers(2, 5))
+    c = draw(st.integers(1, n - 1))
+    W = np.zeros((n, n))
+    for i in range(n):
+        width = c if i < c else n
+        W[i, :width] = draw(st.lists(st.integers(0, 4), min_size=width, max_size=width))
+        if i < c:
+            W[i, (i + 1) % c] += 1
+        else:
+            W[i, draw(st.integers(0, i - 1))] += 1
+    return W / W.sum(axis=1, keepdims=True)
+
+
+@settings(max_examples=20)
+@given(transient_chains(), st.sampled_from([0.1, 0.25, 0.5]))
+def test_every_interval_on_a_chain_with_transient_states_contains_the_exact_value(P, eps):
+    """d(t), t_mix(eps) and the Kemeny constant against exact rational arithmetic on the chain the
+    float matrix defines; the property fails for the closed class's bounds alone (issue 26)."""
+    from mlmix.theory import mixing
+
+    M = _exact_matrix(P)
+    pi = _exact_stationary(M)
+    d = _exact_distances(M, pi, 30)
+    mixed = [t for t, v in enumerate(d) if v <= eps]
+    for dense in (True, False):  # the exact dense powers, and the certified bounds of large chains
+        with pytest.MonkeyPatch.context() as mp:
+            if not dense:
+                mp.setattr(mixing, "MIXING_LIMIT", 0)
+            ch = Chain(P)
+            for t in (0, 1, 2, 3, 7, 20):
+                assert _contains(ch.tv_distance(t), d[t]), (t, ch.tv_distance(t), float(d[t]))
+            t_mix = ch.mixing_time(eps, max_states=P.shape[0] if dense else 0)
+        if mixed:
+            assert _contains(t_mix, Fraction(mixed[0])), (t_mix, mixed[0])
+        else:
+            assert t_mix.upper is None or t_mix.upper > 30
+    assert _contains(ch.kemeny_constant, _exact_kemeny(M, pi))
+
+
+def test_the_property_fails_for_the_closed_class_bound_alone():
+    """Weakened: the bound of the closed class (no transient part) excludes the true d(1) = 1."""
+    from mlmix.theory import mixing
+
+    ch = Chain(transient_path(6).toarray())
+    b = ch._mixing_bounds()
+    weak = mixing.MixingBounds(b.log_pi_min, b.reversible, b.abs_gap, b.modulus_gap, b.mult_gap)
+    assert np.exp(weak.log_distance_upper(1)) < 1e-10  # below the true d(1) = 1
+    assert np.exp(b.log_distance_upper(1)) >= 1.0
+
+
+# ----------------------------------------------------------------------------- refused valid chains
+
+
+def test_a_periodic_cycle_with_a_large_eps_mixes_at_0():
+    """3-cycle: d(0) = 2/3 <= 0.7, so t_mix(0.7) = 0 (P* P = I is reducible: no elimination on it)."""
+    ch = Chain(np.roll(np.eye(3), 1, axis=1))
+    assert int(ch.mixing_time(0.7)) == 0
+    assert float(ch.multiplicative_gap) == 0.0
+
+
+def test_an_aperiodic_chain_with_reducible_product_is_analysed():
+    """[[0,1,0],[0,0,1],[1/2,0,1/2]]: pi = (1/4, 1/4, 1/2), d = 3/4, 3/4, 1/2, 1/4, 1/4, 1/8 (exact), so
+    t_mix(0.2) = 5 and t_mix(1/4) = 3 (d(3) = 1/4 exactly: floating point brackets it)."""
+    P = np.array([[0, 1, 0], [0, 0, 1], [0.5, 0, 0.5]])
+    ch = Chain(P)
+    assert np.allclose(np.asarray(ch.stationary), [0.25, 0.25, 0.5], rtol=1e-14)
+    assert int(ch.mixing_time(0.2)) == 5
+    t = ch.mixing_time(0.25)
+    assert t.lower <= 3 <= t.upper
+    d = _exact_distances(_exact_matrix(P), [Fraction(1, 4), Fraction(1, 4), Fraction(1, 2)], 5)
+    assert d == [Fraction(3, 4), Fraction(3, 4), Fraction(1, 2), Fraction(1, 4), Fraction(1, 4), Fraction(1, 8)]
+    assert float(ch.multiplicative_gap) == 0.0  # state 1 is absorbing for P* P
+
+
+def test_sparse_multiplicative_gap_of_a_permutation_is_zero():
+    from mlmix.theory.spectral import multiplicative_gap_sparse
+
+    P = sp.csr_array(np.roll(np.eye(5), 1, axis=1))
+    assert float(multiplicative_gap_sparse(P, np.full(5, -np.log(5)))) == 0.0
