@@ -208,3 +208,69 @@ def test_sparse_multiplicative_gap_of_a_permutation_is_zero():
 
     P = sp.csr_array(np.roll(np.eye(5), 1, axis=1))
     assert float(multiplicative_gap_sparse(P, np.full(5, -np.log(5)))) == 0.0
+
+
+# ----------------------------------------------------------------------------- planted links
+
+
+def _snapshot(folder):
+    return {p: (p.read_bytes() if p.is_file() else None) for p in sorted(folder.rglob("*"))}
+
+
+@pytest.mark.parametrize("kind", ["file", "folder", "lock"])
+def test_output_folder_with_a_planted_link_is_refused_and_nothing_outside_changes(tmp_path, kind):
+    from mlmix.files import LOCK, OutputDir
+
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "victim.txt").write_text("precious")
+    out = tmp_path / "out"
+    with OutputDir(out, "run traps", {"a": 1}):
+        pass
+    if kind == "file":
+        (out / "chains.jsonl").symlink_to(outside / "victim.txt")
+    elif kind == "folder":
+        (out / "figures").symlink_to(outside, target_is_directory=True)
+    else:
+        (out / LOCK).symlink_to(outside / "victim.txt")
+    before = _snapshot(outside)
+    with pytest.raises(ValueError, match="symbolic link"):
+        with OutputDir(out, "run traps", {"a": 1}):
+            pass
+    with pytest.raises(ValueError, match="symbolic link"):
+        with OutputDir(out, "run traps", {"a": 2}, overwrite=True):
+            pass
+    assert _snapshot(outside) == before
+
+
+def test_mlmix_run_with_a_planted_link_exits_2_and_leaves_the_target_alone(tmp_path, capsys):
+    from mlmix.cli import main
+
+    victim = tmp_path / "victim.txt"
+    victim.write_text("precious")
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "chains.jsonl").symlink_to(victim)
+    assert main(["run", "traps", "--out", str(out), "--no-progress"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "symbolic link" in err[0]
+    assert victim.read_text() == "precious"
+
+
+def test_append_and_truncate_refuse_a_link_planted_during_a_run(tmp_path):
+    """A link planted after the folder check (a race): the append-only log opens with O_NOFOLLOW."""
+    from mlmix.files import append_text, truncate_file
+
+    victim = tmp_path / "victim.txt"
+    victim.write_text("precious")
+    link = tmp_path / "chains.jsonl"
+    link.symlink_to(victim)
+    with pytest.raises(ValueError, match="symbolic link"):
+        append_text(link, "x\n")
+    with pytest.raises(ValueError, match="symbolic link"):
+        truncate_file(link, 0)
+    assert victim.read_text() == "precious"
+    append_text(tmp_path / "log.jsonl", "a\n")
+    append_text(tmp_path / "log.jsonl", "b\n")
+    truncate_file(tmp_path / "log.jsonl", 2)
+    assert (tmp_path / "log.jsonl").read_text() == "a\n"
