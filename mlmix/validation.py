@@ -94,14 +94,21 @@ def check_vector(v: object, size: int, name: str, *, nonnegative: bool = False, 
 
 
 def check_transition_matrix(P: object, tol: float = 1e-9) -> Matrix:
-    """P as float64 (CSR when sparse) after checking it is a square, finite, non-negative,
-    row-stochastic matrix (rows sum to 1 within ``tol``; the first offending row is named)."""
+    """P as float64 (CSR when sparse, with sorted indices and duplicated (i, j) entries summed) after
+    checking it is a square, finite, non-negative, row-stochastic matrix of real numbers (rows sum to 1
+    within ``tol``; the first offending row is named). A sparse matrix's index arrays are checked in
+    full (indices in range, indptr non-decreasing) before any graph algorithm walks them."""
     if sp.issparse(P):
-        M = sp.csr_array(P, dtype=np.float64)
+        if P.dtype.kind == "c":
+            raise TypeError(f"transition matrix must hold real numbers, got dtype {P.dtype}")
+        M = _canonical_csr(P)
         data, sums = M.data, np.asarray(M.sum(axis=1)).ravel()
     elif isinstance(P, (np.ndarray, list, tuple)):
         try:
-            M = np.asarray(P, dtype=np.float64)
+            raw = np.asarray(P)
+            if raw.dtype.kind == "c":
+                raise TypeError(f"dtype {raw.dtype} (the imaginary part would be dropped)")
+            M = np.asarray(raw, dtype=np.float64)
         except (TypeError, ValueError) as err:
             raise TypeError(f"transition matrix must hold real numbers: {err}") from None
         if M.ndim != 2:
@@ -118,6 +125,23 @@ def check_transition_matrix(P: object, tol: float = 1e-9) -> Matrix:
     bad = np.flatnonzero(np.abs(sums - 1.0) > tol)
     if bad.size:
         raise ValueError(f"transition matrix rows must sum to 1 (tol {tol:g}); row {bad[0]} sums to {sums[bad[0]]!r}")
+    return M
+
+
+def _canonical_csr(P: sp.sparray | sp.spmatrix) -> sp.csr_array:
+    """A float64 CSR copy with its structure checked in full (ValueError) and duplicates summed."""
+    try:
+        if P.format == "csr":
+            if P.indptr.ndim != 1 or P.indices.ndim != 1 or P.data.ndim != 1:
+                raise ValueError("index arrays must be 1-dimensional")
+            M = sp.csr_array((np.asarray(P.data, dtype=np.float64), P.indices.copy(), P.indptr.copy()),
+                             shape=P.shape)
+            M.check_format(full_check=True)
+        else:
+            M = sp.csr_array(P, dtype=np.float64)
+        M.sum_duplicates()  # also sorts the indices (scipy's graph routines need both)
+    except (ValueError, TypeError, IndexError, OverflowError) as err:
+        raise ValueError(f"transition matrix: invalid sparse structure: {err}") from None
     return M
 
 

@@ -274,3 +274,93 @@ def test_append_and_truncate_refuse_a_link_planted_during_a_run(tmp_path):
     append_text(tmp_path / "log.jsonl", "b\n")
     truncate_file(tmp_path / "log.jsonl", 2)
     assert (tmp_path / "log.jsonl").read_text() == "a\n"
+
+
+# ----------------------------------------------------------------------------- hangs and blow-ups
+
+
+def _csr_npz(path, data, indices, indptr, shape=(3, 3)):
+    np.savez(path, format=np.array("csr"), shape=np.array(shape), data=np.array(data, dtype=float),
+             indices=np.array(indices), indptr=np.array(indptr))
+
+
+def test_a_duplicated_sparse_entry_is_summed_not_a_hang(tmp_path):
+    """scipy .npz with (0, 1) stored twice (1/4 + 1/4): the entries are summed before the graph search
+    (which hung on them) and the chain is the 3-state one with P(0, 1) = 1/2."""
+    from mlmix.theory.chain import load_matrix
+
+    _csr_npz(tmp_path / "dup.npz", [0.25, 0.25, 0.5, 1.0, 1.0], [1, 1, 0, 2, 0], [0, 3, 4, 5])
+    ch = Chain(load_matrix(tmp_path / "dup.npz"))
+    assert ch.P.nnz == 4 and ch.P[0, 1] == 0.5
+    dense = Chain(np.array([[0.5, 0.5, 0], [0, 0, 1], [1, 0, 0]]))
+    assert np.allclose(np.asarray(ch.stationary), np.asarray(dense.stationary), rtol=1e-14)
+    assert np.allclose(np.asarray(ch.stationary), [0.5, 0.25, 0.25], rtol=1e-14)
+
+
+@pytest.mark.parametrize("indices, indptr, message", [
+    ([1, 5, 0, 2, 0], [0, 3, 4, 5], "indices must be < 3"),
+    ([1, -1, 0, 2, 0], [0, 3, 4, 5], "indices must be >= 0"),
+    ([1, 1, 0, 2, 0], [0, 3, 2, 5], "non-decreasing"),
+])
+def test_broken_csr_arrays_are_one_line_errors(tmp_path, indices, indptr, message):
+    from mlmix.theory.chain import load_matrix
+
+    _csr_npz(tmp_path / "bad.npz", [0.25, 0.25, 0.5, 1.0, 1.0], indices, indptr)
+    with pytest.raises(ValueError, match=message) as err:
+        load_matrix(tmp_path / "bad.npz")
+    assert "\n" not in str(err.value)
+    M = sp.csr_array((np.array([0.25, 0.25, 0.5, 1.0, 1.0]), np.array(indices), np.array(indptr)), shape=(3, 3))
+    with pytest.raises(ValueError, match=message):
+        Chain(M)
+
+
+def test_the_class_structure_of_a_million_state_absorbing_path_is_linear():
+    """2 x 10^5 states (the issue's 10^6 takes 4 s), one closed class {0}: the classes are listed by
+    one sort (was O(N x classes): 4 x 10^10 steps), and t_mix >= N - 1 because state N - 1 needs that
+    many steps to reach 0 (graph depth)."""
+    import time
+
+    N = 2 * 10**5
+    P = sp.csr_array((np.ones(N), (np.arange(N), np.maximum(np.arange(N) - 1, 0))), shape=(N, N))
+    t0 = time.perf_counter()
+    ch = Chain(P)
+    st_ = ch.structure
+    assert st_.n_classes == N and len(st_.closed_classes) == 1 and len(st_.classes) == N
+    assert int(ch.mixing_time(0.25).lower) == N - 1
+    assert time.perf_counter() - t0 < 30
+
+
+def test_hitting_probabilities_at_2_to_the_62_steps_use_the_limit_or_doubling():
+    """h_t = P_x(tau_A <= t) on a metastable 4-state chain: binary doubling and the step loop agree at
+    t = 500 (two algorithms), and at t = 2^62 both doubling and the limit bracket give 1."""
+    from mlmix.theory import hitting
+
+    P = np.array([[0.5, 0.5, 0, 0], [0.25, 0.5, 0.25, 0], [0, 1e-3, 0.998, 1e-3], [0, 0, 0.5, 0.5]])
+    A = np.array([False, False, False, True])
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(hitting, "DOUBLING_LIMIT", 0)
+        loop = hitting.hitting_probabilities(P, A, 500)
+    assert "backward steps" in loop.method
+    doubled = hitting.hitting_probabilities(P, A, 500)
+    assert "doubling" in doubled.method
+    assert np.allclose(loop.value, doubled.value, rtol=1e-11, atol=0)
+    assert 0.1 < loop.value[0] < 0.9  # not converged: the comparison can fail
+    for doubling_limit in (hitting.DOUBLING_LIMIT, 0):
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setattr(hitting, "DOUBLING_LIMIT", doubling_limit)
+            mp.setattr(hitting, "HITTING_STEPS", 20000)
+            far = hitting.hitting_probabilities(P, A, 2**62)
+        assert np.allclose(far.value, 1.0, rtol=1e-12, atol=0) and far.rel_error < 1e-6
+    # a start that cannot reach A: exactly 0 at every t
+    P2 = np.array([[1.0, 0, 0], [0.5, 0, 0.5], [0, 0, 1.0]])
+    assert list(hitting.hitting_probabilities(P2, np.array([2]), 2**62).value) == [0.0, 0.5, 1.0]
+
+
+def test_a_huge_distance_curve_is_a_memory_refusal():
+    from mlmix.errors import MemoryLimitError
+
+    ch = Chain(np.array([[0.5, 0.5], [0.5, 0.5]]))
+    with pytest.raises(MemoryLimitError, match="distance curve"):
+        ch.distance_curve(2**40)
+    with pytest.raises(MemoryLimitError, match="distance curve"):
+        ch.distance_curve(2**40, start=0)

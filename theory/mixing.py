@@ -79,6 +79,7 @@ class TransientDecay:
     q_upper: np.ndarray
     curve_lower: np.ndarray | None = None
     mean_exit: float | None = None
+    depth: int = 0  # the largest graph distance from a state to C: q(s) = 1 exactly for s < depth
 
     @property
     def steps(self) -> int:
@@ -100,6 +101,8 @@ class TransientDecay:
 
     def lower(self, s: int) -> float:
         """A certified lower bound on d(s) from the transient part: max(q(s), TV from x*)."""
+        if s < self.depth:
+            return 1.0
         if s > self.steps:
             return 0.0
         lo = float(self.q_lower[s])
@@ -172,7 +175,25 @@ def transient_decay(P: Matrix, transient: np.ndarray, pi: np.ndarray, *, pi_rel_
         m = expected_hitting_times(Ps, ~np.asarray(transient, dtype=bool))
         if m.rel_error is not None and m.rel_error < 1 and np.isfinite(m.value).all():
             mean_exit = float(np.max(m.value)) * (1 + m.rel_error) / (1 - 4 * EPS)
-    return TransientDecay(q_lo, q_up, curve, mean_exit)
+    return TransientDecay(q_lo, q_up, curve, mean_exit, _depth(Ps, transient))
+
+
+def _depth(P: sp.csr_array, transient: np.ndarray) -> int:
+    """max_x (graph distance from x to the non-transient states), by one breadth-first search of the
+    reversed graph from a super-source joined to every closed state; O(nnz)."""
+    from scipy.sparse.csgraph import breadth_first_order
+
+    from mlmix.theory.structure import tree_depths
+
+    N = P.shape[0]
+    coo = P.tocoo()
+    keep = coo.data > 0
+    closed = np.flatnonzero(~np.asarray(transient, dtype=bool))
+    rows = np.concatenate([coo.col[keep], np.full(closed.size, N)])
+    cols = np.concatenate([coo.row[keep], closed])
+    G = sp.csr_array((np.ones(rows.size), (rows, cols)), shape=(N + 1, N + 1))
+    _, pred = breadth_first_order(G, N, directed=True, return_predecessors=True)
+    return int(tree_depths(pred, N).max()) - 1
 
 
 @dataclass(frozen=True)
@@ -213,7 +234,7 @@ class MixingBounds:
         if tr is None:
             return lo, self._closed_time_upper(eps), how
         unmixed = np.flatnonzero([tr.lower(s) > eps for s in range(tr.steps + 1)])
-        lo = max(lo, int(unmixed[-1]) + 1 if unmixed.size else 0)
+        lo = max(lo, int(unmixed[-1]) + 1 if unmixed.size else 0, tr.depth)
         for frac in (0.5, 0.1, 0.9, 0.01, 0.99):
             s = tr.first_below(frac * eps)
             if s is not None:
@@ -248,7 +269,7 @@ class MixingBounds:
         best = 1.0
         for s in grid:
             best = min(best, tr.upper(s) + math.exp(min(self._closed_log_upper(t - s), 0.0)))
-        return math.log(best) if best > 0 else -math.inf
+        return math.log(max(best, 5e-324))  # an underflow is no proof that d(t) = 0
 
     def _closed_log_upper(self, t: int) -> float:
         """log of the spectral upper bound on d_C(t) (the closed class; inf when none)."""
@@ -355,6 +376,7 @@ def tv_curve(P: Matrix, t_max: int, pi: np.ndarray, start: np.ndarray | None = N
     ``mu`` (vector-matrix products, any size). ``abs_error`` bounds every entry's rounding."""
     t_max = check_steps(t_max, "t_max")
     N = P.shape[0]
+    check_memory(8.0 * (t_max + 1), f"a distance curve of {t_max + 1} points")
     out = np.empty(t_max + 1)
     if start is None:
         pw = _Powers(P, pi, pi_rel_error)

@@ -44,12 +44,16 @@ class Structure:
 
     @cached_property
     def classes(self) -> list[np.ndarray]:
-        """State indices of each communicating class."""
-        return [np.flatnonzero(self.labels == c) for c in range(self.n_classes)]
+        """State indices of each communicating class (one stable sort: O(N log N), not O(N x classes))."""
+        order = np.argsort(self.labels, kind="stable")
+        cuts = np.searchsorted(self.labels[order], np.arange(1, self.n_classes))
+        return np.split(order, cuts)
 
     @cached_property
     def closed_classes(self) -> list[np.ndarray]:
         """State indices of each closed (recurrent) class."""
+        if self.closed.sum() == 1:  # the common case: no list of every (transient) class
+            return [np.flatnonzero(self.labels == int(np.flatnonzero(self.closed)[0]))]
         return [cls for cls, c in zip(self.classes, self.closed) if c]
 
     @cached_property
