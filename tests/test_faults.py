@@ -364,3 +364,199 @@ def test_a_huge_distance_curve_is_a_memory_refusal():
         ch.distance_curve(2**40)
     with pytest.raises(MemoryLimitError, match="distance curve"):
         ch.distance_curve(2**40, start=0)
+
+
+# ----------------------------------------------------------------------------- tampered and corrupt files
+
+
+def test_a_complex_matrix_is_refused_not_truncated(tmp_path):
+    from mlmix.theory.chain import load_matrix
+
+    P = np.array([[0.5, 0.5], [0.5, 0.5]]) * (1 + 0j)
+    np.save(tmp_path / "c.npy", P)
+    with pytest.raises(ValueError, match="real numbers"):
+        load_matrix(tmp_path / "c.npy")
+    with pytest.raises(TypeError, match="real numbers"):
+        Chain(P)
+    with pytest.raises(TypeError, match="real numbers"):
+        Chain(sp.csr_array(P))
+
+
+@pytest.fixture(scope="module")
+def model_folder(tmp_path_factory):
+    from mlm_fixtures import save_model, tiny_masked_lm
+
+    model, tok = tiny_masked_lm("bert", seed=5)
+    return save_model(model, tok, tmp_path_factory.mktemp("model") / "bert")
+
+
+def _copy_model(src, dst):
+    import shutil
+
+    shutil.copytree(src, dst)
+    return dst
+
+
+def _rewrite_header(path, edit):
+    """Rewrite a safetensors header in place (the tensor bytes unchanged)."""
+    import json
+
+    raw = path.read_bytes()
+    n = int.from_bytes(raw[:8], "little")
+    header = json.loads(raw[8:8 + n])
+    edit(header)
+    text = json.dumps(header).encode()
+    text += b" " * (-len(text) % 8)
+    path.write_bytes(len(text).to_bytes(8, "little") + text + raw[8 + n:])
+
+
+def _first_weight(header):
+    return next(k for k in header if k != "__metadata__" and k.endswith("weight"))
+
+
+@pytest.mark.parametrize("edit, message", [
+    (lambda h: h[_first_weight(h)].update(dtype="I32"), "stored as I32"),  # same byte length: the issue's case
+    (lambda h: h[_first_weight(h)].update(dtype="F16"), "does not match"),
+    (lambda h: h[_first_weight(h)].update(dtype="Q4"), "unknown dtype"),
+    (lambda h: h[_first_weight(h)].update(shape=[-1]), "malformed"),
+])
+def test_a_relabelled_safetensors_header_is_refused(model_folder, tmp_path, edit, message):
+    from transformers import AutoModelForMaskedLM
+
+    from mlmix.empirical.mlm import load_pretrained
+
+    folder = _copy_model(model_folder, tmp_path / "m")
+    _rewrite_header(folder / "model.safetensors", edit)
+    with pytest.raises(ValueError, match=message) as err:
+        load_pretrained(AutoModelForMaskedLM, folder)
+    assert "\n" not in str(err.value)
+
+
+def test_weights_of_absurd_magnitude_are_refused(model_folder, tmp_path):
+    """Value sanity after loading: a weight of 1e9 (what relabelled bytes give) is refused."""
+    from safetensors.numpy import load_file, save_file
+    from transformers import AutoModelForMaskedLM
+
+    from mlmix.empirical.mlm import load_pretrained
+
+    folder = _copy_model(model_folder, tmp_path / "m")
+    tensors = load_file(folder / "model.safetensors")
+    key = next(k for k in tensors if k.endswith("dense.weight"))
+    tensors[key] = tensors[key] * 0 + np.float32(1e9)
+    save_file(tensors, folder / "model.safetensors", metadata={"format": "pt"})
+    with pytest.raises(ValueError, match="relabelled checkpoint"):
+        load_pretrained(AutoModelForMaskedLM, folder)
+    load_pretrained(AutoModelForMaskedLM, model_folder)  # the original loads
+
+
+@pytest.mark.parametrize("content, message", [
+    ('{"model": {"type": "WordLevel", "vocab": [1, 2]}}', "not a valid tokenizer file"),
+    ("[1, 2]", "not a valid tokenizer file"),
+    ("{not json", "not a valid tokenizer file"),
+])
+def test_a_tokenizer_file_of_the_wrong_schema_is_a_one_line_error(model_folder, tmp_path, content, message):
+    from transformers import AutoModelForMaskedLM
+
+    from mlmix.empirical.mlm import load_pretrained
+
+    folder = _copy_model(model_folder, tmp_path / "m")
+    (folder / "tokenizer.json").write_text(content)
+    with pytest.raises(ValueError, match=message) as err:
+        load_pretrained(AutoModelForMaskedLM, folder)
+    assert "\n" not in str(err.value)
+
+
+@pytest.mark.parametrize("content, message", [
+    ("{}", "no 'law' object"),
+    ('{"law": {"tokens": ["a"], "length": 2, "coupling": 1.0}}', "lacks fields"),
+    ('{"law": {"tokens": ["a"], "length": 2, "coupling": 1.0, "fields": [[0.0]]}}', "shape"),
+    ("[", "not valid JSON"),
+])
+def test_a_damaged_law_file_is_a_one_line_error(tmp_path, content, message):
+    from mlmix.empirical.train_default import load_law
+
+    (tmp_path / "law.json").write_text(content)
+    with pytest.raises(ValueError, match=message):
+        load_law(tmp_path)
+
+
+def test_the_shipped_law_file_passes_the_check():
+    from mlmix.empirical.mlm import DEFAULT_MODEL_DIR
+    from mlmix.empirical.train_default import law_spec, load_law
+
+    spec = law_spec(DEFAULT_MODEL_DIR)
+    assert load_law(DEFAULT_MODEL_DIR).space.length == spec["length"]
+
+
+def test_rectangle_table_with_an_unloadable_model_exits_2_in_one_line(tmp_path, capsys):
+    from mlmix.cli import main
+
+    bad = tmp_path / "bad-model"
+    bad.mkdir()
+    (bad / "config.json").write_text("{}")
+    assert main(["run", "rectangle-table", "--out", str(tmp_path / "out"), "--model", str(bad),
+                 "--rectangles", "2", "--no-progress"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "holds no weights" in err[0]
+
+
+@pytest.fixture()
+def cached(tmp_path):
+    from mlm_fixtures import tiny_masked_lm
+
+    from mlmix.empirical import tabulate as tab
+    from mlmix.empirical.mlm import MaskedLMConditionals
+
+    model, tok = tiny_masked_lm("bert", seed=13)
+    mlm = MaskedLMConditionals(model, tok, frame="c _ _", candidates="a b c", device="cpu")
+    first = tab.tabulate(mlm, cache_dir=tmp_path, progress=False, log=lambda _: None)
+    key = tab.table_key(mlm)[0]
+    return mlm, first, tmp_path / f"{key}.npz"
+
+
+@pytest.mark.parametrize("damage", ["tamper", "truncate", "garbage", "crc"])
+def test_a_damaged_or_tampered_cached_table_is_detected_and_recomputed(cached, damage):
+    """Edited values (same layout), a truncated archive, garbage, a flipped byte inside the compressed
+    member: never used silently; tabulate says so and recomputes the same table; cached_table refuses."""
+    import io
+
+    from mlmix.empirical import tabulate as tab
+    from mlmix.files import atomic_save_npz
+
+    mlm, first, path = cached
+    raw = path.read_bytes()
+    if damage == "tamper":
+        with np.load(io.BytesIO(raw)) as z:
+            table = z["table"].copy()
+        table[0, 0, 0] += 1.0
+        atomic_save_npz(path, table=table)
+    elif damage == "truncate":
+        path.write_bytes(raw[: len(raw) // 2])
+    elif damage == "garbage":
+        path.write_bytes(b"not a zip file at all")
+    else:
+        i = raw.index(b"table.npy") + 200
+        path.write_bytes(raw[:i] + bytes([raw[i] ^ 0xFF]) + raw[i + 1:])
+    with pytest.raises(ValueError, match="cached table") as err:
+        tab.cached_table(mlm, path.parent)
+    assert "\n" not in str(err.value)
+    notes = []
+    again = tab.tabulate(mlm, cache_dir=path.parent, progress=False, log=notes.append)
+    assert any("recomputing" in n for n in notes)
+    np.testing.assert_array_equal(again.table, first.table)
+    assert tab.cached_table(mlm, path.parent) is not None  # rewritten whole
+
+
+def test_a_damaged_checkpoint_chunk_is_recomputed(cached, monkeypatch):
+    from mlmix.empirical import tabulate as tab
+    from mlmix.files import OutputDir
+
+    mlm, first, path = cached
+    key, record = tab.table_key(mlm)
+    path.unlink()
+    partial = path.parent / f"{key}.partial"
+    with OutputDir(partial, "tabulate", {**record, "chunk_rows": tab.MIN_CHUNK_ROWS}):
+        pass
+    (partial / f"chunk-{0:012d}.npz").write_bytes(b"PK\x03\x04 truncated")
+    again = tab.tabulate(mlm, cache_dir=path.parent, progress=False, log=lambda _: None)
+    np.testing.assert_array_equal(again.table, first.table)
