@@ -203,7 +203,7 @@ def check_safetensors_header(path: str | os.PathLike) -> dict:
                 raise ValueError(f"header length {n} exceeds the file")
             header = json.loads(fh.read(n).decode("utf-8"))
     except (OSError, UnicodeDecodeError, json.JSONDecodeError, ValueError) as err:
-        raise ValueError(f"weights file {name} is not a valid safetensors file: {err}") from None
+        raise ValueError(f"weights file {name} is corrupt or incomplete (not a valid safetensors file): {err}") from None
     if not isinstance(header, dict):
         raise ValueError(f"weights file {name}: the header is not a JSON object")
     data = size - 8 - n
