@@ -23,7 +23,9 @@ would otherwise gain or lose 1e-16 of mass per step, which a metastable chain ac
 relaxation time (1e18 steps at a gap of 1e-18).
 
 A chain with transient states and one closed class has a unique stationary law (zero on the
-transient states); its spectral quantities are those of the closed class (stated in the method).
+transient states); its spectral quantities are those of the closed class (stated in the method),
+while d(t), t_mix and the Kemeny constant are the whole chain's (the entrance into the closed class
+is bounded in :mod:`mlmix.theory.mixing`; Kemeny in :mod:`mlmix.theory.variance`).
 Several closed classes: stationary-law quantities raise :class:`~mlmix.errors.ReducibleChainError`
 naming them.
 """
