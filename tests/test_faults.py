@@ -243,15 +243,23 @@ def test_output_folder_with_a_planted_link_is_refused_and_nothing_outside_change
     assert _snapshot(outside) == before
 
 
-def test_mlmix_run_with_a_planted_link_exits_2_and_leaves_the_target_alone(tmp_path, capsys):
+def test_mlmix_run_traps_rerun_with_a_planted_link_exits_2_and_leaves_the_target_alone(model_folder, tmp_path,
+                                                                                       capsys):
+    """The issue's case: a finished `mlmix run traps`, its chains.jsonl replaced by a link to a file
+    outside; the rerun (same parameters: it would resume and truncate the record file) is refused."""
     from mlmix.cli import main
 
+    out = tmp_path / "out"
+    argv = ["run", "traps", "--out", str(out), "--model", str(model_folder), "--length", "3", "--chains", "2",
+            "--steps", "40", "--window", "10", "--record-every", "5", "--embedder", "hamming", "--device", "cpu",
+            "--no-progress"]
+    assert main(argv) == 0
     victim = tmp_path / "victim.txt"
     victim.write_text("precious")
-    out = tmp_path / "out"
-    out.mkdir()
+    (out / "chains.jsonl").unlink()
     (out / "chains.jsonl").symlink_to(victim)
-    assert main(["run", "traps", "--out", str(out), "--no-progress"]) == 2
+    capsys.readouterr()
+    assert main(argv) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "symbolic link" in err[0]
     assert victim.read_text() == "precious"
