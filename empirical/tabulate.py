@@ -29,8 +29,6 @@ import os
 import shutil
 import sys
 import time
-import zipfile
-import zlib
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
@@ -41,7 +39,7 @@ from tqdm.auto import tqdm
 from mlmix.files import MANIFEST, OutputDir, atomic_save_npz, atomic_write_json, read_json
 from mlmix.theory.conditionals import ScoreTable
 from mlmix.theory.space import StateSpace
-from mlmix.validation import check_int, check_memory
+from mlmix.validation import check_int, check_memory, load_arrays
 
 #: Environment variable naming mlmix's cache folder (tables go to its ``tables`` subfolder).
 CACHE_ENV = "MLMIX_CACHE"
@@ -248,14 +246,14 @@ def _compute(source, total: int, chunk: int, bar: tqdm, folder: Path | None) -> 
             path = None if folder is None else folder / f"chunk-{start:012d}.npz"
             if path is not None and path.is_file():
                 try:
-                    with np.load(path, allow_pickle=False) as saved:
-                        chunk_scores, digest = saved["scores"], str(saved["sha256"])
+                    saved = load_arrays(path, "checkpoint chunk")
+                    chunk_scores, digest = saved["scores"], str(saved["sha256"])
                     if chunk_scores.shape != (stop - start, q) or digest != content_hash(chunk_scores):
                         raise ValueError("wrong shape or content hash")
                     out[start:stop] = chunk_scores
                     bar.update(stop - start)
                     continue
-                except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile, zlib.error):
+                except (ValueError, KeyError):
                     path.unlink()  # a damaged checkpoint chunk is recomputed
             rows = torch.arange(start, stop, device=source.device)
             site, index = rows // contexts, rows % contexts
@@ -296,9 +294,8 @@ def _read(root: Path, key: str, record: dict, temperature: float) -> MLMTable | 
     try:
         info, tokens, digest = saved["info"], saved["tokens"], saved["sha256"]
         info["table"] = {**info["table"], "from_cache": True, "cache": str(data)}
-        with np.load(data, allow_pickle=False) as npz:
-            table = npz["table"]
-    except (OSError, ValueError, KeyError, TypeError, EOFError, zipfile.BadZipFile, zlib.error) as err:
+        table = load_arrays(data, "cached table")["table"]
+    except (ValueError, KeyError, TypeError) as err:
         raise ValueError(f"the cached table {data} is damaged ({type(err).__name__}: {err})") from None
     if table.shape != (n, q ** (n - 1), q) or content_hash(table) != digest:
         raise ValueError(f"the cached table {data} does not match the content hash in its record (edited or "

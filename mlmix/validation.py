@@ -15,6 +15,9 @@ import json
 import math
 import os
 import re
+import tokenize
+import zipfile
+import zlib
 from contextvars import ContextVar
 from typing import Iterator
 
@@ -173,6 +176,58 @@ def check_state_set(S: object, n_states: int, name: str = "S", *, nonempty: bool
     if proper and mask.all():
         raise ValueError(f"{name} must be a proper subset of the states, got the whole space")
     return mask
+
+
+# ---------------------------------------------------------------------------------------- array files
+
+#: What reading a damaged .npy / .npz can raise: numpy's header parser (SyntaxError, TokenError),
+#: zipfile (BadZipFile, bad CRC; NotImplementedError for a corrupt method field), zlib, truncation.
+_ARRAY_FILE_ERRORS = (OSError, ValueError, KeyError, TypeError, EOFError, SyntaxError, NotImplementedError,
+                      zipfile.BadZipFile, zlib.error, tokenize.TokenError, MemoryError)
+
+
+def load_arrays(path: str | os.PathLike, what: str) -> dict[str, np.ndarray]:
+    """Every array of a ``.npy`` (under the key "") or ``.npz`` file, read in full (decompressed and
+    CRC-checked) without pickles; a missing, truncated or corrupt file is a one-line ValueError
+    naming ``what``."""
+    name = os.fspath(path)
+    if not os.path.isfile(name):
+        raise ValueError(f"{what} {name} does not exist")
+    try:
+        if name.lower().endswith(".npy"):
+            return {"": np.load(name, allow_pickle=False)}
+        with np.load(name, allow_pickle=False) as z:
+            return {key: z[key] for key in z.files}
+    except _ARRAY_FILE_ERRORS as err:
+        raise ValueError(f"{name} is not a readable {what} ({type(err).__name__}: {err})") from None
+
+
+def matrix_from_arrays(arrays: dict[str, np.ndarray]) -> Matrix:
+    """The matrix stored in the arrays of a file: a ``.npy`` array, :meth:`Chain.save`'s layout
+    (``mlmix_format``, ``kind`` dense/csr) or ``scipy.sparse.save_npz``'s (csr, csc, coo); the structure
+    itself is checked by :func:`check_transition_matrix`. ValueError for an unknown layout."""
+    keys = set(arrays)
+    try:
+        if keys == {""}:
+            return arrays[""]
+        if "mlmix_format" in keys:
+            if str(arrays["kind"]) == "csr":
+                return sp.csr_array((arrays["data"], arrays["indices"], arrays["indptr"]),
+                                    shape=tuple(int(d) for d in arrays["shape"]))
+            return arrays["P"]
+        if {"format", "shape", "data"} <= keys:
+            fmt = arrays["format"].item()
+            fmt = fmt.decode("ascii") if isinstance(fmt, bytes) else str(fmt)
+            shape = tuple(int(d) for d in arrays["shape"])
+            if fmt in ("csr", "csc"):
+                cls = sp.csr_array if fmt == "csr" else sp.csc_array
+                return cls((arrays["data"], arrays["indices"], arrays["indptr"]), shape=shape)
+            if fmt == "coo":
+                return sp.coo_array((arrays["data"], (arrays["row"], arrays["col"])), shape=shape)
+            raise ValueError(f"unsupported sparse format {fmt!r}")
+    except (KeyError, TypeError, ValueError, OverflowError) as err:
+        raise ValueError(f"malformed matrix arrays: {err}") from None
+    raise ValueError(f"unknown .npz layout (keys {sorted(keys)})")
 
 
 # ---------------------------------------------------------------------------------------- model files

@@ -33,7 +33,6 @@ naming them.
 from __future__ import annotations
 
 import math
-import zipfile
 from functools import cached_property
 from pathlib import Path
 from typing import Any, Callable
@@ -64,6 +63,8 @@ from mlmix.validation import (
     check_state_set,
     check_transition_matrix,
     check_vector,
+    load_arrays,
+    matrix_from_arrays,
 )
 
 #: Chains up to this many states get the dense (accurate) algorithms.
@@ -612,31 +613,13 @@ def _renamed(r: Result, name: str, note: str = "") -> Result:
 
 def load_matrix(path: str | Path) -> Matrix:
     """A row-stochastic matrix from ``.npz`` (:meth:`Chain.save` or scipy.sparse.save_npz) or ``.npy``
-    (no pickles); one-line ValueError for a missing, corrupt or invalid file."""
+    (no pickles); one-line ValueError for a missing, corrupt or invalid file
+    (:func:`~mlmix.validation.load_arrays`, :func:`~mlmix.validation.matrix_from_arrays`)."""
     path = Path(path)
-    if not path.is_file():
-        raise ValueError(f"matrix file {path} does not exist")
-    suffix = path.suffix.lower()
+    if path.suffix.lower() not in (".npy", ".npz"):
+        raise ValueError(f"matrix file must end in .npy or .npz, got {path.name}")
+    arrays = load_arrays(path, "matrix file")
     try:
-        if suffix == ".npy":
-            M = np.load(path, allow_pickle=False)
-        elif suffix == ".npz":
-            with np.load(path, allow_pickle=False) as z:
-                keys = set(z.files)
-                if "mlmix_format" in keys:
-                    if str(z["kind"]) == "csr":
-                        M = sp.csr_array((z["data"], z["indices"], z["indptr"]), shape=tuple(z["shape"]))
-                    else:
-                        M = z["P"]
-                elif {"data", "indices", "indptr", "shape"} <= keys:
-                    M = sp.load_npz(path)
-                else:
-                    raise ValueError(f"unknown .npz layout (keys {sorted(keys)})")
-        else:
-            raise ValueError(f"matrix file must end in .npy or .npz, got {path.name}")
-    except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile) as err:
-        raise ValueError(f"{path} is not a readable transition-matrix file: {err}") from None
-    try:
-        return check_transition_matrix(M)
+        return check_transition_matrix(matrix_from_arrays(arrays))
     except (TypeError, ValueError) as err:
         raise ValueError(f"{path}: {err}") from None
