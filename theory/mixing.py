@@ -34,7 +34,9 @@ d(t) from below only. With q(s) = max_x P_x(tau > s) (:class:`TransientDecay`):
 
 (pi(T) = 0 gives TV >= P^t(x, T) = P_x(tau > t); the strong Markov property at tau gives the
 upper bound, d_C being non-increasing), and q is submultiplicative, q(a + b) <= q(a) q(b), with
-q(s) <= m / (s + 1) for m = max_x E_x tau (Markov's inequality). In particular d(0) = 1.
+q(s) <= m / (s + 1) for m = max_x E_x tau (Markov's inequality). In particular d(0) = 1. With
+h = max_x (graph distance from x to C), q(s) = 1 for s < h, and q(s) = 0 for s >= h when the
+transient states hold no cycle (each its own class, no holding): tau <= h surely.
 """
 
 from __future__ import annotations
@@ -80,6 +82,7 @@ class TransientDecay:
     curve_lower: np.ndarray | None = None
     mean_exit: float | None = None
     depth: int = 0  # the largest graph distance from a state to C: q(s) = 1 exactly for s < depth
+    acyclic: bool = False  # no cycle (nor holding) among the transient states: q(s) = 0 for s >= depth
 
     @property
     def steps(self) -> int:
@@ -87,6 +90,8 @@ class TransientDecay:
 
     def upper(self, s: int) -> float:
         """A certified upper bound on q(s)."""
+        if self.acyclic and s >= self.depth:
+            return 0.0
         if s <= self.steps:
             return float(self.q_upper[s])
         best = 1.0
@@ -112,6 +117,8 @@ class TransientDecay:
 
     def first_below(self, level: float) -> int | None:
         """The smallest s with upper(s) <= level (None when no bound reaches it)."""
+        if self.acyclic:
+            return min(self.depth, int(np.argmax(self.q_upper <= level)) if (self.q_upper <= level).any() else self.depth)
         if level <= 0:
             return None
         hit = np.flatnonzero(self.q_upper <= level)
@@ -175,7 +182,11 @@ def transient_decay(P: Matrix, transient: np.ndarray, pi: np.ndarray, *, pi_rel_
         m = expected_hitting_times(Ps, ~np.asarray(transient, dtype=bool))
         if m.rel_error is not None and m.rel_error < 1 and np.isfinite(m.value).all():
             mean_exit = float(np.max(m.value)) * (1 + m.rel_error) / (1 - 4 * EPS)
-    return TransientDecay(q_lo, q_up, curve, mean_exit, _depth(Ps, transient))
+    from scipy.sparse.csgraph import connected_components
+
+    sccs = connected_components(Q, directed=True, connection="strong")[0] if T.size else 0
+    acyclic = bool(sccs == T.size and not (Q.diagonal() > 0).any())
+    return TransientDecay(q_lo, q_up, curve, mean_exit, _depth(Ps, transient), acyclic)
 
 
 def _depth(P: sp.csr_array, transient: np.ndarray) -> int:
@@ -429,6 +440,8 @@ def certified_mixing_time(P: Matrix, eps: float, pi: np.ndarray, bounds: MixingB
     method = "certified bounds: " + (", ".join(how) if how else "none available")
     if math.isinf(b_hi):
         return Result.interval("t_mix", b_lo, None, method, reason + "; no upper bound available")
+    if b_lo == b_hi:  # the certified bounds meet
+        return Result.exact("t_mix", int(b_lo), method)
     return Result.interval("t_mix", b_lo, b_hi, method, reason)
 
 
