@@ -112,6 +112,20 @@ def test_a_small_transient_chain_is_exact_where_the_closed_class_bound_was_empty
     assert float(ch.tv_distance(4)) == pytest.approx(0.5, abs=1e-12)
 
 
+def test_the_longest_transient_path_not_the_shortest_bounds_the_entrance():
+    """2 -> 0 or 2 -> 1 -> 0 (Hypothesis found it): tau <= 2, not the graph distance 1; d(1) = 1/2."""
+    ch = Chain(np.array([[1.0, 0, 0], [1, 0, 0], [0.5, 0.5, 0]]))
+    assert float(ch.tv_distance(1)) == pytest.approx(0.5, rel=1e-12)
+    assert ch._transient_decay.depth == 1 and ch._transient_decay.longest == 2
+    assert int(ch.mixing_time(0.1)) == 2
+    with pytest.MonkeyPatch.context() as mp:
+        from mlmix.theory import mixing
+
+        mp.setattr(mixing, "MIXING_LIMIT", 0)  # the certified bounds alone
+        d = Chain(np.array([[1.0, 0, 0], [1, 0, 0], [0.5, 0.5, 0]])).tv_distance(1)
+        assert d.lower <= 0.5 <= d.upper
+
+
 @pytest.mark.parametrize("P, K", [
     ([[1, 0], [0.1, 0.9]], 10.0),  # the closed class is one state (K_C = 0), mu = 0.9
     ([[1, 0, 0], [0.2, 0.7, 0.1], [0.3, 0.3, 0.4]], 6.0),  # tr((I - Q)^-1) = 4 + 2

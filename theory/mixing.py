@@ -35,8 +35,9 @@ d(t) from below only. With q(s) = max_x P_x(tau > s) (:class:`TransientDecay`):
 (pi(T) = 0 gives TV >= P^t(x, T) = P_x(tau > t); the strong Markov property at tau gives the
 upper bound, d_C being non-increasing), and q is submultiplicative, q(a + b) <= q(a) q(b), with
 q(s) <= m / (s + 1) for m = max_x E_x tau (Markov's inequality). In particular d(0) = 1. With
-h = max_x (graph distance from x to C), q(s) = 1 for s < h, and q(s) = 0 for s >= h when the
-transient states hold no cycle (each its own class, no holding): tau <= h surely.
+h = max_x (graph distance from x to C), q(s) = 1 for s < h; when the transient states hold no
+cycle (each its own class, no holding), tau <= L surely for L the longest path out of them, so
+q(s) = 0 for s >= L.
 """
 
 from __future__ import annotations
@@ -82,7 +83,7 @@ class TransientDecay:
     curve_lower: np.ndarray | None = None
     mean_exit: float | None = None
     depth: int = 0  # the largest graph distance from a state to C: q(s) = 1 exactly for s < depth
-    acyclic: bool = False  # no cycle (nor holding) among the transient states: q(s) = 0 for s >= depth
+    longest: int | None = None  # no cycle (nor holding) among the transient states: tau <= longest surely
 
     @property
     def steps(self) -> int:
@@ -90,7 +91,7 @@ class TransientDecay:
 
     def upper(self, s: int) -> float:
         """A certified upper bound on q(s)."""
-        if self.acyclic and s >= self.depth:
+        if self.longest is not None and s >= self.longest:
             return 0.0
         if s <= self.steps:
             return float(self.q_upper[s])
@@ -117,8 +118,8 @@ class TransientDecay:
 
     def first_below(self, level: float) -> int | None:
         """The smallest s with upper(s) <= level (None when no bound reaches it)."""
-        if self.acyclic:
-            return min(self.depth, int(np.argmax(self.q_upper <= level)) if (self.q_upper <= level).any() else self.depth)
+        if self.longest is not None and (level <= 0 or not (self.q_upper <= level).any()):
+            return self.longest
         if level <= 0:
             return None
         hit = np.flatnonzero(self.q_upper <= level)
@@ -185,8 +186,30 @@ def transient_decay(P: Matrix, transient: np.ndarray, pi: np.ndarray, *, pi_rel_
     from scipy.sparse.csgraph import connected_components
 
     sccs = connected_components(Q, directed=True, connection="strong")[0] if T.size else 0
-    acyclic = bool(sccs == T.size and not (Q.diagonal() > 0).any())
-    return TransientDecay(q_lo, q_up, curve, mean_exit, _depth(Ps, transient), acyclic)
+    longest = _longest_path(Q) if sccs == T.size and not (Q.diagonal() > 0).any() else None
+    return TransientDecay(q_lo, q_up, curve, mean_exit, _depth(Ps, transient), longest)
+
+
+def _longest_path(Q: sp.csr_array) -> int:
+    """The most steps a chain can spend in an acyclic transient set with sub-stochastic block Q before
+    leaving it: L(x) = 1 + max(0, L(y) for y with Q(x, y) > 0), by Kahn's topological order (O(nnz))."""
+    m = Q.shape[0]
+    G = sp.csr_array(Q)
+    G.eliminate_zeros()
+    indptr, indices = G.indptr.tolist(), G.indices.tolist()
+    pending = np.diff(G.indptr).tolist()  # successors inside T not yet finished
+    R = sp.csr_array(G.T)
+    rptr, rind = R.indptr.tolist(), R.indices.tolist()
+    L = [0] * m
+    ready = [x for x in range(m) if pending[x] == 0]
+    while ready:
+        y = ready.pop()
+        L[y] = 1 + max((L[z] for z in indices[indptr[y]:indptr[y + 1]]), default=0)
+        for x in rind[rptr[y]:rptr[y + 1]]:
+            pending[x] -= 1
+            if pending[x] == 0:
+                ready.append(x)
+    return max(L, default=0)
 
 
 def _depth(P: sp.csr_array, transient: np.ndarray) -> int:
