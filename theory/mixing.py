@@ -84,6 +84,7 @@ class TransientDecay:
     mean_exit: float | None = None
     depth: int = 0  # the largest graph distance from a state to C: q(s) = 1 exactly for s < depth
     longest: int | None = None  # no cycle (nor holding) among the transient states: tau <= longest surely
+    row_error: float = 0.0  # e_0: a holding probability of at most e_0 may hide in the rows' rounding
 
     @property
     def steps(self) -> int:
@@ -92,7 +93,7 @@ class TransientDecay:
     def upper(self, s: int) -> float:
         """A certified upper bound on q(s)."""
         if self.longest is not None and s >= self.longest:
-            return 0.0
+            return min(1.0, s * self.row_error)  # tau > s needs a holding step among the first s
         if s <= self.steps:
             return float(self.q_upper[s])
         best = 1.0
@@ -118,7 +119,7 @@ class TransientDecay:
 
     def first_below(self, level: float) -> int | None:
         """The smallest s with upper(s) <= level (None when no bound reaches it)."""
-        if self.longest is not None and (level <= 0 or not (self.q_upper <= level).any()):
+        if self.longest is not None and self.upper(self.longest) <= level and not (self.q_upper <= level).any():
             return self.longest
         if level <= 0:
             return None
@@ -187,7 +188,7 @@ def transient_decay(P: Matrix, transient: np.ndarray, pi: np.ndarray, *, pi_rel_
 
     sccs = connected_components(Q, directed=True, connection="strong")[0] if T.size else 0
     longest = _longest_path(Q) if sccs == T.size and not (Q.diagonal() > 0).any() else None
-    return TransientDecay(q_lo, q_up, curve, mean_exit, _depth(Ps, transient), longest)
+    return TransientDecay(q_lo, q_up, curve, mean_exit, _depth(Ps, transient), longest, e0)
 
 
 def _longest_path(Q: sp.csr_array) -> int:
