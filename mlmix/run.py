@@ -9,7 +9,8 @@ Every run writes only into ``--out`` (never into the installed package or the re
 The folder is locked while the run writes (a second run on it is refused at once) and keeps a
 manifest of the run's parameters: rerunning with the same parameters resumes an interrupted run
 (finished parts are kept), rerunning with other parameters is refused unless ``--overwrite``, so
-results of different settings are never mixed. Options such as ``--debug`` and ``--max-memory`` go
+results of different settings are never mixed. A folder holding a symbolic link is refused
+(mlmix never writes one, and writing through it could reach a file outside). Options such as ``--debug`` and ``--max-memory`` go
 before NAME.
 
 Each runnable module exposes ``configure(parser)`` (its options, including ``--out``) and
