@@ -187,7 +187,8 @@ def transient_decay(P: Matrix, transient: np.ndarray, pi: np.ndarray, *, pi_rel_
     from scipy.sparse.csgraph import connected_components
 
     sccs = connected_components(Q, directed=True, connection="strong")[0] if T.size else 0
-    longest = _longest_path(Q) if sccs == T.size and not (Q.diagonal() > 0).any() else None
+    acyclic = sccs == T.size and not (Q.diagonal() > 0).any() and Q.nnz <= TRANSIENT_WORK // 25
+    longest = _longest_path(Q) if acyclic else None  # a Python loop over the edges: capped
     return TransientDecay(q_lo, q_up, curve, mean_exit, _depth(Ps, transient), longest, e0)
 
 
