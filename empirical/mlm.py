@@ -37,7 +37,7 @@ from mlmix.empirical.frames import Frame, build_frame, known_ids
 from mlmix.empirical.vocab import tokenizer_from_vocab
 from mlmix.theory.sources.conditionals import Conditionals
 from mlmix.theory.sources.space import StateSpace
-from mlmix.validation import check_int
+from mlmix.validation import check_int, check_safetensors_header, check_tokenizer_files, check_weight_values
 
 #: The model shipped with mlmix (trained by :func:`mlmix.empirical.shipped_model.train`, ``mlmix run train-default``).
 DEFAULT_MODEL_DIR = Path(__file__).resolve().parent / "default_model"
@@ -115,6 +115,8 @@ def load_pretrained(auto_class: type, model_id_or_path: str | Path, *, trust_rem
                     f"model folder {path} holds only pickled weights ({pickles[0].name}); pickles can run code, so "
                     f"load them explicitly with --allow-pickle (Python: allow_pickle=True; read with "
                     f"torch.load(weights_only=True)), or write a safetensors copy once: mlmix convert {path} DST")
+        for weights in sorted(path.glob("*.safetensors")):
+            check_safetensors_header(weights)
         source, local = str(path), True
     else:
         if name.startswith((".", "/", "~")) or name.count("/") > 1 or os.sep != "/" and os.sep in name:
@@ -145,6 +147,7 @@ def load_pretrained(auto_class: type, model_id_or_path: str | Path, *, trust_rem
     if missing:
         raise ValueError(f"the checkpoint {name} lacks {len(missing)} weights that {type(model).__name__} needs "
                          f"(e.g. {missing[0]}): they would stay random; is it a masked LM of this architecture?")
+    check_weight_values(model.named_parameters(), f"the checkpoint {name}")
     return model.eval(), tokenizer
 
 
@@ -153,6 +156,8 @@ def load_tokenizer(source: str, **options):
     (e.g. a bare BERT checkpoint) gets a fast tokenizer built from it (see
     :func:`mlmix.empirical.vocab.tokenizer_from_vocab`); a folder with neither is an error."""
     path = Path(source)
+    if path.is_dir():
+        check_tokenizer_files(path)
     if path.is_dir() and not any((path / f).is_file() for f in _TOKENIZER_FILES):
         if (path / "vocab.txt").is_file():
             return tokenizer_from_vocab(path / "vocab.txt")

@@ -20,7 +20,6 @@ the training settings and the measured KL to the true conditionals).
 
 from __future__ import annotations
 
-import json
 import time
 from pathlib import Path
 
@@ -30,9 +29,10 @@ import torch
 from tokenizers import Tokenizer, models, pre_tokenizers, processors
 from transformers import BertConfig, BertForMaskedLM, PreTrainedTokenizerFast
 
-from mlmix.files import atomic_write_json
+from mlmix.files import atomic_write_json, read_json
 from mlmix.theory.sources.conditionals import Conditionals, PottsModel
 from mlmix.theory.sources.contexts import score_table
+from mlmix.validation import check_law_spec
 
 SPECIALS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
 TOKENS = ("a", "b", "c", "!")
@@ -52,10 +52,17 @@ def true_law(seed: int = 0) -> PottsModel:
     return potts_chain(len(TOKENS), LENGTH, COUPLING, FIELD_SCALE * rng.standard_normal((LENGTH, len(TOKENS))))
 
 
+def law_spec(folder: str | Path) -> dict:
+    """The law recorded in ``folder/law.json`` by :func:`train`, checked
+    (:func:`~mlmix.validation.check_law_spec`; one-line ValueError)."""
+    path = Path(folder) / "law.json"
+    return check_law_spec(read_json(path, "law file"), str(path))
+
+
 def load_law(folder: str | Path) -> PottsModel:
     """The true law recorded in ``folder/law.json`` by :func:`train`."""
-    spec = json.loads((Path(folder) / "law.json").read_text())["law"]
-    return potts_chain(len(spec["tokens"]), spec["length"], spec["coupling"], np.asarray(spec["fields"]))
+    spec = law_spec(folder)
+    return potts_chain(len(spec["tokens"]), spec["length"], spec["coupling"], spec["fields"])
 
 
 def build_tokenizer(tokens: tuple[str, ...] = TOKENS) -> PreTrainedTokenizerFast:

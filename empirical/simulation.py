@@ -37,7 +37,7 @@ import numpy as np
 import torch
 from tqdm.auto import tqdm
 
-from mlmix.files import dumps_json
+from mlmix.files import append_text, dumps_json, truncate_file
 from mlmix.theory.sources.conditionals import Conditionals
 from mlmix.validation import check_int
 
@@ -214,18 +214,13 @@ class _Chains:
         line = {**{k: v.tolist() if isinstance(v, np.ndarray) else v for k, v in rec.items()},
                 "rng": [_position(g) for g in self.gens]}
         lines = ([dumps_json(self.header, indent=None)] if write_header else []) + [dumps_json(line, indent=None)]
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        with open(self.path, "a", encoding="utf-8") as fh:
-            fh.write("\n".join(lines) + "\n")
-            fh.flush()
-            os.fsync(fh.fileno())
+        append_text(self.path, "\n".join(lines) + "\n")
 
     def _resume(self) -> None:
         raw = self.path.read_bytes()
         lines, good_end = _read_complete_lines(raw)
         if good_end < len(raw):
-            with open(self.path, "r+b") as fh:
-                fh.truncate(good_end)
+            truncate_file(self.path, good_end)
         if not lines:
             self.path.unlink()
             self._record(write_header=True)

@@ -105,7 +105,10 @@ def _drain(ex: Executor | None, fn: Callable, todo: list[tuple[dict, str]], out:
         results[k] = json.loads(text)["result"]
     if errors:
         key, err = errors[0]
-        raise RuntimeError(f"{len(errors)} sweep task(s) failed; first {key}: {err!r}") from err
+        message = f"{len(errors)} sweep task(s) failed; first {key}: {err}"
+        if all(isinstance(e, (ValueError, TypeError)) for _, e in errors):  # bad input: a one-line error
+            raise type(err)(message) from err
+        raise RuntimeError(message) from err
 
 
 def _call(fn: Callable, params: dict) -> tuple[Any, Exception | None]:

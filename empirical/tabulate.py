@@ -11,7 +11,8 @@ computed once, in batches on the source's device, with the cost printed before t
 (measured on a first small batch), a progress bar with ETA, chunks of about :data:`CHUNK_SECONDS`
 of work checkpointed so an interrupted run resumes (with the chunking it started with), and the result written atomically to a cache keyed by
 the model's weights (a hash of every tensor), the full input template (specials, frame and free
-positions), the alphabet and the compute dtype. The table does not depend on T (T only rescales
+positions), the alphabet and the compute dtype; its record carries a SHA-256 of the table's bytes,
+checked on every read (a truncated, corrupt or edited table is recomputed, never used). The table does not depend on T (T only rescales
 the logits), so any temperature reuses it. The cache folder is ``tables/`` in mlmix's user cache
 (:mod:`mlmix.cache`: ``$MLMIX_CACHE``, default ``~/.cache/mlmix`` on Linux).
 
@@ -38,7 +39,7 @@ from mlmix.cache import cache_dir
 from mlmix.files import MANIFEST, OutputDir, atomic_save_npz, atomic_write_json, read_json
 from mlmix.theory.sources.conditionals import ScoreTable
 from mlmix.theory.sources.space import StateSpace
-from mlmix.validation import check_int, check_memory
+from mlmix.validation import check_int, check_memory, load_arrays
 
 #: Seconds of work per checkpointed chunk of a tabulation (at the measured rate; at least
 #: :data:`MIN_CHUNK_ROWS` passes, a power of two). A resumed run keeps the chunking it started with,
@@ -46,8 +47,8 @@ from mlmix.validation import check_int, check_memory
 CHUNK_SECONDS = 30.0
 MIN_CHUNK_ROWS = 4096
 
-#: Version of the cache layout; part of every key.
-FORMAT = 1
+#: Version of the cache layout; part of every key (2: the record carries the table's content hash).
+FORMAT = 2
 
 
 def cache_root(path: str | os.PathLike | None = None) -> Path:
@@ -174,7 +175,11 @@ def tabulate(source, *, cache_dir: str | os.PathLike | None = None, use_cache: b
     key, record = table_key(source)
     root = cache_root(cache_dir)
     if use_cache:
-        found = _read(root, key, record, source.temperature)
+        try:
+            found = _read(root, key, record, source.temperature)
+        except ValueError as err:
+            say(f"{err}; recomputing it")
+            found = None
         if found is not None:
             say(f"exact table read from the cache {root / (key + '.npz')} (no forward pass)")
             return found
@@ -200,9 +205,11 @@ def tabulate(source, *, cache_dir: str | os.PathLike | None = None, use_cache: b
     table = MLMTable(space, scores.reshape(n, q ** (n - 1), q), source.temperature, tokens=_tokens(source),
                      info=info)
     if use_cache:
-        atomic_save_npz(root / f"{key}.npz", table=scores.reshape(n, q ** (n - 1), q))
+        stored = scores.reshape(n, q ** (n - 1), q)
+        atomic_save_npz(root / f"{key}.npz", table=stored)
         # written last: the record marks the table whole
-        atomic_write_json(root / f"{key}.json", {"key": record, "info": info, "tokens": table.tokens})
+        atomic_write_json(root / f"{key}.json", {"key": record, "info": info, "tokens": table.tokens,
+                                                 "sha256": content_hash(stored)})
         shutil.rmtree(root / f"{key}.partial", ignore_errors=True)
         say(f"exact table cached as {root / (key + '.npz')}")
     return table
@@ -235,10 +242,16 @@ def _compute(source, total: int, chunk: int, bar: tqdm, folder: Path | None) -> 
             stop = min(total, start + chunk)
             path = None if folder is None else folder / f"chunk-{start:012d}.npz"
             if path is not None and path.is_file():
-                with np.load(path, allow_pickle=False) as saved:
-                    out[start:stop] = saved["scores"]
-                bar.update(stop - start)
-                continue
+                try:
+                    saved = load_arrays(path, "checkpoint chunk")
+                    chunk_scores, digest = saved["scores"], str(saved["sha256"])
+                    if chunk_scores.shape != (stop - start, q) or digest != content_hash(chunk_scores):
+                        raise ValueError("wrong shape or content hash")
+                    out[start:stop] = chunk_scores
+                    bar.update(stop - start)
+                    continue
+                except (ValueError, KeyError):
+                    path.unlink()  # a damaged checkpoint chunk is recomputed
             rows = torch.arange(start, stop, device=source.device)
             site, index = rows // contexts, rows % contexts
             digits = (index[:, None] // place) % q  # x_{-i}, remaining sites in order
@@ -247,7 +260,7 @@ def _compute(source, total: int, chunk: int, bar: tqdm, folder: Path | None) -> 
             scores = source.scores_torch(symbols, site, validate=False).cpu().numpy()
             out[start:stop] = scores
             if path is not None:
-                atomic_save_npz(path, scores=scores)
+                atomic_save_npz(path, scores=scores, sha256=np.array(content_hash(scores)))
     finally:
         source.on_rows = previous
     return out
@@ -257,16 +270,31 @@ def _tokens(source) -> list[str]:
     return source.tokenizer.convert_ids_to_tokens(source.support_ids.tolist())
 
 
+def content_hash(array: np.ndarray) -> str:
+    """SHA-256 of an array's dtype, shape and bytes (C order): the cache's content check."""
+    a = np.ascontiguousarray(array)
+    h = hashlib.sha256(f"{a.dtype.str}{a.shape}".encode())
+    h.update(a.tobytes())
+    return h.hexdigest()
+
+
 def _read(root: Path, key: str, record: dict, temperature: float) -> MLMTable | None:
+    """The cached table, None when there is none, or a one-line ValueError when the entry is damaged
+    (unreadable record or archive, wrong layout, or a table whose bytes do not match the recorded hash)."""
     meta, data = root / f"{key}.json", root / f"{key}.npz"
     if not (meta.is_file() and data.is_file()):
         return None
     saved = read_json(meta, "cached table record")
-    if saved.get("key") != json.loads(json.dumps(record)):
+    if not isinstance(saved, dict) or saved.get("key") != json.loads(json.dumps(record)):
         return None
-    info = saved["info"]
-    info["table"] = {**info["table"], "from_cache": True, "cache": str(data)}
-    with np.load(data, allow_pickle=False) as npz:
-        table = npz["table"]
     n, q = len([t for t in record["template"] if t == -1]), len(record["alphabet"])
-    return MLMTable(StateSpace(q, n), table, temperature, tokens=saved["tokens"], info=info)
+    try:
+        info, tokens, digest = saved["info"], saved["tokens"], saved["sha256"]
+        info["table"] = {**info["table"], "from_cache": True, "cache": str(data)}
+        table = load_arrays(data, "cached table")["table"]
+    except (ValueError, KeyError, TypeError) as err:
+        raise ValueError(f"the cached table {data} is damaged ({type(err).__name__}: {err})") from None
+    if table.shape != (n, q ** (n - 1), q) or content_hash(table) != digest:
+        raise ValueError(f"the cached table {data} does not match the content hash in its record (edited or "
+                         "corrupt)")
+    return MLMTable(StateSpace(q, n), table, temperature, tokens=tokens, info=info)

@@ -59,6 +59,42 @@ def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> None:
         raise
 
 
+_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
+
+
+def _open_nofollow(path: Path, flags: int) -> int:
+    """os.open that refuses a symbolic link at ``path`` (O_NOFOLLOW: a planted link must not redirect
+    a write outside the output folder)."""
+    try:
+        return os.open(path, flags | _NOFOLLOW, 0o644)
+    except OSError as err:
+        if err.errno == errno.ELOOP or path.is_symlink():
+            raise ValueError(f"{path} is a symbolic link; mlmix does not write through links") from None
+        raise
+
+
+def append_text(path: str | os.PathLike, text: str) -> None:
+    """Append ``text`` (UTF-8) to ``path`` and fsync (an append-only log such as chains.jsonl); a
+    symbolic link at ``path`` is refused."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = _open_nofollow(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT)
+    with os.fdopen(fd, "ab") as fh:
+        fh.write(text.encode("utf-8"))
+        fh.flush()
+        os.fsync(fh.fileno())
+
+
+def truncate_file(path: str | os.PathLike, size: int) -> None:
+    """Cut ``path`` to ``size`` bytes (dropping a torn last line); a symbolic link is refused."""
+    fd = _open_nofollow(Path(path), os.O_WRONLY)
+    try:
+        os.ftruncate(fd, size)
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
 def atomic_write_text(path: str | os.PathLike, text: str) -> None:
     """Write ``text`` (UTF-8) atomically."""
     atomic_write_bytes(path, text.encode("utf-8"))
@@ -158,7 +194,8 @@ LOCK = ".mlmix.lock"
 class OutputDir:
     """A folder that one run writes its results into (use as a context manager).
 
-    On entry: create the folder; take an exclusive lock (a second run on the same folder gets a
+    On entry: create the folder; refuse it when it holds a symbolic link (mlmix never writes links, so
+    one was planted: writing through it could reach a file outside the folder); take an exclusive lock (a second run on the same folder gets a
     ValueError at once); compare ``params`` (JSON-able) with the manifest ``run.json`` of an
     earlier run. Equal parameters: the run resumes (its checkpoints are reused). Different
     parameters: ValueError naming the differing keys, unless ``overwrite`` (the earlier run's files
@@ -177,6 +214,7 @@ class OutputDir:
         if self.path.exists() and not self.path.is_dir():
             raise ValueError(f"output folder {self.path} exists and is not a folder")
         self.path.mkdir(parents=True, exist_ok=True)
+        _refuse_links(self.path)
         self._acquire()
         try:
             self._check_manifest()
@@ -194,7 +232,7 @@ class OutputDir:
 
     def _acquire(self) -> None:
         lock = self.path / LOCK
-        fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o644)
+        fd = _open_nofollow(lock, os.O_RDWR | os.O_CREAT)
         if fcntl is not None:
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -243,6 +281,16 @@ class OutputDir:
                 shutil.rmtree(p)
             else:
                 p.unlink()
+
+
+def _refuse_links(folder: Path) -> None:
+    """ValueError naming the first symbolic link found in ``folder`` (recursively; links not followed)."""
+    for root, dirs, files in os.walk(folder, followlinks=False):
+        for name in dirs + files:
+            p = Path(root) / name
+            if p.is_symlink():
+                raise ValueError(f"output folder {folder} holds a symbolic link {p} that mlmix did not write; "
+                                 "remove it or use another folder")
 
 
 def _difference(old: Any, new: dict) -> str:

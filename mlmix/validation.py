@@ -11,9 +11,13 @@ before a large allocation, with the limit in force (:func:`memory_limit`, set by
 from __future__ import annotations
 
 import contextlib
+import json
 import math
 import os
 import re
+import tokenize
+import zipfile
+import zlib
 from contextvars import ContextVar
 from typing import Iterator
 
@@ -94,16 +98,23 @@ def check_vector(v: object, size: int, name: str, *, nonnegative: bool = False, 
 
 
 def check_transition_matrix(P: object, tol: float = 1e-9) -> Matrix:
-    """P as float64 (CSR when sparse) after checking it is a square, finite, non-negative,
-    row-stochastic matrix (rows sum to 1 within ``tol``; the first offending row is named). A torch
+    """P as float64 (CSR when sparse, with sorted indices and duplicated (i, j) entries summed) after
+    checking it is a square, finite, non-negative, row-stochastic matrix of real numbers (rows sum to 1
+    within ``tol``; the first offending row is named). A sparse matrix's index arrays are checked in
+    full (indices in range, indptr non-decreasing) before any graph algorithm walks them. A torch
     tensor (dense or sparse, any device) is accepted and copied to the CPU (:func:`from_torch`)."""
     P = from_torch(P)
     if sp.issparse(P):
-        M = sp.csr_array(P, dtype=np.float64)
+        if P.dtype.kind == "c":
+            raise TypeError(f"transition matrix must hold real numbers, got dtype {P.dtype}")
+        M = _canonical_csr(P)
         data, sums = M.data, np.asarray(M.sum(axis=1)).ravel()
     elif isinstance(P, (np.ndarray, list, tuple)):
         try:
-            M = np.asarray(P, dtype=np.float64)
+            raw = np.asarray(P)
+            if raw.dtype.kind == "c":
+                raise TypeError(f"dtype {raw.dtype} (the imaginary part would be dropped)")
+            M = np.asarray(raw, dtype=np.float64)
         except (TypeError, ValueError) as err:
             raise TypeError(f"transition matrix must hold real numbers: {err}") from None
         if M.ndim != 2:
@@ -144,6 +155,21 @@ def from_torch(x: object) -> object:
     if str(t.layout) != "torch.strided":
         raise TypeError(f"transition matrix: torch layout {t.layout} is not supported (use dense, COO or CSR)")
     return t.double().numpy()
+def _canonical_csr(P: sp.sparray | sp.spmatrix) -> sp.csr_array:
+    """A float64 CSR copy with its structure checked in full (ValueError) and duplicates summed."""
+    try:
+        if P.format == "csr":
+            if P.indptr.ndim != 1 or P.indices.ndim != 1 or P.data.ndim != 1:
+                raise ValueError("index arrays must be 1-dimensional")
+            M = sp.csr_array((np.asarray(P.data, dtype=np.float64), P.indices.copy(), P.indptr.copy()),
+                             shape=P.shape)
+            M.check_format(full_check=True)
+        else:
+            M = sp.csr_array(P, dtype=np.float64)
+        M.sum_duplicates()  # also sorts the indices (scipy's graph routines need both)
+    except (ValueError, TypeError, IndexError, OverflowError) as err:
+        raise ValueError(f"transition matrix: invalid sparse structure: {err}") from None
+    return M
 
 
 def check_state_set(S: object, n_states: int, name: str = "S", *, nonempty: bool = True,
@@ -173,6 +199,181 @@ def check_state_set(S: object, n_states: int, name: str = "S", *, nonempty: bool
     if proper and mask.all():
         raise ValueError(f"{name} must be a proper subset of the states, got the whole space")
     return mask
+
+
+# ---------------------------------------------------------------------------------------- array files
+
+#: What reading a damaged .npy / .npz can raise: numpy's header parser (SyntaxError, TokenError),
+#: zipfile (BadZipFile, bad CRC; NotImplementedError for a corrupt method field), zlib, truncation.
+_ARRAY_FILE_ERRORS = (OSError, ValueError, KeyError, TypeError, EOFError, SyntaxError, NotImplementedError,
+                      zipfile.BadZipFile, zlib.error, tokenize.TokenError, MemoryError)
+
+
+def load_arrays(path: str | os.PathLike, what: str) -> dict[str, np.ndarray]:
+    """Every array of a ``.npy`` (under the key "") or ``.npz`` file, read in full (decompressed and
+    CRC-checked) without pickles; a missing, truncated or corrupt file is a one-line ValueError
+    naming ``what``."""
+    name = os.fspath(path)
+    if not os.path.isfile(name):
+        raise ValueError(f"{what} {name} does not exist")
+    try:
+        if name.lower().endswith(".npy"):
+            return {"": np.load(name, allow_pickle=False)}
+        with np.load(name, allow_pickle=False) as z:
+            return {key: z[key] for key in z.files}
+    except _ARRAY_FILE_ERRORS as err:
+        raise ValueError(f"{name} is not a readable {what} ({type(err).__name__}: {err})") from None
+
+
+def matrix_from_arrays(arrays: dict[str, np.ndarray]) -> Matrix:
+    """The matrix stored in the arrays of a file: a ``.npy`` array, :meth:`Chain.save`'s layout
+    (``mlmix_format``, ``kind`` dense/csr) or ``scipy.sparse.save_npz``'s (csr, csc, coo); the structure
+    itself is checked by :func:`check_transition_matrix`. ValueError for an unknown layout."""
+    keys = set(arrays)
+    try:
+        if keys == {""}:
+            return arrays[""]
+        if "mlmix_format" in keys:
+            if str(arrays["kind"]) == "csr":
+                return sp.csr_array((arrays["data"], arrays["indices"], arrays["indptr"]),
+                                    shape=tuple(int(d) for d in arrays["shape"]))
+            return arrays["P"]
+        if {"format", "shape", "data"} <= keys:
+            fmt = arrays["format"].item()
+            fmt = fmt.decode("ascii") if isinstance(fmt, bytes) else str(fmt)
+            shape = tuple(int(d) for d in arrays["shape"])
+            if fmt in ("csr", "csc"):
+                cls = sp.csr_array if fmt == "csr" else sp.csc_array
+                return cls((arrays["data"], arrays["indices"], arrays["indptr"]), shape=shape)
+            if fmt == "coo":
+                return sp.coo_array((arrays["data"], (arrays["row"], arrays["col"])), shape=shape)
+            raise ValueError(f"unsupported sparse format {fmt!r}")
+    except (KeyError, TypeError, ValueError, OverflowError) as err:
+        raise ValueError(f"malformed matrix arrays: {err}") from None
+    raise ValueError(f"unknown .npz layout (keys {sorted(keys)})")
+
+
+# ---------------------------------------------------------------------------------------- model files
+
+#: Bytes per element of the safetensors dtypes.
+SAFETENSORS_DTYPES = {"F64": 8, "F32": 4, "F16": 2, "BF16": 2, "F8_E4M3": 1, "F8_E5M2": 1, "I64": 8, "I32": 4,
+                      "I16": 2, "I8": 1, "U64": 8, "U32": 4, "U16": 2, "U8": 1, "BOOL": 1}
+
+#: Integer tensors a masked-LM checkpoint may hold: index buffers, not weights.
+_INDEX_BUFFERS = ("position_ids", "token_type_ids", "_ids", "num_batches_tracked")
+
+
+def check_safetensors_header(path: str | os.PathLike) -> dict:
+    """The header of a ``.safetensors`` weights file after checking it, without reading the tensors:
+    an 8-byte little-endian length, a JSON object of tensors (``dtype``, ``shape``, ``data_offsets``)
+    whose byte ranges tile the data section exactly and match dtype x shape, and floating-point
+    dtypes for every weight (a float tensor relabelled as integers keeps its byte length: its
+    values would be read as ~1e9 floats). One-line ValueError naming the file and the tensor."""
+    name = os.fspath(path)
+    try:
+        with open(path, "rb") as fh:
+            head = fh.read(8)
+            if len(head) < 8:
+                raise ValueError("shorter than its 8-byte header length")
+            n = int.from_bytes(head, "little")
+            size = os.fstat(fh.fileno()).st_size
+            if n > min(size - 8, 100 * 1024**2):
+                raise ValueError(f"header length {n} exceeds the file")
+            header = json.loads(fh.read(n).decode("utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError, ValueError) as err:
+        raise ValueError(f"weights file {name} is corrupt or incomplete (not a valid safetensors file): {err}") from None
+    if not isinstance(header, dict):
+        raise ValueError(f"weights file {name}: the header is not a JSON object")
+    data = size - 8 - n
+    spans = []
+    for key, info in header.items():
+        if key == "__metadata__":
+            continue
+        where = f"weights file {name}, tensor {key!r}"
+        if not isinstance(info, dict) or not {"dtype", "shape", "data_offsets"} <= set(info):
+            raise ValueError(f"{where}: header entry lacks dtype, shape or data_offsets")
+        dtype, shape, offsets = info["dtype"], info["shape"], info["data_offsets"]
+        if dtype not in SAFETENSORS_DTYPES:
+            raise ValueError(f"{where}: unknown dtype {dtype!r}")
+        if (not isinstance(shape, list) or not all(isinstance(d, int) and d >= 0 for d in shape)
+                or not isinstance(offsets, list) or len(offsets) != 2
+                or not all(isinstance(o, int) and 0 <= o <= data for o in offsets) or offsets[0] > offsets[1]):
+            raise ValueError(f"{where}: malformed shape {shape!r} or data_offsets {offsets!r}")
+        if math.prod(shape) * SAFETENSORS_DTYPES[dtype] != offsets[1] - offsets[0]:
+            raise ValueError(f"{where}: {dtype} x {shape} does not match its {offsets[1] - offsets[0]} bytes")
+        if dtype[0] in "IUB" and not key.endswith(_INDEX_BUFFERS):
+            raise ValueError(f"{where}: a weight stored as {dtype}; a masked LM's weights are floating point "
+                             "(a relabelled dtype?)")
+        spans.append(tuple(offsets))
+    spans.sort()
+    end = 0
+    for a, b in spans:
+        if a != end:
+            raise ValueError(f"weights file {name}: tensor byte ranges overlap or leave gaps")
+        end = b
+    if end != data:
+        raise ValueError(f"weights file {name}: the tensors cover {end} of {data} data bytes")
+    return header
+
+
+def check_tokenizer_files(folder: str | os.PathLike) -> None:
+    """The tokenizer files of a model folder, parsed before transformers reads them: ``tokenizer.json``
+    by the tokenizers library (its schema: model, vocabulary, pre-tokenizer ...), the other JSON
+    side files as JSON objects. One-line ValueError naming the file."""
+    for name in ("tokenizer_config.json", "special_tokens_map.json", "config.json", "vocab.json"):
+        path = os.path.join(folder, name)
+        if os.path.isfile(path):
+            try:
+                with open(path, encoding="utf-8") as fh:
+                    obj = json.load(fh)
+            except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
+                raise ValueError(f"{path} is unreadable or not valid JSON: {err}") from None
+            if not isinstance(obj, dict):
+                raise ValueError(f"{path} must hold a JSON object, got {type(obj).__name__}")
+    path = os.path.join(folder, "tokenizer.json")
+    if os.path.isfile(path):
+        from tokenizers import Tokenizer
+
+        try:
+            Tokenizer.from_file(path)
+        except Exception as err:  # the Rust library raises a bare Exception for a schema mismatch
+            raise ValueError(f"{path} is not a valid tokenizer file: {str(err).splitlines()[0] if str(err) else err!r}") \
+                from None
+
+
+def check_law_spec(spec: object, where: str) -> dict:
+    """A recorded Potts law (``law.json`` of a trained default model): a JSON object with ``law`` =
+    {tokens: list of strings, length: int >= 1, coupling: real, fields: length x len(tokens) reals}."""
+    law = spec.get("law") if isinstance(spec, dict) else None
+    if not isinstance(law, dict):
+        raise ValueError(f"{where} has no 'law' object")
+    missing = [k for k in ("tokens", "length", "coupling", "fields") if k not in law]
+    if missing:
+        raise ValueError(f"{where}: the law lacks {', '.join(missing)}")
+    tokens = law["tokens"]
+    if not isinstance(tokens, list) or not tokens or not all(isinstance(t, str) for t in tokens):
+        raise ValueError(f"{where}: tokens must be a non-empty list of strings")
+    length = check_int(law["length"], f"{where}: length", minimum=1)
+    coupling = check_real(law["coupling"], f"{where}: coupling")
+    try:
+        fields = np.asarray(law["fields"], dtype=np.float64)
+    except (TypeError, ValueError) as err:
+        raise ValueError(f"{where}: fields must be numbers: {err}") from None
+    if fields.shape != (length, len(tokens)) or not np.isfinite(fields).all():
+        raise ValueError(f"{where}: fields must be finite, of shape ({length}, {len(tokens)}), got {fields.shape}")
+    return {"tokens": tokens, "length": length, "coupling": coupling, "fields": fields}
+
+
+def check_weight_values(named: Iterator[tuple[str, object]], what: str, bound: float = 1e6) -> None:
+    """Every floating-point weight finite and of magnitude <= ``bound`` (a trained network's weights are
+    O(1); values such as 1e9 come from bytes read as the wrong dtype)."""
+    for key, w in named:
+        if not getattr(w, "is_floating_point", lambda: False)():
+            continue
+        top = float(w.detach().abs().max()) if w.numel() else 0.0
+        if not math.isfinite(top) or top > bound:
+            raise ValueError(f"{what}: weight {key} holds {'non-finite values' if not math.isfinite(top) else f'|w| = {top:.3g}'}"
+                             f" (a corrupt or relabelled checkpoint?)")
 
 
 # ---------------------------------------------------------------------------------------- sizes and memory

@@ -13,7 +13,6 @@ tokenizer files, *.safetensors) otherwise.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import time
 from pathlib import Path
@@ -89,8 +88,9 @@ def load_source(args: argparse.Namespace):
     model = args.model if args.model is not None else str(DEFAULT_MODEL_DIR)
     length = args.length
     if length is None and args.frame is None:
-        law = Path(model) / "law.json"
-        length = json.loads(law.read_text())["law"]["length"] if law.is_file() else DEFAULT_LENGTH
+        from mlmix.runs.train_default import law_spec
+
+        length = law_spec(model)["length"] if (Path(model) / "law.json").is_file() else DEFAULT_LENGTH
     cls = CausalLMConditionals if args.causal else MaskedLMConditionals
     return cls.from_pretrained(model, length, trust_remote_code=args.trust_remote_code,
                                allow_pickle=args.allow_pickle, frame=args.frame, candidates=args.candidates,

@@ -9,8 +9,9 @@ Every run writes only into ``--out`` (never into the installed package or the re
 The folder is locked while the run writes (a second run on it is refused at once) and keeps a
 manifest of the run's parameters: rerunning with the same parameters resumes an interrupted run
 (finished parts are kept), rerunning with other parameters is refused unless ``--overwrite``, so
-results of different settings are never mixed. The global options ``--debug`` and ``--max-memory``
-go anywhere on the line.
+results of different settings are never mixed. A folder holding a symbolic link is refused
+(mlmix never writes one, and writing through it could reach a file outside). The global options
+``--debug`` and ``--max-memory`` go anywhere on the line.
 
 Each runnable module exposes ``configure(parser)`` (its options, including ``--out``) and
 ``run(args) -> int``.

@@ -23,7 +23,9 @@ would otherwise gain or lose 1e-16 of mass per step, which a metastable chain ac
 relaxation time (1e18 steps at a gap of 1e-18).
 
 A chain with transient states and one closed class has a unique stationary law (zero on the
-transient states); its spectral quantities are those of the closed class (stated in the method).
+transient states); its spectral quantities are those of the closed class (stated in the method),
+while d(t), t_mix and the Kemeny constant are the whole chain's (the entrance into the closed class
+is bounded in :mod:`mlmix.theory.chain.mixing`; Kemeny in :mod:`mlmix.theory.chain.variance`).
 Several closed classes: stationary-law quantities raise :class:`~mlmix.errors.ReducibleChainError`
 naming them.
 """
@@ -31,7 +33,6 @@ naming them.
 from __future__ import annotations
 
 import math
-import zipfile
 from functools import cached_property
 from pathlib import Path
 from typing import Any, Callable
@@ -58,6 +59,7 @@ from mlmix.theory.chain.variance import (
     asymptotic_variance_dense,
     asymptotic_variance_sparse,
     kemeny_constant_dense,
+    kemeny_constant_transient,
     kemeny_interval,
 )
 from mlmix.theory.kernels.assembled import glauber_kernel, independent_parallel_kernel, k_gibbs_kernel
@@ -74,6 +76,8 @@ from mlmix.validation import (
     check_temperature,
     check_transition_matrix,
     check_vector,
+    load_arrays,
+    matrix_from_arrays,
 )
 
 _FORMAT = "mlmix-chain-1"
@@ -447,16 +451,21 @@ class Chain:
                 mult = None
         mod = None if rev or not core.is_dense else self.absolute_spectral_gap
         return mixing.MixingBounds(log_pi_min, rev, self.absolute_spectral_gap if rev else None, mod, mult,
-                                   witness.get("set_mass"), self.conductance.upper)
+                                   witness.get("set_mass"), self.conductance.upper, self._transient_decay)
+
+    @cached_property
+    def _transient_decay(self) -> mixing.TransientDecay | None:
+        """The entrance into the closed class from the transient states (None without transient states)."""
+        if self._core is self:
+            return None
+        return mixing.transient_decay(self.P, self.structure.transient, np.exp(self._logpi),
+                                      pi_rel_error=self._pi_rel_error)
 
     def mixing_time(self, eps: float = 0.25, max_states: int = MIXING_LIMIT) -> Result:
         """t_mix(eps) = min{t : d(t) <= eps}, d the worst-start TV distance: exact when resolvable (by
         dense squaring, for chains of at most ``max_states`` states), else a certified interval (see
         :mod:`mlmix.theory.chain.mixing`)."""
         eps = check_eps(eps)
-        if not self.is_irreducible and self._core is not self:
-            return Result.missing("t_mix", "-", "t_mix of a chain with transient states is not computed "
-                                  "(the worst start is transient); analyse the closed class")
         d = self.period
         if d > 1 and eps < 1 - 1 / d:
             return Result.interval("t_mix", math.inf, None, f"period {d} from a breadth-first search",
@@ -502,16 +511,21 @@ class Chain:
 
     @cached_property
     def kemeny_constant(self) -> Result:
-        """K = sum_j pi_j E_i tau_j = sum_{lambda != 1} 1 / (1 - lambda) (same for every start i)."""
+        """K = sum_{lambda != 1} 1 / (1 - lambda) = sum_j pi_j E_i tau_j (the same for every start i of
+        an irreducible chain); with transient states, K of the closed class plus tr((I - P_TT)^-1)
+        (:func:`~mlmix.theory.variance.kemeny_constant_transient`)."""
         core = self._core
-        if not core.is_dense and core.is_reversible:  # bounds from the trace and the gap
+        if core is self and not core.is_dense and core.is_reversible:  # bounds from the trace and the gap
             return kemeny_interval(core.n_states, float(core.P.diagonal().sum()), self.spectral_gap,
                                    how=f"{self._on_core()}; the exact value needs a dense grounded inverse "
                                    f"(<= {self.dense_limit} states)")
-        if not core.is_dense:
+        if not self.is_dense or not core.is_dense:
             return Result.missing("Kemeny constant", "-",
                                   f"needs a dense grounded inverse (<= {self.dense_limit} states)")
-        return kemeny_constant_dense(core._grounded, np.exp(core._logpi), self._pi_error[0])
+        closed = kemeny_constant_dense(core._grounded, np.exp(core._logpi), self._pi_error[0])
+        if core is self:
+            return closed
+        return kemeny_constant_transient(self.P, self.structure.transient, closed)
 
     def hitting_time(self, target: np.ndarray) -> VectorResult:
         """E_x tau_A for every start x (0 on A, inf where A is not hit almost surely)."""
@@ -813,31 +827,13 @@ def _renamed(r: Result, name: str, note: str = "") -> Result:
 
 def load_matrix(path: str | Path) -> Matrix:
     """A row-stochastic matrix from ``.npz`` (:meth:`Chain.save` or scipy.sparse.save_npz) or ``.npy``
-    (no pickles); one-line ValueError for a missing, corrupt or invalid file."""
+    (no pickles); one-line ValueError for a missing, corrupt or invalid file
+    (:func:`~mlmix.validation.load_arrays`, :func:`~mlmix.validation.matrix_from_arrays`)."""
     path = Path(path)
-    if not path.is_file():
-        raise ValueError(f"matrix file {path} does not exist")
-    suffix = path.suffix.lower()
+    if path.suffix.lower() not in (".npy", ".npz"):
+        raise ValueError(f"matrix file must end in .npy or .npz, got {path.name}")
+    arrays = load_arrays(path, "matrix file")
     try:
-        if suffix == ".npy":
-            M = np.load(path, allow_pickle=False)
-        elif suffix == ".npz":
-            with np.load(path, allow_pickle=False) as z:
-                keys = set(z.files)
-                if "mlmix_format" in keys:
-                    if str(z["kind"]) == "csr":
-                        M = sp.csr_array((z["data"], z["indices"], z["indptr"]), shape=tuple(z["shape"]))
-                    else:
-                        M = z["P"]
-                elif {"data", "indices", "indptr", "shape"} <= keys:
-                    M = sp.load_npz(path)
-                else:
-                    raise ValueError(f"unknown .npz layout (keys {sorted(keys)})")
-        else:
-            raise ValueError(f"matrix file must end in .npy or .npz, got {path.name}")
-    except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile) as err:
-        raise ValueError(f"{path} is not a readable transition-matrix file: {err}") from None
-    try:
-        return check_transition_matrix(M)
+        return check_transition_matrix(matrix_from_arrays(arrays))
     except (TypeError, ValueError) as err:
         raise ValueError(f"{path}: {err}") from None

@@ -17,6 +17,8 @@ Prop. 4 and paper G Thm 8 (exit times from a basin) are checked with these funct
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import scipy.sparse as sp
 from scipy.sparse.csgraph import breadth_first_order
@@ -25,19 +27,85 @@ from mlmix.limits import DENSE_HITTING_LIMIT
 from mlmix.theory.linalg.elimination import eliminate
 from mlmix.theory.linalg.matrices import krylov_solve
 from mlmix.theory.results import EPS, VectorResult
-from mlmix.validation import Matrix, check_state_set, check_steps, check_vector
+from mlmix.validation import Matrix, check_memory, check_state_set, check_steps, check_vector
+
+#: Work budget (stored entries times steps, and steps) of the step-by-step hitting probabilities;
+#: beyond it, binary doubling up to DOUBLING_LIMIT unknown states, else the limit t -> infinity.
+HITTING_WORK = 10**8
+HITTING_STEPS = 10**5
+DOUBLING_LIMIT = 1024
 
 
 def hitting_probabilities(P: Matrix, target: np.ndarray, t: int) -> VectorResult:
     """P_x(tau_A <= t) for every start x (1 on A), by t steps of h <- 1_A + 1_{A^c} P h (non-negative
-    sums: entrywise relative error <= 2 t d u, d the largest row length)."""
+    sums: entrywise relative error <= 2 t d u, d the largest row length). Beyond
+    :data:`HITTING_WORK` / nnz(P) steps: h_t is non-decreasing in t with limit h_inf(x) = P_x(tau_A <
+    infinity) (a committor, solved subtraction-free), so h_s <= h_t <= h_inf for s <= t; the value is
+    h_inf, its relative error bounded by max (h_inf - h_s) / h_inf plus both rounding bounds."""
     A = check_state_set(target, P.shape[0], "target set A")
     t = check_steps(t)
+    Ps = sp.csr_array(P)
+    d = max(int(np.diff(Ps.indptr).max()), 1)
+    budget = max(1, min(HITTING_STEPS, HITTING_WORK // max(Ps.nnz, 1)))
+    m = int((~A).sum())
+    if m <= DOUBLING_LIMIT and float(m) ** 3 * 2 * math.log2(t + 1) < min(t, budget + 1) * Ps.nnz:
+        return _hitting_by_doubling(Ps, A, t)
+    steps = min(t, budget)
     h = A.astype(np.float64)
-    for _ in range(t):
-        h = np.where(A, 1.0, P @ h)
-    d = int(np.diff(sp.csr_array(P).indptr).max())
-    return VectorResult("P_x(tau_A <= t)", h, f"{t} backward steps", 2 * t * d * EPS)
+    for _ in range(steps):
+        h = np.where(A, 1.0, Ps @ h)
+    if steps == t:
+        return VectorResult("P_x(tau_A <= t)", h, f"{t} backward steps", 2 * t * d * EPS)
+    limit = absorption_probabilities(Ps, A)
+    rel_s = 2 * steps * d * EPS
+    lower = h / (1 + rel_s)
+    upper = limit.value * (1 + (limit.rel_error if limit.rel_error is not None else np.inf))
+    with np.errstate(invalid="ignore", divide="ignore"):
+        gap = np.where(limit.value > 0, (upper - lower) / limit.value, 0.0)
+    rel = float(gap.max())
+    return VectorResult("P_x(tau_A <= t)", limit.value, f"{t} steps exceed the budget of {budget}: the limit "
+                        f"P_x(tau_A < inf) ({limit.method}), bracketed by {steps} backward steps from below",
+                        rel if np.isfinite(rel) else None)
+
+
+def _hitting_by_doubling(P: sp.csr_array, A: np.ndarray, t: int) -> VectorResult:
+    """h_t on B = A^c as sum_{s<t} Q^s r (Q = P_BB, r = P_BA 1) by binary doubling of (Q^k, S_k):
+    k1 steps then k2 give (Q^k1 Q^k2, S_k1 + Q^k1 S_k2). Only non-negative sums and products:
+    relative error <= 4 (m + 2) log2(t + 1) u for m = |B|; O(m^3 log t)."""
+    B = np.flatnonzero(~A)
+    m = B.size
+    check_memory(8.0 * m * m * 5, f"hitting probabilities by doubling on {m} states")
+    rows = P[B]
+    Q = rows[:, B].toarray()
+    r = np.asarray(rows[:, np.flatnonzero(A)].sum(axis=1)).ravel()
+    RM, RS = np.eye(m), np.zeros(m)
+    BM, BS = Q, r
+    k = t
+    while k:
+        if k & 1:
+            RM, RS = RM @ BM, RS + RM @ BS
+        k >>= 1
+        if k:
+            BM, BS = BM @ BM, BS + BM @ BS
+    h = A.astype(np.float64)
+    h[B] = np.minimum(RS, 1.0)
+    return VectorResult("P_x(tau_A <= t)", h, f"sum_(s<t) Q^s r by binary doubling ({t} steps)",
+                        4 * (m + 2) * np.log2(t + 1.0) * EPS)
+
+
+def absorption_probabilities(P: Matrix, target: np.ndarray) -> VectorResult:
+    """h(x) = P_x(tau_A < infinity): 1 on A, 0 on the states that cannot reach A, elsewhere the
+    probability of reaching A before the states that cannot (a finite chain that can still reach A
+    does so or leaves that set almost surely)."""
+    N = P.shape[0]
+    A = check_state_set(target, N, "target set A")
+    live = reaches(P, A, ~A) & ~A
+    h = A.astype(np.float64)
+    if not live.any():
+        return VectorResult("P_x(tau_A < inf)", h, "graph search", 0.0)
+    x, method, rel, res = _solve_absorbed(P, live, [A, ~(A | live)], None, "absorption probabilities")
+    h[live] = x
+    return VectorResult("P_x(tau_A < inf)", h, method, rel, None, res)
 
 
 def hitting_time_distribution(P: Matrix, start_law: np.ndarray, target: np.ndarray, t_max: int) -> VectorResult:
@@ -46,6 +114,7 @@ def hitting_time_distribution(P: Matrix, start_law: np.ndarray, target: np.ndarr
     A = check_state_set(target, P.shape[0], "target set A")
     t_max = check_steps(t_max, "t_max")
     mu = check_vector(start_law, P.shape[0], "start_law", probability=True)
+    check_memory(8.0 * (t_max + 1), f"a hitting-time distribution of {t_max + 1} points")
     PT = P.T
     u = np.where(A, 0.0, mu)
     out = np.empty(t_max + 1)

@@ -25,6 +25,19 @@ the result is an interval.
 * any chain: t_mix(eps) >= log(1/(2 eps)) / log(1/|lambda|) for each eigenvalue lambda != 1;
   Fill: d(t) <= (1/2) sigma_2^t sqrt((1 - pi_min)/pi_min), sigma_2^2 = 1 - gap(P* P);
   conductance: t_mix(eps) >= (pi(S^c) - eps) / Phi(S) for every set S.
+
+**Transient states** (one closed class C, transient set T, tau = the entrance time into C): the
+bounds above are those of the closed class, d_C(t) = max_{x in C} TV(P^t(x, .), pi); they bound
+d(t) from below only. With q(s) = max_x P_x(tau > s) (:class:`TransientDecay`):
+
+    max(q(t), d_C(t), TV(P^t(x*, .), pi)) <= d(t) <= min_{0 <= s <= t} q(s) + d_C(t - s)
+
+(pi(T) = 0 gives TV >= P^t(x, T) = P_x(tau > t); the strong Markov property at tau gives the
+upper bound, d_C being non-increasing), and q is submultiplicative, q(a + b) <= q(a) q(b), with
+q(s) <= m / (s + 1) for m = max_x E_x tau (Markov's inequality). In particular d(0) = 1. With
+h = max_x (graph distance from x to C), q(s) = 1 for s < h; when the transient states hold no
+cycle (each its own class, no holding), tau <= L surely for L the longest path out of them, so
+q(s) = 0 for s >= L.
 """
 
 from __future__ import annotations
@@ -44,6 +57,178 @@ from mlmix.validation import Matrix, check_eps, check_memory, check_steps
 #: Doubling stops at 2^MAX_DOUBLINGS steps.
 MAX_DOUBLINGS = 62
 
+#: Work budget (stored entries times steps) of the transient-decay profile, and its step cap.
+TRANSIENT_WORK = 10**8
+TRANSIENT_STEPS = 2**16
+
+#: Largest transient set whose mean entrance time into the closed class is solved (GTH, O(n^3)).
+MEAN_EXIT_LIMIT = 2048
+
+
+@dataclass(frozen=True, eq=False)
+class TransientDecay:
+    """Certified enclosures of q(s) = max_x P_x(tau_C > s), the probability of not having entered the
+    closed class C by step s from the slowest start (module docstring).
+
+    ``q_lower``/``q_upper``: enclosures for s = 0..steps (from v_{s+1} = P_TT v_s, v_0 = 1, non-negative
+    sums: relative error <= (1 + 2 k u)^s - 1 for rows of at most k entries, plus s e_0 for the rows'
+    deviation e_0 from sum 1); ``curve_lower``: lower bounds on TV(P^s(x*, .), pi) from the slowest start
+    x* (or None); ``mean_exit``: an upper bound on max_x E_x tau (or None). Beyond ``steps``, q is bounded
+    by submultiplicativity."""
+
+    q_lower: np.ndarray
+    q_upper: np.ndarray
+    curve_lower: np.ndarray | None = None
+    mean_exit: float | None = None
+    depth: int = 0  # the largest graph distance from a state to C: q(s) = 1 exactly for s < depth
+    longest: int | None = None  # no cycle (nor holding) among the transient states: tau <= longest surely
+    row_error: float = 0.0  # e_0: a holding probability of at most e_0 may hide in the rows' rounding
+
+    @property
+    def steps(self) -> int:
+        return int(self.q_upper.size - 1)
+
+    def upper(self, s: int) -> float:
+        """A certified upper bound on q(s)."""
+        if self.longest is not None and s >= self.longest:
+            return min(1.0, s * self.row_error)  # tau > s needs a holding step among the first s
+        if s <= self.steps:
+            return float(self.q_upper[s])
+        best = 1.0
+        S, qS = self.steps, float(self.q_upper[-1])
+        if S > 0 and qS < 1:
+            best = min(best, math.exp((s // S) * math.log(qS)) if qS > 0 else 0.0)
+        if self.mean_exit is not None:
+            m = math.ceil(2 * self.mean_exit)  # q(m) <= mean_exit / (m + 1) < 1/2
+            rate = self.mean_exit / (m + 1)
+            best = min(best, math.exp((s // m) * math.log(rate)) if rate > 0 else 0.0)
+        return best
+
+    def lower(self, s: int) -> float:
+        """A certified lower bound on d(s) from the transient part: max(q(s), TV from x*)."""
+        if s < self.depth:
+            return 1.0
+        if s > self.steps:
+            return 0.0
+        lo = float(self.q_lower[s])
+        if self.curve_lower is not None:
+            lo = max(lo, float(self.curve_lower[s]))
+        return lo
+
+    def first_below(self, level: float) -> int | None:
+        """The smallest s with upper(s) <= level (None when no bound reaches it)."""
+        if self.longest is not None and self.upper(self.longest) <= level and not (self.q_upper <= level).any():
+            return self.longest
+        if level <= 0:
+            return None
+        hit = np.flatnonzero(self.q_upper <= level)
+        if hit.size:
+            return int(hit[0])
+        cands = []
+        S, qS = self.steps, float(self.q_upper[-1])
+        if S > 0 and 0 < qS < 1:
+            cands.append(S * math.ceil(math.log(level) / math.log(qS)))
+        elif S > 0 and qS == 0:
+            cands.append(S)
+        if self.mean_exit is not None:
+            m = math.ceil(2 * self.mean_exit)
+            rate = self.mean_exit / (m + 1)
+            cands.append(m * math.ceil(math.log(level) / math.log(rate)) if rate > 0 else m)
+        return min(cands) if cands else None
+
+
+def transient_decay(P: Matrix, transient: np.ndarray, pi: np.ndarray, *, pi_rel_error: float | None = None,
+                    mean_exit: float | None = None, work: int = TRANSIENT_WORK,
+                    max_steps: int = TRANSIENT_STEPS) -> TransientDecay:
+    """The :class:`TransientDecay` of a chain whose transient states are the mask ``transient``: q(s)
+    for s up to min(``max_steps``, ``work`` / nnz(P)) by sparse products, and the TV curve from the
+    start slowest to leave T (the argmax of P_x(tau > s) at the last step) over the same steps."""
+    Ps = sp.csr_array(P)
+    T = np.flatnonzero(transient)
+    Q = Ps[T][:, T]
+    k = max(int(np.diff(Q.indptr).max()) if Q.nnz else 1, 1)
+    e0 = float(np.abs(np.asarray(Ps[T].sum(axis=1)).ravel() - 1.0).max())
+    steps = int(max(1, min(max_steps, work // max(Ps.nnz, 1))))
+    check_memory(8.0 * (3 * (steps + 1) + 4 * T.size), f"the transient-decay profile of {T.size} states")
+    grow = math.log1p(2 * (k + 1) * EPS)
+    q = np.empty(steps + 1)
+    v = np.ones(T.size)
+    q[0] = 1.0
+    last = steps
+    for s in range(1, steps + 1):
+        w = Q @ v
+        q[s] = float(w.max())
+        if q[s] == 0.0:
+            last = s
+            break
+        v = w  # the last non-zero profile: its argmax is the slowest start
+    q = q[: last + 1]
+    s_arr = np.arange(q.size)
+    rel = np.expm1(s_arr * grow)
+    absolute = s_arr * (e0 + 1e-300)  # the rows' deviation from stochastic, and underflow
+    q_up = np.minimum(np.minimum.accumulate(q * (1 + rel) + absolute), 1.0)
+    q_lo = np.maximum(q / (1 + rel) - absolute, 0.0)
+    q_lo[0] = 1.0
+    curve = None
+    if pi_rel_error is not None and last > 0:
+        x = int(T[np.argmax(v)])
+        mu = np.zeros(Ps.shape[0])
+        mu[x] = 1.0
+        c = tv_curve(Ps, last, pi, mu, pi_rel_error)
+        curve = np.maximum(np.asarray(c.value) - c.abs_error, 0.0)
+    if mean_exit is None and q_up[-1] > 1e-3 and T.size <= MEAN_EXIT_LIMIT:
+        from mlmix.theory.chain.hitting import expected_hitting_times
+
+        m = expected_hitting_times(Ps, ~np.asarray(transient, dtype=bool))
+        if m.rel_error is not None and m.rel_error < 1 and np.isfinite(m.value).all():
+            mean_exit = float(np.max(m.value)) * (1 + m.rel_error) / (1 - 4 * EPS)
+    from scipy.sparse.csgraph import connected_components
+
+    sccs = connected_components(Q, directed=True, connection="strong")[0] if T.size else 0
+    acyclic = sccs == T.size and not (Q.diagonal() > 0).any() and Q.nnz <= TRANSIENT_WORK // 25
+    longest = _longest_path(Q) if acyclic else None  # a Python loop over the edges: capped
+    return TransientDecay(q_lo, q_up, curve, mean_exit, _depth(Ps, transient), longest, e0)
+
+
+def _longest_path(Q: sp.csr_array) -> int:
+    """The most steps a chain can spend in an acyclic transient set with sub-stochastic block Q before
+    leaving it: L(x) = 1 + max(0, L(y) for y with Q(x, y) > 0), by Kahn's topological order (O(nnz))."""
+    m = Q.shape[0]
+    G = sp.csr_array(Q)
+    G.eliminate_zeros()
+    indptr, indices = G.indptr.tolist(), G.indices.tolist()
+    pending = np.diff(G.indptr).tolist()  # successors inside T not yet finished
+    R = sp.csr_array(G.T)
+    rptr, rind = R.indptr.tolist(), R.indices.tolist()
+    L = [0] * m
+    ready = [x for x in range(m) if pending[x] == 0]
+    while ready:
+        y = ready.pop()
+        L[y] = 1 + max((L[z] for z in indices[indptr[y]:indptr[y + 1]]), default=0)
+        for x in rind[rptr[y]:rptr[y + 1]]:
+            pending[x] -= 1
+            if pending[x] == 0:
+                ready.append(x)
+    return max(L, default=0)
+
+
+def _depth(P: sp.csr_array, transient: np.ndarray) -> int:
+    """max_x (graph distance from x to the non-transient states), by one breadth-first search of the
+    reversed graph from a super-source joined to every closed state; O(nnz)."""
+    from scipy.sparse.csgraph import breadth_first_order
+
+    from mlmix.theory.chain.structure import tree_depths
+
+    N = P.shape[0]
+    coo = P.tocoo()
+    keep = coo.data > 0
+    closed = np.flatnonzero(~np.asarray(transient, dtype=bool))
+    rows = np.concatenate([coo.col[keep], np.full(closed.size, N)])
+    cols = np.concatenate([coo.row[keep], closed])
+    G = sp.csr_array((np.ones(rows.size), (rows, cols)), shape=(N + 1, N + 1))
+    _, pred = breadth_first_order(G, N, directed=True, return_predecessors=True)
+    return int(tree_depths(pred, N).max()) - 1
+
 
 @dataclass(frozen=True)
 class MixingBounds:
@@ -58,34 +243,72 @@ class MixingBounds:
     mult_gap: Result | None = None  # gap of P* P (Fill)
     set_mass: float | None = None
     set_phi_upper: float | None = None
+    transient: TransientDecay | None = None  # the entrance into the closed class (transient states)
 
     def t_mix_interval(self, eps: float) -> tuple[float, float, list[str]]:
         """(lower, upper, how) for t_mix(eps)."""
         lo, hi, how = 0.0, math.inf, []
         log2e = math.log(1 / (2 * eps))
         if self.reversible and self.abs_gap is not None and self.abs_gap.lower is not None:
-            g_lo, g_hi = self.abs_gap.lower, self.abs_gap.upper
+            g_hi = self.abs_gap.upper
             if g_hi is not None and g_hi > 0:
                 lo = max(lo, (1 / g_hi - 1) * log2e)
-            if g_lo > 0:
-                hi = min(hi, math.ceil((-math.log(eps) - self.log_pi_min) / g_lo))
             how.append("relaxation time (reversible)")
         if self.modulus_gap is not None and self.modulus_gap.upper is not None and 0 < self.modulus_gap.upper < 1:
             lo = max(lo, log2e / -math.log1p(-self.modulus_gap.upper))
             how.append("eigenvalue lower bound")
         if self.mult_gap is not None and self.mult_gap.lower is not None and self.mult_gap.lower > 0:
-            rate = -0.5 * math.log1p(-min(self.mult_gap.lower, 1 - 1e-16))
-            tail = 0.5 * self._log_odds() + log2e
-            hi = min(hi, math.ceil(max(tail, 0.0) / rate))
             how.append("Fill's bound (multiplicative reversibilization)")
         if self.set_phi_upper is not None and self.set_mass is not None and self.set_phi_upper > 0:
             lo = max(lo, (1 - self.set_mass - eps) / self.set_phi_upper)
             how.append("conductance of the witness set")
         # lo and hi are computed from certified enclosures in a few floating-point operations
-        return (math.ceil(lo * (1 - 16 * EPS)) if lo > 0 else 0.0), hi, how
+        lo = math.ceil(lo * (1 - 16 * EPS)) if lo > 0 else 0.0
+        tr = self.transient
+        if tr is None:
+            return lo, self._closed_time_upper(eps), how
+        unmixed = np.flatnonzero([tr.lower(s) > eps for s in range(tr.steps + 1)])
+        lo = max(lo, int(unmixed[-1]) + 1 if unmixed.size else 0, tr.depth)
+        for frac in (0.5, 0.1, 0.9, 0.01, 0.99):
+            s = tr.first_below(frac * eps)
+            if s is not None:
+                hi = min(hi, s + self._closed_time_upper(eps - tr.upper(s)))
+        how.append("entrance into the closed class (transient states)")
+        return lo, hi, how
+
+    def _closed_time_upper(self, eps: float) -> float:
+        """A t with d_C(t) <= eps certified (inf when none): relaxation time (reversible) or Fill."""
+        hi = math.inf
+        if eps <= 0:
+            return hi
+        if self.log_pi_min == 0:  # a single state: d_C(t) = 0
+            return 0
+        if self.reversible and self.abs_gap is not None and self.abs_gap.lower is not None and self.abs_gap.lower > 0:
+            hi = min(hi, math.ceil((-math.log(eps) - self.log_pi_min) / self.abs_gap.lower))
+        if self.mult_gap is not None and self.mult_gap.lower is not None and self.mult_gap.lower > 0:
+            rate = -0.5 * math.log1p(-min(self.mult_gap.lower, 1 - 1e-16))
+            tail = 0.5 * self._log_odds() + math.log(1 / (2 * eps))
+            hi = min(hi, math.ceil(max(tail, 0.0) / rate))
+        return max(hi, 0)
 
     def log_distance_upper(self, t: int) -> float:
-        """log of a certified upper bound on d(t) (inf when none)."""
+        """log of a certified upper bound on d(t) (inf when none): the closed class's spectral bound,
+        and with transient states min_s q(s) + d_C(t - s) over a grid of s."""
+        closed = self._closed_log_upper(t)
+        tr = self.transient
+        if tr is None:
+            return closed
+        grid = {0, t} | {t >> j for j in range(1, 64)} | {t - (t >> j) for j in range(1, 64)}
+        grid |= {s for s in (tr.first_below(10.0**-k) for k in range(0, 320, 4)) if s is not None and s <= t}
+        best = 1.0
+        for s in grid:
+            best = min(best, tr.upper(s) + math.exp(min(self._closed_log_upper(t - s), 0.0)))
+        return math.log(max(best, 5e-324))  # an underflow is no proof that d(t) = 0
+
+    def _closed_log_upper(self, t: int) -> float:
+        """log of the spectral upper bound on d_C(t) (the closed class; inf when none)."""
+        if self.log_pi_min == 0:  # a single state: d_C(t) = 0
+            return -math.inf
         rates = []
         if self.reversible and self.abs_gap is not None and self.abs_gap.lower:
             rates.append(math.log1p(-min(self.abs_gap.lower, 1 - 1e-16)))
@@ -160,9 +383,16 @@ def certified_tv_distance(P: Matrix, t: int, pi: np.ndarray, bounds: MixingBound
     t = check_steps(t)
     N = P.shape[0]
     log_up = bounds.log_distance_upper(t)
-    lo, hi = 0.0, (min(1.0, max(math.exp(log_up), 5e-324)) if log_up < 0 else 1.0)  # d(t) > 0 always
+    hi = min(1.0, max(math.exp(log_up), 5e-324)) if log_up < 0 else 1.0  # exp(log_up) may underflow
+    if log_up == -math.inf:  # a proof that d(t) = 0 (e.g. a one-state closed class, all entered by t)
+        hi = 0.0
+    lo = 0.0
     details = {"log10_upper": log_up / math.log(10) if math.isfinite(log_up) else None}
     method = "certified spectral upper bound"
+    if bounds.transient is not None:
+        lo = bounds.transient.lower(t)
+        method += (" of the closed class plus the entrance time from the transient states; lower bound "
+                   "max_x P_x(tau_C > t) and the TV distance from the slowest start")
     if N <= MIXING_LIMIT:
         pw = _Powers(P, pi, pi_rel_error)
         err = pw.err(t)
@@ -171,6 +401,8 @@ def certified_tv_distance(P: Matrix, t: int, pi: np.ndarray, bounds: MixingBound
             lo, hi = max(lo, d - err), min(hi, d + err)
             method = ("dense P^t by repeated squaring with row renormalisation (rounding bound t (e0 + 2 N u)/2), "
                       "intersected with the certified spectral upper bound")
+    if lo == hi:
+        return Result.exact("d(t)", lo, method, **details)
     if hi < lo:
         raise NumericalError(f"d({t}): the computed interval [{lo:.3g}, {hi:.3g}] is empty")
     if lo > 0 and hi - lo <= rtol * lo:
@@ -190,6 +422,7 @@ def tv_curve(P: Matrix, t_max: int, pi: np.ndarray, start: np.ndarray | None = N
 
     t_max = check_steps(t_max, "t_max")
     N = P.shape[0]
+    check_memory(8.0 * (t_max + 1), f"a distance curve of {t_max + 1} points")
     out = np.empty(t_max + 1)
     if start is None:
         pw = _Powers(P, pi, pi_rel_error, dense=not sp.issparse(P))
@@ -223,7 +456,7 @@ def certified_mixing_time(P: Matrix, eps: float, pi: np.ndarray, bounds: MixingB
     eps = check_eps(eps)
     N = P.shape[0]
     b_lo, b_hi, how = bounds.t_mix_interval(eps)
-    if 1 - math.exp(bounds.log_pi_min) <= eps:
+    if bounds.transient is None and 1 - math.exp(bounds.log_pi_min) <= eps:
         return Result.exact("t_mix", 0, "d(0) = 1 - pi_min <= eps")
     reason = None
     if N <= max_states:
@@ -245,6 +478,8 @@ def certified_mixing_time(P: Matrix, eps: float, pi: np.ndarray, bounds: MixingB
     method = "certified bounds: " + (", ".join(how) if how else "none available")
     if math.isinf(b_hi):
         return Result.interval("t_mix", b_lo, None, method, reason + "; no upper bound available")
+    if b_lo == b_hi:  # the certified bounds meet
+        return Result.exact("t_mix", int(b_lo), method)
     return Result.interval("t_mix", b_lo, b_hi, method, reason)
 
 

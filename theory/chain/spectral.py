@@ -38,6 +38,7 @@ import scipy.sparse.linalg as spla
 from scipy.linalg.lapack import dpocon
 
 from mlmix.limits import DENSE_SPECTRAL_LIMIT, EIGH_LIMIT
+from mlmix.theory.chain.structure import chain_structure, product_classes
 from mlmix.theory.linalg.elimination import Elimination, eliminate
 from mlmix.theory.results import DEFAULT_RTOL, EPS, Result
 from mlmix.validation import Matrix, check_memory
@@ -115,6 +116,10 @@ def reversible_gap(S: Matrix, logpi: np.ndarray, *, rtol: float = DEFAULT_RTOL, 
     N = S.shape[0]
     if N < 2:
         return Result.missing(name, "-", "a gap needs at least 2 states"), np.zeros(N)
+    labels = chain_structure(S).labels
+    if labels.max() > 0:  # a precondition of the elimination and of Lanczos' deflation
+        return (Result.exact(name, 0.0, f"the matrix is reducible ({int(labels.max()) + 1} classes, each closed "
+                             "since it is reversible): eigenvalue 1 is repeated"), (labels == 0).astype(np.float64))
     if (N <= DENSE_SPECTRAL_LIMIT) if dense is None else dense:
         return _dense_gap(S, logpi, name, el)
     return _lanczos_gap(sp.csr_array(S), logpi, rtol, name)
@@ -207,6 +212,10 @@ def multiplicative_gap_sparse(P: sp.csr_array, logpi: np.ndarray, rtol: float = 
     """1 - sigma_2(P)^2 of a large chain, matrix-free: D^1/2 P* P D^-1/2 = C^T C with
     C = D^1/2 P D^-1/2, so Lanczos needs two sparse products per step and never forms P* P."""
     N = P.shape[0]
+    classes = product_classes(P)
+    if classes > 1:
+        return Result.exact("multiplicative gap", 0.0, f"P* P is reducible ({classes} classes, from the "
+                            "bipartite graph of P's entries): sigma_2(P) = 1")
     check_memory(8.0 * (3 * P.nnz + 30 * N), f"Lanczos on P* P of {N} states")
     coo = sp.coo_array(P)
     C = sp.csr_array((coo.data * np.exp((logpi[coo.row] - logpi[coo.col]) / 2), (coo.row, coo.col)), shape=P.shape)

@@ -44,12 +44,16 @@ class Structure:
 
     @cached_property
     def classes(self) -> list[np.ndarray]:
-        """State indices of each communicating class."""
-        return [np.flatnonzero(self.labels == c) for c in range(self.n_classes)]
+        """State indices of each communicating class (one stable sort: O(N log N), not O(N x classes))."""
+        order = np.argsort(self.labels, kind="stable")
+        cuts = np.searchsorted(self.labels[order], np.arange(1, self.n_classes))
+        return np.split(order, cuts)
 
     @cached_property
     def closed_classes(self) -> list[np.ndarray]:
         """State indices of each closed (recurrent) class."""
+        if self.closed.sum() == 1:  # the common case: no list of every (transient) class
+            return [np.flatnonzero(self.labels == int(np.flatnonzero(self.closed)[0]))]
         return [cls for cls, c in zip(self.classes, self.closed) if c]
 
     @cached_property
@@ -94,6 +98,19 @@ def chain_structure(P: Matrix) -> Structure:
     leaving[labels[coo.row][leaves]] = True
     G.data[:] = 1.0
     return Structure(labels.astype(np.int64), ~leaving, G)
+
+
+def product_classes(P: Matrix) -> int:
+    """Number of communicating classes of P* P (P irreducible with its stationary law pi > 0): x and
+    y are linked when some z has P(z, x) P(z, y) > 0, a symmetric relation, so the classes are the
+    connected components of the bipartite graph z -> x over the positive entries (O(nnz)). More than
+    one class: P* P is reducible and its gap (Fill's sigma_2 = 1) is 0, e.g. every permutation."""
+    coo = sp.coo_array(P)
+    keep = coo.data > 0
+    N = P.shape[0]
+    B = sp.coo_array((np.ones(int(keep.sum())), (coo.row[keep], N + coo.col[keep])), shape=(2 * N, 2 * N))
+    _, labels = connected_components(sp.csr_array(B), directed=False)
+    return int(np.unique(labels[N:]).size)
 
 
 def tree_depths(pred: np.ndarray, root: int, weights: np.ndarray | None = None) -> np.ndarray:

@@ -18,6 +18,12 @@ sum over the eigenvalues lambda != 1 of 1/(1 - lambda) = tr(A^#), A^# the group 
 with G the grounded inverse (zero row and column at z), A^# = (I - 1 pi^T) G (I - 1 pi^T), so
 K = tr(G) - pi^T G 1, a difference of two non-negative sums (grounding at the heaviest state keeps
 the cancellation mild); its bound is stated the same way.
+
+With transient states T and one closed class C, P is block triangular (C first), so its eigenvalues
+are those of P_CC and of P_TT: K = K_C + sum over the eigenvalues mu of P_TT of 1/(1 - mu)
+= K_C + tr((I - P_TT)^{-1}), the trace of the fundamental matrix (expected visits to x from x before
+entering C), a sum of non-negative terms from a subtraction-free GTH solve. (Kemeny's identity
+K = sum_j pi_j E_i tau_j then holds for starts i in C only.)
 """
 
 from __future__ import annotations
@@ -25,7 +31,7 @@ from __future__ import annotations
 import numpy as np
 import scipy.sparse as sp
 
-from mlmix.theory.linalg.elimination import Elimination
+from mlmix.theory.linalg.elimination import Elimination, eliminate
 from mlmix.theory.linalg.matrices import krylov_solve
 from mlmix.theory.results import DEFAULT_RTOL, EPS, Result
 from mlmix.validation import Matrix, check_memory
@@ -125,3 +131,29 @@ def kemeny_interval(n_states: int, trace: float, gap: Result, lambda_min: float 
                            f"tr P - 1{how}",
                            "the Kemeny constant needs every eigenvalue (or a dense grounded inverse): only bounds "
                            "from the trace and the gap are computed at this size", trace=trace)
+def kemeny_constant_transient(P: Matrix, transient: np.ndarray, closed: Result, *,
+                              rtol: float = DEFAULT_RTOL) -> Result:
+    """K = K_C + tr((I - P_TT)^{-1}) for a chain with transient states T and Kemeny constant K_C of its
+    closed class (module docstring); O(|T|^3). The trace's entries are solved subtraction-free (relative
+    error <= 8 |T|^3 u, O'Cinneide's bound as for the hitting times)."""
+    T = np.flatnonzero(transient)
+    m = T.size
+    check_memory(8.0 * m * m * 3, f"the fundamental matrix of {m} transient states")
+    Ps = sp.csr_array(P)
+    rows = Ps[T]
+    Q = rows[:, T].toarray()
+    C = np.ones(Ps.shape[0], dtype=bool)
+    C[T] = False
+    exits = np.asarray(rows[:, np.flatnonzero(C)].sum(axis=1)).reshape(m, 1)
+    el = eliminate(Q, exits=exits, eliminate_mask=np.ones(m, dtype=bool))
+    trace = float(np.trace(el.solve(np.eye(m))))
+    rel = min(8.0 * m**3 * EPS, 1.0)
+    method = (f"K of the closed class ({closed.method}) plus tr((I - P_TT)^-1) over the {m} transient states "
+              "(GTH solve, subtraction-free)")
+    if closed.lower is None or closed.upper is None:
+        return Result.interval("Kemeny constant", None, None, method,
+                               f"the closed class's Kemeny constant is not known: {closed.reason}")
+    lo = closed.lower + trace * (1 - rel)
+    hi = closed.upper + trace * (1 + rel)
+    value = (closed.value if closed.value is not None else (closed.lower + closed.upper) / 2) + trace
+    return Result.checked("Kemeny constant", value, max(value - lo, hi - value), method, rtol=rtol, lower=lo, upper=hi)
