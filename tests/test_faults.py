@@ -531,7 +531,7 @@ def test_a_tokenizer_file_of_the_wrong_schema_is_a_one_line_error(model_folder, 
     ("[", "not valid JSON"),
 ])
 def test_a_damaged_law_file_is_a_one_line_error(tmp_path, content, message):
-    from mlmix.runs.train_default import load_law
+    from mlmix.empirical.shipped_model import load_law
 
     (tmp_path / "law.json").write_text(content)
     with pytest.raises(ValueError, match=message):
@@ -540,7 +540,7 @@ def test_a_damaged_law_file_is_a_one_line_error(tmp_path, content, message):
 
 def test_the_shipped_law_file_passes_the_check():
     from mlmix.empirical.mlm import DEFAULT_MODEL_DIR
-    from mlmix.runs.train_default import law_spec, load_law
+    from mlmix.empirical.shipped_model import law_spec, load_law
 
     spec = law_spec(DEFAULT_MODEL_DIR)
     assert load_law(DEFAULT_MODEL_DIR).space.length == spec["length"]

@@ -88,7 +88,7 @@ def load_source(args: argparse.Namespace):
     model = args.model if args.model is not None else str(DEFAULT_MODEL_DIR)
     length = args.length
     if length is None and args.frame is None:
-        from mlmix.runs.train_default import law_spec
+        from mlmix.empirical.shipped_model import law_spec
 
         length = law_spec(model)["length"] if (Path(model) / "law.json").is_file() else DEFAULT_LENGTH
     cls = CausalLMConditionals if args.causal else MaskedLMConditionals

@@ -65,7 +65,7 @@ from mlmix.theory.chain.structure import Structure
 from mlmix.theory.kernels.operators import KernelOperator, kernel_operator
 from mlmix.theory.linalg.krylov import gmres, inner, lanczos_largest, norm
 from mlmix.theory.results import DEFAULT_RTOL, EPS, NAMES, Result, VectorResult
-from mlmix.validation import check_eps, check_real, check_state_set, check_steps, check_vector
+from mlmix.validation import check_eps, check_int, check_real, check_state_set, check_steps, check_vector
 
 #: Relative accuracy the gap is driven to (the residual ||r|| <= GAP_RTOL x gap), when reachable.
 GAP_RTOL = 1e-8
@@ -538,6 +538,17 @@ class OperatorChain(Chain):
         """Write the matrix (built from the source, memory permitting), as :meth:`Chain.save`."""
         self._matrix.save(path)
 
+    def simulate(self, steps: int, start: int | np.ndarray | None = None, *, chains: int = 1,
+                 seed: int | None = 0) -> np.ndarray:
+        """Trajectories as :meth:`Chain.simulate`, on the matrix built from the source (memory permitting);
+        a start drawn from the stationary law uses this chain's certified law."""
+        if start is None:
+            pi = np.asarray(self.stationary, dtype=np.float64)
+            rng = np.random.default_rng(seed)
+            start = np.minimum(np.searchsorted(np.cumsum(pi), rng.random(check_int(chains, "chains", minimum=1))
+                                               * pi.sum(), side="right"), self.n_states - 1)
+        return self._matrix.simulate(steps, start, chains=chains, seed=seed)
+
     @classmethod
     def load(cls, path: str | Path) -> Chain:
         """A saved matrix is read back as a :class:`Chain` (:meth:`Chain.load`)."""
@@ -705,12 +716,12 @@ class OperatorChain(Chain):
                                "computed matrix-free (distance_curve gives TV(mu P^t, pi) from a start)",
                                log10_upper=log_up / math.log(10) if math.isfinite(log_up) else None)
 
-    def distance_curve(self, t_max: int, start: int | np.ndarray | None = None) -> VectorResult:
+    def distance_curve(self, t_max: int, start: int | np.ndarray | None = None, progress: bool = True) -> VectorResult:
         """TV(mu P^t, pi) for t = 0..t_max from a start state index or start law (t_max applications of
-        P^T); the worst-start curve (``start=None``) needs the matrix (memory permitting)."""
-
+        P^T); the worst-start curve (``start=None``) needs the matrix (memory permitting). ``progress``:
+        that curve's cost estimate and bar (:meth:`Chain.distance_curve`)."""
         if start is None:
-            return self._matrix.distance_curve(t_max)
+            return self._matrix.distance_curve(t_max, progress=progress)
         t_max = check_steps(t_max, "t_max")
         if np.ndim(start) == 0:
             mu = np.zeros(self.n_states)
@@ -833,10 +844,13 @@ class OperatorChain(Chain):
         return expected_steps(self._absorption)
 
     # ---------------------------------------------------------------- report
-    def summary(self, eps: float = 0.25, include_stationary: bool = False, mixing_limit: int | None = None) -> dict:
+    def summary(self, eps: float = 0.25, include_stationary: bool = False, mixing_limit: int | None = None,
+                progress: bool = True) -> dict:
         """The keys of :meth:`Chain.summary` (``mixing_limit`` is ignored: t_mix is bounded, not computed);
-        the seconds spent are in :attr:`timings`."""
+        the seconds spent are in :attr:`timings`. ``progress``: the Krylov solvers' progress lines, as
+        for a chain built with ``progress=True`` (a line every few seconds of a long solve)."""
         eps = check_eps(eps)
+        self._progress = self._progress or progress
         out: dict[str, Any] = {"n_states": self.n_states, "representation": f"matrix-free operator ({self.op})",
                                "irreducible": self.is_irreducible, "closed_classes": 1, "period": self.period,
                                "reversible": self.is_reversible,
