@@ -486,13 +486,13 @@ def boost_basin(table: np.ndarray, space: StateSpace, basin: np.ndarray, margin:
 
 @st.composite
 def basin_instances(draw, max_states: int = 64, two_wells: bool = False, max_ratio: float = 40.0,
-                    min_length: int = 1) -> Instance:
+                    min_length: int = 1, margins: tuple[int, int] = (1, 6)) -> Instance:
     """A score table and a basin B (Hamming ball of radius 0, 1 or 2 around a centre, B != V^n) on
     which Assumption 1 holds by construction with margin gamma_0 in {1/2, ..., 3}; scores are
     half-integers drawn entry by entry (small spaces) or Gaussian from a seed. Temperatures down to
     gamma/T = max_ratio (metastable chains). With ``two_wells`` a second singleton well at Hamming
     distance >= radius + 2 gets its own margin, so B can carry stationary mass <= 1/2 (Thm 8's mixing
-    bound needs it)."""
+    bound needs it). Margins are k/2 with k drawn in ``margins``."""
     T = draw(temperatures())
     q, n = draw(shapes(max_states, min_length=2 if two_wells else min_length))
     space = StateSpace(q, n)
@@ -511,7 +511,7 @@ def basin_instances(draw, max_states: int = 64, two_wells: bool = False, max_rat
     basin = dist <= radius
     if basin.all():
         basin = dist == 0
-    margin = draw(st.integers(1, 6)) / 2
+    margin = draw(st.integers(*margins)) / 2
     params.update(centre=centre.tolist(), radius=int(radius), margin=margin)
     table = scores.copy()
     if two_wells:
@@ -522,7 +522,7 @@ def basin_instances(draw, max_states: int = 64, two_wells: bool = False, max_rat
         other = int(far[draw(st.integers(0, far.size - 1))])
         well = np.zeros(space.size, dtype=bool)
         well[other] = True
-        second = draw(st.integers(1, 6)) / 2
+        second = draw(st.integers(*margins)) / 2
         boost_basin(table, space, well, second)
         params.update(second_well=states[other].tolist(), second_margin=second)
     boost_basin(table, space, basin, margin)
@@ -910,8 +910,8 @@ TABLE_KINDS = ("any", "incompatible", "near-compatible", "compatible", "metastab
 
 @st.composite
 def _two_well_sources(draw, max_states: int) -> tuple[Conditionals, str, dict]:
-    """The score table of a two-well basin instance (:func:`basin_instances`), at T = 1."""
-    inst = draw(basin_instances(min(max_states, 243), two_wells=True, max_ratio=1e9))
+    """The score table of a two-well basin instance (:func:`basin_instances`, margins 3..6), at T = 1."""
+    inst = draw(basin_instances(min(max_states, 243), two_wells=True, max_ratio=1e9, margins=(6, 12)))
     return inst.source.at_temperature(1.0), "two-well", dict(inst.params, basin=np.flatnonzero(inst.basin).tolist())
 
 
@@ -920,16 +920,17 @@ def score_tables(draw, temperature: tuple[float, float] = (T_MIN, T_MAX), max_st
                  kind: str = "any", max_ratio: float = 200.0) -> Instance:
     """A source of conditionals tabulated as scores (``kind``: "incompatible": half-integer or
     Gaussian tables, perturbed joints; "near-compatible": a Gaussian joint plus noise 1e-3..0.1;
-    "compatible": joints, Ising/Potts, product tables; "metastable": two wells with margins 1/2..3
+    "compatible": joints, Ising/Potts, product tables; "metastable": two wells with margins 3..6
     boosted into the scores (:func:`basin_instances`), whose gaps fall like e^{-margin/T};
-    "any": incompatible, compatible and metastable in the ratio 2 : 1 : 1) at a
+    "any": each of incompatible, compatible and metastable a third of the time; the metastable tables
+    are incompatible too) at a
     temperature log-uniform on ``temperature``, raised when needed so that spread/T <= ``max_ratio``
     (every conditional stays above e^{-max_ratio}, so nothing underflows)."""
     if kind not in TABLE_KINDS:
         raise ValueError(f"kind must be one of {TABLE_KINDS}, got {kind!r}")
     T = draw(temperatures(*temperature))
     if kind == "any":
-        kind = draw(st.sampled_from(("incompatible", "compatible", "metastable", "incompatible")))
+        kind = draw(st.sampled_from(("incompatible", "compatible", "metastable")))
     sources = {"incompatible": incompatible_sources, "near-compatible": near_compatible_sources,
                "compatible": compatible_sources, "metastable": _two_well_sources}[kind]
     src, name, params = draw(sources(max_states))
