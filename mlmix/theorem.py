@@ -10,13 +10,14 @@ was violated somewhere ("caught": the search can tell the theorem from a false o
 
     from mlmix import strategies as ms
     from mlmix.theorem import inequality, theorem
+    from mlmix.theory.chain import Chain
     from mlmix.theory.influence import influence_matrix
 
-    @theorem(statement="rho < 1 => the Glauber chain's gap is >= (1 - rho) / n",
+    @theorem(statement="rho < 1 => absolute spectral gap of Glauber >= (1 - rho) / n",
              strategy=lambda: ms.contraction_sources(81), hypotheses=lambda i: influence_matrix(i.source).rho < 1)
     def dobrushin_gap(inst):
-        chain = Chain.from_source(inst.source)
-        return inequality(chain.additive_gap, ">=", (1 - influence_matrix(inst.source).rho) / inst.space.length)
+        gap = Chain.from_source(inst.source).absolute_spectral_gap
+        return inequality(gap, ">=", (1 - influence_matrix(inst.source).rho) / inst.space.length)
 
 Run them with ``mlmix verify --module mypkg.bounds`` (``--json`` for CI), or from pytest with
 :func:`assert_holds` (the ``mlmix`` pytest plugin adds ``--mlmix-thorough`` and a summary line).
