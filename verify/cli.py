@@ -53,6 +53,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--module", action="append", metavar="MODULE",
                         help="run the user theorems a module registers (mlmix.theorem; repeatable) instead of the "
                              "papers' results, e.g. mypkg.bounds (the current directory is importable)")
+    from mlmix.verify.model import configure as configure_mlm  # --mlm MODEL --frame ...: no torch until used
+
+    configure_mlm(parser)
 
 
 def report_record(report: TheoremReport) -> dict:
@@ -178,6 +181,10 @@ def _user_catalogue(modules: list[str]) -> dict[str, Entry]:
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.mlm is not None:
+        from mlmix.verify.model import run as run_mlm
+
+        return run_mlm(args)
     profile = PROFILES["thorough" if args.thorough else "default"]
     examples = profile["examples"] if args.examples is None else args.examples
     if examples < 1:
