@@ -96,7 +96,8 @@ def _thm5(c: dict, exact: bool, n: int, eps: float, t_mix: Result) -> dict:
             bound = math.ceil(n / (1 - rho.value) * math.log(n / eps))
             return _entry("glauber.thm5", "Theorem 5", APPLIES, f"rho = {rho.value:.6g} < 1 (all contexts)",
                           rho=rho, bound=bound, exact=t_mix, conclusion=_compare(t_mix, "<=", bound),
-                          conclusion_statement=f"t_mix({eps:g}) <= ceil(n log(n/eps)/(1 - rho)) = {bound}")
+                          conclusion_statement=f"exact t_mix({eps:g}) = {_fmt(t_mix)} <= ceil(n log(n/eps)/(1 - rho)) "
+                                               f"= {bound}")
         if rho.lower >= 1:
             return _entry("glauber.thm5", "Theorem 5", NOT_APPLY, f"rho = {rho.value:.6g} >= 1 (all contexts): "
                           "no contraction certificate at this temperature", rho=rho, exact=t_mix)
@@ -127,8 +128,8 @@ def _cor7(c: dict, exact: bool, n: int, eps: float, T: float, t_mix: Result) -> 
     conclusion = "holds" if rho_ok == mix == "holds" else ("violated" if "violated" in (rho_ok, mix) else "undecided")
     return _entry("glauber.cor7", "Corollary 7", APPLIES, f"T = {T:g} > T* = Delta/4 = {t_star.value:.6g}", **base,
                   rho=c["rho"], rho_bound=ratio, bound=bound, exact=t_mix, conclusion=conclusion,
-                  conclusion_statement=f"rho <= T*/T = {ratio:.6g} ({rho_ok}) and t_mix({eps:g}) <= "
-                                       f"ceil(n log(n/eps)/(1 - T*/T)) = {bound} ({mix})")
+                  conclusion_statement=f"rho = {_fmt(c['rho'])} <= T*/T = {ratio:.6g} ({rho_ok}) and exact "
+                                       f"t_mix({eps:g}) = {_fmt(t_mix)} <= ceil(n log(n/eps)/(1 - T*/T)) = {bound} ({mix})")
 
 
 def _thm8(basin_report: dict | None, exact: bool, t_mix_quarter: Result | None) -> dict:
@@ -144,13 +145,14 @@ def _thm8(basin_report: dict | None, exact: bool, t_mix_quarter: Result | None) 
     out = _entry("glauber.thm8", "Theorem 8", APPLIES, f"Assumption 1 holds with margin gamma = {b['gamma']:.6g}",
                  basin_states=b["states"], mass=b["mass"], gamma=b["gamma"], bound=escape, exact=phi,
                  conclusion=_compare(phi, "<=", escape),
-                 conclusion_statement=f"Phi(B) <= (|V|-1) e^(-gamma/T) = {escape:.6g}")
+                 conclusion_statement=f"exact Phi(B) = {_fmt(phi)} <= (|V|-1) e^(-gamma/T) = {escape:.6g}")
     lower = b.get("thm8_t_mix_lower_bound")
     if lower is not None and t_mix_quarter is not None:
         mix = _compare(t_mix_quarter, ">=", lower)
         out.update(mixing_bound=lower, t_mix_quarter=t_mix_quarter,
                    conclusion_statement=out["conclusion_statement"] + f" ({out['conclusion']}); mu(B) = "
-                   f"{b['mass']:.4g} <= 1/2 so t_mix(1/4) >= e^(gamma/T)/(4(|V|-1)) = {lower:.6g} ({mix})",
+                   f"{b['mass']:.4g} <= 1/2 so exact t_mix(1/4) = {_fmt(t_mix_quarter)} >= e^(gamma/T)/(4(|V|-1)) "
+                   f"= {lower:.6g} ({mix})",
                    conclusion="holds" if out["conclusion"] == mix == "holds"
                    else ("violated" if "violated" in (out["conclusion"], mix) else "undecided"))
     elif lower is None:
@@ -173,7 +175,8 @@ def _rectangle(rect: dict, exact: bool, reversible: bool | None) -> dict:
     return _entry("glauber.rectangle", "Theorem 3 / Proposition 4 (rectangle test)", APPLIES, verdict,
                   r_max=R, r_mean=rect.get("mean"), exact=reversible,
                   conclusion=None if consistent is None else ("holds" if consistent else "violated"),
-                  conclusion_statement="R = 0 on every rectangle <=> the exact chain is reversible")
+                  conclusion_statement=f"R = 0 on every rectangle <=> the exact chain is reversible (exact chain: "
+                                       f"{'reversible' if reversible else 'not reversible'})")
 
 
 def model_report(source: Any, eps: float = 0.25, basin: np.ndarray | None = None, seed: int = 0,
@@ -212,12 +215,13 @@ def model_report(source: Any, eps: float = 0.25, basin: np.ndarray | None = None
     if basin is not None:
         results.append(_thm8(basin_report, exact, quarter))
     results.append(_rectangle(c["rectangle"], exact, summary.get("reversible")))
-    chain_facts = {k: summary.get(k) for k in ("n_states", "irreducible", "reversible", "spectral_gap",
-                                               "absolute_spectral_gap", "additive_gap", "t_mix")}
+    chain_facts = {k: summary.get(k) for k in ("n_states", "irreducible", "reversible", "absolute_spectral_gap",
+                                               "additive_gap", "t_mix")}
     return {"constants": method, "eps": eps, "temperature": T, "chain": chain_facts, "results": results}
 
 
 def _fmt(v: Any) -> str:
+    """A Result's value, or its certified interval when unresolved ('?' for an unknown side)."""
     if isinstance(v, Result):
         if v.value is not None:
             return f"{v.value:.6g}"
@@ -236,9 +240,10 @@ def format_model_report(title: str, report: dict) -> str:
     lines.append("")
     for r in report["results"]:
         lines.append(f"{r['id']:<19} {r['number']:<45} {r['status'].upper()}: {r['why']}")
-        if "conclusion" in r and r.get("conclusion") is not None:
-            lines.append(f"{'':19} conclusion {r['conclusion'].upper()}: {r['conclusion_statement']}; exact value "
-                         f"{_fmt(r.get('exact'))}")
+        if r.get("conclusion") is not None:
+            lines.append(f"{'':19} conclusion {r['conclusion'].upper()}: {r['conclusion_statement']}")
+        elif "conclusion_statement" in r:
+            lines.append(f"{'':19} {r['conclusion_statement']}")
     return "\n".join(lines)
 
 
