@@ -139,3 +139,29 @@ def test_frames_are_the_parent_conditionals_renormalised():
                 got = sub.log_conditionals(state[None], k)[0]
                 np.testing.assert_allclose(got, want, rtol=0, atol=1e-12)
         assert 1 <= n <= 3 and 2 <= q <= 4
+
+
+def test_shrinking_gives_the_smallest_instance():
+    """Hypothesis shrinks a matrix with two closed classes and a transient state to three states
+    (two absorbing states and one transient), the smallest such chain."""
+    from hypothesis import find
+
+    m = find(ms.stochastic_matrices(12, closed_classes=(1, 3)), lambda m: len(m.classes) >= 2 and m.transient.size,
+             settings=settings(FAST, max_examples=500, derandomize=True))
+    assert m.n_states == 3 and len(m.classes) == 2 and m.transient.tolist() == [2]
+    assert (m.dense()[:2, :2] == np.eye(2)).all()
+
+
+def test_frames_of_the_shipped_model_name_its_tokens():
+    from mlmix.empirical.mlm import DEFAULT_MODEL_DIR, MaskedLMConditionals
+    from mlmix.empirical.tabulate import tabulate
+
+    mlm = MaskedLMConditionals.from_pretrained(DEFAULT_MODEL_DIR, frame="a _ _ _ b c", candidates="a b c !",
+                                               device="cpu")
+    table = tabulate(mlm, progress=False, log=lambda _: None)
+    for inst in collect(ms.frames(table, temperature=(0.5, 2.0)), 15):
+        assert set(inst.params["alphabet"]) <= {"a", "b", "c", "!"}
+        assert set(inst.params["fixed"].values()) <= {"a", "b", "c", "!"}
+        assert 0.5 <= inst.source.temperature <= 2.0
+        chain = Chain(glauber_kernel(inst.source))
+        assert chain.is_irreducible  # positive conditionals of a real model: one closed class
