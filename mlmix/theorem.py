@@ -36,10 +36,20 @@ from mlmix.verify.core import (
     part,
     verdict,
 )
-from mlmix.verify.user import UserTheorem, assert_holds, check, failure_message, inequality, load, register, theorem
+from mlmix.verify.user import (
+    UserTheorem,
+    assert_holds,
+    check,
+    failure_message,
+    inequality,
+    load,
+    not_checkable,
+    register,
+    theorem,
+)
 
 __all__ = [
     "Applicability", "Attaining", "Counterexample", "Part", "TheoremReport", "UserTheorem", "Verdict", "Violation",
-    "assert_holds", "check", "compare", "failure_message", "inequality", "load", "part", "register", "theorem",
-    "verdict",
+    "assert_holds", "check", "compare", "failure_message", "inequality", "load", "not_checkable", "part", "register",
+    "theorem", "verdict",
 ]

@@ -60,6 +60,8 @@ def test_verify_module_runs_user_theorems_with_the_same_report(user_repo):
     ce = false["counterexample"]
     assert ce["instance"]["length"] == 2 and ce["lhs"] < ce["rhs"]  # shrunk to two sites: gap 1/2 < 1 - rho = 1
     assert ce["lhs"] == pytest.approx(0.5, rel=1e-9) and ce["rhs"] == 1.0
+    unchecked = records["mybounds.bounds.large_n"]
+    assert unchecked["status"] == "not checkable" and "asymptotic" in unchecked["reason"]
 
 
 def test_verify_module_errors_are_one_line(user_repo, monkeypatch, capsys):

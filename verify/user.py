@@ -36,6 +36,8 @@ from mlmix.verify.core import (
     Applicability,
     Attaining,
     Counterexample,
+    Entry,
+    NotCheckable,
     Part,
     Theorem,
     TheoremReport,
@@ -44,8 +46,8 @@ from mlmix.verify.core import (
 )
 from mlmix.verify.runner import PROFILES, run_one
 
-#: The user theorems registered so far (id -> theorem), in registration order.
-USER: dict[str, Theorem] = {}
+#: The user theorems (and not-checkable user results) registered so far, by id, in registration order.
+USER: dict[str, Entry] = {}
 
 #: Relative error assumed for a plain float side of :func:`inequality` (a few hundred ulps).
 FLOAT_RTOL = 1e-12
@@ -81,6 +83,20 @@ def register(cls: type[UserTheorem]) -> type[UserTheorem]:
         raise ValueError(f"user theorem id {entry.id!r} registered twice ({type(old).__module__} and {cls.__module__})")
     USER[entry.id] = entry
     return cls
+
+
+def not_checkable(id: str, statement: str, reason: str, module: str | None = None) -> NotCheckable:
+    """Register a user result that is not checked numerically, with the reason (reported as "not
+    checkable" by ``mlmix verify --module`` and :func:`check`). ``module`` defaults to the caller's."""
+    owner = module or sys._getframe(1).f_globals.get("__name__", "__main__")
+    cls = type(f"NotCheckable_{id}", (NotCheckable,), {"id": id, "paper": "user", "number": "user theorem",
+                                                       "statement": statement, "reason": reason,
+                                                       "__module__": owner})
+    old = USER.get(id)
+    if old is not None and type(old).__module__ != owner:
+        raise ValueError(f"user theorem id {id!r} registered twice ({type(old).__module__} and {owner})")
+    USER[id] = cls()
+    return USER[id]
 
 
 def _applicability(value: Any) -> Applicability:
@@ -170,12 +186,12 @@ def _budget() -> tuple[int, bool]:
     return profile["examples"], profile["violations"]
 
 
-def check(target: Theorem, examples: int | None = None, seed: int = 0) -> TheoremReport:
+def check(target: Entry, examples: int | None = None, seed: int = 0) -> TheoremReport:
     """Search one theorem (a user theorem or one of the papers') as ``mlmix verify`` does: its
     attaining instances, then Hypothesis instances satisfying the hypotheses, a violation shrunk to the
     smallest instance found, the stored counterexamples re-checked, and the weakened bound searched.
     ``examples`` defaults to the profile's (100; 500 under ``--mlmix-thorough``)."""
-    if not isinstance(target, Theorem):
+    if not isinstance(target, Entry):
         raise TypeError(f"check expects a theorem object, got {type(target).__name__}")
     default, violations = _budget()
     report = run_one(target, default if examples is None else examples, seed, violations=violations)
@@ -198,7 +214,7 @@ def failure_message(report: TheoremReport) -> str | None:
     return f"{report.id}: {why.get(report.status, report.status)}\n{format_table([report])}"
 
 
-def assert_holds(target: Theorem, examples: int | None = None, seed: int = 0) -> TheoremReport:
+def assert_holds(target: Entry, examples: int | None = None, seed: int = 0) -> TheoremReport:
     """:func:`check`, then AssertionError with the report (and the shrunk counterexample) unless the
     theorem holds on every instance tried AND its weakened bound was violated on some instance."""
     __tracebackhide__ = True  # pytest: the failure points at the user's test, not here
@@ -209,13 +225,13 @@ def assert_holds(target: Theorem, examples: int | None = None, seed: int = 0) ->
     return report
 
 
-def load(modules: Iterable[str]) -> list[Theorem]:
+def load(modules: Iterable[str]) -> list[Entry]:
     """Import each module (the current directory first on ``sys.path``, as ``python -m`` does) and
     return the user theorems it registered (its sub-modules' included), in registration order.
     ValueError when a module cannot be imported or registers no theorem."""
     if os.getcwd() not in sys.path:
         sys.path.insert(0, os.getcwd())
-    chosen: list[Theorem] = []
+    chosen: list[Entry] = []
     for name in modules:
         try:
             importlib.import_module(name)

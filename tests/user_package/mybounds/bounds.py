@@ -7,7 +7,7 @@ the 1/n is the deliberately wrong version.
 """
 
 from mlmix import strategies as ms
-from mlmix.theorem import inequality, theorem
+from mlmix.theorem import inequality, not_checkable, theorem
 from mlmix.theory.chain import Chain
 from mlmix.theory.influence import influence_matrix
 
@@ -29,3 +29,7 @@ def gap_from_contraction(inst):
 def gap_without_n(inst):
     gap = Chain.from_source(inst.source).absolute_spectral_gap
     return inequality(gap, ">=", 1 - influence_matrix(inst.source).rho)
+
+
+not_checkable("mybounds.bounds.large_n", "the relaxation time is O(n / (1 - rho)) uniformly as n -> infinity",
+              "an asymptotic statement in n: no finite instance can refute it")
