@@ -178,3 +178,19 @@ def test_thorough_budget_is_read_from_the_environment(monkeypatch):
 
 def test_part_is_reexported():
     assert Part is user.Part
+
+
+def test_thorough_option_raises_the_budgets(tmp_path):
+    (tmp_path / "test_budget.py").write_text(
+        "from hypothesis import settings\n"
+        "from mlmix import pytest_plugin\n"
+        "from mlmix.verify import user\n\n"
+        "def test_budget():\n"
+        "    assert pytest_plugin.THOROUGH and user._budget() == (500, True)\n"
+        "    assert settings.default.max_examples >= 500\n")
+    args = [sys.executable, "-m", "pytest", "test_budget.py", "-p", "no:cacheprovider", "-q"]
+    thorough = subprocess.run(args + ["--mlmix-thorough"], cwd=tmp_path, capture_output=True, text=True, env=_env(),
+                              timeout=300)
+    assert thorough.returncode == 0, thorough.stdout
+    plain = subprocess.run(args, cwd=tmp_path, capture_output=True, text=True, env=_env(), timeout=300)
+    assert plain.returncode == 1 and "test_budget - assert (False)" in plain.stdout  # default budgets without it
