@@ -3,6 +3,7 @@ this size), against ``mlmix exact --mlm`` on the same frame."""
 
 import json
 
+import numpy as np
 import pytest
 from test_antiberty import FR1, NEXT, converted, wheel  # noqa: F401 (session fixtures: the fetched AntiBERTy wheel)
 
@@ -123,3 +124,21 @@ def test_antiberty_against_mlmix_exact(capsys, converted, n, states):  # noqa: F
     assert r["glauber.rectangle"]["r_max"] == pytest.approx(g["rectangle"]["max"], rel=1e-12)
     assert all(x.get("conclusion") != "violated" for x in rep["results"])
     assert rep["chain"]["reversible"] == ex["reversible"]
+
+
+def test_compatible_source_passes_the_rectangle_test():
+    """A Gibbs source (Ising on a 4-cycle): R = 0 on every rectangle and the exact chain is reversible;
+    at beta = 0.2 each neighbour moves a site by (sigma(4 beta) - 1/2) = tanh(2 beta)/2, so rho = tanh(0.4) < 1
+    (Theorem 5 applies), and Delta_ij = 4 beta, so T* = 2 x 0.8 / 4 = 0.4 < T = 1 (Corollary 7 applies)."""
+    import networkx as nx
+
+    from mlmix.theory.conditionals import IsingModel
+
+    rep = vm.model_report(IsingModel(nx.cycle_graph(4), couplings=1.0, beta=0.2))
+    r = _by_id(rep)
+    assert r["glauber.rectangle"]["status"] == "applies" and r["glauber.rectangle"]["conclusion"] == "holds"
+    assert r["glauber.rectangle"]["why"].startswith("compatible") and rep["chain"]["reversible"] is True
+    assert r["glauber.thm5"]["status"] == "applies" and r["glauber.thm5"]["conclusion"] == "holds"
+    assert r["glauber.thm5"]["rho"].value == pytest.approx(np.tanh(0.4), rel=1e-12)
+    assert r["glauber.cor7"]["status"] == "applies" and r["glauber.cor7"]["conclusion"] == "holds"
+    assert r["glauber.cor7"]["t_star"].value == pytest.approx(0.4, rel=1e-12)
