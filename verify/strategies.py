@@ -808,8 +808,9 @@ def stochastic_matrices(draw, max_states: int = 8, *, sparse: bool = False, reve
     for period > 1, a short cycle of that length; aperiodic blocks get a self-loop); weights are
     integers 0..``high`` drawn entry by entry for dense matrices (shrinking to the spanning cycle of
     a single small block), or drawn from a seed at density 3/N for ``sparse`` ones (sizes up to
-    ``max_states``, which may be in the thousands). ``reversible``: symmetric weights (each class is
-    reversible; periods 1 or 2 only); None draws both. ``transient``: add transient states (never
+    ``max_states``; the weights pass through a dense N x N array, so keep N to a few thousand).
+    ``reversible``: symmetric weights (each class is reversible; periods 1 or 2 only); None draws
+    both (a non-symmetric build is "not built reversible": blocks of 2 states are reversible anyway). ``transient``: add transient states (never
     with reversible); None draws it. Rows sum to 1 up to rounding (W / row sums).
     """
     k = closed_classes if isinstance(closed_classes, int) else draw(st.integers(*closed_classes))
@@ -861,12 +862,12 @@ def metastable_matrices(draw, gap: tuple[float, float] = (1e-12, 1e-6), max_stat
     """Irreducible chains made of ``wells`` aperiodic blocks (see :func:`stochastic_matrices`) joined
     by weak escape moves: P = (W + eps C) / row sums, W the blocks' weights and C integer weights
     1..4 from each well to the next one (cyclically; symmetric when the blocks are reversible, so
-    that P is reversible too), escape probabilities O(eps). eps is
-    drawn log-uniform so that the spectral gap lands in ``gap``, then rescaled once by the ratio of
+    that P is reversible too), escape probabilities O(eps). eps is drawn log-uniform so that the spectral gap lands in ``gap``, then rescaled once by the ratio of
     the target to the certified gap; the instance's ``gap`` is that certified value
     (:attr:`mlmix.theory.chain.Chain.additive_gap`: the spectral gap of (P + P*)/2, which is P's own
     gap when P is reversible) and instances outside the range are rejected
-    (rarely: the gap is linear in eps to first order)."""
+    (Hypothesis draws again; the gap is linear in eps to first order, so one rescaling
+    nearly always lands inside)."""
     from mlmix.theory.chain import Chain
 
     lo, hi = gap
