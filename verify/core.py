@@ -41,7 +41,8 @@ from hypothesis import strategies as st
 PAPERS = {"glauber-mlm": "Mixing Times of Glauber Dynamics on Masked Language Models",
           "gmlm-pitfalls": "Promises and Pitfalls of Generative Masked Language Modeling",
           "markov-facts": "Standard Markov-chain facts the proofs and the exact engine use (THEOREMS.md 2C)",
-          "mlm-samplers": "Samplers run on masked LMs: scan orders, MH targets, masked-diffusion decoders (issue 24)"}
+          "mlm-samplers": "Samplers run on masked LMs: scan orders, MH targets, masked-diffusion decoders (issue 24)",
+          "user": "Theorems of the user's own package (mlmix.theorem, mlmix verify --module)"}
 
 #: Default relative error assumed for each side of a comparison when a check gives none.
 RTOL = 1e-9

@@ -42,14 +42,15 @@ def load_theorems() -> dict[str, Entry]:
     return CATALOGUE
 
 
-def select(patterns: Iterable[str] | None = None) -> list[Entry]:
+def select(patterns: Iterable[str] | None = None, catalogue: dict[str, Entry] | None = None) -> list[Entry]:
     """Catalogued results whose id equals a pattern or starts with it (all when none given), in
-    registration order (module by module, each in its paper's order).
+    registration order (module by module, each in its paper's order); ``catalogue``: choose among
+    these entries instead of the papers' (user theorems: ``--module``).
 
     A pattern ending in '.' or naming a prefix such as ``glauber.thm8`` selects every id under it.
     ValueError names a pattern that matches nothing.
     """
-    catalogue = load_theorems()
+    catalogue = load_theorems() if catalogue is None else catalogue
     ids = list(catalogue)
     if not patterns:
         return [catalogue[i] for i in ids]

@@ -54,6 +54,12 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--list", action="store_true", help="list the results (ids, numbers, statements) without running")
     parser.add_argument("--stats", action="store_true",
                         help="also print, per result, the instances tried and their range (n, |V|, T, states)")
+    parser.add_argument("--module", action="append", metavar="MODULE",
+                        help="run the user theorems a module registers (mlmix.theorem; repeatable) instead of the "
+                             "papers' results, e.g. mypkg.bounds (the current directory is importable)")
+    from mlmix.commands.verify_model import configure as configure_mlm  # --mlm MODEL --frame ...: no torch until used
+
+    configure_mlm(parser)
 
 
 def report_record(report: TheoremReport) -> dict:
@@ -168,12 +174,22 @@ def format_stats(reports: list[TheoremReport]) -> str:
     return "\n".join(_table(header, rows))
 
 
+def _user_catalogue(modules: list[str]) -> dict[str, Entry]:
+    from mlmix.verify.user import load
+
+    return {t.id: t for t in load(modules)}
+
+
 def run(args: argparse.Namespace) -> int:
+    if args.mlm is not None:
+        from mlmix.commands.verify_model import run as run_mlm
+
+        return run_mlm(args)
     profile = PROFILES["thorough" if args.thorough else "default"]
     examples = profile["examples"] if args.examples is None else args.examples
     if examples < 1:
         raise ValueError(f"--examples must be >= 1, got {examples}")
-    entries = select(args.theorem)
+    entries = select(args.theorem, _user_catalogue(args.module) if args.module else None)
     if args.list:
         if args.json:
             print(dumps_json(stamp("verify-list", {"results": [jsonable(list_record(e)) for e in entries]},
