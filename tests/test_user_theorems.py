@@ -14,7 +14,7 @@ import pytest
 from hypothesis import strategies as st
 
 from mlmix.cli import main
-from mlmix.commands.verify import report_record
+from mlmix.verify.report import report_record
 from mlmix.testing import UndecidedError, assert_at_least, assert_at_most, assert_close, enclosure
 from mlmix.theorem import Part, check, compare, inequality, register, theorem
 from mlmix.theory.results import Result

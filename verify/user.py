@@ -44,6 +44,7 @@ from mlmix.verify.core import (
     Verdict,
     verdict,
 )
+from mlmix.verify.report import format_table
 from mlmix.verify.runner import PROFILES, run_one
 
 #: The user theorems (and not-checkable user results) registered so far, by id, in registration order.
@@ -204,8 +205,6 @@ def check(target: Entry, examples: int | None = None, seed: int = 0) -> TheoremR
 def failure_message(report: TheoremReport) -> str | None:
     """Why a report is not a pass (None when it holds and its weakened bound was caught): the
     ``mlmix verify`` table of the report, with the shrunk counterexample."""
-    from mlmix.commands.verify import format_table
-
     if report.status == "holds" and report.weakened == "caught":
         return None
     why = {"fails": "a counterexample was found", "known false": "the theorem is documented as false",

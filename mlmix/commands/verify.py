@@ -20,25 +20,17 @@ but a stored counterexample that stops failing does), 0 otherwise.
 from __future__ import annotations
 
 import argparse
-import shutil
-import textwrap
 
 from mlmix.files import dumps_json, jsonable
 from mlmix.progress import steps
 from mlmix.provenance import stamp
-from mlmix.verify.core import PAPERS, Entry, NotCheckable, Theorem, TheoremReport
+from mlmix.verify.core import Entry
+from mlmix.verify.report import format_list, format_stats, format_table, list_record, report_record
 from mlmix.verify.runner import PROFILES, run_one, select
 
 #: Rough seconds per Hypothesis instance (the default run: 100 instances of each result, one to two
 #: minutes on 2 cores), for the expected time printed before a run.
 SECONDS_PER_EXAMPLE = 0.02
-
-#: Keys of every record of ``mlmix verify --json`` (``examples``, ``holds``, ``tightness_median`` and
-#: ``tightness_max`` are kept from the earlier format: instances, status == "holds", and the median and
-#: worst of ``tightness``).
-JSON_KEYS = ("id", "paper", "number", "statement", "status", "reason", "instances", "nontrivial", "regimes",
-             "tightness", "weakened", "weakened_by", "weakened_parts", "min_slack", "counterexample", "stored",
-             "attained", "refuted_in", "conventions", "examples", "holds", "tightness_median", "tightness_max")
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -60,118 +52,6 @@ def configure(parser: argparse.ArgumentParser) -> None:
     from mlmix.commands.verify_model import configure as configure_mlm  # --mlm MODEL --frame ...: no torch until used
 
     configure_mlm(parser)
-
-
-def report_record(report: TheoremReport) -> dict:
-    t = report.tightness or {}
-    record = {key: getattr(report, key) for key in JSON_KEYS[:19] if key != "instances"}
-    record.update(instances=report.examples, examples=report.examples, holds=report.holds,
-                  tightness_median=t.get("median"), tightness_max=t.get("worst"))
-    return jsonable({key: record[key] for key in JSON_KEYS})
-
-
-def list_record(entry: Entry) -> dict:
-    """What ``--list --json`` prints for one result (nothing is run)."""
-    out = {"id": entry.id, "paper": entry.paper, "number": entry.number, "statement": entry.statement,
-           "checkable": entry.checkable, "conventions": entry.conventions}
-    if isinstance(entry, NotCheckable):
-        out.update(reason=entry.reason, covered_by=list(entry.covered_by))
-    if isinstance(entry, Theorem):
-        out.update(known_false=entry.refuted_in is not None, refuted_in=entry.refuted_in,
-                   stored_counterexamples=[{"description": c.description, "dropped": c.dropped}
-                                           for c in entry.counterexamples],
-                   attained_by=[a.description for a in entry.attaining])
-    return out
-
-
-def _width() -> int:
-    return max(80, shutil.get_terminal_size((120, 24)).columns)
-
-
-def format_list(entries: list[Entry]) -> str:
-    """Every result with its full statement, wrapped (never truncated)."""
-    width = _width()
-    out, paper = [], None
-    for e in entries:
-        if e.paper != paper:
-            paper = e.paper
-            out += ["", f"== {PAPERS[paper]} ({paper}) =="]
-        status = "not checkable" if not e.checkable else ("known false" if e.refuted_in else "checked")
-        out += ["", f"{e.id}  [{e.number}]  ({status})"]
-        out += textwrap.wrap(e.statement, width, initial_indent="    ", subsequent_indent="    ")
-        if isinstance(e, NotCheckable):
-            out += textwrap.wrap("why not checked: " + e.reason, width, initial_indent="    ",
-                                 subsequent_indent="      ")
-            if e.covered_by:
-                out.append(f"      covered by: {', '.join(e.covered_by)}")
-        if e.conventions:
-            out += textwrap.wrap("convention: " + e.conventions, width, initial_indent="    ",
-                                 subsequent_indent="      ")
-        for a in getattr(e, "attaining", ()):
-            out += textwrap.wrap("attained by: " + a.description, width, initial_indent="    ",
-                                 subsequent_indent="      ")
-    return "\n".join(out[1:])
-
-
-def _tightness(report: TheoremReport) -> str:
-    t = report.tightness
-    if not t:
-        return "-"
-    floor = f", {t['at_floor']} at floor" if t["at_floor"] else ""
-    if not t["resolved"]:
-        return f"at the floating-point floor ({t['at_floor']})"
-    return f"{t['median']:.3g} (best {t['best']:.3g}){floor}"
-
-
-def _table(header: tuple[str, ...], rows: list[tuple[str, ...]]) -> list[str]:
-    widths = [max(len(h), *(len(row[k]) for row in rows)) if rows else len(h) for k, h in enumerate(header)]
-    line = lambda cells: "  ".join(c.ljust(w) for c, w in zip(cells, widths)).rstrip()
-    return [line(header), line(["-" * w for w in widths])] + [line(row) for row in rows]
-
-
-def format_table(reports: list[TheoremReport]) -> str:
-    header = ("id", "result", "status", "instances", "non-trivial", "weakened", "tightness median (best)")
-    rows = [(r.id, r.number, r.status, str(r.examples) if r.status != "not checkable" else "-",
-             str(r.nontrivial) if r.status != "not checkable" else "-", r.weakened or "-", _tightness(r))
-            for r in reports]
-    out = _table(header, rows)
-    for r in reports:
-        if r.status in ("fails", "known false"):
-            known = f" as documented in {r.refuted_in}" if r.status == "known false" else " UNEXPECTEDLY"
-            out += ["", f"{r.id} ({r.number}) FAILS{known}; smallest counterexample found:",
-                    dumps_json(r.counterexample, indent=1) if r.counterexample else "(none found by the "
-                    "search on this budget; the stored counterexamples below fail)"]
-            for s in r.stored:
-                flag = "" if s["as_expected"] else "  <-- NOT AS EXPECTED"
-                out.append(f"  stored: {s['description']}: conclusion fails = {s['conclusion_fails']}{flag}")
-    counts = {s: sum(r.status == s for r in reports) for s in ("holds", "fails", "known false", "not checkable")}
-    missed = [r.id for r in reports if r.weakened == "missed"]
-    out += ["", f"{counts['holds']} hold, {counts['known false']} known false, {counts['not checkable']} not "
-                f"checkable (reasons: --list), {counts['fails']} unexpected failures; weakened bound missed by: "
-                f"{', '.join(missed) if missed else 'none'}.",
-            "Full statements: mlmix verify --list; per-result ranges: --stats; everything: --json."]
-    return "\n".join(out)
-
-
-def _range(r: list | None, fmt: str = "{}") -> str:
-    if r is None:
-        return "-"
-    lo, hi = (fmt.format(v) for v in r)
-    return lo if lo == hi else f"{lo}..{hi}"
-
-
-def format_stats(reports: list[TheoremReport]) -> str:
-    header = ("id", "instances", "non-trivial", "n", "|V|", "T", "states", "non-reversible", "spectral gap")
-    rows = []
-    for r in reports:
-        if r.status == "not checkable":
-            continue
-        g = r.regimes
-        nonrev = "-" if g.get("nonreversible") is None else str(g["nonreversible"])
-        rows.append((r.id, str(r.examples), str(r.nontrivial), _range(g.get("n")), _range(g.get("vocab")),
-                     _range(g.get("temperature"), "{:.3g}"), _range(g.get("states")), nonrev,
-                     _range(g.get("gap"), "{:.2g}")))
-    return "\n".join(_table(header, rows))
 
 
 def _user_catalogue(modules: list[str]) -> dict[str, Entry]:
