@@ -14,11 +14,11 @@ import pytest
 from hypothesis import strategies as st
 
 from mlmix.cli import main
-from mlmix.verify.report import report_record
 from mlmix.testing import UndecidedError, assert_at_least, assert_at_most, assert_close, enclosure
 from mlmix.theorem import Part, check, compare, inequality, register, theorem
 from mlmix.theory.results import Result
 from mlmix.verify import user
+from mlmix.verify.report import report_record
 
 PACKAGE = Path(__file__).parent / "user_package"
 
@@ -52,7 +52,7 @@ def test_verify_module_runs_user_theorems_with_the_same_report(user_repo):
     out = subprocess.run([sys.executable, "-m", "mlmix.cli", "verify", "--module", "mybounds.bounds", "--json",
                           "--examples", "20"], cwd=user_repo, capture_output=True, text=True, env=_env(), timeout=300)
     assert out.returncode == 1, out.stderr  # a false theorem fails the run (CI)
-    records = {r["id"]: r for r in json.loads(out.stdout)}
+    records = {r["id"]: r for r in json.loads(out.stdout)["results"]}
     true, false = records["mybounds.bounds.gap_from_contraction"], records["mybounds.bounds.gap_without_n"]
     assert true["status"] == "holds" and true["weakened"] == "caught" and true["nontrivial"] >= 10
     assert true["tightness"]["best"] == pytest.approx(1.0, rel=1e-9)  # attained by independent sites

@@ -93,8 +93,9 @@ def add_mlm_arguments(parser: argparse.ArgumentParser) -> None:
     add_model_arguments(group)
     group.add_argument("--max-passes", type=int, default=None,
                        help="refuse to tabulate when more masked forward passes are needed (default: no cap)")
-    group.add_argument("--no-progress", action="store_true",
-                       help="no cost estimates or progress bars (tabulation and analysis)")
+    if "--no-progress" not in parser._option_string_actions:  # the command may have its own
+        group.add_argument("--no-progress", action="store_true",
+                           help="no cost estimates or progress bars (tabulation and analysis)")
     parser.set_defaults(mlm_length_default=parser.get_default("length"))
 
 

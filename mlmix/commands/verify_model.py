@@ -28,7 +28,7 @@ from typing import Any
 
 import numpy as np
 
-from mlmix.commands.options import add_mlm_arguments, mlm_source_from_args
+from mlmix.commands.options import add_mlm_arguments, add_threads_argument, mlm_source_from_args
 from mlmix.empirical.estimate import constants, uniform_contexts
 from mlmix.files import dumps_json, jsonable
 from mlmix.limits import CONSTANTS_LIMIT, REPORT_MIXING_LIMIT
@@ -55,7 +55,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
     group = parser.add_argument_group("a model's frame (--mlm): which of paper G's results apply to it")
     group.add_argument("--length", type=int, default=None, help="n, the free positions (with --frame: its blanks)")
     group.add_argument("--temperature", type=float, default=None, help="temperature T > 0 (default 1)")
-    group.add_argument("--threads", type=int, default=None, help="torch CPU threads (default 1)")
+    add_threads_argument(group)
     group.add_argument("--eps", type=float, default=0.25, help="TV level of t_mix (default 0.25)")
     group.add_argument("--basin", default=None, metavar="PATTERN",
                        help="a basin for Theorem 8: n alphabet tokens or '*' (free), e.g. \"G G * *\"")
