@@ -99,7 +99,7 @@ def metastable_chain() -> Any:
 @pytest.fixture
 def exact_chain() -> Any:
     """A factory: ``exact_chain(source, kernel="glauber", **options)`` is
-    :meth:`mlmix.theory.chain.Chain.from_source` (exact, with certified accuracy)."""
+    :meth:`mlmix.theory.chain.core.Chain.from_source` (exact, with certified accuracy)."""
     from mlmix.theory.chain.core import Chain
 
     def build(source: Any, kernel: str = "glauber", **options: Any) -> Chain:

@@ -1,4 +1,4 @@
-"""Results behave like numbers where their enclosure decides (theory/chain/core/core/core/results.py): comparisons decided
+"""Results behave like numbers where their enclosure decides (theory/results.py): comparisons decided
 true, decided false, or UnresolvedError; interval arithmetic checked against exact rationals; round,
 float, numpy interop; JSON round trips; Chain from torch tensors and its repr."""
 

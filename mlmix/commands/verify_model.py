@@ -3,8 +3,8 @@ and whether their conclusions hold on its exact chain.
 
 The frame's conditionals are tabulated exactly (:func:`mlmix.empirical.tabulate.source_from_args`, the
 options and cache of ``mlmix exact --mlm``), the Glauber chain is analysed exactly
-(:class:`mlmix.theory.chain.Chain`), and the local constants come from
-:func:`mlmix.theory.bounds.paper_constants` (every context, up to 2^18 states) or, above that, from
+(:class:`mlmix.theory.chain.core.Chain`), and the local constants come from
+:func:`mlmix.theory.local.constants.paper_constants` (every context, up to 2^18 states) or, above that, from
 sampled contexts (:func:`mlmix.empirical.estimate.constants`: suprema over a sample are lower bounds,
 so they can refute a hypothesis such as rho < 1 but never establish it). For each result:
 

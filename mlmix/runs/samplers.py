@@ -3,9 +3,9 @@
 For a source of partial conditionals (a masked LM over a frame with ``--mlm``, a score file, a random
 toy table or a joint law) it computes the law of each sampler on V^n:
 
-* chains (stationary laws, :class:`~mlmix.theory.chain.Chain`): random-scan Glauber, systematic scan
+* chains (stationary laws, :class:`~mlmix.theory.chain.core.Chain`): random-scan Glauber, systematic scan
   (one sweep in ``--order``; its kernel is dense, so up to
-  :data:`~mlmix.theory.samplers.SYSTEMATIC_LIMIT` states), MH with the logit and the PLL energies
+  :data:`~mlmix.theory.kernels.scan_and_mh.SYSTEMATIC_LIMIT` states), MH with the logit and the PLL energies
   (with their acceptance and move rates at stationarity); each with its absolute spectral gap and the
   gap of its additive reversibilization (P + P*)/2 (1 / the Poincaré constant: what is resolved for a
   large non-reversible chain);

@@ -1,7 +1,7 @@
 """Exact kernels of the scan-order and Metropolis-Hastings samplers people run on masked LMs (issue 24).
 
 Both need only the single-site conditionals p_i^T(. | x_{-i}) = softmax(s_i(. | x_{-i}) / T) that every
-:class:`~mlmix.theory.conditionals.Conditionals` source gives (the table `mlmix exact` tabulates).
+:class:`~mlmix.theory.sources.conditionals.Conditionals` source gives (the table `mlmix exact` tabulates).
 
 * **Systematic scan** (Gibbs with a fixed sweep order; Chen & Ip, "Behaviour of the Gibbs sampler when
   conditional distributions are potentially incompatible", J. Stat. Comput. Simul. 85 (2015)): one

@@ -10,8 +10,8 @@ Arrays: ``mlmix_format`` ("mlmix-scores-1"), ``kind`` ("full" or "partial"), ``v
 
 Scores are at T = 1: the conditionals are softmax(s / T). Any source can be written
 (:func:`save_scores`: a score table, a joint law's conditionals, an MLM frame); :func:`load_scores`
-reads a file back as a :class:`~mlmix.theory.conditionals.ScoreTable` or a
-:class:`~mlmix.theory.decoders.PartialScoreTable`. Checks: :func:`mlmix.validation.check_score_arrays`.
+reads a file back as a :class:`~mlmix.theory.sources.conditionals.ScoreTable` or a
+:class:`~mlmix.theory.kernels.decoders.PartialScoreTable`. Checks: :func:`mlmix.validation.check_score_arrays`.
 """
 
 from __future__ import annotations

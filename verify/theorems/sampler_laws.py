@@ -23,8 +23,8 @@ import numpy as np
 from hypothesis import strategies as st
 from scipy.special import logsumexp
 
+from mlmix.theory.kernels import scan_and_mh as smp
 from mlmix.theory.kernels.assembled import glauber_kernel
-from mlmix.theory.kernels.assembled import scan_and_mh as smp
 from mlmix.theory.kernels.decoders import PartialScoreTable, decoder_law, expected_conditional_tc, schedule_tc
 from mlmix.theory.kernels.scan_and_mh import mh_acceptance, mh_kernel, systematic_kernel, target_law
 from mlmix.theory.results import EPS
