@@ -54,3 +54,20 @@ FAMILY_MAX_STATES = 2**14
 #: estimates of ``mlmix estimate``): the local quantities stream over fibres, and 160,000 states of a
 #: 20-letter MLM frame at n = 4 take seconds.
 CONSTANTS_LIMIT = 2**18
+
+# ---------------------------------------------------------------- samplers, hitting, plots
+#: Largest state count of the dense systematic-scan kernel (its rows are full: every state is reachable
+#: in one sweep).
+SYSTEMATIC_LIMIT = 4096
+#: Largest number of partial assignments (|V|+1)^n a decoder law is computed over (20^4 alphabets: 194,481).
+DECODER_LIMIT = 2_000_000
+#: Largest transient set whose mean entrance time into the closed class is solved (GTH, O(n^3)).
+MEAN_EXIT_LIMIT = 2048
+#: Work budget (stored entries times steps, and steps) of the step-by-step hitting probabilities P_x(tau_A
+#: <= t); beyond it, binary doubling of the absorbed chain up to DOUBLING_LIMIT unknown states (dense
+#: squarings), else the bracket between the budgeted steps and the limit t -> infinity.
+HITTING_WORK = 10**8
+HITTING_STEPS = 10**5
+DOUBLING_LIMIT = 1024
+#: Largest chain whose dense powers (distance curve) or full spectrum a figure computes.
+PLOT_DENSE_LIMIT = 2048

@@ -26,9 +26,7 @@ from typing import Any
 import numpy as np
 
 from mlmix.files import atomic_save_figure, pyplot
-
-#: Largest chain whose dense powers (distance curve) or full spectrum a figure computes.
-PLOT_DENSE_LIMIT = 2048
+from mlmix.limits import PLOT_DENSE_LIMIT
 
 #: Longest distance curve drawn step by step; beyond it, :data:`CURVE_SAMPLES` certified points.
 CURVE_STEPS = 2000

@@ -12,6 +12,7 @@ import scipy.sparse as sp
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from mlmix.limits import DOUBLING_LIMIT
 from mlmix.theory.chain.core import Chain
 
 # ----------------------------------------------------------------------------- exact references
@@ -367,7 +368,7 @@ def test_hitting_probabilities_at_2_to_the_62_steps_use_the_limit_or_doubling():
     assert "doubling" in doubled.method
     assert np.allclose(loop.value, doubled.value, rtol=1e-11, atol=0)
     assert 0.1 < loop.value[0] < 0.9  # not converged: the comparison can fail
-    for doubling_limit in (hitting.DOUBLING_LIMIT, 0):
+    for doubling_limit in (DOUBLING_LIMIT, 0):
         with pytest.MonkeyPatch.context() as mp:
             mp.setattr(hitting, "DOUBLING_LIMIT", doubling_limit)
             mp.setattr(hitting, "HITTING_STEPS", 20000)

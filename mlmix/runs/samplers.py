@@ -31,9 +31,10 @@ import numpy as np
 from mlmix.commands.decode import add_source_arguments, build_partial_source, validate_source_arguments
 from mlmix.errors import MemoryLimitError, ReducibleChainError
 from mlmix.files import atomic_save_figure, atomic_write_csv, atomic_write_json, jsonable, pyplot
+from mlmix.limits import SYSTEMATIC_LIMIT
 from mlmix.theory.chain.core import Chain
 from mlmix.theory.kernels.decoders import PartialScoreTable, decoder_law, partial_log_probs, tv_kl
-from mlmix.theory.kernels.scan_and_mh import SYSTEMATIC_LIMIT, Truncated, check_order, mh_acceptance
+from mlmix.theory.kernels.scan_and_mh import Truncated, check_order, mh_acceptance
 from mlmix.theory.results import Result
 from mlmix.theory.sources.conditionals import Conditionals
 from mlmix.validation import check_int, check_real

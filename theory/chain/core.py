@@ -2,8 +2,8 @@
 
 A :class:`Chain` validates its transition matrix once (dense ``numpy`` array or ``scipy.sparse``),
 computes what is asked lazily and caches it. Quantities without arguments are cached properties,
-those with arguments are methods; each returns a :class:`~mlmix.theory.chain.core.results.Result` (a number,
-or an honest interval with the reason) or :class:`~mlmix.theory.chain.core.results.VectorResult`, carrying
+those with arguments are methods; each returns a :class:`~mlmix.theory.results.Result` (a number,
+or an honest interval with the reason) or :class:`~mlmix.theory.results.VectorResult`, carrying
 its method and accuracy. Definitions: THEOREMS.md section 1 (TV is half the L1 distance; t_mix is
 the worst-start mixing time; the Poincaré constant is 1 / gap of the additive reversibilization).
 
@@ -98,7 +98,7 @@ class Chain:
         ``stationary``, the gaps are exactly 0.
     name : a description used in reports.
     dense_limit : state count up to which the dense algorithms are used (default :data:`DENSE_LIMIT`,
-        and :data:`~mlmix.theory.chain.core.DENSE_STATIONARY_LIMIT` for the GTH stationary law).
+        and :data:`~mlmix.limits.DENSE_STATIONARY_LIMIT` for the GTH stationary law).
     """
 
     #: The description saved with a chain read by :meth:`load` (None otherwise).
@@ -798,7 +798,7 @@ class Chain:
 
 def _guard(compute: Callable[[], Result], key: str) -> Result:
     """A quantity that hit a resource limit becomes an unresolved result with the reason (named by
-    the table :data:`~mlmix.theory.chain.core.results.NAMES`)."""
+    the table :data:`~mlmix.theory.results.NAMES`)."""
     try:
         return compute()
     except MemoryLimitError as err:

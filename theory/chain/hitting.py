@@ -23,17 +23,11 @@ import numpy as np
 import scipy.sparse as sp
 from scipy.sparse.csgraph import breadth_first_order
 
-from mlmix.limits import DENSE_HITTING_LIMIT
+from mlmix.limits import DENSE_HITTING_LIMIT, DOUBLING_LIMIT, HITTING_STEPS, HITTING_WORK
 from mlmix.theory.linalg.elimination import eliminate
 from mlmix.theory.linalg.matrices import krylov_solve
 from mlmix.theory.results import EPS, VectorResult
 from mlmix.validation import Matrix, check_memory, check_state_set, check_steps, check_vector
-
-#: Work budget (stored entries times steps, and steps) of the step-by-step hitting probabilities;
-#: beyond it, binary doubling up to DOUBLING_LIMIT unknown states, else the limit t -> infinity.
-HITTING_WORK = 10**8
-HITTING_STEPS = 10**5
-DOUBLING_LIMIT = 1024
 
 
 def hitting_probabilities(P: Matrix, target: np.ndarray, t: int) -> VectorResult:

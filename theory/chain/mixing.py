@@ -50,7 +50,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from mlmix.errors import NumericalError
-from mlmix.limits import MIXING_LIMIT
+from mlmix.limits import MEAN_EXIT_LIMIT, MIXING_LIMIT
 from mlmix.theory.results import DEFAULT_RTOL, EPS, Result, VectorResult
 from mlmix.validation import Matrix, check_eps, check_memory, check_steps
 
@@ -61,8 +61,6 @@ MAX_DOUBLINGS = 62
 TRANSIENT_WORK = 10**8
 TRANSIENT_STEPS = 2**16
 
-#: Largest transient set whose mean entrance time into the closed class is solved (GTH, O(n^3)).
-MEAN_EXIT_LIMIT = 2048
 
 
 @dataclass(frozen=True, eq=False)

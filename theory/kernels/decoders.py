@@ -43,6 +43,7 @@ from typing import Sequence
 import numpy as np
 from scipy.special import logsumexp
 
+from mlmix.limits import DECODER_LIMIT
 from mlmix.theory.kernels.scan_and_mh import check_order, truncate_log_probs
 from mlmix.theory.results import EPS, Result
 from mlmix.theory.sources.conditionals import Conditionals
@@ -53,8 +54,6 @@ from mlmix.validation import check_int, check_memory, check_real
 #: The decoders (module doc).
 SAMPLERS = ("any-order", "left-to-right", "parallel", "confidence", "threshold", "schedule")
 
-#: Largest number of partial assignments (|V|+1)^n a decoder law is computed over (20^4 alphabets: 194,481).
-DECODER_LIMIT = 2_000_000
 
 
 def partial_log_probs(source: PartialScoreTable, top_k: int | None = None, top_p: float | None = None,

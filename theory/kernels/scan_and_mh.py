@@ -34,7 +34,7 @@ import numpy as np
 import scipy.sparse as sp
 from scipy.special import log_softmax
 
-from mlmix.limits import DEFAULT_MAX_STATES
+from mlmix.limits import DEFAULT_MAX_STATES, SYSTEMATIC_LIMIT
 from mlmix.theory.kernels.assembled import _zero_digit_states
 from mlmix.theory.results import EPS, Result
 from mlmix.theory.sources.conditionals import Conditionals
@@ -44,9 +44,6 @@ from mlmix.validation import check_int, check_memory, check_real
 #: Energies of the Metropolis-Hastings samplers.
 ENERGIES = ("logit", "pll")
 
-#: Largest state count of the dense systematic-scan kernel (its rows are full: every state is reachable
-#: in one sweep).
-SYSTEMATIC_LIMIT = 4096
 
 
 # ---------------------------------------------------------------------------------------- truncation
