@@ -5,16 +5,23 @@ hypotheses (``--examples`` per theorem times its budget; ``--thorough`` searches
 also searches every declared hypothesis violation); a violation is shrunk to the smallest
 counterexample found. Results that are not checkable numerically are listed with the reason.
 
-Per result: **status** ("holds", "fails", "known false", "not checkable"), **instances** tried and how
+Per result: **status** ("holds", "fails", "known false", "error", "not checkable"), **instances** tried and how
 many were **non-trivial** (the two sides not equal by construction), **weakened** ("caught" when the
 bound scaled by 1/2 (upper) or 2 (lower, identities) is violated on some instance, or when a stored
 counterexample breaking a hypothesis makes the conclusion fail; "missed" otherwise), and
 **tightness** (bound / exact for upper bounds, exact / bound for lower bounds, >= 1, 1 = tight) over
 the instances where both sides are resolved above their accuracy; the others are counted "at the
-floating-point floor". ``--stats`` adds the range of the instances (n, |V|, T, states) and how many
-chains were non-reversible. ``--list`` prints every result with its full statement without running
-anything. Exit status 1 when a result fails unexpectedly (a documented refutation does not count,
-but a stored counterexample that stops failing does), 0 otherwise.
+floating-point floor". ``--stats`` adds the range of the instances (n, |V|, T, states), how many
+chains were non-reversible, and the share of the instances in each regime (n >= 4 and |V| >= 3, state
+counts, and the flags of the strategies such as edgeless graphs or k = n). ``--list`` prints every result
+with its full statement without running anything.
+
+Exit status (:data:`EXIT_CODES`): 0 when everything holds; 1 when a result fails unexpectedly (a
+documented refutation does not count, but a stored counterexample that stops failing does); 3 when a
+check crashed (status "error": a crash is never a counterexample nor a verdict; ``--debug`` (the common
+option) prints the tracebacks); 4 when the check has a blind spot: a weakened bound was violated on no instance, or an
+attaining instance is looser than its recorded looseness factor (a constant of the check became
+looser). The first that applies in this order wins; 2 is bad input.
 """
 
 from __future__ import annotations
@@ -30,12 +37,16 @@ from mlmix.files import dumps_json, jsonable
 from mlmix.verify.core import PAPERS, Entry, NotCheckable, Theorem, TheoremReport
 from mlmix.verify.runner import PROFILES, run_one, select
 
+#: Exit status of ``mlmix verify``, in order of precedence.
+EXIT_CODES = {"fails": 1, "error": 3, "blind spot": 4}
+
 #: Keys of every record of ``mlmix verify --json`` (``examples``, ``holds``, ``tightness_median`` and
 #: ``tightness_max`` are kept from the earlier format: instances, status == "holds", and the median and
 #: worst of ``tightness``).
 JSON_KEYS = ("id", "paper", "number", "statement", "status", "reason", "instances", "nontrivial", "regimes",
              "tightness", "weakened", "weakened_by", "weakened_parts", "min_slack", "counterexample", "stored",
-             "attained", "refuted_in", "conventions", "examples", "holds", "tightness_median", "tightness_max")
+             "attained", "refuted_in", "conventions", "errors", "blind_spots", "examples", "holds", "tightness_median",
+             "tightness_max")
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -49,12 +60,13 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true", help="print a JSON list instead of the table")
     parser.add_argument("--list", action="store_true", help="list the results (ids, numbers, statements) without running")
     parser.add_argument("--stats", action="store_true",
-                        help="also print, per result, the instances tried and their range (n, |V|, T, states)")
+                        help="also print, per result, the instances tried, their range (n, |V|, T, states) and the "
+                             "share of each regime")
 
 
 def report_record(report: TheoremReport) -> dict:
     t = report.tightness or {}
-    record = {key: getattr(report, key) for key in JSON_KEYS[:19] if key != "instances"}
+    record = {key: getattr(report, key) for key in JSON_KEYS[:21] if key != "instances"}
     record.update(instances=report.examples, examples=report.examples, holds=report.holds,
                   tightness_median=t.get("median"), tightness_max=t.get("worst"))
     return jsonable({key: record[key] for key in JSON_KEYS})
@@ -123,7 +135,7 @@ def _table(header: tuple[str, ...], rows: list[tuple[str, ...]]) -> list[str]:
     return [line(header), line(["-" * w for w in widths])] + [line(row) for row in rows]
 
 
-def format_table(reports: list[TheoremReport]) -> str:
+def format_table(reports: list[TheoremReport], debug: bool = False) -> str:
     header = ("id", "result", "status", "instances", "non-trivial", "weakened", "tightness median (best)")
     rows = [(r.id, r.number, r.status, str(r.examples) if r.status != "not checkable" else "-",
              str(r.nontrivial) if r.status != "not checkable" else "-", r.weakened or "-", _tightness(r))
@@ -138,11 +150,22 @@ def format_table(reports: list[TheoremReport]) -> str:
             for s in r.stored:
                 flag = "" if s["as_expected"] else "  <-- NOT AS EXPECTED"
                 out.append(f"  stored: {s['description']}: conclusion fails = {s['conclusion_fails']}{flag}")
-    counts = {s: sum(r.status == s for r in reports) for s in ("holds", "fails", "known false", "not checkable")}
-    missed = [r.id for r in reports if r.weakened == "missed"]
+    for r in reports:
+        for e in r.errors:
+            out += ["", f"{r.id} ({r.number}) ERROR in {e['where']}: {e['error']}"
+                        + (f" (and {e['more']} more)" if e.get("more") else "")
+                        + ("" if debug else " (traceback: --debug)")]
+            if debug:
+                out.append(e["traceback"].rstrip())
+        for b in r.blind_spots:
+            out.append(f"{r.id} ({r.number}) BLIND SPOT: {b}")
+    counts = {s: sum(r.status == s for r in reports)
+              for s in ("holds", "fails", "known false", "error", "not checkable")}
+    blind = [r.id for r in reports if r.blind_spots]
     out += ["", f"{counts['holds']} hold, {counts['known false']} known false, {counts['not checkable']} not "
-                f"checkable (reasons: --list), {counts['fails']} unexpected failures; weakened bound missed by: "
-                f"{', '.join(missed) if missed else 'none'}.",
+                f"checkable (reasons: --list), {counts['fails']} unexpected failures, {counts['error']} errors "
+                f"(crashes); blind spots (weakened bound missed or attaining instance looser than recorded): "
+                f"{', '.join(blind) if blind else 'none'}.",
             "Full statements: mlmix verify --list; per-result ranges: --stats; everything: --json."]
     return "\n".join(out)
 
@@ -165,7 +188,13 @@ def format_stats(reports: list[TheoremReport]) -> str:
         rows.append((r.id, str(r.examples), str(r.nontrivial), _range(g.get("n")), _range(g.get("vocab")),
                      _range(g.get("temperature"), "{:.3g}"), _range(g.get("states")), nonrev,
                      _range(g.get("gap"), "{:.2g}")))
-    return "\n".join(_table(header, rows))
+    out = _table(header, rows)
+    out += ["", "Share of the instances per regime (%):"]
+    for r in reports:
+        shares = r.regimes.get("shares") if r.status != "not checkable" else None
+        if shares:
+            out.append(f"  {r.id}: " + ", ".join(f"{k} {v:g}" for k, v in shares.items()))
+    return "\n".join(out)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -186,7 +215,18 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         print(dumps_json([report_record(r) for r in reports], indent=1))
     else:
-        print(format_table(reports))
+        print(format_table(reports, debug=getattr(args, "debug", False)))
         if args.stats:
             print("\n" + format_stats(reports))
-    return 1 if any(r.unexpected for r in reports) else 0
+    return exit_code(reports)
+
+
+def exit_code(reports: list[TheoremReport]) -> int:
+    """The exit status of a run (:data:`EXIT_CODES`): fails, then error, then blind spot, else 0."""
+    if any(r.unexpected for r in reports):
+        return EXIT_CODES["fails"]
+    if any(r.crashed for r in reports):
+        return EXIT_CODES["error"]
+    if any(r.blind_spots for r in reports):
+        return EXIT_CODES["blind spot"]
+    return 0
