@@ -35,7 +35,8 @@ U = float(np.finfo(float).eps) / 2
 
 
 def chain_instances(max_states: int, metastable: bool = True, min_length: int = 2) -> st.SearchStrategy:
-    """Glauber chains of any source (mostly incompatible: non-reversible) and, with ``metastable``,
+    """Half of the time (where 81 states fit) a generic chain with n >= 4 and |V| >= 3 (:func:`S.half_large`);
+    else Glauber chains of any source (mostly incompatible: non-reversible) and, with ``metastable``,
     basin chains (two wells, or one basin with n >= ``min_length``) and metastable two-well chains at
     gamma/T in [18, 60] (spectral gaps ~1e-8 .. 1e-26)."""
     options = [S.instances(max_states=max_states, max_ratio=40.0)]
@@ -43,7 +44,7 @@ def chain_instances(max_states: int, metastable: bool = True, min_length: int = 
         options += [S.basin_instances(max_states=max_states, two_wells=True, max_ratio=60.0),
                     S.basin_instances(max_states=max_states, min_length=min_length, max_ratio=60.0),
                     S.metastable_instances(min(max_states, 81))]
-    return st.one_of(*options)
+    return S.half_large(st.one_of(*options), max_states, 40.0)
 
 
 @st.composite

@@ -212,7 +212,8 @@ class Prop1(GlauberTheorem):
                  "pi_i^T(x_i|x_{-i}) > 0)")
 
     def strategy(self) -> st.SearchStrategy:
-        return st.one_of(S.instances(max_ratio=60.0), S.rational_table_instances(), S.rational_joint_instances())
+        return S.half_large(st.one_of(S.instances(max_ratio=60.0), S.rational_table_instances(),
+                                      S.rational_joint_instances()), max_ratio=60.0)
 
     def hypotheses(self, instance: S.Instance) -> Applicability:
         return _positive(instance)
@@ -265,8 +266,8 @@ class Cor2(GlauberTheorem):
     budget = 0.5
 
     def strategy(self) -> st.SearchStrategy:
-        return st.one_of(S.instances(max_states=256, max_ratio=30.0),
-                         S.basin_instances(max_states=81, two_wells=True, max_ratio=20.0))
+        return S.half_large(st.one_of(S.instances(max_states=256, max_ratio=30.0),
+                                      S.basin_instances(max_states=81, two_wells=True, max_ratio=20.0)), 256)
 
     def hypotheses(self, instance: S.Instance) -> Applicability:
         return _positive(instance)
@@ -749,8 +750,9 @@ class Lemma6(GlauberTheorem):
                    "1/(2T). Never mix them.")
 
     def strategy(self) -> st.SearchStrategy:
-        return st.one_of(S.instances(max_states=729, max_ratio=200.0),
-                         S.instances(st.one_of(S.ising_sources(), S.potts_sources()), max_ratio=200.0))
+        return S.half_large(st.one_of(S.instances(max_states=729, max_ratio=200.0),
+                                      S.instances(st.one_of(S.ising_sources(), S.potts_sources()), max_ratio=200.0)),
+                            max_ratio=200.0)
 
     def check(self, instance: S.Instance) -> Verdict:
         influence, oscillation = influence_and_oscillation(instance.source)
