@@ -163,6 +163,8 @@ class EigenvalueLowerBound(_Fact):
     statement = ("every eigenvalue lambda != 1 of P (complex for non-reversible P) gives d(t) >= |lambda|^t / 2; "
                  "checked with the largest |lambda| at t = 1, 2, 4, ... while |lambda|^t / 2 >= 1e-6")
 
+    budget = 0.6  # dense powers on the 81-state shapes
+
     def strategy(self) -> st.SearchStrategy:
         return chain_instances(81)
 
@@ -324,6 +326,8 @@ class AsymptoticVariance(OnFirst, _Fact):
     number = "Fact 2C.7 (asymptotic variance)"
     statement = ("for an ergodic chain and f: sigma^2(f) = lim Var(sum_{t<T} f(X_t))/T = 2 <f~, Z f~>_pi - <f~, f~>_pi, "
                  "f~ = f - pi f, Z = (I - P + 1 pi)^{-1}; checked against the engine's Poisson-equation solution")
+
+    budget = 0.4  # 243-state fundamental matrices on the large shapes
 
     def strategy(self) -> st.SearchStrategy:
         return st.tuples(S.instances(max_states=243, max_ratio=12.0), st.integers(0, 2**16))

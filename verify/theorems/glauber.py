@@ -263,7 +263,7 @@ class Cor2(GlauberTheorem):
                  "1) and d(t) = max_x TV(P^t(x,.), mu_T) -> 0; checked through the convergence bound "
                  "d(jn) <= delta(P^n)^j, delta = Dobrushin's coefficient max_{x,y} TV(P^n(x,.), P^n(y,.)) < 1")
     conventions = "TV is half the L1 distance; d(t) is the worst start (max over x), not one start."
-    budget = 0.5
+    budget = 0.3
 
     def strategy(self) -> st.SearchStrategy:
         return S.half_large(st.one_of(S.instances(max_states=256, max_ratio=30.0),
@@ -636,7 +636,7 @@ class _ContractionMixing(GlauberTheorem):
     """Theorem 5's mixing consequences with the aggregate influence named by ``aggregate``."""
 
     aggregate: str
-    budget = 0.5
+    budget = 0.3
 
     def strategy(self) -> st.SearchStrategy:
         return S.contraction_instances(S.mostly_incompatible(243), max_states=243)
@@ -816,7 +816,7 @@ class Cor7(GlauberTheorem):
     statement = ("T > T* = (1/4) max_j sum_{i!=j} Delta_ij => rho(T) <= T*/T < 1 and t_mix(eps) <= "
                  "ceil(n log(n/eps) / (1 - T*/T)) (Theorem 5 with the oscillation bound)")
     conventions = "Delta with the oscillation and 1/(4T) (the sup-norm reading has threshold Delta^inf/2)."
-    budget = 0.5
+    budget = 0.25
 
     def strategy(self) -> st.SearchStrategy:
         return S.contraction_instances(max_states=243, low=1.0, high=20.0, modes=("cor7",))
