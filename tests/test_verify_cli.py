@@ -36,8 +36,8 @@ def test_json_records_have_the_documented_keys(capsys):
     # 10 Hypothesis examples (seeded, so exactly 10) plus the attaining instances; most are non-trivial
     assert checked["instances"] == 10 + len(checked["attained"])
     assert 1 <= checked["nontrivial"] <= checked["instances"]
-    assert checked["attained"] and checked["attained"][0]["tightness"] == pytest.approx(1.0)
-    assert set(checked["regimes"]) == {"n", "vocab", "temperature", "states", "nonreversible"}
+    assert checked["attained"] and checked["attained"][0]["tightness"][0] == pytest.approx(1.0)
+    assert set(checked["regimes"]) == {"n", "vocab", "temperature", "states", "nonreversible", "shares"}
     assert checked["regimes"]["n"][0] <= checked["regimes"]["n"][1]
     assert {"resolved", "at_floor"} <= set(checked["tightness"])
     assert unchecked["status"] == "not checkable" and "Transformer" in unchecked["reason"]
@@ -128,8 +128,9 @@ def test_false_theorem_gives_exit_status_one_and_minimal_counterexample(capsys, 
     false = records["test.false-halving"]
     assert false["status"] == "fails" and false["counterexample"]["instance"] == "1"
     assert false["counterexample"]["lhs"] == 1.0 and false["counterexample"]["rhs"] == 0.5
-    crash = records["test.crashing"]
-    assert crash["status"] == "fails" and "ZeroDivisionError: boom" in crash["counterexample"]["details"]["error"]
+    crash = records["test.crashing"]  # a crash is an error, never a counterexample
+    assert crash["status"] == "error" and crash["counterexample"] is None
+    assert "ZeroDivisionError: boom" in crash["errors"][0]["error"]
     status, out, _ = run_cli(capsys, "--theorem", "test.false-halving", "--examples", "20")
     assert status == 1 and "FAILS UNEXPECTEDLY" in out
 

@@ -21,6 +21,18 @@ Tightness that means something
     above their accuracy (absolute error <= :data:`RESOLVED_RTOL` x |value|); otherwise the
     instance is counted "at the floating-point floor".
 
+Tightness floors and blind spots
+    An :class:`Attaining` instance records ``looseness``, the looseness factor its check reaches (the
+    smallest over the resolved parts). Every search re-checks it: a factor above the recorded one (beyond
+    its accuracy) means a constant of the check became looser, and a part whose weakened form is violated
+    on no instance means the check could not tell the bound from a false one. Either is a *blind spot*
+    (:attr:`TheoremReport.blind_spots`): ``mlmix verify`` exits 4 on one, even when every result holds.
+
+Crashes
+    A check that raises is an *error*, never a verdict: the instance, the exception and its traceback
+    are kept (:attr:`TheoremReport.errors`), the theorem's status is "error" (whatever the other
+    instances showed, a known-false entry included), and ``mlmix verify`` exits 3.
+
 Regimes
     ``regime(instance)`` describes an instance (n, vocabulary size, temperature, states,
     reversible or not) for ``mlmix verify --stats``; a verdict whose two sides are equal by
@@ -30,6 +42,7 @@ Regimes
 from __future__ import annotations
 
 import math
+import traceback
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping
@@ -206,9 +219,10 @@ def compare(lhs: float, rhs: float, relation: str, rtol: float = RTOL, atol: flo
     return verdict(part(name, lhs, rhs, relation, rtol, atol), trivial=trivial, **details)
 
 
-def crashed(err: Exception) -> Verdict:
-    """The verdict of a check that raised: a failure on this instance, reported with the error."""
-    return Verdict((Part("main", math.nan, math.nan, "=="),), {}, {"error": f"{type(err).__name__}: {err}"})
+def error_record(err: BaseException, where: str, instance: Any = None) -> dict:
+    """What a crash leaves in a report: where it happened, the instance, the exception and its traceback."""
+    return {"where": where, "instance": instance, "error": f"{type(err).__name__}: {err}",
+            "traceback": "".join(traceback.format_exception(type(err), err, err.__traceback__))}
 
 
 @dataclass(frozen=True)
@@ -236,10 +250,34 @@ class Counterexample:
 @dataclass(frozen=True)
 class Attaining:
     """A stored instance on which the bound is attained or nearly so (the family that shows a bound is
-    tight); it is checked first by every search."""
+    tight); it is checked first by every search. ``looseness``: the recorded looseness factor
+    (tightness, >= 1) of each part of its verdict, in order (None: not recorded, e.g. an identity); a
+    re-check above a recorded factor (beyond the accuracy of the ratio) is a blind spot: a constant of
+    the check became looser. A single number records the main part."""
 
     description: str
     build: Callable[[], Any]
+    looseness: float | tuple[float | None, ...]
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.looseness, tuple):
+            object.__setattr__(self, "looseness", (float(self.looseness),))
+        if not any(x is not None for x in self.looseness) or any(x is not None and not x >= 1.0
+                                                               for x in self.looseness):
+            raise ValueError(f"looseness factors are >= 1 (bound / exact), got {self.looseness!r}")
+
+    def looser(self, v: Verdict) -> list[str]:
+        """The parts of ``v`` looser than recorded (or no longer resolved), each with its factor."""
+        out = []
+        for recorded, p in zip(self.looseness, v.parts):
+            if recorded is None:
+                continue
+            t = p.tightness
+            if t is None or t > recorded * (1 + p.tightness_error) + 1e-9:
+                out.append(f"{p.name}: {'unresolved' if t is None else f'{t:.6g}'} > recorded {recorded:.6g}")
+        if len(self.looseness) > len(v.parts):
+            out.append(f"{len(self.looseness)} factors recorded for {len(v.parts)} parts")
+        return out
 
 
 @dataclass(frozen=True)
@@ -402,6 +440,34 @@ def regimes(observations: list[Observation]) -> dict:
     gaps = _range([o.verdict.details.get("gap") for o in observations])
     if gaps is not None:
         out["gap"] = gaps
+    out["shares"] = regime_shares([o.regime for o in observations])
+    return out
+
+
+#: Bins of the state count shown by ``mlmix verify --stats`` (upper edges).
+STATE_BINS = ((16, "<=16"), (81, "17..81"), (729, "82..729"), (math.inf, ">729"))
+
+
+def regime_shares(regimes: list[dict]) -> dict:
+    """Percentages of the instances per regime: n >= 4 and |V| >= 3, the state-count bins of
+    :data:`STATE_BINS`, and every boolean flag a strategy puts in its regimes (such as ``edgeless`` or
+    ``k = n``), except ``reversible`` (counted by :func:`regimes`). Empty without instances."""
+    if not regimes:
+        return {}
+    pct = lambda k: round(100.0 * k / len(regimes), 1)
+    out = {}
+    sized = [r for r in regimes if r.get("n") is not None and r.get("vocab") is not None]
+    if sized:
+        out["n>=4 and |V|>=3"] = pct(sum(r["n"] >= 4 and r["vocab"] >= 3 for r in sized))
+    states = [r["states"] for r in regimes if r.get("states") is not None]
+    if states:
+        lower = 0
+        for upper, name in STATE_BINS:
+            out[f"states {name}"] = pct(sum(lower < s <= upper for s in states))
+            lower = upper
+    flags = sorted({k for r in regimes for k, v in r.items() if isinstance(v, bool) and k != "reversible"})
+    for flag in flags:
+        out[flag] = pct(sum(bool(r.get(flag)) for r in regimes))
     return out
 
 
@@ -440,7 +506,7 @@ class TheoremReport:
     paper: str
     number: str
     statement: str
-    status: str  # "holds", "fails", "known false", "not checkable"
+    status: str  # "holds", "fails", "known false", "error", "not checkable"
     examples: int
     nontrivial: int = 0
     regimes: dict = field(default_factory=dict)
@@ -455,6 +521,8 @@ class TheoremReport:
     refuted_in: str | None = None
     reason: str | None = None
     conventions: str = ""
+    errors: list = field(default_factory=list)  # crashes (see error_record)
+    blind_spots: list = field(default_factory=list)  # weakened bounds missed, attaining instances too loose
 
     @property
     def holds(self) -> bool:
@@ -466,6 +534,10 @@ class TheoremReport:
         """A failure not documented as a refutation (or a stored counterexample that stopped failing)."""
         return self.status == "fails"
 
+    @property
+    def crashed(self) -> bool:
+        return self.status == "error"
+
     def as_dict(self) -> dict:
         return dict(self.__dict__)
 
@@ -473,15 +545,17 @@ class TheoremReport:
 def _recheck(theorem: Theorem, ce: Counterexample) -> dict:
     """Re-check a stored counterexample: it must break exactly the named hypothesis (or none) and the
     conclusion must fail on it."""
-    inst = ce.build()
-    applies = bool(theorem.hypotheses(inst))
+    out = {"description": ce.description, "dropped": ce.dropped}
     try:
+        inst = ce.build()
+        out["instance"] = theorem.describe(inst)
+        applies = bool(theorem.hypotheses(inst))
         v = theorem.check(inst)
-    except Exception as err:  # a crash on a stored instance is reported, not hidden
-        v = crashed(err)
+    except Exception as err:  # a crash is neither a failure of the conclusion nor a confirmation
+        return {**out, "hypotheses_hold": None, "conclusion_fails": None, "as_expected": False,
+                "error": error_record(err, f"stored counterexample: {ce.description}", out.get("instance"))}
     ok = (not v.holds) and (applies == (ce.dropped is None))
-    return {"description": ce.description, "dropped": ce.dropped, "instance": theorem.describe(inst),
-            "hypotheses_hold": applies, "conclusion_fails": not v.holds, "as_expected": ok,
+    return {**out, "hypotheses_hold": applies, "conclusion_fails": not v.holds, "as_expected": ok,
             "verdict": v.as_dict()}
 
 
@@ -496,6 +570,7 @@ def search(theorem: Theorem, examples: int = 100, seed: int = 0, strategy: st.Se
     """
     observations: list[Observation] = []
     failure: list = []
+    errors: list[dict] = []
 
     def violated(v: Verdict) -> bool:
         return not v.holds if weaken is None else not v.weakened_holds(weaken, weaken_part)
@@ -507,11 +582,16 @@ def search(theorem: Theorem, examples: int = 100, seed: int = 0, strategy: st.Se
               suppress_health_check=list(HealthCheck))
     @given(strategy if strategy is not None else theorem.strategy())
     def probe(instance: Any) -> None:
-        assume(bool(theorem.hypotheses(instance)))
         try:
-            v = theorem.check(instance)
-        except Exception as err:  # a crashing check is a failure on this instance, shrunk and reported
-            v = crashed(err)
+            applies = bool(theorem.hypotheses(instance))
+            v = theorem.check(instance) if applies else None
+        except Exception as err:  # a crash is an error, never a counterexample: kept, and the search goes on
+            if len(errors) < 3:
+                errors.append(error_record(err, "search", _safe_describe(theorem, instance)))
+            else:
+                errors[-1]["more"] = errors[-1].get("more", 0) + 1
+            return
+        assume(applies)
         if on_verdict is not None:
             on_verdict(instance, v)
         if violated(v):
@@ -521,10 +601,22 @@ def search(theorem: Theorem, examples: int = 100, seed: int = 0, strategy: st.Se
 
     found = False
     attained = []
+    blind: list[str] = []
     for a in theorem.attaining:  # the families that attain the bound come first
-        inst = a.build()
-        v = theorem.check(inst) if theorem.hypotheses(inst) else crashed(ValueError("hypotheses fail"))
-        attained.append({"description": a.description, "tightness": v.tightness, "holds": v.holds})
+        try:
+            inst = a.build()
+            applies = theorem.hypotheses(inst)
+            if not applies:
+                raise ValueError(f"the hypotheses fail on the attaining instance: {applies.reason}")
+            v = theorem.check(inst)
+        except Exception as err:
+            errors.append(error_record(err, f"attaining instance: {a.description}"))
+            continue
+        looser = a.looser(v)
+        attained.append({"description": a.description, "tightness": [p.tightness for p in v.parts],
+                         "recorded": list(a.looseness), "holds": v.holds, "within_record": not looser})
+        if weaken is None and looser:
+            blind.append(f"attaining instance looser than recorded ({'; '.join(looser)}): {a.description}")
         if violated(v):
             failure[:] = [inst, v]
             found = True
@@ -541,7 +633,10 @@ def search(theorem: Theorem, examples: int = 100, seed: int = 0, strategy: st.Se
         counterexample = {"instance": theorem.describe(instance), **v.as_dict()}
         observations.append(Observation(theorem.regime(instance), v))
     stored = [_recheck(theorem, ce) for ce in theorem.counterexamples] if weaken is None else []
-    if weaken is not None:
+    errors += [s["error"] for s in stored if "error" in s]
+    if errors:
+        status = "error"
+    elif weaken is not None:
         status = "fails" if found else "holds"
     elif theorem.refuted_in is not None:
         status = "known false" if all(s["as_expected"] for s in stored if s["dropped"] is None) else "fails"
@@ -557,13 +652,24 @@ def search(theorem: Theorem, examples: int = 100, seed: int = 0, strategy: st.Se
     else:
         weakened = "caught" if all(o == "caught" for o in parts.values()) else "missed"
         how = f"every bound scaled by {WEAKEN:g} (upper) or {1 / WEAKEN:g} (lower, identities)"
+    if weakened == "missed" and weaken is None:
+        missed = [k for k, o in parts.items() if o == "missed"] or [how]
+        blind.append(f"weakened bound not caught on any instance: {', '.join(missed)}")
     slacks = [o.verdict.slack for o in observations if o.verdict.parts and not math.isnan(o.verdict.slack)]
     return TheoremReport(
         id=theorem.id, paper=theorem.paper, number=theorem.number, statement=theorem.statement, status=status,
         examples=len(observations), nontrivial=sum(o.verdict.trivial is None for o in observations),
         regimes=regimes(observations), tightness=tightness_summary(observations), weakened=weakened,
         weakened_by=how, weakened_parts=parts, min_slack=min(slacks) if slacks else None, counterexample=counterexample,
-        stored=stored, attained=attained, refuted_in=theorem.refuted_in, conventions=theorem.conventions)
+        stored=stored, attained=attained, refuted_in=theorem.refuted_in, conventions=theorem.conventions,
+        errors=errors, blind_spots=blind)
+
+
+def _safe_describe(theorem: Theorem, instance: Any) -> Any:
+    try:
+        return theorem.describe(instance)
+    except Exception as err:  # the description of a broken instance must not hide the first error
+        return f"(no description: {type(err).__name__}: {err})"
 
 
 def unchecked_report(entry: NotCheckable) -> TheoremReport:

@@ -59,3 +59,37 @@ def upper_quantile(values: np.ndarray, probs: np.ndarray, delta: float) -> float
             best = float(v[k])
             break
     return best
+
+
+def weighted_chi2_cdf(weights: np.ndarray, x: float, tol: float = 1e-12,
+                      max_terms: int = 20000) -> tuple[float, float]:
+    """Lower and upper bounds on P(sum_i lambda_i Z_i^2 <= x), Z_i i.i.d. N(0, 1), lambda_i > 0.
+
+    Ruben's (1962) mixture: with beta = min lambda, the sum has the law of beta chi^2_{d + 2K} with
+    K ~ c_k, c_0 = prod_i (beta/lambda_i)^{1/2}, c_k = (1/k) sum_{r<k} g_{k-r} c_r,
+    g_j = (1/2) sum_i (1 - beta/lambda_i)^j; every c_k >= 0 and sum c_k = 1. The partial sum over
+    k < K is a lower bound and, since F_{chi^2_{d+2k}}(x/beta) decreases in k, adding the missing mass
+    times F_{chi^2_{d+2K}}(x/beta) an upper bound. Terms are added until the two differ by ``tol``.
+    With equal weights (d = 1 in particular) K = 0 and the value is the chi-square cdf.
+    """
+    from scipy.stats import chi2
+
+    lam = np.asarray(weights, dtype=np.float64)
+    if lam.ndim != 1 or lam.size == 0 or not (lam > 0).all() or not np.isfinite(lam).all():
+        raise ValueError("weights must be a non-empty vector of positive finite numbers")
+    d, beta = lam.size, float(lam.min())
+    u = 1.0 - beta / lam
+    c = [float(np.exp(0.5 * np.log(beta / lam).sum()))]
+    powers = np.ones_like(u)
+    g: list[float] = [0.0]
+    lower = c[0] * float(chi2.cdf(x / beta, d))
+    for k in range(1, max_terms + 1):
+        missing = max(0.0, 1.0 - sum(c))
+        upper_tail = missing * float(chi2.cdf(x / beta, d + 2 * k))
+        if upper_tail <= tol:
+            return lower, lower + upper_tail
+        powers = powers * u
+        g.append(0.5 * float(powers.sum()))
+        c.append(sum(g[k - r] * c[r] for r in range(k)) / k)
+        lower += c[k] * float(chi2.cdf(x / beta, d + 2 * k))
+    return lower, lower + max(0.0, 1.0 - sum(c)) * float(chi2.cdf(x / beta, d + 2 * max_terms + 2))

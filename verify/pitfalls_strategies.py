@@ -40,7 +40,7 @@ class PLInstance:
     label: dict = field(default_factory=dict)
 
     def regime(self) -> dict[str, Any]:
-        return _family_regime(self.family)
+        return _family_regime(self.family, self.theta)
 
     def describe(self) -> dict[str, Any]:
         fam = self.family
@@ -67,7 +67,7 @@ class KInstance:
     data: np.ndarray | None = None
 
     def regime(self) -> dict[str, Any]:
-        return _family_regime(self.family)
+        return {**_family_regime(self.family, self.theta), "k = n": self.k == self.family.space.length}
 
     def describe(self) -> dict[str, Any]:
         fam = self.family
@@ -117,17 +117,26 @@ class JointInstance:
 
     def regime(self) -> dict[str, Any]:
         sp_ = self.source.space
-        return {"n": sp_.length, "vocab": sp_.vocab_size, "temperature": None, "states": sp_.size, "reversible": True}
+        return {"n": sp_.length, "vocab": sp_.vocab_size, "temperature": None, "states": sp_.size, "reversible": True,
+                "k = n": self.k == sp_.length}
 
     def describe(self) -> dict[str, Any]:
         sp_ = self.source.space
         return {"q": sp_.vocab_size, "n": sp_.length, "seed": self.seed, "scale": self.scale, "k": self.k}
 
 
-def _family_regime(fam: ExponentialFamily) -> dict[str, Any]:
-    """Block dynamics of a joint are reversible by construction."""
-    return {"n": fam.space.length, "vocab": fam.space.vocab_size, "temperature": None, "states": fam.space.size,
-            "reversible": True}
+#: |theta| from which a family counts as strongly coupled in ``mlmix verify --stats``.
+STRONG = 2.0
+
+
+def _family_regime(fam: ExponentialFamily, theta: np.ndarray | None = None) -> dict[str, Any]:
+    """Block dynamics of a joint are reversible by construction; flags for ``--stats``: an edgeless
+    graph, and max |theta| >= :data:`STRONG` (strongly coupled)."""
+    out = {"n": fam.space.length, "vocab": fam.space.vocab_size, "temperature": None, "states": fam.space.size,
+           "reversible": True, "edgeless": not getattr(fam, "edges", ())}
+    if theta is not None:
+        out[f"|theta| >= {STRONG:g}"] = bool(np.abs(theta).max() >= STRONG)
+    return out
 
 
 def _finite(lo: float, hi: float) -> st.SearchStrategy[float]:
@@ -136,10 +145,13 @@ def _finite(lo: float, hi: float) -> st.SearchStrategy[float]:
 
 @st.composite
 def graphs(draw, min_n: int = 2, max_n: int = 5) -> nx.Graph:
-    """A simple graph on 0..n-1 with any edge set (possibly empty)."""
+    """A simple graph on 0..n-1 with any non-empty edge set (an edgeless family is a product model,
+    :func:`product_pl_instances` draws those on purpose)."""
     n = draw(st.integers(min_n, max_n))
     pairs = list(combinations(range(n), 2))
     keep = draw(st.lists(st.booleans(), min_size=len(pairs), max_size=len(pairs)))
+    if pairs and not any(keep):
+        keep[0] = True
     g = nx.empty_graph(n)
     g.add_edges_from(p for p, k in zip(pairs, keep) if k)
     return g
@@ -147,17 +159,31 @@ def graphs(draw, min_n: int = 2, max_n: int = 5) -> nx.Graph:
 
 @st.composite
 def families(draw, max_n: int = 5, potts: bool = True, min_n: int = 2) -> ExponentialFamily:
-    """An Ising family (either pair convention) on min_n <= n <= max_n spins, or a Potts family
-    (q = 3, n <= 4)."""
-    if potts and draw(st.integers(0, 3)) == 0:
+    """An Ising family (either pair convention) on min_n <= n <= max_n spins, or (half of the time) a Potts
+    family (q = 3, n <= 4; n = 4, 81 states, in two of three of those when max_n >= 4)."""
+    if potts and draw(st.booleans()):
+        if max_n >= 4 and draw(st.sampled_from((True, True, False))):
+            return PottsFamily(draw(graphs(4, 4)), 3)
         return PottsFamily(draw(graphs(min(min_n, 4), min(4, max_n))), 3)
     return IsingFamily(draw(graphs(min_n, max_n)), draw(st.sampled_from(("unordered", "ordered"))))
 
 
 def thetas(family: ExponentialFamily, scale: float = 1.0) -> st.SearchStrategy[np.ndarray]:
-    """theta with every coordinate in [-scale, scale]."""
+    """theta with every coordinate in [-scale, scale]; ``scale = None``: in [-1, 1], and (nominally two
+    times in three, measured 35-45%) one coordinate (a field or a coupling) of modulus in [2, 3.5]: a strongly coupled family."""
+    if scale is None:
+        d = family.dimension
+        strong = st.tuples(thetas(family, 1.0), st.integers(0, d - 1), _finite(2.0, 3.5), st.sampled_from((1, -1)))
+        return st.sampled_from((False, True, True)).flatmap(
+            lambda big: strong.map(lambda t: _with_entry(*t)) if big else thetas(family, 1.0))
     d = family.dimension
     return st.lists(_finite(-scale, scale), min_size=d, max_size=d).map(lambda v: np.array(v, dtype=np.float64))
+
+
+def _with_entry(theta: np.ndarray, k: int, magnitude: float, sign: int) -> np.ndarray:
+    out = theta.copy()
+    out[k] = sign * magnitude
+    return out
 
 
 @st.composite
@@ -194,11 +220,11 @@ def adaptive_masks(draw, space: StateSpace) -> tuple[MaskDistribution, int]:
 
 
 @st.composite
-def pl_instances(draw, adaptive: bool = False, max_n: int = 5, scale: float = 1.0,
+def pl_instances(draw, adaptive: bool = False, max_n: int = 5, scale: float | None = None,
                  with_data: bool = False) -> PLInstance:
-    """A family, theta in [-scale, scale]^d and masks (fixed or adaptive); ``with_data`` adds a data
+    """A family, theta in [-scale, scale]^d (default: see :func:`thetas`) and masks (fixed or adaptive); ``with_data`` adds a data
     law: p_X = (1 - a) p_theta + a u (u a random law, a in [0, 1]), a law on a few states (sparse
-    supports), or, for an edgeless Ising family, a product of random marginals."""
+    supports), or, for an Ising family, a product of random marginals."""
     family = draw(families(max_n))
     theta = draw(thetas(family, scale))
     label: dict = {}
@@ -212,7 +238,7 @@ def pl_instances(draw, adaptive: bool = False, max_n: int = 5, scale: float = 1.
         seed = draw(st.integers(0, 2**16))
         rng = np.random.default_rng(seed)
         kind = draw(st.sampled_from(("mixture", "sparse", "product")))
-        if kind == "product" and isinstance(family, IsingFamily) and not family.edges:
+        if kind == "product" and isinstance(family, IsingFamily):
             marg = rng.uniform(0.05, 0.95, family.space.length)
             states = family.space.all_states()
             data = np.prod(np.where(states == 1, marg, 1 - marg), axis=1)
@@ -246,7 +272,7 @@ def product_pl_instances(draw, max_n: int = 5) -> PLInstance:
 
 
 @st.composite
-def k_instances(draw, max_n: int = 5, scale: float = 1.0) -> KInstance:
+def k_instances(draw, max_n: int = 5, scale: float | None = None) -> KInstance:
     """A family (n >= 3 three times in four), theta and k in 1..n-2 (k = n - 1 when n = 2)."""
     family = draw(families(max_n, min_n=3 if draw(st.integers(0, 3)) else 2))
     n = family.space.length
@@ -306,15 +332,18 @@ def stuck_instances(draw, max_n: int = 9) -> ModesInstance:
 
 @st.composite
 def joint_instances(draw, max_n: int = 5) -> JointInstance:
-    """A random positive joint (log-weights N(0, scale^2)) on {0,1}^n (n <= max_n) or {0,1,2}^n
-    (n <= 3) and k in 2..n (k < n when n >= 3, three times in four)."""
-    q = draw(st.sampled_from((2, 3)))
-    n = draw(st.integers(2, max_n if q == 2 else min(3, max_n)))
+    """A random positive joint (log-weights N(0, scale^2), scale up to 3) on {0,1}^n (3 <= n <= max_n) or
+    {0,1,2}^n (n = 4 when max_n >= 4, else 3) and k in 2..n-1 (k = n samples exactly in
+    one step: gap 1, a trivial instance)."""
+    q = draw(st.sampled_from((3, 2)))
+    if q == 3 and max_n >= 4:
+        n = 4
+    else:
+        n = draw(st.integers(3, max(3, max_n if q == 2 else min(3, max_n))))
     seed = draw(st.integers(0, 2**16))
     scale = draw(_finite(0.05, 3.0))
     source = LogWeightTable.random(StateSpace(q, n), seed=seed, scale=scale)
-    top = n - 1 if n >= 3 and draw(st.integers(0, 3)) else n
-    return JointInstance(source, draw(st.integers(2, top)), seed, scale)
+    return JointInstance(source, draw(st.integers(2, n - 1)), seed, scale)
 
 
 # ----------------------------------------------------------------------------------------------

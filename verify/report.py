@@ -10,17 +10,21 @@ import textwrap
 from mlmix.files import dumps_json, jsonable
 from mlmix.verify.core import PAPERS, Entry, NotCheckable, Theorem, TheoremReport
 
+#: Exit status of ``mlmix verify``, in order of precedence.
+EXIT_CODES = {"fails": 1, "error": 3, "blind spot": 4}
+
 #: Keys of every record of ``mlmix verify --json`` (``examples``, ``holds``, ``tightness_median`` and
 #: ``tightness_max`` are kept from the earlier format: instances, status == "holds", and the median and
 #: worst of ``tightness``).
 JSON_KEYS = ("id", "paper", "number", "statement", "status", "reason", "instances", "nontrivial", "regimes",
              "tightness", "weakened", "weakened_by", "weakened_parts", "min_slack", "counterexample", "stored",
-             "attained", "refuted_in", "conventions", "examples", "holds", "tightness_median", "tightness_max")
+             "attained", "refuted_in", "conventions", "errors", "blind_spots", "examples", "holds", "tightness_median",
+             "tightness_max")
 
 
 def report_record(report: TheoremReport) -> dict:
     t = report.tightness or {}
-    record = {key: getattr(report, key) for key in JSON_KEYS[:19] if key != "instances"}
+    record = {key: getattr(report, key) for key in JSON_KEYS[:21] if key != "instances"}
     record.update(instances=report.examples, examples=report.examples, holds=report.holds,
                   tightness_median=t.get("median"), tightness_max=t.get("worst"))
     return jsonable({key: record[key] for key in JSON_KEYS})
@@ -85,7 +89,7 @@ def _table(header: tuple[str, ...], rows: list[tuple[str, ...]]) -> list[str]:
     return [line(header), line(["-" * w for w in widths])] + [line(row) for row in rows]
 
 
-def format_table(reports: list[TheoremReport]) -> str:
+def format_table(reports: list[TheoremReport], debug: bool = False) -> str:
     header = ("id", "result", "status", "instances", "non-trivial", "weakened", "tightness median (best)")
     rows = [(r.id, r.number, r.status, str(r.examples) if r.status != "not checkable" else "-",
              str(r.nontrivial) if r.status != "not checkable" else "-", r.weakened or "-", _tightness(r))
@@ -100,11 +104,22 @@ def format_table(reports: list[TheoremReport]) -> str:
             for s in r.stored:
                 flag = "" if s["as_expected"] else "  <-- NOT AS EXPECTED"
                 out.append(f"  stored: {s['description']}: conclusion fails = {s['conclusion_fails']}{flag}")
-    counts = {s: sum(r.status == s for r in reports) for s in ("holds", "fails", "known false", "not checkable")}
-    missed = [r.id for r in reports if r.weakened == "missed"]
+    for r in reports:
+        for e in r.errors:
+            out += ["", f"{r.id} ({r.number}) ERROR in {e['where']}: {e['error']}"
+                        + (f" (and {e['more']} more)" if e.get("more") else "")
+                        + ("" if debug else " (traceback: --debug)")]
+            if debug:
+                out.append(e["traceback"].rstrip())
+        for b in r.blind_spots:
+            out.append(f"{r.id} ({r.number}) BLIND SPOT: {b}")
+    counts = {s: sum(r.status == s for r in reports)
+              for s in ("holds", "fails", "known false", "error", "not checkable")}
+    blind = [r.id for r in reports if r.blind_spots]
     out += ["", f"{counts['holds']} hold, {counts['known false']} known false, {counts['not checkable']} not "
-                f"checkable (reasons: --list), {counts['fails']} unexpected failures; weakened bound missed by: "
-                f"{', '.join(missed) if missed else 'none'}.",
+                f"checkable (reasons: --list), {counts['fails']} unexpected failures, {counts['error']} errors "
+                f"(crashes); blind spots (weakened bound missed or attaining instance looser than recorded): "
+                f"{', '.join(blind) if blind else 'none'}.",
             "Full statements: mlmix verify --list; per-result ranges: --stats; everything: --json."]
     return "\n".join(out)
 
@@ -127,4 +142,21 @@ def format_stats(reports: list[TheoremReport]) -> str:
         rows.append((r.id, str(r.examples), str(r.nontrivial), _range(g.get("n")), _range(g.get("vocab")),
                      _range(g.get("temperature"), "{:.3g}"), _range(g.get("states")), nonrev,
                      _range(g.get("gap"), "{:.2g}")))
-    return "\n".join(_table(header, rows))
+    out = _table(header, rows)
+    out += ["", "Share of the instances per regime (%):"]
+    for r in reports:
+        shares = r.regimes.get("shares") if r.status != "not checkable" else None
+        if shares:
+            out.append(f"  {r.id}: " + ", ".join(f"{k} {v:g}" for k, v in shares.items()))
+    return "\n".join(out)
+
+
+def exit_code(reports: list[TheoremReport]) -> int:
+    """The exit status of a run (:data:`EXIT_CODES`): fails, then error, then blind spot, else 0."""
+    if any(r.unexpected for r in reports):
+        return EXIT_CODES["fails"]
+    if any(r.crashed for r in reports):
+        return EXIT_CODES["error"]
+    if any(r.blind_spots for r in reports):
+        return EXIT_CODES["blind spot"]
+    return 0

@@ -21,6 +21,7 @@ from mlmix.verify.core import (
     Theorem,
     TheoremReport,
     Violation,
+    error_record,
     search,
     unchecked_report,
 )
@@ -70,16 +71,16 @@ def examples_for(theorem: Theorem, examples: int) -> int:
 
 
 def run_one(entry: Entry, examples: int, seed: int, violations: bool = False) -> TheoremReport:
-    """:func:`search` with errors reported as a failed theorem (the last line kept); with
+    """:func:`search`, a crash reported as status "error" (with its traceback); with
     ``violations`` also search every declared hypothesis violation (the weakening is then 'caught'
     only if each is found)."""
     if isinstance(entry, NotCheckable):
         return unchecked_report(entry)
     try:
         report = search(entry, examples=examples_for(entry, examples), seed=seed)
-    except Exception as err:  # a crash in a check is reported, not hidden, and the run goes on
+    except Exception as err:  # a crash outside a check (a strategy, the search): an error, and the run goes on
         return TheoremReport(id=entry.id, paper=entry.paper, number=entry.number, statement=entry.statement,
-                             status="fails", examples=0, counterexample={"error": f"{type(err).__name__}: {err}"},
+                             status="error", examples=0, errors=[error_record(err, "search")],
                              refuted_in=entry.refuted_in, conventions=entry.conventions)
     if violations and entry.violations:
         found = {}
@@ -92,6 +93,10 @@ def run_one(entry: Entry, examples: int, seed: int, violations: bool = False) ->
         report.weakened_parts = {**report.weakened_parts, **{f"drop: {k}": o for k, o in found.items()}}
         if entry.weaken_by_hypothesis:
             report.weakened = "caught" if all(o == "caught" for o in found.values()) else "missed"
+            report.blind_spots = [b for b in report.blind_spots if not b.startswith("weakened bound")]
+            if report.weakened == "missed":
+                report.blind_spots.append("weakened bound not caught: no hypothesis violation found for "
+                                          + ", ".join(k for k, o in found.items() if o == "missed"))
     return report
 
 

@@ -5,16 +5,23 @@ hypotheses (``--examples`` per theorem times its budget; ``--thorough`` searches
 also searches every declared hypothesis violation); a violation is shrunk to the smallest
 counterexample found. Results that are not checkable numerically are listed with the reason.
 
-Per result: **status** ("holds", "fails", "known false", "not checkable"), **instances** tried and how
+Per result: **status** ("holds", "fails", "known false", "error", "not checkable"), **instances** tried and how
 many were **non-trivial** (the two sides not equal by construction), **weakened** ("caught" when the
 bound scaled by 1/2 (upper) or 2 (lower, identities) is violated on some instance, or when a stored
 counterexample breaking a hypothesis makes the conclusion fail; "missed" otherwise), and
 **tightness** (bound / exact for upper bounds, exact / bound for lower bounds, >= 1, 1 = tight) over
 the instances where both sides are resolved above their accuracy; the others are counted "at the
-floating-point floor". ``--stats`` adds the range of the instances (n, |V|, T, states) and how many
-chains were non-reversible. ``--list`` prints every result with its full statement without running
-anything. Exit status 1 when a result fails unexpectedly (a documented refutation does not count,
-but a stored counterexample that stops failing does), 0 otherwise.
+floating-point floor". ``--stats`` adds the range of the instances (n, |V|, T, states), how many
+chains were non-reversible, and the share of the instances in each regime (n >= 4 and |V| >= 3, state
+counts, and the flags of the strategies such as edgeless graphs or k = n). ``--list`` prints every result
+with its full statement without running anything.
+
+Exit status (:data:`EXIT_CODES`): 0 when everything holds; 1 when a result fails unexpectedly (a
+documented refutation does not count, but a stored counterexample that stops failing does); 3 when a
+check crashed (status "error": a crash is never a counterexample nor a verdict; ``--debug`` (the common
+option) prints the tracebacks); 4 when the check has a blind spot: a weakened bound was violated on no instance, or an
+attaining instance is looser than its recorded looseness factor (a constant of the check became
+looser). The first that applies in this order wins; 2 is bad input.
 """
 
 from __future__ import annotations
@@ -25,7 +32,7 @@ from mlmix.files import dumps_json, jsonable
 from mlmix.progress import steps
 from mlmix.provenance import stamp
 from mlmix.verify.core import Entry
-from mlmix.verify.report import format_list, format_stats, format_table, list_record, report_record
+from mlmix.verify.report import exit_code, format_list, format_stats, format_table, list_record, report_record
 from mlmix.verify.runner import PROFILES, run_one, select
 
 #: Rough seconds per Hypothesis instance (the default run: 100 instances of each result, one to two
@@ -45,7 +52,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true", help="print JSON (the provenance header, then the list of results) instead of the table")
     parser.add_argument("--list", action="store_true", help="list the results (ids, numbers, statements) without running")
     parser.add_argument("--stats", action="store_true",
-                        help="also print, per result, the instances tried and their range (n, |V|, T, states)")
+                        help="also print, per result, the instances tried, their range (n, |V|, T, states) and the "
+                             "share of each regime")
     parser.add_argument("--module", action="append", metavar="MODULE",
                         help="run the user theorems a module registers (mlmix.theorem; repeatable) instead of the "
                              "papers' results, e.g. mypkg.bounds (the current directory is importable)")
@@ -87,7 +95,7 @@ def run(args: argparse.Namespace) -> int:
                  "examples": examples, "theorems": args.theorem, "thorough": args.thorough}
         print(dumps_json(stamp("verify", {"results": [report_record(r) for r in reports]}, given), indent=1))
     else:
-        print(format_table(reports))
+        print(format_table(reports, debug=args.debug))
         if args.stats:
             print("\n" + format_stats(reports))
-    return 1 if any(r.unexpected for r in reports) else 0
+    return exit_code(reports)
