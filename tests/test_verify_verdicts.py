@@ -10,7 +10,7 @@ import pytest
 from hypothesis import strategies as st
 
 from mlmix.cli import main
-from mlmix.commands.verify import EXIT_CODES
+from mlmix.verify.report import EXIT_CODES
 from mlmix.verify.core import (
     Attaining,
     Counterexample,

@@ -392,7 +392,8 @@ class FastDLLMGreedy(SamplerTheorem):
     attaining = (Attaining(
         "|V| = 2, n = 2, p = (0.34, 0.33, 0.33, 0): eps = 0.33, (n + 1) eps = 0.99 and p(x*) = 0.34 against 0.33",
         lambda: S.Instance(LogWeightTable.from_probabilities(StateSpace(2, 2), np.array([0.34, 0.33, 0.33, 0.0])),
-                           "confident-joint", {"p": [0.34, 0.33, 0.33, 0.0]})),)
+                           "confident-joint", {"p": [0.34, 0.33, 0.33, 0.0]}),
+        looseness=(1.031, 1.0001, 1.0001)),)
     counterexamples = (Counterexample(
         "|V| = 2, n = 2, p = (0.01, 0.35, 0.35, 0.29) on (00, 01, 10, 11): both marginal modes are 1 (p = 0.64), "
         "eps = 0.36 and (n + 1) eps = 1.08 > 1, and the joint mode is 01 (0.35), not x* = 11 (0.29)",
