@@ -106,7 +106,7 @@ def test_a_looser_constant_fails_the_run_with_its_own_exit_code(capsys, register
     assert run_cli(capsys, "--theorem", "test.sqrt", "--examples", "10")[0] == 0
     status, out, _ = run_cli(capsys, "--theorem", "test.looser-sqrt", "--examples", "10", "--json")
     assert status == EXIT_CODES["blind spot"] == 4
-    (record,) = json.loads(out)
+    (record,) = json.loads(out)["results"]
     assert record["status"] == "holds"  # true, but 10% looser than recorded
     assert "looser than recorded" in record["blind_spots"][0] and "1.1 > recorded 1" in record["blind_spots"][0]
 
