@@ -11,58 +11,19 @@ sampled estimates against the exact suprema at n = 3.
 
 import json
 from itertools import product
-from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
+from helpers import FR1, NEXT
 from scipy.special import log_softmax
 
 from mlmix.cli import main
 from mlmix.empirical import antiberty as ab
 from mlmix.empirical import tabulate as tab
-from mlmix.empirical.convert import convert
 from mlmix.empirical.mlm import MaskedLMConditionals, load_pretrained
 from mlmix.empirical.vocab import tokenizer_from_vocab
 from mlmix.theory.kernels.assembled import glauber_kernel
-
-FR1 = "E V Q L V E S G G G"  # heavy-chain framework 1 (human VH3), the left context
-NEXT = {2: "Q P G G S L", 3: "P G G S L R"}  # the six residues that follow n free positions in EVQLVESGGGLVQPGGSLRL
-
-
-def _cache(request, name: str) -> Path:
-    cache = getattr(request.config, "cache", None)
-    return Path(cache.mkdir(name)) if cache is not None else Path.home() / ".cache" / "mlmix" / name
-
-
-@pytest.fixture(scope="session")
-def wheel(request):
-    """(model folder with config.json + pytorch_model.bin, vocab.txt) unpacked from the wheel."""
-    try:
-        return ab.fetch(_cache(request, f"antiberty-{ab.VERSION}"))
-    except ab.IndexUnreachable as err:
-        # the pretrained weights exist only inside that wheel: without a cached copy and without the
-        # package index there is nothing to test against (the code paths stay covered by the
-        # random-weight BERT/RoBERTa/ModernBERT tests); CI and this project's machines reach the index
-        pytest.skip(f"PyPI is unreachable, so the AntiBERTy wheel cannot be fetched ({err})")
-
-
-@pytest.fixture(scope="session")
-def converted(wheel, request):
-    """The safetensors copy written by ``mlmix convert`` (made once, kept in the pytest cache)."""
-    model_dir, vocab = wheel
-    dest = _cache(request, f"antiberty-{ab.VERSION}-converted") / "model"
-    if not (dest / "config.json").is_file():
-        convert(model_dir, dest, vocab=vocab, overwrite=True)
-    return dest
-
-
-@pytest.fixture(scope="session")
-def plain(converted):
-    """The converted model and tokenizer through plain transformers calls (no mlmix)."""
-    from transformers import AutoModelForMaskedLM, AutoTokenizer
-
-    return AutoModelForMaskedLM.from_pretrained(converted).eval(), AutoTokenizer.from_pretrained(converted)
 
 
 def brute_conditionals(plain, frame: str, alphabet: list[str]) -> np.ndarray:

@@ -7,7 +7,7 @@ import networkx as nx
 import numpy as np
 import pytest
 import scipy.sparse as sp
-from test_spectral import two_state
+from helpers import two_state
 
 import mlmix
 from mlmix.errors import UnresolvedError

@@ -5,9 +5,9 @@ import mpmath as mp
 import networkx as nx
 import numpy as np
 import pytest
+from helpers import two_state
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from test_spectral import two_state
 
 from mlmix.theory.chain import hitting
 from mlmix.theory.chain.core import Chain

@@ -7,9 +7,9 @@ import mpmath as mp
 import networkx as nx
 import numpy as np
 import pytest
+from helpers import two_state
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from test_spectral import two_state
 
 from mlmix.errors import UnresolvedError
 from mlmix.theory.chain.core import Chain

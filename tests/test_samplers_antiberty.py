@@ -11,8 +11,8 @@ from itertools import product
 import numpy as np
 import pytest
 import torch
+from helpers import FR1, NEXT
 from scipy.special import softmax
-from test_antiberty import FR1, NEXT, converted, plain, wheel  # noqa: F401 (fixtures)
 
 from mlmix.empirical import antiberty as ab
 from mlmix.empirical import partial as pt

@@ -8,6 +8,7 @@ import networkx as nx
 import numpy as np
 import pytest
 import scipy.sparse as sp
+from helpers import two_state
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -40,10 +41,6 @@ from mlmix.theory.sources.space import StateSpace
 from mlmix.validation import check_transition_matrix
 
 DPS = 60
-
-
-def two_state(a, b):
-    return np.array([[1 - a, a], [b, 1 - b]])
 
 
 def mp_reversible_gap(P, dps=DPS):

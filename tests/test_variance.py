@@ -7,9 +7,9 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 import scipy.sparse.linalg as spla
+from helpers import two_state
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from test_spectral import two_state
 
 from mlmix.errors import ConvergenceError
 from mlmix.theory.chain.core import Chain

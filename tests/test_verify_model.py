@@ -5,7 +5,7 @@ import json
 
 import numpy as np
 import pytest
-from test_antiberty import FR1, NEXT, converted, wheel  # noqa: F401 (session fixtures: the fetched AntiBERTy wheel)
+from helpers import FR1, NEXT
 
 from mlmix.cli import main
 from mlmix.commands import verify_model as vm

@@ -10,7 +10,6 @@ import pytest
 from hypothesis import strategies as st
 
 from mlmix.cli import main
-from mlmix.verify.report import EXIT_CODES
 from mlmix.verify.core import (
     Attaining,
     Counterexample,
@@ -22,6 +21,7 @@ from mlmix.verify.core import (
     unregister,
     verdict,
 )
+from mlmix.verify.report import EXIT_CODES
 from mlmix.verify.runner import load_theorems
 
 
