@@ -226,11 +226,17 @@ def exact_inputs(args: argparse.Namespace, source: Conditionals | None) -> dict:
     if args.matrix is not None:
         return {"source": {"kind": "matrix", "path": str(args.matrix), "sha256": file_sha256(args.matrix)}}
     given = {"kernel": args.kernel, "temperature": 1.0 if args.temperature is None else args.temperature,
-             **({"k": args.k} if args.kernel == "k-gibbs" else {})}
+             **({"k": args.k} if args.kernel == "k-gibbs" else {}),
+             **({"order": args.order} if args.kernel == "systematic" and args.order is not None else {}),
+             **({"energy": args.energy} if args.kernel == "mh" else {}),
+             **{key: getattr(args, key) for key in ("top_k", "top_p") if getattr(args, key, None) is not None}}
+    if getattr(args, "scores", None) is not None:
+        return {**given, "source": {"kind": "scores-file", "path": str(args.scores), "sha256": file_sha256(args.scores)}}
     if args.mlm is not None:
-        d = source.describe()
+        base = getattr(source, "base", source)
+        d = base.describe()
         return {**given, "source": {"kind": "mlm", "model": d["model"], "architecture": d["architecture"],
-                                    "alphabet": source.tokens}, "frame": d["frame"], "model_hash": d.get("model_sha256")}
+                                    "alphabet": base.tokens}, "frame": d["frame"], "model_hash": d.get("model_sha256")}
     values = {**vars(args), "beta": 0.5 if args.beta is None else args.beta}
     if args.model == "scores" and args.seed is None:
         values["seed"] = 0
@@ -263,8 +269,10 @@ def run(args: argparse.Namespace) -> int:
     summary = chain.summary(args.eps, include_stationary=args.stationary, mixing_limit=args.mixing_limit,
                             **({} if chain.representation == "operator" else {"progress": not args.no_progress}))
     report = stamp("exact", {"chain": title, **summary}, exact_inputs(args, source))
-    if source is not None and args.kernel == "glauber" and "reason" not in report:
+    if source is not None and args.kernel == "glauber" and "reason" not in report and not isinstance(source, Truncated):
         report["paper_g"] = paper_constants(source, chain, args.eps, basin)
+    if source is not None and args.kernel == "mh":
+        report.update(mh_acceptance(source, args.energy))
     if args.plot is not None:
         if chain.representation == "operator":
             raise ValueError("--plot needs a matrix: the chain is held as a matrix-free operator "
@@ -273,12 +281,6 @@ def run(args: argparse.Namespace) -> int:
 
         save_figure(report_figure(chain, source if args.kernel == "glauber" else None, title=title, eps=args.eps),
                     args.plot)
-    report = {"chain": title, **chain.summary(args.eps, include_stationary=args.stationary,
-                                              mixing_limit=args.mixing_limit)}
-    if source is not None and args.kernel == "glauber" and "reason" not in report and not isinstance(source, Truncated):
-        report["paper_g"] = paper_constants(source, chain, args.eps, basin)
-    if source is not None and args.kernel == "mh":
-        report.update(mh_acceptance(source, args.energy))
     if args.json:
         print(dumps_json(report))
     else:

@@ -16,7 +16,7 @@ from mlmix.files import OutputDir
 from mlmix.provenance import INPUT_KEYS, file_sha256, folder_model_hash
 from mlmix.theory.sources.conditionals import IsingModel
 
-SCHEMA = json.loads((Path(__file__).resolve().parents[1] / "docs" / "schema" / "exact.schema.json").read_text())
+SCHEMA = json.loads((Path(__file__).resolve().parents[2] / "docs" / "schema" / "exact.schema.json").read_text())
 
 
 def exact_json(capsys, *argv):
@@ -78,7 +78,7 @@ def test_run_manifest_carries_the_header_and_still_resumes(tmp_path):
     with OutputDir(tmp_path / "out", "run test", params) as out:
         assert not out.resumed
     manifest = json.loads((tmp_path / "out" / "run.json").read_text())
-    assert manifest["mlmix_version"] == __version__ and manifest["schema"] == "mlmix.commands.run/1"
+    assert manifest["mlmix_version"] == __version__ and manifest["schema"] == "mlmix.run/1"
     assert manifest["command"] == "run test" and manifest["params"] == params
     inputs = manifest["inputs"]
     assert (inputs["seed"], inputs["temperature"], inputs["source"]["model"]) == (3, 0.5, str(DEFAULT_MODEL_DIR))
