@@ -51,10 +51,12 @@ from hypothesis import HealthCheck, Phase, assume, given, settings
 from hypothesis import seed as hypothesis_seed
 from hypothesis import strategies as st
 
-PAPERS = {"glauber-mlm": "Mixing Times of Glauber Dynamics on Masked Language Models",
-          "gmlm-pitfalls": "Promises and Pitfalls of Generative Masked Language Modeling",
-          "markov-facts": "Standard Markov-chain facts the proofs and the exact engine use (THEOREMS.md 2C)",
-          "mlm-samplers": "Samplers run on masked LMs: scan orders, MH targets, masked-diffusion decoders (issue 24)",
+#: The catalogues, keyed by the prefix of their results' ids (``glauber.thm5``, ``pitfalls.prop5``): one
+#: name per paper in the code, the command line and the JSON; the docs call them paper G and paper P.
+PAPERS = {"glauber": "Mixing Times of Glauber Dynamics on Masked Language Models",
+          "pitfalls": "Promises and Pitfalls of Generative Masked Language Modeling",
+          "facts": "Standard Markov-chain facts the proofs and the exact engine use (THEOREMS.md 2C)",
+          "samplers": "Samplers run on masked LMs: scan orders, MH targets, masked-diffusion decoders",
           "user": "Theorems of the user's own package (mlmix.theorem, mlmix verify --module)"}
 
 #: Default relative error assumed for each side of a comparison when a check gives none.

@@ -1,4 +1,4 @@
-"""Hypothesis strategies for paper P ("gmlm-pitfalls") instances: small exponential families, their
+"""Hypothesis strategies for paper P ("pitfalls") instances: small exponential families, their
 parameters, mask distributions (k-subsets, weighted block families, adaptive p_K(K|x)), eq. (5)
 Ising models satisfying Assumption 5, and random joints for block-dynamics gaps.
 

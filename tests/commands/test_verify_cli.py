@@ -89,7 +89,7 @@ class _FalseTheorem(Theorem):
     """Deliberately false: x <= x / 2 for every x in [1, 100]; the minimal counterexample is x = 1."""
 
     id = "test.false-halving"
-    paper = "glauber-mlm"
+    paper = "glauber"
     number = "test only"
     statement = "x <= x/2"
 

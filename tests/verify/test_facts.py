@@ -10,7 +10,7 @@ from mlmix.verify.runner import load_theorems
 from mlmix.verify.theorems import facts
 
 load_theorems()
-FACTS = [i for i, t in REGISTRY.items() if t.paper == "markov-facts"]
+FACTS = [i for i, t in REGISTRY.items() if t.paper == "facts"]
 
 
 def test_every_fact_of_section_2c_is_registered():

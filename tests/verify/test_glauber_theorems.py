@@ -24,7 +24,7 @@ from mlmix.verify.theorems import glauber as G
 from mlmix.verify.wasserstein import hamming_w1
 
 load_theorems()
-GLAUBER = [i for i, t in REGISTRY.items() if t.paper == "glauber-mlm"]
+GLAUBER = [i for i, t in REGISTRY.items() if t.paper == "glauber"]
 CHECKED = [i for i in GLAUBER if REGISTRY[i].refuted_in is None]
 
 

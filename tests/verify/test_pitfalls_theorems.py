@@ -25,7 +25,7 @@ from mlmix.verify.core import REGISTRY, UNCHECKED, search
 from mlmix.verify.exact_laws import empirical_tv_law, upper_quantile
 from mlmix.verify.pitfalls_strategies import BernoulliSum, EmpiricalLaw, ModesInstance, PLInstance
 
-PAPER_P = [tid for tid, th in REGISTRY.items() if th.paper == "gmlm-pitfalls"]
+PAPER_P = [tid for tid, th in REGISTRY.items() if th.paper == "pitfalls"]
 CHECKED = [tid for tid in PAPER_P if REGISTRY[tid].refuted_in is None]
 
 #: Every numbered result of paper P (PDF numbering): a theorem object or a not-checkable entry.
@@ -36,7 +36,7 @@ NUMBERED = ["Lemma 1", "Lemma 2", "Theorem 1", "Theorem 2", "Proposition 1", "Th
 
 
 def test_every_numbered_result_is_catalogued():
-    numbers = [e.number for e in list(REGISTRY.values()) + list(UNCHECKED.values()) if e.paper == "gmlm-pitfalls"]
+    numbers = [e.number for e in list(REGISTRY.values()) + list(UNCHECKED.values()) if e.paper == "pitfalls"]
     for n in NUMBERED:
         assert any(x == n or x.startswith(n + " ") for x in numbers), n
     for entry in UNCHECKED.values():

@@ -54,7 +54,7 @@ class _Sqrt(Theorem):
     """sqrt(x) <= x on [1, 100]: true, tight at x = 1, so every weakening is caught."""
 
     id = "test.sqrt"
-    paper = "glauber-mlm"
+    paper = "glauber"
     number = "test"
     statement = "sqrt(x) <= x for x >= 1"
 

@@ -17,7 +17,7 @@ class _Probe(Theorem):
     """Draws a theorem's instances (its strategy, hypotheses and regimes) without checking them."""
 
     id = "test.probe"
-    paper = "markov-facts"
+    paper = "facts"
     number = "-"
     statement = "-"
 

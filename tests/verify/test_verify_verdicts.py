@@ -35,7 +35,7 @@ class _Sqrt(Theorem):
     """sqrt(x) <= x on integers >= 1, attained at x = 1."""
 
     id = "test.sqrt"
-    paper = "markov-facts"
+    paper = "facts"
     number = "test only"
     statement = "sqrt(x) <= x"
     factor = 1.0  # a looser constant: sqrt(x) <= factor x
@@ -76,7 +76,7 @@ class _KnownFalseCrashing(Theorem):
     """A known-false entry whose stored counterexample crashes: an error, not 'fails'."""
 
     id = "test.knownfalse.crash"
-    paper = "markov-facts"
+    paper = "facts"
     number = "test only"
     statement = "x <= 0"
     refuted_in = "nowhere"

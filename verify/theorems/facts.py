@@ -28,7 +28,7 @@ from mlmix.verify import strategies as S
 from mlmix.verify.core import Applicability, Attaining, OnFirst, Part, Theorem, Verdict, part, register, verdict
 from mlmix.verify.theorems.glauber import mixing_part, two_spin_ising
 
-PAPER = "markov-facts"
+PAPER = "facts"
 
 #: Unit roundoff.
 U = float(np.finfo(float).eps) / 2

@@ -200,7 +200,7 @@ def _score_instance(q: int, n: int, scores: list, temperature: float = 1.0, kind
 
 
 class GlauberTheorem(Theorem):
-    paper = "glauber-mlm"
+    paper = "glauber"
 
 
 @register

@@ -94,7 +94,7 @@ from mlmix.verify.pitfalls_strategies import (
 )
 from mlmix.verify.theorems.glauber import identity
 
-PAPER = "gmlm-pitfalls"
+PAPER = "pitfalls"
 
 #: Relative accuracy of matrices built by enumeration (sums of exp of log-weights, a few hundred ulps).
 MATRIX_RTOL = 1e-10

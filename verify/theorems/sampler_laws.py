@@ -46,7 +46,7 @@ from mlmix.verify.core import (
     verdict,
 )
 
-PAPER = "mlm-samplers"
+PAPER = "samplers"
 
 #: Largest state count of the instances (the decoders enumerate (|V|+1)^n partial assignments).
 MAX_STATES = 64
