@@ -24,6 +24,7 @@ SUBCOMMANDS = {
     "verify": ("mlmix.verify.cli", "check the papers' theorems with Hypothesis and print the table"),
     "estimate": ("mlmix.empirical.cli", "estimate bound constants of a masked language model"),
     "convert": ("mlmix.empirical.convert", "write a safetensors copy of a masked-LM checkpoint with its tokenizer"),
+    "diagnose": ("mlmix.empirical.diagnose", "R-hat, ESS and a coupling bound of simulated chains beside the exact truth"),
     "run": ("mlmix.run", "run a reproduction or experiment of the papers, writing data and a figure to --out"),
 }
 

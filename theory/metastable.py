@@ -1,0 +1,118 @@
+"""Metastable sets of a chain from its slow eigenvectors (crisp PCCA by the inner-simplex algorithm).
+
+With the additive reversibilisation S = (P + P*)/2 (equal to P for a reversible chain), the matrix
+A = D^{1/2} S D^{-1/2}, D = diag(pi), is symmetric with eigenvalues 1 = l_1 >= l_2 >= ... The k
+slowest eigenvectors, back-transformed v = D^{-1/2} w, span functions that are nearly constant on
+metastable sets. The number of sets k is where the eigenvalue gap is largest: k maximises
+l_k - l_{k+1} over 2 <= k <= k_max (Deuflhard & Weber 2005, "Robust Perron cluster analysis").
+
+The inner-simplex algorithm (Weber & Galliat 2002) picks k "vertex" states of the embedding
+X = [v_1, ..., v_k] (rows: states) that span the widest simplex; the memberships chi = X X[vertices]^{-1}
+are 1 at their own vertex and sum to 1 over the sets; each state goes to the set of its largest
+membership. Each set A comes with its stationary mass pi(A) and its mean exit time from the
+stationary law restricted to A, E_{pi|A}[tau_{A^c}] (first-step equations, :mod:`mlmix.theory.hitting`).
+
+The sets are a description, not a certified quantity: eigenvectors of nearly equal slow eigenvalues
+are computed in floating point (the masses and exit times of the sets found are computed to the
+accuracy the stationary law and the hitting solver report).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import scipy.sparse as sp
+import scipy.sparse.linalg as spla
+
+from mlmix.validation import check_int
+
+#: Up to this many states the slow eigenvectors come from a dense symmetric eigensolver.
+DENSE_EIGEN_LIMIT = 4096
+
+
+@dataclass(frozen=True)
+class MetastableSet:
+    """States of one metastable set (a boolean mask), its mass pi(A) and mean exit time from pi|A."""
+
+    states: np.ndarray
+    mass: float
+    exit_time: float
+    eigenvalue: float  # the k-th slow eigenvalue l_k of S (the slowest relaxation it carries)
+
+
+def slow_eigenpairs(P, pi: np.ndarray, count: int) -> tuple[np.ndarray, np.ndarray]:
+    """The ``count`` largest eigenvalues of S = (P + P*)/2 and their eigenvectors v = D^{-1/2} w
+    (columns, pi-orthonormal), largest first."""
+    N = P.shape[0]
+    count = check_int(count, "count", minimum=1, maximum=N)
+    r = np.sqrt(pi)
+    if sp.issparse(P):
+        Ps = sp.csr_array(P)
+        A = sp.diags_array(r) @ Ps @ sp.diags_array(1.0 / r)
+        A = (A + A.T) * 0.5
+    else:
+        Pd = np.asarray(P, dtype=np.float64)
+        A = r[:, None] * Pd / r[None, :]
+        A = (A + A.T) * 0.5
+    if N <= DENSE_EIGEN_LIMIT:
+        A = A.toarray() if sp.issparse(A) else A
+        vals, vecs = np.linalg.eigh(A)
+        vals, vecs = vals[::-1][:count], vecs[:, ::-1][:, :count]
+    else:
+        vals, vecs = spla.eigsh(sp.csr_array(A), k=count, which="LA", v0=r)
+        order = np.argsort(vals)[::-1]
+        vals, vecs = vals[order], vecs[:, order]
+    return vals, vecs / r[:, None]
+
+
+def inner_simplex_vertices(X: np.ndarray) -> np.ndarray:
+    """k row indices of X (N, k) spanning a large simplex: the row farthest from the mean first,
+    then repeatedly the row farthest from the affine hull of those chosen (Gram-Schmidt)."""
+    N, k = X.shape
+    Y = X - X.mean(axis=0)
+    first = int(np.argmax(np.linalg.norm(Y, axis=1)))
+    chosen = [first]
+    Z = Y - Y[first]
+    for _ in range(1, k):
+        norms = np.linalg.norm(Z, axis=1)
+        nxt = int(np.argmax(norms))
+        chosen.append(nxt)
+        if norms[nxt] == 0:
+            break
+        u = Z[nxt] / norms[nxt]
+        Z = Z - np.outer(Z @ u, u)
+    return np.array(chosen)
+
+
+def metastable_sets(chain, k_max: int = 6) -> list[MetastableSet]:
+    """The metastable sets of ``chain`` (a dense or sparse :class:`~mlmix.theory.chain.Chain`), by
+    the eigenvalue-gap choice of k and crisp inner-simplex PCCA (module docstring); largest mass first.
+    A chain whose largest gap is after the first eigenvalue (no slow structure) gives one set."""
+    pi = np.asarray(chain.stationary, dtype=np.float64)
+    N = pi.shape[0]
+    k_max = min(check_int(k_max, "k_max", minimum=2), N - 1) if N > 2 else 1
+    if k_max < 2:
+        return [MetastableSet(np.ones(N, dtype=bool), 1.0, float("inf"), 1.0)]
+    vals, vecs = slow_eigenpairs(chain.P, pi, k_max + 1)
+    gaps = vals[1:k_max] - vals[2:k_max + 1]
+    if (1.0 - vals[1]) >= gaps.max():  # the first gap dominates: no metastable structure
+        return [MetastableSet(np.ones(N, dtype=bool), 1.0, float("inf"), float(vals[0]))]
+    k = int(np.argmax(gaps)) + 2
+    X = vecs[:, :k]
+    vertices = inner_simplex_vertices(X)
+    chi = X @ np.linalg.inv(X[vertices])
+    label = np.argmax(chi, axis=1)
+    out = []
+    for j in range(k):
+        A = label == j
+        if not A.any():
+            continue
+        mass = float(pi[A].sum())
+        if A.all():
+            exit_time = float("inf")
+        else:
+            times = np.asarray(chain.hitting_time(~A), dtype=np.float64)
+            exit_time = float(pi[A] @ times[A] / mass)
+        out.append(MetastableSet(A, mass, exit_time, float(vals[k - 1])))
+    return sorted(out, key=lambda s: -s.mass)
