@@ -63,7 +63,7 @@ def run(args: argparse.Namespace) -> int:
     report = diagnose(chain, source, chains=args.chains, steps=args.steps, start=args.start, functions=functions,
                       seed=args.chain_seed, lag=args.lag, pairs=args.pairs, coupling_budget=args.coupling_steps,
                       warmup=args.warmup, metastable=not args.no_metastable,
-                      tokens=getattr(source, "tokens", None), inputs={"chain": title})
+                      tokens=getattr(source, "tokens", None), kernel=args.kernel, inputs={"chain": title})
     print(dumps_json(report) if args.json else format_report(report))
     return 0
 
@@ -112,19 +112,25 @@ def format_report(rep: dict) -> str:
                          f"{'':>10}{_num(se):>10}")
     lines += ["", "verdicts:"]
     for f, vs in rep["verdicts"].items():
-        if f == "coupling":
+        if f in ("coupling", "gap"):
             continue
         parts = [f"{k} {v.get('verdict') or 'undetermined'}" for k, v in vs.items()]
         lines.append(f"  {f}: " + ", ".join(parts))
         rv = vs["rhat"]
         if rv.get("says"):
             lines.append(f"    R-hat: {rv['says']}; exact {rv['truth']}")
+        elif rv.get("reason"):
+            lines.append(f"    R-hat: {rv['reason']}")
     cv = rep["verdicts"]["coupling"]
     ub = cp["upper_bound"]
     lines += ["", f"L-lag coupling (L = {cp['lag']}, {cp['pairs']} pairs): "
               + (f"bound d(N/2) <= {ub[N // 2]:.3g}, d(N) <= {ub[-1]:.3g}; first t with bound <= 1/4: "
                  f"{_num(cv.get('bound_time_to_quarter'))} (exact {_num(cv.get('exact_time_to_quarter'))}): "
                  f"{cv.get('verdict') or 'undetermined'}" if ub is not None else cp["reason"])]
+    g, gv = rep["gap_estimate"], rep["verdicts"]["gap"]
+    lines.append(f"absolute spectral gap from the paths (point estimate, {g['visited_states']} states visited): "
+                 f"{_num(g['value'])} vs exact {_interval(ex['absolute_spectral_gap'])}: "
+                 f"{gv.get('verdict') or 'undetermined'}")
     if rep.get("metastable"):
         lines += ["", "metastable sets of the exact chain (PCCA, slow eigenvectors):"]
         for k, s in enumerate(rep["metastable"]):

@@ -25,13 +25,14 @@ Monte Carlo standard error of the mean. Beside them:
 
   (the CLT: Var(mean of m N stationary draws) ~ sigma^2(f) / (m N)); where the chain is too large
   to assemble, the certified t_mix and gap intervals instead.
+- a point estimate of the absolute spectral gap from the paths (:func:`empirical_gap`; no interval);
 - the metastable sets of the exact chain (:mod:`mlmix.theory.metastable`) and whether any chain
   visited each.
 
 Verdicts (per function and diagnostic): R-hat "says converged" when R-hat < 1.01; it is
 *overconfident* when d_mu(N) > 1/4 at the same time, *conservative* when R-hat >= 1.01 while
-d_mu(N) <= 1/4, else it *agrees*. An ESS is *overconfident* above twice the exact ESS,
-*conservative* below half of it. The MCSE is *overconfident* when the error of the sampled mean is
+d_mu(N) <= 1/4, else it *agrees*. An ESS (and the sampled gap estimate) is *overconfident* above twice the exact
+value, *conservative* below half of it. The MCSE is *overconfident* when the error of the sampled mean is
 more than 3 MCSE or the MCSE is below half the exact sqrt(sigma^2 / (m N)), *conservative* above
 twice the exact one. The coupling bound is *overconfident* when it falls to 1/4 before d_mu does,
 *conservative* when it does so after twice the exact time.
@@ -168,6 +169,38 @@ def coupling_bound(meeting: np.ndarray, lag: int, t_max: int) -> dict:
             "lower_estimate": estimate.tolist() if censored else None}
 
 
+def empirical_gap(states: np.ndarray, max_states: int = 2000) -> dict:
+    """The point estimator of the absolute spectral gap from sample paths (Hsu, Kontorovich, Levin, Peres &
+    Szepesvari 2019, section 3): with the transition counts N(x, y) pooled over the chains (states
+    (T, m, n)), P^ = N / N 1 and pi^ the visit frequencies on the visited states that were left at
+    least once, the gap of the symmetrised matrix (D^{1/2} P^ D^{-1/2} + its transpose) / 2,
+    D = diag(pi^): 1 - max(|l_2|, |l_min|). Only the point estimate is computed, not the paper's
+    empirical-Bernstein confidence interval; it sees only the visited states (blind to unvisited modes)."""
+    T, m, n = states.shape
+    visited, code = np.unique(states.reshape(-1, n), axis=0, return_inverse=True)
+    code = code.reshape(T, m)
+    k = len(visited)
+    if k < 2:
+        return {"value": None, "visited_states": k, "reason": "one state visited: no transition to estimate from"}
+    if k > max_states:
+        return {"value": None, "visited_states": k, "reason": f"more than {max_states} states visited"}
+    counts = np.zeros((k, k))
+    np.add.at(counts, (code[:-1].ravel(), code[1:].ravel()), 1.0)
+    left = counts.sum(axis=1) > 0
+    counts = counts[np.ix_(left, left)]
+    keep = counts.sum(axis=1) > 0
+    counts = counts[np.ix_(keep, keep)]
+    P_hat = counts / counts.sum(axis=1, keepdims=True)
+    pi_hat = counts.sum(axis=1) / counts.sum()
+    r = np.sqrt(pi_hat)
+    L = r[:, None] * P_hat / r[None, :]
+    eig = np.linalg.eigvalsh((L + L.T) / 2)
+    second = max(abs(eig[-2]), abs(eig[0])) if len(eig) > 1 else 0.0
+    return {"value": float(1 - second), "visited_states": k,
+            "method": "HKS-LPS 2019 point estimator (symmetrised empirical transition matrix, visited states); "
+                      "no confidence interval"}
+
+
 # --------------------------------------------------------------------------- simulation
 
 class KernelSampler:
@@ -253,14 +286,30 @@ def meeting_times(source: Conditionals | None, P, kernel: str, x0: np.ndarray, y
 
 # --------------------------------------------------------------------------- verdicts
 
-def rhat_verdict(rhat: float | None, d_final: float | None, certified_note: str | None = None) -> dict:
+def rhat_verdict(rhat: float | None, d_final: float | None, t_mix: tuple[float | None, float | None] = (None, None),
+                 steps: int | None = None) -> dict:
     """R-hat against the exact d_mu(N) (module docstring). ``d_final`` below the rounding bound of the
-    curve still decides the verdict: only which side of 1/4 it lies on matters."""
+    curve still decides the verdict: only which side of 1/4 it lies on matters.
+
+    Without d_mu(N) (a chain too large to assemble) the certified worst-start interval ``t_mix`` =
+    (lower, upper) decides where it can: t_mix upper <= N gives d_mu(N) <= d(N) <= 1/4 for every start
+    (a "not converged" is then conservative); t_mix lower > N gives d(N) > 1/4 for the worst start
+    only (a "converged" is then overconfident for the worst start, undetermined for mu)."""
     if rhat is None:
         return {"verdict": None, "reason": "R-hat is undefined (constant draws)"}
-    if d_final is None:
-        return {"verdict": None, "rhat": rhat, "reason": certified_note or "d_mu(N) is not known"}
     says = rhat < RHAT_CONVERGED
+    if d_final is None:
+        lo, hi = t_mix
+        base = {"rhat": rhat, "t_mix_interval": [lo, hi], "basis": "certified t_mix interval (worst start)"}
+        if not says and hi is not None and steps is not None and hi <= steps:
+            return {**base, "verdict": "conservative",
+                    "reason": f"R-hat {rhat:.4f} says not converged, but t_mix <= {hi:g} <= N: d_mu(N) <= 1/4"}
+        if says and lo is not None and steps is not None and lo > steps:
+            return {**base, "verdict": "overconfident for the worst start",
+                    "reason": f"R-hat {rhat:.4f} says converged, but t_mix >= {lo:g} > N: d(N) > 1/4 from the worst "
+                              "start (the start law's distance is not known)"}
+        return {**base, "verdict": None, "reason": "d_mu(N) is not known and the certified t_mix interval "
+                                                   "does not decide"}
     mixed = d_final <= MIXED
     verdict = "agrees" if says == mixed else ("overconfident" if says else "conservative")
     return {"verdict": verdict, "rhat": rhat, "d_start_final": d_final,
@@ -302,9 +351,10 @@ def crossing(curve: Sequence[float] | None, level: float = MIXED) -> int | None:
 
 def coupling_verdict(bound: Sequence[float] | None, d_start: Sequence[float] | None) -> dict:
     """The coupling bound's time to 1/4 against the exact d_mu's."""
-    if bound is None or d_start is None:
-        return {"verdict": None, "reason": "the coupling bound or the exact d_mu is not known"}
     t_b, t_e = crossing(bound), crossing(d_start)
+    if bound is None or d_start is None:
+        return {"verdict": None, "bound_time_to_quarter": t_b,
+                "reason": "the coupling bound or the exact d_mu is not known"}
     if t_e is None:
         verdict = "overconfident" if t_b is not None else "agrees"
     elif t_b is None:
@@ -324,18 +374,19 @@ def diagnose(chain, source: Conditionals | None, *, chains: int = 4, steps: int 
              start: str = "uniform", functions: Sequence[str] = ("magnetization",), seed: int = 0,
              lag: int | None = None, pairs: int | None = None, coupling_budget: int | None = None,
              warmup: int = 0, metastable: bool = True, tokens: Sequence[str] | None = None,
-             inputs: dict | None = None) -> dict:
+             kernel: str | None = None, inputs: dict | None = None) -> dict:
     """Run ``chains`` chains of ``chain`` (a :class:`~mlmix.theory.chain.Chain` built by
     ``Chain.from_source``, or an ``OperatorChain``) for ``steps`` steps from ``start`` and report the
     library diagnostics of each test function, the L-lag coupling bound and the exact values with
     the verdicts (module docstring). Draws after ``warmup`` steps enter the diagnostics.
 
-    ``lag`` defaults to max(1, steps // 4), ``pairs`` to max(chains, 16), ``coupling_budget`` (coupled
+    ``kernel`` names the sampler when the chain does not (a matrix-free chain). ``lag`` defaults to
+    max(1, steps // 4), ``pairs`` to max(chains, 16), ``coupling_budget`` (coupled
     steps per pair) to 10 * steps. Returns a JSON-ready dict with keys ``exact``, ``diagnostics``,
     ``coupling``, ``verdicts``, ``metastable``, ``inputs`` and ``mlmix_version``."""
     if source is None:
         source = getattr(chain, "source", None)
-    kernel = getattr(chain, "kernel", None) or "matrix"
+    kernel = kernel or getattr(chain, "kernel", None) or "matrix"
     if source is None:
         raise ValueError("diagnose needs the chain's source of conditionals (a built-in source or an MLM frame)")
     space = source.space
@@ -368,6 +419,7 @@ def diagnose(chain, source: Conditionals | None, *, chains: int = 4, steps: int 
     exact: dict = {"kernel": kernel, "n_states": int(getattr(chain, "n_states", space.size))}
     exact["t_mix"] = _result(chain.mixing_time(MIXED))
     exact["spectral_gap"] = _result(chain.spectral_gap)
+    exact["absolute_spectral_gap"] = _result(chain.absolute_spectral_gap)
     d_start = None
     pi = None
     if assembled:
@@ -414,14 +466,18 @@ def diagnose(chain, source: Conditionals | None, *, chains: int = 4, steps: int 
                 ess = chains * keep_n * var / float(sigma2.value)
                 ex_se = math.sqrt(float(sigma2.value) / (chains * keep_n))
             exact["ess"][f.name] = ess
-        note = None if assembled else exact["reason"]
+        tm = exact["t_mix"]
         verdicts[f.name] = {
-            "rhat": rhat_verdict(diag["rhat"], None if d_start is None else d_start[-1], note),
+            "rhat": rhat_verdict(diag["rhat"], None if d_start is None else d_start[-1],
+                                 (tm["lower"], tm["upper"]), steps),
             "ess_bulk": ratio_verdict("ess_bulk", diag["ess_bulk"], ess),
             "ess_tail": ratio_verdict("ess_tail", diag["ess_tail"], ess),
             "mcse": mcse_verdict(diag["mcse"], diag["mean"], ex_mean, ex_se),
         }
     verdicts["coupling"] = coupling_verdict(coupling["upper_bound"], d_start)
+    gap_hat = empirical_gap(states)
+    abs_gap = exact["absolute_spectral_gap"] or {}
+    verdicts["gap"] = ratio_verdict("gap_estimate", gap_hat["value"], abs_gap.get("value"))
 
     sets = []
     if metastable and assembled:
@@ -439,5 +495,6 @@ def diagnose(chain, source: Conditionals | None, *, chains: int = 4, steps: int 
             "inputs": {**(inputs or {}), "chains": chains, "steps": steps, "warmup": warmup, "start": start,
                        "functions": [f.name for f in fns], "seed": seed, "lag": lag, "pairs": pairs,
                        "coupling_budget": budget, "kernel": kernel},
-            "exact": exact, "diagnostics": diagnostics, "coupling": coupling, "verdicts": verdicts,
+            "exact": exact, "diagnostics": diagnostics, "coupling": coupling, "gap_estimate": gap_hat,
+            "verdicts": verdicts,
             "metastable": sets if assembled else None}

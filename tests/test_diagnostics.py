@@ -262,3 +262,29 @@ def test_cli_json_keys_and_errors(capsys):
     for bad in (["--function", "count:7"], ["--start", "0 1"], ["--function", "wobble"], ["--chains", "1"]):
         assert main(["diagnose", "--model", "scores", "--vocab", "2", "--length", "3", *bad]) == 2
         assert capsys.readouterr().err.count("\n") == 1
+
+
+def test_empirical_gap_estimates_the_absolute_gap_and_is_blind_to_unvisited_modes():
+    from mlmix.empirical.diagnostics import empirical_gap, simulate
+
+    src = ScoreTable.random(2, 2, seed=3)
+    chain = Chain.from_source(src, "glauber")
+    states = simulate(None, chain.P, "glauber", np.zeros((4, 2), dtype=np.int64), 20000, 0, src.space)
+    est = empirical_gap(states)
+    assert est["visited_states"] == 4
+    assert est["value"] == pytest.approx(float(chain.absolute_spectral_gap), rel=0.15)
+    trapped, msrc = _two_mode()
+    stuck = simulate(msrc, trapped.P, "glauber", np.zeros((2, 6), dtype=np.int64), 1500, 1, msrc.space)
+    assert empirical_gap(stuck)["value"] > 100 * float(trapped.absolute_spectral_gap)
+
+
+def test_too_large_to_assemble_uses_the_certified_interval():
+    src = IsingModel(nx.cycle_graph(8), couplings=1.0, beta=0.3)
+    chain = Chain.from_source(src, "glauber", representation="operator")
+    rep = diagnose(chain, src, chains=4, steps=400, start="0 0 0 0 0 0 0 0", kernel="glauber", seed=0)
+    assert rep["exact"]["d_start"] is None and "too large" in rep["exact"]["reason"]
+    v, tm = rep["verdicts"]["magnetization"]["rhat"], rep["exact"]["t_mix"]
+    assert v["basis"].startswith("certified")
+    if v["verdict"] == "conservative":
+        assert tm["upper"] <= 400 and rep["diagnostics"]["magnetization"]["rhat"] >= 1.01
+    assert rep["verdicts"]["magnetization"]["ess_bulk"]["verdict"] is None
