@@ -374,14 +374,16 @@ def diagnose(chain, source: Conditionals | None, *, chains: int = 4, steps: int 
              start: str = "uniform", functions: Sequence[str] = ("magnetization",), seed: int = 0,
              lag: int | None = None, pairs: int | None = None, coupling_budget: int | None = None,
              warmup: int = 0, metastable: bool = True, tokens: Sequence[str] | None = None,
-             kernel: str | None = None, inputs: dict | None = None) -> dict:
+             kernel: str | None = None, mixing_limit: int = 2048, inputs: dict | None = None) -> dict:
     """Run ``chains`` chains of ``chain`` (a :class:`~mlmix.theory.chain.Chain` built by
     ``Chain.from_source``, or an ``OperatorChain``) for ``steps`` steps from ``start`` and report the
     library diagnostics of each test function, the L-lag coupling bound and the exact values with
     the verdicts (module docstring). Draws after ``warmup`` steps enter the diagnostics.
 
     ``kernel`` names the sampler when the chain does not (a matrix-free chain). ``lag`` defaults to
-    max(1, steps // 4), ``pairs`` to max(chains, 16), ``coupling_budget`` (coupled
+    max(1, steps // 4); ``mixing_limit`` is the largest state count for the exact dense t_mix
+    (``mlmix exact``'s default; larger chains get certified bounds) and for the absolute gap of a
+    non-reversible chain, ``pairs`` to max(chains, 16), ``coupling_budget`` (coupled
     steps per pair) to 10 * steps. Returns a JSON-ready dict with keys ``exact``, ``diagnostics``,
     ``coupling``, ``verdicts``, ``metastable``, ``inputs`` and ``mlmix_version``."""
     if source is None:
@@ -417,9 +419,14 @@ def diagnose(chain, source: Conditionals | None, *, chains: int = 4, steps: int 
 
     # exact side
     exact: dict = {"kernel": kernel, "n_states": int(getattr(chain, "n_states", space.size))}
-    exact["t_mix"] = _result(chain.mixing_time(MIXED))
+    size = int(getattr(chain, "n_states", space.size))
+    exact["t_mix"] = _result(chain.mixing_time(MIXED, max_states=mixing_limit) if assembled else chain.mixing_time(MIXED))
     exact["spectral_gap"] = _result(chain.spectral_gap)
-    exact["absolute_spectral_gap"] = _result(chain.absolute_spectral_gap)
+    exact["absolute_spectral_gap"] = (_result(chain.absolute_spectral_gap)
+                                      if chain.is_reversible or size <= mixing_limit else
+                                      _result(Result.missing("absolute spectral gap", "-",
+                                                             f"not computed: a non-reversible chain of {size} states "
+                                                             f"(> {mixing_limit}) needs a dense eigensolver on P")))
     d_start = None
     pi = None
     if assembled:

@@ -35,6 +35,7 @@ RUNNABLES = {
     "mixing-crossover": ("mlmix.empirical.experiments.mixing_crossover",
                          "paper G 6.1: hitting times vs n and the coupling-time map"),
     "traps": ("mlmix.empirical.experiments.traps", "paper G A.1: trap states, their margins and Theorem 8"),
+    "diagnostics": ("mlmix.empirical.experiments.diagnostics", "R-hat, ESS and a coupling bound vs the exact d(t) and ESS"),
     "train-default": ("mlmix.empirical.train_default", "retrain the shipped default model (into --out)"),
 }
 

@@ -288,3 +288,19 @@ def test_too_large_to_assemble_uses_the_certified_interval():
     if v["verdict"] == "conservative":
         assert tm["upper"] <= 400 and rep["diagnostics"]["magnetization"]["rhat"] >= 1.01
     assert rep["verdicts"]["magnetization"]["ess_bulk"]["verdict"] is None
+
+
+def test_experiment_case_curves_match_the_exact_side():
+    from mlmix.empirical.experiments.diagnostics import prefixes, run_case
+
+    assert prefixes(2000) == [50, 100, 200, 500, 1000, 2000] and prefixes(60) == [50, 60]
+    case = {"name": "trap", "source": "--model ising --graph complete:6 --beta 0.6 --field 0.05",
+            "start": "0 0 0 0 0 0", "functions": ["magnetization"]}
+    res = run_case(case, chains=2, steps=300, seed=1)
+    rows = res["curves"]
+    assert [r["N"] for r in rows] == [50, 100, 200, 300]
+    d = res["report"]["exact"]["d_start"]
+    assert all(r["d_start"] == d[r["N"]] for r in rows)
+    sigma2 = res["report"]["exact"]["sigma2"]["magnetization"]["value"]
+    var = res["report"]["exact"]["variance"]["magnetization"]
+    assert rows[-1]["exact_ess"] == pytest.approx(2 * 300 * var / sigma2)
