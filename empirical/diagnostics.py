@@ -170,11 +170,11 @@ def coupling_bound(meeting: np.ndarray, lag: int, t_max: int) -> dict:
 
 
 def empirical_gap(states: np.ndarray, max_states: int = 2000) -> dict:
-    """The point estimator of the absolute spectral gap from sample paths (Hsu, Kontorovich, Levin, Peres &
-    Szepesvari 2019, section 3): with the transition counts N(x, y) pooled over the chains (states
-    (T, m, n)), P^ = N / N 1 and pi^ the visit frequencies on the visited states that were left at
-    least once, the gap of the symmetrised matrix (D^{1/2} P^ D^{-1/2} + its transpose) / 2,
-    D = diag(pi^): 1 - max(|l_2|, |l_min|). Only the point estimate is computed, not the paper's
+    """A point estimate of the absolute spectral gap from sample paths, after Hsu, Kontorovich, Levin,
+    Peres & Szepesvari (2019, section 3), in its reversible form: with the transition counts N(x, y)
+    pooled over the chains (states (T, m, n)) on the visited states, S = (N + N^T) / 2 and D = diag(S 1),
+    the gap 1 - max(|l_2|, |l_min|) of D^{-1/2} S D^{-1/2} (a symmetric matrix with top eigenvalue 1,
+    so the estimate lies in [0, 1]). Only the point estimate is computed, not the paper's
     empirical-Bernstein confidence interval; it sees only the visited states (blind to unvisited modes)."""
     T, m, n = states.shape
     visited, code = np.unique(states.reshape(-1, n), axis=0, return_inverse=True)
@@ -186,19 +186,12 @@ def empirical_gap(states: np.ndarray, max_states: int = 2000) -> dict:
         return {"value": None, "visited_states": k, "reason": f"more than {max_states} states visited"}
     counts = np.zeros((k, k))
     np.add.at(counts, (code[:-1].ravel(), code[1:].ravel()), 1.0)
-    left = counts.sum(axis=1) > 0
-    counts = counts[np.ix_(left, left)]
-    keep = counts.sum(axis=1) > 0
-    counts = counts[np.ix_(keep, keep)]
-    P_hat = counts / counts.sum(axis=1, keepdims=True)
-    pi_hat = counts.sum(axis=1) / counts.sum()
-    r = np.sqrt(pi_hat)
-    L = r[:, None] * P_hat / r[None, :]
-    eig = np.linalg.eigvalsh((L + L.T) / 2)
-    second = max(abs(eig[-2]), abs(eig[0])) if len(eig) > 1 else 0.0
-    return {"value": float(1 - second), "visited_states": k,
-            "method": "HKS-LPS 2019 point estimator (symmetrised empirical transition matrix, visited states); "
-                      "no confidence interval"}
+    S = (counts + counts.T) / 2
+    r = 1.0 / np.sqrt(S.sum(axis=1))
+    eig = np.linalg.eigvalsh(r[:, None] * S * r[None, :])
+    return {"value": float(min(1.0, max(0.0, 1 - max(abs(eig[-2]), abs(eig[0]))))), "visited_states": k,
+            "method": "HKS-LPS 2019 point estimator, reversible form (symmetrised transition counts on the visited "
+                      "states); no confidence interval"}
 
 
 # --------------------------------------------------------------------------- simulation

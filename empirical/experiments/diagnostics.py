@@ -163,7 +163,7 @@ def summary_row(name: str, rep: dict) -> dict:
     for f, dg in rep["diagnostics"].items():
         v = rep["verdicts"][f]
         out.append({"case": name, "function": f, "N": N, "rhat": dg["rhat"], "rhat_verdict": v["rhat"].get("verdict"),
-                    "d_start_N": ex["d_start"][-1], "ess_bulk": dg["ess_bulk"], "exact_ess": ex["ess"].get(f),
+                    "d_start_N": ex["d_start"][-1], "d_start_abs_error": ex["d_start_abs_error"], "ess_bulk": dg["ess_bulk"], "exact_ess": ex["ess"].get(f),
                     "ess_verdict": v["ess_bulk"].get("verdict"), "mean": dg["mean"], "mcse": dg["mcse"],
                     "exact_mean": ex["mean"].get(f), "mcse_verdict": v["mcse"].get("verdict"),
                     "coupling_verdict": rep["verdicts"]["coupling"].get("verdict"),
@@ -184,7 +184,9 @@ def format_summary(summary: list[list[dict]]) -> str:
     lines = [head, "|" + "---|" * (head.count("|") - 1)]
     for rows in summary:
         for r in rows:
-            lines.append(f"| {r['case']} | {r['function']} | {r['N']} | {_n(r['rhat'], '.4f')} | {_n(r['d_start_N'])} | "
+            d = r["d_start_N"]
+            d = f"<= {r['d_start_abs_error']:.0e} (rounding)" if d <= r["d_start_abs_error"] else _n(d)
+            lines.append(f"| {r['case']} | {r['function']} | {r['N']} | {_n(r['rhat'], '.4f')} | {d} | "
                          f"{r['rhat_verdict']} | {_n(r['ess_bulk'])} | {_n(r['exact_ess'])} | {r['ess_verdict']} | "
                          f"{_n(r['mean'], '.4g')} +- {_n(r['mcse'], '.2g')} | {_n(r['exact_mean'], '.4g')} | "
                          f"{r['coupling_verdict']} | {_n(r['t_mix'])} | {_n(r['unvisited_mass'])} |")
