@@ -134,6 +134,9 @@ def format_report(rep: dict) -> str:
     if rep.get("metastable"):
         lines += ["", "metastable sets of the exact chain (PCCA, slow eigenvectors):"]
         for k, s in enumerate(rep["metastable"]):
+            if "reason" in s:
+                lines.append(f"  {s['reason']}")
+                continue
             lines.append(f"  set {k}: {s['states']} states, pi = {s['mass']:.4g}, mean exit time {s['exit_time']:.4g}"
                          f", e.g. {' '.join(map(str, s['example']))}; visited by {s['chains_visiting']} of "
                          f"{inp['chains']} chains" + ("" if s["visited"] else "  <- NO CHAIN VISITED IT"))

@@ -484,7 +484,11 @@ def diagnose(chain, source: Conditionals | None, *, chains: int = 4, steps: int 
         from mlmix.theory.metastable import metastable_sets
 
         start_idx = None if state is None else int(space.encode(state))
-        for s in metastable_sets(chain):
+        try:
+            found = metastable_sets(chain)
+        except ValueError as err:
+            found, sets = [], [{"reason": f"metastable sets not computed: {err}"}]
+        for s in found:
             members = np.flatnonzero(s.states)
             sets.append({"states": int(s.states.sum()), "mass": s.mass, "exit_time": s.exit_time,
                          "example": space.decode(members[np.argmax(pi[members])]).tolist(),

@@ -7,12 +7,14 @@ metastable sets. The number of sets k is where the eigenvalue gap is largest: k 
 l_k - l_{k+1} over 2 <= k <= k_max (Deuflhard & Weber 2005, "Robust Perron cluster analysis").
 
 The inner-simplex algorithm (Weber & Galliat 2002) picks k "vertex" states of the embedding
-X = [v_1, ..., v_k] (rows: states) that span the widest simplex; the memberships chi = X X[vertices]^{-1}
-are 1 at their own vertex and sum to 1 over the sets; each state goes to the set of its largest
-membership. Each set A comes with its stationary mass pi(A) and its mean exit time from the
+X = [v_1, ..., v_k] (rows: states) that span the widest simplex. Each state then goes to the vertex
+it is most likely to reach first, argmax_j P_x(tau_{v_j} < tau_{other vertices}) (committors, solved
+by GTH elimination, so they keep their accuracy where the eigenvectors lose it): a crisp assignment
+in the spirit of PCCA's memberships chi = X X[vertices]^{-1}, which round-off corrupts on light states. Each set A comes with its stationary mass pi(A) and its mean exit time from the
 stationary law restricted to A, E_{pi|A}[tau_{A^c}] (first-step equations, :mod:`mlmix.theory.hitting`).
 
-The sets are a description, not a certified quantity: eigenvectors of nearly equal slow eigenvalues
+Vertices are taken among states of mass >= 1e-10 max pi (where D^{-1/2} keeps the eigensolver's
+error below 1e-11). The sets are a description, not a certified quantity: eigenvectors of nearly equal slow eigenvalues
 are computed in floating point (the masses and exit times of the sets found are computed to the
 accuracy the stationary law and the hitting solver report).
 """
@@ -46,6 +48,9 @@ def slow_eigenpairs(P, pi: np.ndarray, count: int) -> tuple[np.ndarray, np.ndarr
     (columns, pi-orthonormal), largest first."""
     N = P.shape[0]
     count = check_int(count, "count", minimum=1, maximum=N)
+    if not (pi > np.finfo(np.float64).tiny).all():
+        raise ValueError("the stationary law underflows on some states: the symmetrised eigenvectors "
+                         "D^{-1/2} w are not representable in float64")
     r = np.sqrt(pi)
     if sp.issparse(P):
         Ps = sp.csr_array(P)
@@ -66,23 +71,39 @@ def slow_eigenpairs(P, pi: np.ndarray, count: int) -> tuple[np.ndarray, np.ndarr
     return vals, vecs / r[:, None]
 
 
-def inner_simplex_vertices(X: np.ndarray) -> np.ndarray:
+def inner_simplex_vertices(X: np.ndarray, candidates: np.ndarray | None = None) -> np.ndarray:
     """k row indices of X (N, k) spanning a large simplex: the row farthest from the mean first,
-    then repeatedly the row farthest from the affine hull of those chosen (Gram-Schmidt)."""
+    then repeatedly the row farthest from the affine hull of those chosen (Gram-Schmidt); only rows
+    in the boolean mask ``candidates`` (default all) are eligible."""
     N, k = X.shape
-    Y = X - X.mean(axis=0)
-    first = int(np.argmax(np.linalg.norm(Y, axis=1)))
+    eligible = np.ones(N, dtype=bool) if candidates is None else candidates
+    Y = X - X[eligible].mean(axis=0)
+    first = int(np.argmax(np.where(eligible, np.linalg.norm(Y, axis=1), -1.0)))
     chosen = [first]
     Z = Y - Y[first]
     for _ in range(1, k):
-        norms = np.linalg.norm(Z, axis=1)
+        norms = np.where(eligible, np.linalg.norm(Z, axis=1), -1.0)
         nxt = int(np.argmax(norms))
         chosen.append(nxt)
-        if norms[nxt] == 0:
+        if norms[nxt] <= 0:
             break
         u = Z[nxt] / norms[nxt]
         Z = Z - np.outer(Z @ u, u)
     return np.array(chosen)
+
+
+def _vertex_committors(chain, vertices: np.ndarray) -> np.ndarray:
+    """H[x, j] = P_x(the chain reaches vertex j before the other vertices) (N, k), by the committor
+    equations (GTH elimination on dense sets: entrywise accurate)."""
+    N = chain.n_states
+    cols = []
+    for v in vertices:
+        own = np.zeros(N, dtype=bool)
+        own[v] = True
+        others = np.zeros(N, dtype=bool)
+        others[[u for u in vertices if u != v]] = True
+        cols.append(np.asarray(chain.committor(others, own), dtype=np.float64))
+    return np.column_stack(cols)
 
 
 def metastable_sets(chain, k_max: int = 6) -> list[MetastableSet]:
@@ -100,9 +121,10 @@ def metastable_sets(chain, k_max: int = 6) -> list[MetastableSet]:
         return [MetastableSet(np.ones(N, dtype=bool), 1.0, float("inf"), float(vals[0]))]
     k = int(np.argmax(gaps)) + 2
     X = vecs[:, :k]
-    vertices = inner_simplex_vertices(X)
-    chi = X @ np.linalg.inv(X[vertices])
-    label = np.argmax(chi, axis=1)
+    # v = w / sqrt(pi) amplifies the eigensolver's absolute error ~1e-16 by pi^{-1/2}: vertices are
+    # chosen among states with pi >= 1e-10 max pi (error <= 1e-11); lighter states are only labelled
+    vertices = inner_simplex_vertices(X, pi >= 1e-10 * pi.max())
+    label = np.argmax(_vertex_committors(chain, vertices), axis=1)
     out = []
     for j in range(k):
         A = label == j

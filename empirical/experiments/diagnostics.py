@@ -169,7 +169,7 @@ def summary_row(name: str, rep: dict) -> dict:
                     "coupling_verdict": rep["verdicts"]["coupling"].get("verdict"),
                     "t_mix": ex["t_mix"].get("value") if ex["t_mix"].get("value") is not None
                     else [ex["t_mix"].get("lower"), ex["t_mix"].get("upper")],
-                    "unvisited_mass": sum(s["mass"] for s in rep["metastable"] or [] if not s["visited"])})
+                    "unvisited_mass": sum(s["mass"] for s in rep["metastable"] or [] if not s.get("visited", True))})
     return out
 
 
