@@ -186,7 +186,7 @@ def format_summary(summary: list[list[dict]]) -> str:
         for r in rows:
             d = r["d_start_N"]
             d = f"<= {r['d_start_abs_error']:.0e} (rounding)" if d <= r["d_start_abs_error"] else _n(d)
-            lines.append(f"| {r['case']} | {r['function']} | {r['N']} | {_n(r['rhat'], '.4f')} | {d} | "
+            lines.append(f"| {r['case'].replace('|', chr(92) + '|')} | {r['function']} | {r['N']} | {_n(r['rhat'], '.4f')} | {d} | "
                          f"{r['rhat_verdict']} | {_n(r['ess_bulk'])} | {_n(r['exact_ess'])} | {r['ess_verdict']} | "
                          f"{_n(r['mean'], '.4g')} +- {_n(r['mcse'], '.2g')} | {_n(r['exact_mean'], '.4g')} | "
                          f"{r['coupling_verdict']} | {_n(r['t_mix'])} | {_n(r['unvisited_mass'])} |")
