@@ -256,19 +256,20 @@ def simulate(source: Conditionals | None, P, kernel: str, x0: np.ndarray, steps:
 
 def meeting_times(source: Conditionals | None, P, kernel: str, x0: np.ndarray, y0: np.ndarray, lag: int,
                   budget: int, seed: int, space) -> np.ndarray:
-    """Meeting times tau of L-lag pairs (X_0, Y_0) = (x0[p], y0[p]): X advances ``lag`` steps alone,
-    then (X_{t}, Y_{t-L}) move coupled until they meet (at most ``budget`` coupled steps; -1 if not)."""
+    """Meeting times tau = inf{t > L : X_t = Y_{t-L}} of L-lag pairs (X_0, Y_0) = (x0[p], y0[p]): X
+    advances ``lag`` steps alone, then (X_t, Y_{t-L}) move coupled until they meet (at most ``budget``
+    coupled steps; -1 if not). A pair with X_L = Y_0 meets at tau = L + 1 (the coupling is faithful)."""
     B = x0.shape[0]
     ss = np.random.SeedSequence([seed, 1])
     s_ahead, s_pair = (s.generate_state(B).astype(np.int64) for s in ss.spawn(2))
     if kernel == "glauber" and source is not None:
         ahead = run_chains(source, x0, lag, seeds=s_ahead, record_every=lag).states[-1]
         met = run_coupled(source, ahead, y0, budget, seeds=s_pair, record_every=max(budget, 1)).coupling_time
-        return np.where(met == NOT_COUPLED, -1, met + lag)
+        return np.where(met == NOT_COUPLED, -1, lag + np.maximum(met, 1))
     x = simulate(None, P, kernel, x0, lag, int(s_ahead[0]), space)[-1]
     sampler, rng = KernelSampler(P), np.random.default_rng(s_pair)
     xi, yi = space.encode(x), space.encode(y0)
-    tau = np.where(xi == yi, lag, -1)
+    tau = np.where(xi == yi, lag + 1, -1)
     for t in range(budget):
         if (tau >= 0).all():
             break

@@ -304,3 +304,14 @@ def test_experiment_case_curves_match_the_exact_side():
     sigma2 = res["report"]["exact"]["sigma2"]["magnetization"]["value"]
     var = res["report"]["exact"]["variance"]["magnetization"]
     assert rows[-1]["exact_ess"] == pytest.approx(2 * 300 * var / sigma2)
+
+
+def test_meeting_time_is_after_the_lag():
+    """tau = inf{t > L : X_t = Y_{t-L}}: a pair that is equal at t = L meets at L + 1, so the bound at t = 0
+    is 1 (d(0) may be close to 1 from a point start)."""
+    src = _small_scores()
+    chain = Chain.from_source(src, "glauber")
+    x0 = np.zeros((50, 3), dtype=np.int64)
+    for kernel, source in (("glauber", src), ("k-gibbs", None)):
+        tau = meeting_times(source, chain.P, kernel, x0, x0.copy(), 3, 200, seed=0, space=src.space)
+        assert (tau >= 4).all()
