@@ -10,7 +10,9 @@ The inner-simplex algorithm (Weber & Galliat 2002) picks k "vertex" states of th
 X = [v_1, ..., v_k] (rows: states) that span the widest simplex. Each state then goes to the vertex
 it is most likely to reach first, argmax_j P_x(tau_{v_j} < tau_{other vertices}) (committors, solved
 by GTH elimination, so they keep their accuracy where the eigenvectors lose it): a crisp assignment
-in the spirit of PCCA's memberships chi = X X[vertices]^{-1}, which round-off corrupts on light states. Each set A comes with its stationary mass pi(A) and its mean exit time from the
+in the spirit of PCCA's memberships chi = X X[vertices]^{-1}, which round-off corrupts on light states.
+Above :data:`~mlmix.theory.hitting.DENSE_HITTING_LIMIT` states (where the committors would need
+slowly converging Krylov solves) the memberships chi themselves decide. Each set A comes with its stationary mass pi(A) and its mean exit time from the
 stationary law restricted to A, E_{pi|A}[tau_{A^c}] (first-step equations, :mod:`mlmix.theory.hitting`).
 
 Vertices are taken among states of mass >= 1e-10 max pi (where D^{-1/2} keeps the eigensolver's
@@ -27,6 +29,7 @@ import numpy as np
 import scipy.sparse as sp
 import scipy.sparse.linalg as spla
 
+from mlmix.theory.hitting import DENSE_HITTING_LIMIT
 from mlmix.validation import check_int
 
 #: Up to this many states the slow eigenvectors come from a dense symmetric eigensolver.
@@ -124,7 +127,10 @@ def metastable_sets(chain, k_max: int = 6) -> list[MetastableSet]:
     # v = w / sqrt(pi) amplifies the eigensolver's absolute error ~1e-16 by pi^{-1/2}: vertices are
     # chosen among states with pi >= 1e-10 max pi (error <= 1e-11); lighter states are only labelled
     vertices = inner_simplex_vertices(X, pi >= 1e-10 * pi.max())
-    label = np.argmax(_vertex_committors(chain, vertices), axis=1)
+    if N <= DENSE_HITTING_LIMIT:
+        label = np.argmax(_vertex_committors(chain, vertices), axis=1)
+    else:  # Krylov committors of a metastable chain converge slowly: PCCA's memberships instead
+        label = np.argmax(X @ np.linalg.inv(X[vertices]), axis=1)
     out = []
     for j in range(k):
         A = label == j
