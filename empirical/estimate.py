@@ -39,6 +39,7 @@ from mlmix.theory.local.margins import (
     state_margins,
 )
 from mlmix.theory.local.rectangles import rectangle_summary, sample_rectangles
+from mlmix.theory.results import Result
 from mlmix.theory.sources.conditionals import Conditionals, ScoreTable
 from mlmix.theory.sources.contexts import Replacements, TopK, rows_per_call
 from mlmix.validation import check_int
@@ -109,13 +110,51 @@ def _check_count(count: int, what: str) -> None:
 # ------------------------------------------------------------------------------------ summaries
 
 
-def summarise(values: np.ndarray) -> dict:
-    """mean, median, q90, max and count of a sample of values."""
+def summarise(values: np.ndarray, sample: bool = False, clusters: np.ndarray | None = None) -> dict:
+    """mean, median, q90, max and count of values; for a ``sample`` also the 95% confidence interval
+    of the mean (:func:`mean_interval`, ``clusters`` labelling draws that share a context) and the
+    maximum as a :class:`Result` interval [max, ?]: a sampled maximum is only a lower bound of the
+    supremum."""
     v = np.asarray(values, dtype=np.float64)
     if v.size == 0:
         return {"mean": None, "median": None, "q90": None, "max": None, "count": 0}
-    return {"mean": float(v.mean()), "median": float(np.median(v)), "q90": float(np.quantile(v, 0.9)),
-            "max": float(v.max()), "count": int(v.size)}
+    out = {"mean": float(v.mean()), "median": float(np.median(v)), "q90": float(np.quantile(v, 0.9)),
+           "max": float(v.max()), "count": int(v.size)}
+    if sample:
+        out["mean_ci"] = mean_interval(v, clusters=clusters)
+        out["supremum"] = sampled_supremum("supremum", float(v.max()), int(v.size), "sampled values")
+    return out
+
+
+def mean_interval(values: np.ndarray, level: float = 0.95, clusters: np.ndarray | None = None) -> dict:
+    """Student's t confidence interval of the mean of N draws, mean +- t_{(1+level)/2, G-1} se, with
+    se^2 = s^2 / N for independent draws (G = N), or, when draws come in ``clusters`` (labels: draws
+    sharing a context, which are dependent) the cluster-robust
+
+        se^2 = G / (G - 1) sum_g (sum_{r in g} (v_r - mean))^2 / N^2       (G clusters).
+
+    A statement about the sampling distribution (it covers the mean of the sampling protocol with
+    probability about ``level``), not a certified enclosure. None with a reason below two clusters."""
+    from scipy.stats import t as student_t
+
+    v = np.asarray(values, dtype=np.float64)
+    labels = np.arange(v.size) if clusters is None else np.unique(np.asarray(clusters), return_inverse=True)[1]
+    G = int(labels.max()) + 1 if v.size else 0
+    if G < 2:
+        return {"lower": None, "upper": None, "level": level, "reason": "fewer than two independent draws"}
+    m = float(v.mean())
+    sums = np.bincount(labels, weights=v - m, minlength=G)
+    se = float(np.sqrt(G / (G - 1) * (sums ** 2).sum()) / v.size)
+    half = float(student_t.ppf((1 + level) / 2, G - 1)) * se
+    how = "independent draws" if clusters is None else f"draws in {G} context clusters (cluster-robust)"
+    return {"lower": m - half, "upper": m + half, "level": level,
+            "method": f"Student t interval over {v.size} {how}; not a certified enclosure"}
+
+
+def sampled_supremum(name: str, maximum: float, count: int, what: str) -> Result:
+    """A supremum over V^n seen only on a sample: the interval [sample maximum, unknown]."""
+    return Result.interval(name, maximum, None, f"maximum over {count} {what}",
+                           "a maximum over a sample of contexts is a lower bound of the supremum over all of V^n")
 
 
 def contraction_verdict(rho: float, exact: bool) -> str:
@@ -199,7 +238,8 @@ def constants(source: Conditionals, contexts: np.ndarray | None, rng: np.random.
         rect = rectangle_summary(src, max_states=src.space.size).as_dict()
     else:
         rects = sample_rectangles(src, ctx, rectangles, rng, top_k=top_k)
-        rect = summarise(rects.values)
+        rect = summarise(rects.values, sample=True,
+                         clusters=np.unique(rects.states, axis=0, return_inverse=True)[1].ravel())
         if rects.count:
             rect["worst"] = rects.record(int(np.argmax(rects.values)))
             if records:
@@ -215,12 +255,18 @@ def constants(source: Conditionals, contexts: np.ndarray | None, rng: np.random.
                   else states_with_count(src.space, drift_symbols, k, drift_states, rng))
         values = count_drift(src, states, drift_symbols)
         drift = {"symbols": sorted(int(a) for a in np.unique(drift_symbols)), "k": int(k),
-                 **summarise(values), "min": float(values.min()), "positive_fraction": float((values > 0).mean())}
+                 **summarise(values, sample=not exact), "min": float(values.min()),
+                 "positive_fraction": float((values > 0).mean())}
     step()
     trap = best_margin_state(src, ctx, decode)
     step()
+    suprema = None if exact else {
+        "rho": sampled_supremum("rho", agg.rho, int(ctx.shape[0]), "sampled contexts"),
+        "delta": sampled_supremum("Delta", 4 * t_star, int(ctx.shape[0]), "sampled contexts"),
+        "contraction_temperature": sampled_supremum("T*", t_star, int(ctx.shape[0]), "sampled contexts")}
     return {
         "kind": "exact" if exact else "estimate",
+        "suprema": suprema,
         "n_contexts": src.space.size if exact else int(ctx.shape[0]),
         "rho_hat": agg.rho, "alpha_hat": agg.alpha, "rho_ij": infl.rho_ij.tolist(),
         "contraction": contraction_verdict(agg.rho, exact),

@@ -28,6 +28,7 @@ SUBCOMMANDS = {
     "verify": ("mlmix.commands.verify", "check the papers' theorems with Hypothesis and print the table"),
     "estimate": ("mlmix.commands.estimate", "estimate bound constants of a masked language model"),
     "convert": ("mlmix.commands.convert", "write a safetensors copy of a masked-LM checkpoint with its tokenizer"),
+    "diagnose": ("mlmix.commands.diagnose", "R-hat, ESS and a coupling bound of simulated chains beside the exact truth"),
     "run": ("mlmix.commands.run", "run a reproduction or experiment of the papers, writing data and a figure to --out"),
 }
 

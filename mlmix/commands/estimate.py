@@ -272,6 +272,11 @@ def format_table(report: dict) -> str:
              f"{'quantity':<28}{'estimate':>14}{'exact' if ex else '':>14}{'true law' if law else '':>14}"]
     lines += [f"{name:<28}{_fmt(get(report, key)):>14}{_fmt(get(ex, key)) if ex else '':>14}"
               f"{_fmt(get(law, key)) if law else '':>14}" for name, key in rows]
+    for name, part in (("R mean", report.get("rectangle")), ("drift mean", report.get("drift"))):
+        ci = (part or {}).get("mean_ci") or {}
+        if ci.get("lower") is not None:
+            lines.append(f"{name} {ci['level']:.0%} confidence interval [{ci['lower']:.4g}, {ci['upper']:.4g}] "
+                         f"({ci['method']})")
     lines.append(f"contraction: {report['contraction']}" + (f"; exact: {ex['contraction']}" if ex else ""))
     lines.append(f"note: {report['lower_bounds']}")
     route = report.get("plan") or {}

@@ -74,8 +74,32 @@ def configure(parser: argparse.ArgumentParser) -> None:
     """Arguments of ``mlmix exact``."""
     parser.formatter_class = argparse.RawDescriptionHelpFormatter
     parser.epilog = __doc__.split("Examples::", 1)[1]
+    add_source_arguments(parser)
+    out = parser.add_argument_group("output")
+    out.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    out.add_argument("--stationary", action="store_true", help="include the stationary law")
+    out.add_argument("--eps", type=float, default=0.25, help="TV threshold of t_mix (default 0.25)")
+    out.add_argument("--basin", default=None, metavar="PATTERN",
+                     help="a basin for Theorem 8: n symbols or '*' (free), e.g. \"1 1 * * *\"")
+    out.add_argument("--mixing-limit", type=int, default=REPORT_MIXING_LIMIT,
+                     help=f"largest state count for the exact dense t_mix (default {REPORT_MIXING_LIMIT}; "
+                          f"at most {MIXING_LIMIT}); larger chains get certified bounds")
+    out.add_argument("--plot", type=Path, default=None, metavar="FILE",
+                     help="also draw the distance curve, spectrum, stationary law and rho_ij into FILE "
+                          "(.pdf, .svg or .png)")
+    out.add_argument("--save-scores", type=Path, default=None, metavar="FILE",
+                     help="also write the full score table of the source (.npz, read back by --scores)")
+    out.add_argument("--save-matrix", type=Path, default=None, metavar="FILE",
+                     help="also write the analysed transition matrix (.npz, read back by --matrix)")
+
+
+def add_source_arguments(parser: argparse.ArgumentParser, seed_flag: str = "--seed") -> None:
+    """The chain and source options of ``mlmix exact`` (also used by ``mlmix diagnose``, which names the
+    source's seed ``--source-seed``: its own ``--seed`` seeds the chains)."""
     src = parser.add_argument_group("chain")
     src.add_argument("--matrix", type=Path, help="transition matrix file: .npy (dense) or .npz (scipy sparse)")
+    src.add_argument("--scores", type=Path, default=None, metavar="FILE",
+                     help="a score table file (.npz, docs/samplers.md; a partial one gives its full contexts)")
     src.add_argument("--model", choices=MODELS, default="ising", help="built-in source (default ising)")
     src.add_argument("--kernel", choices=KERNELS, default="glauber", help="sampler (default glauber)")
     src.add_argument("--k", type=int, default=2, help="block size of k-Gibbs (default 2)")
@@ -99,27 +123,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
     mod.add_argument("--vocab", type=int, default=3, help="|V| for scores (default 3)")
     mod.add_argument("--length", type=int, default=5, help="n for scores and clique (default 5)")
     mod.add_argument("--clique-size", type=int, default=3, help="|C| for clique, sites 0..|C|-1 (default 3)")
-    mod.add_argument("--seed", type=int, default=None,
+    mod.add_argument(seed_flag, dest="seed", type=int, default=None,
                      help="seed of random scores (default 0) or of random Potts couplings and fields")
     mod.add_argument("--scale", type=float, default=1.0, help="standard deviation of random scores (default 1)")
-    out = parser.add_argument_group("output")
-    out.add_argument("--json", action="store_true", help="print JSON instead of a table")
-    out.add_argument("--stationary", action="store_true", help="include the stationary law")
-    out.add_argument("--eps", type=float, default=0.25, help="TV threshold of t_mix (default 0.25)")
-    out.add_argument("--basin", default=None, metavar="PATTERN",
-                     help="a basin for Theorem 8: n symbols or '*' (free), e.g. \"1 1 * * *\"")
-    out.add_argument("--mixing-limit", type=int, default=REPORT_MIXING_LIMIT,
-                     help=f"largest state count for the exact dense t_mix (default {REPORT_MIXING_LIMIT}; "
-                          f"at most {MIXING_LIMIT}); larger chains get certified bounds")
-    out.add_argument("--plot", type=Path, default=None, metavar="FILE",
-                     help="also draw the distance curve, spectrum, stationary law and rho_ij into FILE "
-                          "(.pdf, .svg or .png)")
-    src.add_argument("--scores", type=Path, default=None, metavar="FILE",
-                     help="a score table file (.npz, docs/samplers.md; a partial one gives its full contexts)")
-    out.add_argument("--save-scores", type=Path, default=None, metavar="FILE",
-                     help="also write the full score table of the source (.npz, read back by --scores)")
-    out.add_argument("--save-matrix", type=Path, default=None, metavar="FILE",
-                     help="also write the analysed transition matrix (.npz, read back by --matrix)")
     add_mlm_arguments(parser)
 
 
@@ -127,10 +133,15 @@ def _validate(args: argparse.Namespace) -> None:
     """Every numeric option: finite and in range (ValueError -> exit 2, one line)."""
     check_eps(args.eps, "--eps")
     check_int(args.mixing_limit, "--mixing-limit", minimum=1, maximum=MIXING_LIMIT)
-    check_int(args.k, "--k", minimum=1)
-    check_int(args.threads, "--threads", minimum=1)
     if args.plot is not None and args.plot.suffix.lower() not in (".pdf", ".svg", ".png"):
         raise ValueError(f"--plot must name a .pdf, .svg or .png file, got {args.plot.name}")
+    validate_source(args)
+
+
+def validate_source(args: argparse.Namespace) -> None:
+    """The source options of :func:`add_source_arguments`: finite and in range."""
+    check_int(args.k, "--k", minimum=1)
+    check_int(args.threads, "--threads", minimum=1)
     for name in ("coupling", "field", "scale"):
         check_real(getattr(args, name), f"--{name}")
     check_real(args.scale, "--scale", minimum=0.0, open_min=True)

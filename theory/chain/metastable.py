@@ -1,0 +1,146 @@
+"""Metastable sets of a chain from its slow eigenvectors (crisp PCCA by the inner-simplex algorithm).
+
+With the additive reversibilisation S = (P + P*)/2 (equal to P for a reversible chain), the matrix
+A = D^{1/2} S D^{-1/2}, D = diag(pi), is symmetric with eigenvalues 1 = l_1 >= l_2 >= ... The k
+slowest eigenvectors, back-transformed v = D^{-1/2} w, span functions that are nearly constant on
+metastable sets. The number of sets k is where the eigenvalue gap is largest: k maximises
+l_k - l_{k+1} over 2 <= k <= k_max (Deuflhard & Weber 2005, "Robust Perron cluster analysis").
+
+The inner-simplex algorithm (Weber & Galliat 2002) picks k "vertex" states of the embedding
+X = [v_1, ..., v_k] (rows: states) that span the widest simplex. Each state then goes to the vertex
+it is most likely to reach first, argmax_j P_x(tau_{v_j} < tau_{other vertices}) (committors, solved
+by GTH elimination, so they keep their accuracy where the eigenvectors lose it): a crisp assignment
+in the spirit of PCCA's memberships chi = X X[vertices]^{-1}, which round-off corrupts on light states.
+Above :data:`~mlmix.theory.chain.DENSE_HITTING_LIMIT` states (where the committors would need
+slowly converging Krylov solves) the memberships chi themselves decide. Each set A comes with its stationary mass pi(A) and its mean exit time from the
+stationary law restricted to A, E_{pi|A}[tau_{A^c}] (first-step equations, :mod:`mlmix.theory.chain.hitting`).
+
+Vertices are taken among states of mass >= 1e-10 max pi (where D^{-1/2} keeps the eigensolver's
+error below 1e-11). The sets are a description, not a certified quantity: eigenvectors of nearly equal slow eigenvalues
+are computed in floating point (the masses and exit times of the sets found are computed to the
+accuracy the stationary law and the hitting solver report).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import scipy.sparse as sp
+import scipy.sparse.linalg as spla
+
+from mlmix.limits import DENSE_HITTING_LIMIT
+from mlmix.validation import check_int
+
+#: Up to this many states the slow eigenvectors come from a dense symmetric eigensolver.
+DENSE_EIGEN_LIMIT = 4096
+
+
+@dataclass(frozen=True)
+class MetastableSet:
+    """States of one metastable set (a boolean mask), its mass pi(A) and mean exit time from pi|A."""
+
+    states: np.ndarray
+    mass: float
+    exit_time: float
+    eigenvalue: float  # the k-th slow eigenvalue l_k of S (the slowest relaxation it carries)
+
+
+def slow_eigenpairs(P, pi: np.ndarray, count: int) -> tuple[np.ndarray, np.ndarray]:
+    """The ``count`` largest eigenvalues of S = (P + P*)/2 and their eigenvectors v = D^{-1/2} w
+    (columns, pi-orthonormal), largest first."""
+    N = P.shape[0]
+    count = check_int(count, "count", minimum=1, maximum=N)
+    if not (pi > np.finfo(np.float64).tiny).all():
+        raise ValueError("the stationary law underflows on some states: the symmetrised eigenvectors "
+                         "D^{-1/2} w are not representable in float64")
+    r = np.sqrt(pi)
+    if sp.issparse(P):
+        Ps = sp.csr_array(P)
+        A = sp.diags_array(r) @ Ps @ sp.diags_array(1.0 / r)
+        A = (A + A.T) * 0.5
+    else:
+        Pd = np.asarray(P, dtype=np.float64)
+        A = r[:, None] * Pd / r[None, :]
+        A = (A + A.T) * 0.5
+    if N <= DENSE_EIGEN_LIMIT:
+        A = A.toarray() if sp.issparse(A) else A
+        vals, vecs = np.linalg.eigh(A)
+        vals, vecs = vals[::-1][:count], vecs[:, ::-1][:, :count]
+    else:
+        vals, vecs = spla.eigsh(sp.csr_array(A), k=count, which="LA", v0=r)
+        order = np.argsort(vals)[::-1]
+        vals, vecs = vals[order], vecs[:, order]
+    return vals, vecs / r[:, None]
+
+
+def inner_simplex_vertices(X: np.ndarray, candidates: np.ndarray | None = None) -> np.ndarray:
+    """k row indices of X (N, k) spanning a large simplex: the row farthest from the mean first,
+    then repeatedly the row farthest from the affine hull of those chosen (Gram-Schmidt); only rows
+    in the boolean mask ``candidates`` (default all) are eligible."""
+    N, k = X.shape
+    eligible = np.ones(N, dtype=bool) if candidates is None else candidates
+    Y = X - X[eligible].mean(axis=0)
+    first = int(np.argmax(np.where(eligible, np.linalg.norm(Y, axis=1), -1.0)))
+    chosen = [first]
+    Z = Y - Y[first]
+    for _ in range(1, k):
+        norms = np.where(eligible, np.linalg.norm(Z, axis=1), -1.0)
+        nxt = int(np.argmax(norms))
+        chosen.append(nxt)
+        if norms[nxt] <= 0:
+            break
+        u = Z[nxt] / norms[nxt]
+        Z = Z - np.outer(Z @ u, u)
+    return np.array(chosen)
+
+
+def _vertex_committors(chain, vertices: np.ndarray) -> np.ndarray:
+    """H[x, j] = P_x(the chain reaches vertex j before the other vertices) (N, k), by the committor
+    equations (GTH elimination on dense sets: entrywise accurate)."""
+    N = chain.n_states
+    cols = []
+    for v in vertices:
+        own = np.zeros(N, dtype=bool)
+        own[v] = True
+        others = np.zeros(N, dtype=bool)
+        others[[u for u in vertices if u != v]] = True
+        cols.append(np.asarray(chain.committor(others, own), dtype=np.float64))
+    return np.column_stack(cols)
+
+
+def metastable_sets(chain, k_max: int = 6) -> list[MetastableSet]:
+    """The metastable sets of ``chain`` (a dense or sparse :class:`~mlmix.theory.chain.core.Chain`), by
+    the eigenvalue-gap choice of k and crisp inner-simplex PCCA (module docstring); largest mass first.
+    A chain whose largest gap is after the first eigenvalue (no slow structure) gives one set."""
+    pi = np.asarray(chain.stationary, dtype=np.float64)
+    N = pi.shape[0]
+    k_max = min(check_int(k_max, "k_max", minimum=2), N - 1) if N > 2 else 1
+    if k_max < 2:
+        return [MetastableSet(np.ones(N, dtype=bool), 1.0, float("inf"), 1.0)]
+    vals, vecs = slow_eigenpairs(chain.P, pi, k_max + 1)
+    gaps = vals[1:k_max] - vals[2:k_max + 1]
+    if (1.0 - vals[1]) >= gaps.max():  # the first gap dominates: no metastable structure
+        return [MetastableSet(np.ones(N, dtype=bool), 1.0, float("inf"), float(vals[0]))]
+    k = int(np.argmax(gaps)) + 2
+    X = vecs[:, :k]
+    # v = w / sqrt(pi) amplifies the eigensolver's absolute error ~1e-16 by pi^{-1/2}: vertices are
+    # chosen among states with pi >= 1e-10 max pi (error <= 1e-11); lighter states are only labelled
+    vertices = inner_simplex_vertices(X, pi >= 1e-10 * pi.max())
+    if N <= DENSE_HITTING_LIMIT:
+        label = np.argmax(_vertex_committors(chain, vertices), axis=1)
+    else:  # Krylov committors of a metastable chain converge slowly: PCCA's memberships instead
+        label = np.argmax(X @ np.linalg.inv(X[vertices]), axis=1)
+    out = []
+    for j in range(k):
+        A = label == j
+        if not A.any():
+            continue
+        mass = float(pi[A].sum())
+        if A.all():
+            exit_time = float("inf")
+        else:
+            times = np.asarray(chain.hitting_time(~A), dtype=np.float64)
+            exit_time = float(pi[A] @ times[A] / mass)
+        out.append(MetastableSet(A, mass, exit_time, float(vals[k - 1])))
+    return sorted(out, key=lambda s: -s.mass)
