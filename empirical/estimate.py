@@ -27,8 +27,8 @@ import numpy as np
 from tqdm.auto import tqdm
 
 from mlmix.limits import CONSTANTS_LIMIT
+from mlmix.theory.local.constants import local_constants, sampled_supremum
 from mlmix.theory.local.influence import (
-    aggregate_influence,
     contraction_temperature,
     influence_and_oscillation,
 )
@@ -39,7 +39,6 @@ from mlmix.theory.local.margins import (
     state_margins,
 )
 from mlmix.theory.local.rectangles import rectangle_summary, sample_rectangles
-from mlmix.theory.results import Result
 from mlmix.theory.sources.conditionals import Conditionals, ScoreTable
 from mlmix.theory.sources.contexts import Replacements, TopK, rows_per_call
 from mlmix.validation import check_int
@@ -151,21 +150,6 @@ def mean_interval(values: np.ndarray, level: float = 0.95, clusters: np.ndarray 
             "method": f"Student t interval over {v.size} {how}; not a certified enclosure"}
 
 
-def sampled_supremum(name: str, maximum: float, count: int, what: str) -> Result:
-    """A supremum over V^n seen only on a sample: the interval [sample maximum, unknown]."""
-    return Result.interval(name, maximum, None, f"maximum over {count} {what}",
-                           "a maximum over a sample of contexts is a lower bound of the supremum over all of V^n")
-
-
-def contraction_verdict(rho: float, exact: bool) -> str:
-    """Thm 5's condition rho < 1, worded for an exact value or a sampled lower bound."""
-    if exact:
-        return "contracts (rho < 1: Thm 5 applies)" if rho < 1 else "no certificate (rho >= 1)"
-    if rho >= 1:
-        return "fails (rho_hat >= 1 is a lower bound, so rho >= 1)"
-    return "not refuted (rho_hat < 1 is only a lower bound of rho)"
-
-
 def margin_report(source: Conditionals, states: np.ndarray, decode=None) -> list[dict]:
     """Margins of each state (Assumption 1 for the singleton basin {x}) and Thm 8's bounds.
 
@@ -230,9 +214,7 @@ def constants(source: Conditionals, contexts: np.ndarray | None, rng: np.random.
     ctx = None if exact else np.asarray(contexts)
     step = progress.update if progress is not None else (lambda _=1: None)
 
-    infl, osc = influence_and_oscillation(src, ctx, None if exact else replacements, rng, max_states=src.space.size)
-    agg = aggregate_influence(infl.rho_ij)
-    t_star = contraction_temperature(osc.delta_ij)  # (1/4) max_j sum_{i != j} Delta_ij
+    local = local_constants(src, ctx, replacements=replacements, rng=rng)
     step(2)
     if exact:
         rect = rectangle_summary(src, max_states=src.space.size).as_dict()
@@ -260,26 +242,19 @@ def constants(source: Conditionals, contexts: np.ndarray | None, rng: np.random.
     step()
     trap = best_margin_state(src, ctx, decode)
     step()
-    suprema = None if exact else {
-        "rho": sampled_supremum("rho", agg.rho, int(ctx.shape[0]), "sampled contexts"),
-        "delta": sampled_supremum("Delta", 4 * t_star, int(ctx.shape[0]), "sampled contexts"),
-        "contraction_temperature": sampled_supremum("T*", t_star, int(ctx.shape[0]), "sampled contexts")}
     return {
         "kind": "exact" if exact else "estimate",
-        "suprema": suprema,
         "n_contexts": src.space.size if exact else int(ctx.shape[0]),
-        "rho_hat": agg.rho, "alpha_hat": agg.alpha, "rho_ij": infl.rho_ij.tolist(),
-        "contraction": contraction_verdict(agg.rho, exact),
-        "delta_hat": 4 * t_star, "delta_ij": osc.delta_ij.tolist(),
-        "contraction_temperature": t_star,
+        **{key: local[key] for key in ("rho", "alpha", "contraction", "delta", "contraction_temperature")},
+        "rho_ij": local["rho_ij"].tolist(), "delta_ij": local["delta_ij"].tolist(),
         "rectangle": rect, "drift": drift, "trap": trap,
-        "pairs": infl.pairs,
+        "pairs": local["pairs"],
     }
 
 
 def convergence(source: Conditionals, contexts: np.ndarray, seed: int, *, rectangles: int = DEFAULT_RECTANGLES,
                 top_k: int | None = DEFAULT_TOP_K, replacements: Replacements = None) -> list[dict]:
-    """rho_hat, T*_hat and the mean R against the number of contexts, on nested prefixes
+    """The sampled rho, T* and mean R against the number of contexts, on nested prefixes
     (16, 64, 256, ... and all) of one context sample: the suprema are non-decreasing in N."""
     sizes = sorted({*[m for m in 4 ** np.arange(2, 12) if m < contexts.shape[0]], contexts.shape[0]})
     out = []
@@ -288,7 +263,7 @@ def convergence(source: Conditionals, contexts: np.ndarray, seed: int, *, rectan
         sub = contexts[:m]
         infl, osc = influence_and_oscillation(source, sub, replacements, rng)
         rects = sample_rectangles(source, sub, rectangles, rng, top_k=top_k)
-        out.append({"n_contexts": int(m), "rho_hat": infl.rho,
+        out.append({"n_contexts": int(m), "rho": infl.rho,
                     "contraction_temperature": contraction_temperature(osc.delta_ij),
                     "rectangle_mean": rects.mean, "rectangle_max": rects.max})
     return out
@@ -376,8 +351,9 @@ def estimate(source: Conditionals, *, contexts: int | np.ndarray = DEFAULT_CONTE
     try:
         report = constants(source, ctx, rng, replacements=rule, records=records, progress=step_bar, **options)
         report["replacements"] = _describe_replacements(rule)
-        report["lower_bounds"] = ("rho_hat, alpha_hat, delta_hat, contraction_temperature, rectangle max and the "
-                                  "trap's gamma are maxima over the sampled contexts: lower bounds of the exact suprema")
+        report["lower_bounds"] = ("rho, alpha, delta, contraction_temperature (intervals [sample max, ?]), the "
+                                  "rectangle max and the trap's gamma are maxima over the sampled contexts: lower "
+                                  "bounds of the exact suprema")
         report["exact"] = (constants(source, None, np.random.default_rng(seed), records=False, progress=step_bar,
                                      **options) if do_exact else None)
         if state is not None:

@@ -24,6 +24,7 @@ from mlmix.empirical import estimate as est
 from mlmix.files import atomic_write_text, dumps_json
 from mlmix.limits import CONSTANTS_LIMIT
 from mlmix.provenance import stamp
+from mlmix.theory.results import Result
 from mlmix.theory.sources.contexts import TopK
 from mlmix.validation import check_int, parse_duration
 
@@ -241,6 +242,8 @@ def run(args: argparse.Namespace) -> int:
 def _fmt(value) -> str:
     if value is None:
         return "-"
+    if isinstance(value, Result):  # exact: the value; sampled supremum: its lower end, marked ">="
+        return _fmt(value.value) if value.value is not None else f">= {value.lower:.4g}"
     if isinstance(value, float):
         return f"{value:.4g}"
     return str(value)
@@ -251,8 +254,8 @@ def format_table(report: dict) -> str:
     ex = report.get("exact") or {}
     law = report.get("true_law") or {}
     rows = [
-        ("rho (Thm 5 aggregate)", "rho_hat"), ("alpha (Dobrushin row sum)", "alpha_hat"),
-        ("Delta aggregate", "delta_hat"), ("T* (Cor 7)", "contraction_temperature"),
+        ("rho (Thm 5 aggregate)", "rho"), ("alpha (Dobrushin row sum)", "alpha"),
+        ("Delta aggregate", "delta"), ("T* (Cor 7)", "contraction_temperature"),
         ("R mean", ("rectangle", "mean")), ("R median", ("rectangle", "median")), ("R q90", ("rectangle", "q90")),
         ("R max", ("rectangle", "max")), ("R count", ("rectangle", "count")),
         ("drift min", ("drift", "min")), ("drift median", ("drift", "median")),
@@ -293,6 +296,6 @@ def format_table(report: dict) -> str:
         lines.append(f"state {' '.join(m.get('tokens', map(str, m['state'])))}: gamma {m['gamma']:.4g}, "
                      f"all argmax {m['all_argmax']}, escape bound {_fmt(m['escape_bound'])}")
     for row in report.get("convergence", []):
-        lines.append(f"N = {row['n_contexts']:>6}: rho_hat {row['rho_hat']:.4f}, T* {row['contraction_temperature']:.4f}, "
+        lines.append(f"N = {row['n_contexts']:>6}: rho >= {row['rho']:.4f}, T* {row['contraction_temperature']:.4f}, "
                      f"R mean {row['rectangle_mean']:.4f}")
     return "\n".join(lines)

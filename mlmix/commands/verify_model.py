@@ -107,9 +107,9 @@ def _thm5(c: dict, exact: bool, n: int, eps: float, t_mix: Result) -> dict:
         return _entry("glauber.thm5", "Theorem 5", UNKNOWN, f"rho = {rho.value:.6g} is within its accuracy of 1",
                       rho=rho, exact=t_mix)
     if rho.lower >= 1:
-        return _entry("glauber.thm5", "Theorem 5", NOT_APPLY, f"sampled rho_hat = {rho.lower:.6g} >= 1, a lower "
+        return _entry("glauber.thm5", "Theorem 5", NOT_APPLY, f"sampled rho >= {rho.lower:.6g} >= 1, a lower "
                       "bound of rho: the hypothesis rho < 1 fails", rho=rho, exact=t_mix)
-    return _entry("glauber.thm5", "Theorem 5", UNKNOWN, f"sampled rho_hat = {rho.lower:.6g} < 1 is only a lower "
+    return _entry("glauber.thm5", "Theorem 5", UNKNOWN, f"sampled rho >= {rho.lower:.6g} < 1 is only a lower "
                   "bound of rho (the frame is too large for every context)", rho=rho, exact=t_mix)
 
 
@@ -202,11 +202,8 @@ def model_report(source: Any, eps: float = 0.25, basin: np.ndarray | None = None
 
         rng = np.random.default_rng(seed)
         s = constants(source, uniform_contexts(space, SAMPLED_CONTEXTS, rng), rng, records=False)
-        # suprema over a sample: lower bounds only (the upper side is unknown)
-        c = {"rho": Result.interval("rho", s["rho_hat"], None, "max over sampled contexts", "a sampled lower bound"),
-             "t_star": Result.interval("T*", s["contraction_temperature"], None, "max over sampled contexts",
-                                       "a sampled lower bound"),
-             "rectangle": s["rectangle"]}
+        # suprema over a sample: intervals [sample max, ?], lower bounds only
+        c = {"rho": s["rho"], "t_star": s["contraction_temperature"], "rectangle": s["rectangle"]}
         basin_report = None
         method = f"{SAMPLED_CONTEXTS} sampled contexts (lower bounds of the suprema), seed {seed}"
     quarter = t_mix if eps == 0.25 else chain.mixing_time(0.25) if chain.n_states <= REPORT_MIXING_LIMIT else None

@@ -69,15 +69,15 @@ def test_above_the_corollary_7_temperature(capsys):
 
 
 def test_sampled_constants_can_only_refute(capsys, monkeypatch):
-    """Above the exact limit the suprema come from sampled contexts: rho_hat >= 1 refutes rho < 1, and
-    rho_hat < 1 leaves Theorem 5 unknown at this size (the limit is lowered to reach that path)."""
+    """Above the exact limit the suprema come from sampled contexts: a sampled rho >= 1 refutes rho < 1, and
+    a sampled rho < 1 leaves Theorem 5 unknown at this size (the limit is lowered to reach that path)."""
     monkeypatch.setattr("mlmix.commands.verify_model.CONSTANTS_LIMIT", 16)
     monkeypatch.setattr("mlmix.theory.local.constants.CONSTANTS_LIMIT", 16)
     code, cold = _run(capsys, "verify", "--mlm", str(DEFAULT_MODEL_DIR), *FRAME, "--temperature", "0.3",
                       "--basin", "b b b", "--json")
     assert code == 0
     r = _by_id(cold)
-    assert r["glauber.thm5"]["status"] == "does not apply" and "sampled rho_hat" in r["glauber.thm5"]["why"]
+    assert r["glauber.thm5"]["status"] == "does not apply" and "sampled rho >=" in r["glauber.thm5"]["why"]
     assert r["glauber.thm8"]["status"] == "unknown at this size"
     code, warm = _run(capsys, "verify", "--mlm", str(DEFAULT_MODEL_DIR), *FRAME, "--json")
     r = _by_id(warm)

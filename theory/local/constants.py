@@ -60,21 +60,10 @@ def paper_constants(source: Any, chain: Chain, eps: float, basin: np.ndarray | N
     if space.size > CONSTANTS_LIMIT:
         return {"reason": f"|V|^n = {space.size} exceeds {CONSTANTS_LIMIT}: the exact local constants are not computed"}
     check_memory(8.0 * space.size * n * q * 3, "the exact local constants (score table of all contexts)")
-    local = 8 * q * EPS  # softmax / score-difference rounding
-    infl, osc = influence_and_oscillation(source, max_states=CONSTANTS_LIMIT)
-    agg = aggregate_influence(infl.rho_ij)
-    t_star = contraction_temperature(osc.delta_ij)
-    out: dict[str, Any] = {
-        "rho": Result.approximate("rho", agg.rho, local, "max_j sum_i rho_ij over all contexts (column sums)"),
-        "alpha": Result.approximate("alpha", agg.alpha, local, "max_i sum_j rho_ij (Dobrushin row sums)"),
-        "contraction": ("rho < 1: Theorem 5 applies" if agg.rho < 1 - local else
-                        "rho >= 1: Theorem 5 does not apply at this temperature"),
-        "delta": Result.approximate("Delta", 4 * t_star, local, "max_j sum_i Delta_ij (score oscillation)"),
-        "contraction_temperature": Result.approximate(
-            "T* = Delta/4 (Cor 7)", t_star, local, "Corollary 7: rho(T) <= Delta/(4T) < 1 for T > Delta/4"),
-    }
-    if agg.rho < 1 and n > 1:
-        bound = math.ceil(n / (1 - agg.rho) * math.log(n / eps))
+    out: dict[str, Any] = {k: v for k, v in local_constants(source).items() if k not in ("rho_ij", "delta_ij", "pairs")}
+    rho = out["rho"].value
+    if rho < 1 and n > 1:
+        bound = math.ceil(n / (1 - rho) * math.log(n / eps))
         out["thm5_t_mix_bound"] = Result.exact("Theorem 5 bound", bound, "ceil(n/(1-rho) log(n/eps))")
     else:
         out["thm5_t_mix_bound"] = Result.missing("Theorem 5 bound", "-", "needs rho < 1")
@@ -99,3 +88,54 @@ def _basin_report(source: Any, chain: Chain, basin: np.ndarray) -> dict[str, Any
     if mass <= 0.5 and phi.resolved and phi.value > 0:
         rep["t_mix_lower_bound_from_phi"] = 1.0 / (4.0 * phi.value)
     return rep
+
+
+def sampled_supremum(name: str, maximum: float, count: int, what: str) -> Result:
+    """A supremum over V^n seen only on a sample: the interval [sample maximum, unknown]."""
+    return Result.interval(name, maximum, None, f"maximum over {count} {what}",
+                           "a maximum over a sample of contexts is a lower bound of the supremum over all of V^n")
+
+
+def contraction_verdict(rho: float, exact: bool, rounding: float = 0.0) -> str:
+    """Theorem 5's condition rho < 1, worded for an exact value (decided only beyond its ``rounding``) or
+    a sampled lower bound."""
+    if exact:
+        return "rho < 1: Theorem 5 applies" if rho < 1 - rounding else "rho >= 1: Theorem 5 does not apply at this temperature"
+    if rho >= 1:
+        return "rho >= 1: Theorem 5 does not apply (a sampled rho >= 1 is a lower bound, so rho >= 1)"
+    return "not refuted: a sampled rho < 1 is only a lower bound of rho"
+
+
+def local_constants(source: Any, contexts: np.ndarray | None = None, *, replacements: Any = None,
+                    rng: np.random.Generator | None = None) -> dict[str, Any]:
+    """Paper G's local constants of ``source`` over a context set, the one implementation behind ``mlmix
+    exact`` (all of V^n) and ``mlmix estimate`` (a sample): the same keys and meanings either way.
+
+    ``rho`` = max_j sum_{i != j} rho_ij (Def. 2, column sums; Theorem 5 needs rho < 1), ``alpha`` (Dobrushin's
+    row sums), ``delta`` = max_j sum_{i != j} Delta_ij and ``contraction_temperature`` T* = Delta / 4
+    (Corollary 7), each a :class:`Result`: exact to the softmax rounding over all contexts
+    (``contexts=None``), an interval [sample maximum, unknown] over a sample (a supremum seen on a subset
+    is a lower bound); ``contraction`` words Theorem 5's verdict accordingly; ``rho_ij``, ``delta_ij``
+    and ``pairs`` are the matrices and the pair count behind them. ``replacements`` (sampled path) chooses
+    the y = x^{j<-b} of rho_ij and Delta_ij."""
+    exact = contexts is None
+    space = source.space
+    infl, osc = influence_and_oscillation(source, contexts, None if exact else replacements, rng,
+                                          max_states=max(CONSTANTS_LIMIT, space.size) if exact else CONSTANTS_LIMIT)
+    agg = aggregate_influence(infl.rho_ij)
+    t_star = contraction_temperature(osc.delta_ij)
+    if exact:
+        local = 8 * space.vocab_size * EPS  # softmax / score-difference rounding
+        figure = lambda name, value, method: Result.approximate(name, value, local, method + " over all contexts")
+    else:
+        count = int(np.asarray(contexts).shape[0])
+        figure = lambda name, value, method: sampled_supremum(name, value, count, "sampled contexts")
+    return {
+        "rho": figure("rho", agg.rho, "max_j sum_i rho_ij (column sums)"),
+        "alpha": figure("alpha", agg.alpha, "max_i sum_j rho_ij (Dobrushin row sums)"),
+        "contraction": contraction_verdict(agg.rho, exact, 8 * space.vocab_size * EPS if exact else 0.0),
+        "delta": figure("Delta", 4 * t_star, "max_j sum_i Delta_ij (score oscillation)"),
+        "contraction_temperature": figure("T* = Delta/4 (Cor 7)", t_star,
+                                          "Corollary 7: rho(T) <= Delta/(4T) < 1 for T > Delta/4"),
+        "rho_ij": infl.rho_ij, "delta_ij": osc.delta_ij, "pairs": infl.pairs,
+    }
