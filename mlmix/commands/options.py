@@ -99,13 +99,13 @@ def add_mlm_arguments(parser: argparse.ArgumentParser) -> None:
     parser.set_defaults(mlm_length_default=parser.get_default("length"))
 
 
-def mlm_source_from_args(args: argparse.Namespace) -> tuple[Any, str]:
-    """The tabulated MLM that ``mlmix exact --mlm MODEL ...`` describes, and a one-line title."""
+def _load_mlm(args: argparse.Namespace) -> Any:
+    """The masked LM of ``--mlm MODEL`` over the frame and alphabet the options describe (quiet
+    transformers, ``--threads`` set)."""
     # deferred: torch and transformers load only when --mlm is used
     from transformers.utils import logging as hf_logging
 
     from mlmix.empirical.mlm import MaskedLMConditionals
-    from mlmix.empirical.tabulate import cached_weights_hash, tabulate
 
     hf_logging.disable_progress_bar()
     hf_logging.set_verbosity_error()
@@ -113,42 +113,33 @@ def mlm_source_from_args(args: argparse.Namespace) -> tuple[Any, str]:
     length = args.length
     if args.frame is not None and length == getattr(args, "mlm_length_default", None):
         length = None  # the frame's blanks give n; --length was left at the parser's default
-    mlm = MaskedLMConditionals.from_pretrained(
+    return MaskedLMConditionals.from_pretrained(
         args.mlm, length, frame=args.frame, prefix=args.prefix, suffix=args.suffix, candidates=args.candidates,
-        temperature=1.0 if args.temperature is None else args.temperature, device=args.device, dtype=args.dtype, batch_size=args.batch_size,
-        allow_pickle=args.allow_pickle, trust_remote_code=args.trust_remote_code)
-    table = tabulate(mlm, max_passes=args.max_passes, progress=not args.no_progress)
-    table.info["model_sha256"] = cached_weights_hash(mlm)  # computed for the cache key: no extra pass
+        temperature=1.0 if args.temperature is None else args.temperature, device=args.device, dtype=args.dtype,
+        batch_size=args.batch_size, allow_pickle=args.allow_pickle, trust_remote_code=args.trust_remote_code)
+
+
+def _title(table: Any, what: str) -> str:
     d = table.describe()
     origin = "read from the cache" if d["table"]["from_cache"] else f"{d['table']['passes']:,} masked passes"
-    title = (f"masked LM {d['model']} ({d['architecture']}) on the frame '{d['frame']}', alphabet of "
-             f"{table.space.vocab_size} tokens, n = {table.space.length}, T = {table.temperature:g}, "
-             f"{d['dtype']} table ({origin})")
-    return table, title
+    return (f"masked LM {d['model']} ({d['architecture']}) on the frame '{d['frame']}', alphabet of "
+            f"{table.space.vocab_size} tokens, n = {table.space.length}, T = {table.temperature:g}, "
+            f"{d['dtype']} {what} ({origin})")
+
+
+def mlm_source_from_args(args: argparse.Namespace) -> tuple[Any, str]:
+    """The tabulated MLM that ``mlmix exact --mlm MODEL ...`` describes, and a one-line title."""
+    from mlmix.empirical.tabulate import cached_weights_hash, tabulate  # deferred: torch
+
+    mlm = _load_mlm(args)
+    table = tabulate(mlm, max_passes=args.max_passes, progress=not args.no_progress)
+    table.info["model_sha256"] = cached_weights_hash(mlm)  # computed for the cache key: no extra pass
+    return table, _title(table, "table")
 
 
 def mlm_partial_source_from_args(args: argparse.Namespace) -> tuple[Any, str]:
     """The partial table of the masked LM that ``mlmix decode --mlm MODEL ...`` describes, and a title."""
-    # deferred: torch and transformers load only when --mlm is used
-    from transformers.utils import logging as hf_logging
+    from mlmix.empirical.partial import tabulate_partial  # deferred: torch
 
-    from mlmix.empirical.mlm import MaskedLMConditionals
-    from mlmix.empirical.partial import tabulate_partial
-
-    hf_logging.disable_progress_bar()
-    hf_logging.set_verbosity_error()
-    set_threads(args.threads)
-    length = args.length
-    if args.frame is not None and length == getattr(args, "mlm_length_default", None):
-        length = None
-    mlm = MaskedLMConditionals.from_pretrained(
-        args.mlm, length, frame=args.frame, prefix=args.prefix, suffix=args.suffix, candidates=args.candidates,
-        temperature=1.0 if args.temperature is None else args.temperature, device=args.device, dtype=args.dtype,
-        batch_size=args.batch_size, allow_pickle=args.allow_pickle, trust_remote_code=args.trust_remote_code)
-    table = tabulate_partial(mlm, max_passes=args.max_passes, progress=not args.no_progress)
-    d = table.describe()
-    origin = "read from the cache" if d["table"]["from_cache"] else f"{d['table']['passes']:,} masked passes"
-    title = (f"masked LM {d['model']} ({d['architecture']}) on the frame '{d['frame']}', alphabet of "
-             f"{table.space.vocab_size} tokens, n = {table.space.length}, T = {table.temperature:g}, "
-             f"{d['dtype']} partial table ({origin})")
-    return table, title
+    table = tabulate_partial(_load_mlm(args), max_passes=args.max_passes, progress=not args.no_progress)
+    return table, _title(table, "partial table")
