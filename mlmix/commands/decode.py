@@ -25,7 +25,12 @@ from typing import Any
 import numpy as np
 
 from mlmix.commands.exact import MODELS, build_source
-from mlmix.commands.options import add_mlm_arguments, mlm_partial_source_from_args
+from mlmix.commands.options import (
+    add_mlm_arguments,
+    add_threads_argument,
+    add_toy_model_arguments,
+    mlm_partial_source_from_args,
+)
 from mlmix.errors import MemoryLimitError, ReducibleChainError
 from mlmix.files import dumps_json
 from mlmix.theory.chain.core import Chain
@@ -75,17 +80,8 @@ def add_source_arguments(parser: argparse.ArgumentParser) -> None:
                      help="a partial score table (.npz, docs/samplers.md) instead of a built-in source")
     src.add_argument("--model", choices=MODELS, default="ising",
                      help="built-in source (default ising); scores is a random table over (V + mask)^(n-1) contexts")
-    src.add_argument("--graph", default="cycle:4", help="graph for ising/potts (default cycle:4)")
-    src.add_argument("--beta", type=float, default=None, help="inverse temperature of ising/potts (default 0.5)")
-    src.add_argument("--coupling", type=float, default=1.0, help="coupling J on every edge (default 1)")
-    src.add_argument("--field", type=float, default=0.0, help="field h on every site (default 0)")
-    src.add_argument("--q", type=int, default=3, help="number of Potts states (default 3)")
-    src.add_argument("--vocab", type=int, default=3, help="|V| for scores (default 3)")
-    src.add_argument("--length", type=int, default=3, help="n for scores and clique (default 3)")
-    src.add_argument("--clique-size", type=int, default=3, help="|C| for clique (default 3)")
-    src.add_argument("--seed", type=int, default=None, help="seed of random scores (default 0) or Potts couplings")
-    src.add_argument("--scale", type=float, default=1.0, help="standard deviation of random scores (default 1)")
-    src.add_argument("--threads", type=int, default=1, help="torch CPU threads for --mlm (default 1)")
+    add_toy_model_arguments(src, graph="cycle:4", length=3)
+    add_threads_argument(src)
     add_mlm_arguments(parser)
 
 

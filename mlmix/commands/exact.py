@@ -25,7 +25,13 @@ from pathlib import Path
 import networkx as nx
 import numpy as np
 
-from mlmix.commands.options import add_mlm_arguments, add_threads_argument, mlm_source_from_args, set_threads
+from mlmix.commands.options import (
+    add_mlm_arguments,
+    add_threads_argument,
+    add_toy_model_arguments,
+    mlm_source_from_args,
+    set_threads,
+)
 from mlmix.files import dumps_json
 from mlmix.limits import MIXING_LIMIT, REPORT_MIXING_LIMIT
 from mlmix.provenance import file_sha256, stamp
@@ -115,17 +121,7 @@ def add_source_arguments(parser: argparse.ArgumentParser, seed_flag: str = "--se
     src.add_argument("--temperature", type=float, default=None,
                      help="temperature T > 0 (default 1; for ising/potts give --beta or --temperature, not both)")
     mod = parser.add_argument_group("models")
-    mod.add_argument("--graph", default="cycle:6", help="graph for ising/potts (default cycle:6)")
-    mod.add_argument("--beta", type=float, default=None, help="inverse temperature of ising/potts (default 0.5)")
-    mod.add_argument("--coupling", type=float, default=1.0, help="coupling J on every edge (default 1)")
-    mod.add_argument("--field", type=float, default=0.0, help="field h on every site (default 0)")
-    mod.add_argument("--q", type=int, default=3, help="number of Potts states (default 3)")
-    mod.add_argument("--vocab", type=int, default=3, help="|V| for scores (default 3)")
-    mod.add_argument("--length", type=int, default=5, help="n for scores and clique (default 5)")
-    mod.add_argument("--clique-size", type=int, default=3, help="|C| for clique, sites 0..|C|-1 (default 3)")
-    mod.add_argument(seed_flag, dest="seed", type=int, default=None,
-                     help="seed of random scores (default 0) or of random Potts couplings and fields")
-    mod.add_argument("--scale", type=float, default=1.0, help="standard deviation of random scores (default 1)")
+    add_toy_model_arguments(mod, seed_flag=seed_flag)
     add_mlm_arguments(parser)
 
 

@@ -52,6 +52,24 @@ def set_threads(threads: int) -> None:
     torch.set_num_threads(threads)
 
 
+def add_toy_model_arguments(group: argparse._ArgumentGroup, *, graph: str = "cycle:6", length: int = 5,
+                            seed_flag: str = "--seed") -> None:
+    """The built-in sources' parameters (Ising/Potts on a graph, random score tables, the clique model),
+    shared by ``mlmix exact``, ``mlmix decode`` and ``mlmix diagnose`` (which calls the source's seed
+    ``--source-seed``: its own ``--seed`` seeds the chains)."""
+    group.add_argument("--graph", default=graph, help=f"graph for ising/potts (default {graph})")
+    group.add_argument("--beta", type=float, default=None, help="inverse temperature of ising/potts (default 0.5)")
+    group.add_argument("--coupling", type=float, default=1.0, help="coupling J on every edge (default 1)")
+    group.add_argument("--field", type=float, default=0.0, help="field h on every site (default 0)")
+    group.add_argument("--q", type=int, default=3, help="number of Potts states (default 3)")
+    group.add_argument("--vocab", type=int, default=3, help="|V| for scores (default 3)")
+    group.add_argument("--length", type=int, default=length, help=f"n for scores and clique (default {length})")
+    group.add_argument("--clique-size", type=int, default=3, help="|C| for clique, sites 0..|C|-1 (default 3)")
+    group.add_argument(seed_flag, dest="seed", type=int, default=None,
+                       help="seed of random scores (default 0) or of random Potts couplings and fields")
+    group.add_argument("--scale", type=float, default=1.0, help="standard deviation of random scores (default 1)")
+
+
 def add_frame_arguments(parser: argparse.ArgumentParser | argparse._ArgumentGroup, *, length: bool = True) -> None:
     """--frame, --prefix, --suffix, --candidates (and --length unless the parser already has one)."""
     parser.add_argument("--frame", default=None, metavar="TEXT",
