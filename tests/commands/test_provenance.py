@@ -78,7 +78,7 @@ def test_run_manifest_carries_the_header_and_still_resumes(tmp_path):
     with OutputDir(tmp_path / "out", "run test", params) as out:
         assert not out.resumed
     manifest = json.loads((tmp_path / "out" / "run.json").read_text())
-    assert manifest["mlmix_version"] == __version__ and manifest["schema"] == "mlmix.commands.run/1"
+    assert manifest["mlmix_version"] == __version__ and manifest["schema"] == "mlmix.run/1"
     assert manifest["command"] == "run test" and manifest["params"] == params
     inputs = manifest["inputs"]
     assert (inputs["seed"], inputs["temperature"], inputs["source"]["model"]) == (3, 0.5, str(DEFAULT_MODEL_DIR))
