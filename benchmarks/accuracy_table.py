@@ -17,8 +17,8 @@ import networkx as nx
 import numpy as np
 
 from mlmix.theory.chain.core import Chain
-from mlmix.theory.chain.reference import birth_death, mp_additive, mp_chain, mp_gap, mp_stationary, noisy_ferromagnet
 from mlmix.theory.kernels.assembled import glauber_kernel
+from mlmix.theory.reference import birth_death, mp_additive, mp_chain, mp_gap, mp_stationary, noisy_ferromagnet
 from mlmix.theory.sources.conditionals import IsingModel
 
 

@@ -20,7 +20,7 @@ except PackageNotFoundError:  # running from a source tree that was never instal
 
 _LAZY = {
     "Chain": "mlmix.theory.chain.core",
-    "OperatorChain": "mlmix.theory.chain.operator_analysis",
+    "OperatorChain": "mlmix.theory.chain.matrixfree.analysis",
     "Result": "mlmix.theory.results",
     "VectorResult": "mlmix.theory.results",
     "IsingModel": "mlmix.theory.sources.conditionals",

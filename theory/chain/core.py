@@ -135,7 +135,7 @@ class Chain:
 
         ``representation``: "dense" or "sparse" build the matrix and use the dense or the sparse
         algorithms; "operator" returns the matrix-free
-        :class:`~mlmix.theory.chain.operator_analysis.OperatorChain` (same questions; options ``device``,
+        :class:`~mlmix.theory.chain.matrixfree.analysis.OperatorChain` (same questions; options ``device``,
         ``dtype``); "auto" picks dense up to ``dense_limit`` states, sparse up to the kernel builders'
         state limit while the CSR kernel fits the memory limit, the operator beyond
         (:func:`~mlmix.theory.kernels.representation.choose_representation`).
@@ -155,7 +155,7 @@ class Chain:
         rep, why = choose_representation(source.space, kernel, 2 if k is None else k, representation, limit)
         if rep == "operator":
             # deferred: the matrix-free engine imports torch, which the dense and sparse routes never need
-            from mlmix.theory.chain.operator_analysis import OperatorChain
+            from mlmix.theory.chain.matrixfree.analysis import OperatorChain
 
             chain: Chain = OperatorChain.from_source(source, kernel, k=k, name=name, **operator_options)
             chain.representation_reason = why

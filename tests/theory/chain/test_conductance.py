@@ -13,9 +13,9 @@ from hypothesis import strategies as st
 
 from mlmix.theory.chain.conductance import conductance_interval, exact_conductance, log_set_conductance
 from mlmix.theory.chain.core import Chain
-from mlmix.theory.chain.reference import birth_death
 from mlmix.theory.chain.shortcuts import set_conductance
 from mlmix.theory.kernels.assembled import glauber_kernel
+from mlmix.theory.reference import birth_death
 from mlmix.theory.sources.conditionals import IsingModel, PottsModel, ScoreTable
 
 

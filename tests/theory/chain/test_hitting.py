@@ -132,7 +132,7 @@ def test_gamblers_ruin_committor():
 
 def test_metastable_committor_keeps_relative_accuracy():
     """Committors down to 1e-180 across a tilted double well, against 200-digit arithmetic."""
-    from mlmix.theory.chain.reference import birth_death
+    from mlmix.theory.reference import birth_death
 
     P, _ = birth_death(m=10, depth=250.0, tilt=5.0)
     N = P.shape[0]

@@ -13,7 +13,7 @@ import pytest
 import torch
 
 from mlmix.theory.chain.core import Chain
-from mlmix.theory.chain.operator_analysis import OperatorChain
+from mlmix.theory.chain.matrixfree.analysis import OperatorChain
 from mlmix.theory.kernels.assembled import glauber_kernel
 from mlmix.theory.kernels.operators import kernel_operator
 from mlmix.theory.results import NAMES, Result, VectorResult
@@ -160,8 +160,8 @@ def test_operator_certifies_pi_entrywise(seed):
 
 def test_the_certificate_sees_a_perturbation():
     """A law off by 1e-7 in one entry is not certified below 1e-7 (the bound is not vacuous)."""
-    from mlmix.theory.chain.operator_analysis import operator_stationary
-    from mlmix.theory.chain.operator_solves import certify_stationary
+    from mlmix.theory.chain.matrixfree.analysis import operator_stationary
+    from mlmix.theory.chain.matrixfree.solves import certify_stationary
 
     src = ScoreTable.random(2, 8, seed=4, scale=1.0)
     op = kernel_operator(src, device="cpu")

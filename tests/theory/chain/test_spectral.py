@@ -14,15 +14,6 @@ from hypothesis import strategies as st
 
 from mlmix.errors import ReducibleChainError, UnresolvedError
 from mlmix.theory.chain.core import Chain
-from mlmix.theory.chain.reference import (
-    birth_death,
-    ising_cycle_gap,
-    mp_additive,
-    mp_chain,
-    mp_gap,
-    mp_stationary,
-    noisy_ferromagnet,
-)
 from mlmix.theory.chain.shortcuts import (
     additive_gap,
     is_reversible,
@@ -35,6 +26,15 @@ from mlmix.theory.chain.stationary import certified_error, log_potential, statio
 from mlmix.theory.chain.structure import communicating_classes
 from mlmix.theory.kernels.assembled import block_kernel, glauber_kernel
 from mlmix.theory.linalg.elimination import eliminate
+from mlmix.theory.reference import (
+    birth_death,
+    ising_cycle_gap,
+    mp_additive,
+    mp_chain,
+    mp_gap,
+    mp_stationary,
+    noisy_ferromagnet,
+)
 from mlmix.theory.results import Result
 from mlmix.theory.sources.conditionals import IsingModel, LogWeightTable, PottsModel, ScoreTable
 from mlmix.theory.sources.space import StateSpace
@@ -44,7 +44,7 @@ DPS = 60
 
 
 def mp_reversible_gap(P, dps=DPS):
-    """Reference gap of a reversible P in ``dps``-digit arithmetic (:mod:`mlmix.theory.chain.reference`)."""
+    """Reference gap of a reversible P in ``dps``-digit arithmetic (:mod:`mlmix.theory.reference`)."""
     with mp.workdps(dps):
         return float(mp_gap(mp_chain(P)))
 

@@ -13,9 +13,9 @@ from hypothesis import strategies as st
 
 from mlmix.errors import ConvergenceError
 from mlmix.theory.chain.core import Chain
-from mlmix.theory.chain.reference import birth_death
 from mlmix.theory.kernels.assembled import glauber_kernel
 from mlmix.theory.linalg.matrices import krylov_solve
+from mlmix.theory.reference import birth_death
 from mlmix.theory.sources.conditionals import IsingModel, PottsModel, ScoreTable
 
 

@@ -11,7 +11,7 @@ import torch
 import torch.multiprocessing as mp
 
 from mlmix.files import atomic_save_npz
-from mlmix.theory.chain.operator_analysis import analyse_operator, hash_uniform
+from mlmix.theory.chain.matrixfree.analysis import analyse_operator, hash_uniform
 from mlmix.theory.kernels.operators import kernel_operator
 from mlmix.theory.linalg.distributed import LOCAL, Comm
 from mlmix.theory.sources.conditionals import IsingModel, LogWeightTable, ScoreTable

@@ -13,18 +13,18 @@ from hypothesis import strategies as st
 
 from mlmix.files import dumps_json
 from mlmix.theory.chain.core import Chain
-from mlmix.theory.chain.operator_analysis import (
+from mlmix.theory.chain.matrixfree.analysis import (
     analyse_operator,
     hash_uniform,
     operator_gap,
     operator_stationary,
     summary_dict,
 )
-from mlmix.theory.chain.reference import ising_cycle_gap
 from mlmix.theory.chain.shortcuts import mixing_time, set_conductance
 from mlmix.theory.kernels.assembled import glauber_kernel, k_gibbs_kernel
 from mlmix.theory.kernels.operators import kernel_operator
 from mlmix.theory.linalg.krylov import gmres, lanczos_largest
+from mlmix.theory.reference import ising_cycle_gap
 from mlmix.theory.sources.conditionals import IsingModel, LogWeightTable, PottsModel, ScoreTable
 from mlmix.theory.sources.space import StateSpace
 
@@ -93,7 +93,7 @@ def test_non_reversible_score_tables_against_dense(q, n, seed, T):
 
 @pytest.mark.parametrize("seed", range(3))
 def test_multiplicative_gap_against_dense(seed):
-    from mlmix.theory.chain.operator_analysis import OperatorChain
+    from mlmix.theory.chain.matrixfree.analysis import OperatorChain
 
     src = ScoreTable.random(3, 5, seed=seed, scale=1.5)
     ref = Chain(glauber_kernel(src)).multiplicative_gap  # dense singular values, relative accuracy
@@ -200,7 +200,7 @@ def test_ising_cycle_gap_closed_form_at_2_20_states():
 def test_underflowing_conditionals_are_refused_not_guessed():
     """At beta = 400 some heat-bath probabilities underflow to 0: irreducibility is no longer visible
     from the conditionals, so the matrix-free chain refuses instead of returning a law."""
-    from mlmix.theory.chain.operator_analysis import OperatorChain
+    from mlmix.theory.chain.matrixfree.analysis import OperatorChain
 
     chain = OperatorChain(kernel_operator(IsingModel(nx.cycle_graph(6), beta=400.0), device="cpu"))
     assert not chain.is_irreducible

@@ -4,7 +4,7 @@
   joint in log space (entrywise relative accuracy of a few ulps of |log pi|). Otherwise GMRES on
   (I - P^T + u 1^T) pi = u (u uniform; the solution has sum 1 and solves pi P = pi), with the
   residual r = pi P - pi reported and the entrywise certificate of
-  :func:`mlmix.theory.chain.operator_solves.certify_stationary` (rigorous, as on the CSR route); where
+  :func:`mlmix.theory.chain.matrixfree.solves.certify_stationary` (rigorous, as on the CSR route); where
   that fails (a metastable law), the a-posteriori bound (with f = (pi_hat - pi) / pi,
   (I - P*) f = -r / pi, E(f, f) >= gamma Var_pi(f))
 
@@ -50,8 +50,7 @@ from mlmix.errors import ConvergenceError
 from mlmix.limits import MFPT_LIMIT
 from mlmix.theory.chain.absorbing import Absorption, absorption_probabilities, expected_steps, fundamental_matrix
 from mlmix.theory.chain.core import Chain
-from mlmix.theory.chain.mixing import MixingBounds
-from mlmix.theory.chain.operator_solves import (
+from mlmix.theory.chain.matrixfree.solves import (
     asymptotic_variance,
     certify_stationary,
     committor,
@@ -60,6 +59,7 @@ from mlmix.theory.chain.operator_solves import (
     hitting_times,
     kemeny_bounds,
 )
+from mlmix.theory.chain.mixing import MixingBounds
 from mlmix.theory.chain.spectrum import implied_timescales
 from mlmix.theory.chain.structure import Structure
 from mlmix.theory.kernels.operators import KernelOperator, kernel_operator
@@ -464,7 +464,7 @@ class OperatorChain(Chain):
     """:class:`mlmix.theory.chain.core.Chain` on a matrix-free kernel: what ``Chain.from_source(...,
     representation="operator")`` returns. Every member of ``Chain`` is defined here (a test checks
     it): gaps, conductance and t_mix bounds (module docstring), and the solves of
-    :mod:`mlmix.theory.chain.operator_solves` (hitting times, committors, the asymptotic variance, distances
+    :mod:`mlmix.theory.chain.matrixfree.solves` (hitting times, committors, the asymptotic variance, distances
     from a start law, Kemeny bounds). What needs the matrix itself (``save``, ``to_scipy``,
     ``to_dense``, the derived chains of a non-reversible kernel, the worst-start d(t) curve) builds
     it from the source when it fits the memory limit and otherwise raises the one-line
@@ -609,7 +609,7 @@ class OperatorChain(Chain):
     @cached_property
     def stationary(self) -> VectorResult:
         """pi, with its accuracy: exact-in-log-space for a reversible chain, the entrywise certificate
-        (:func:`mlmix.theory.chain.operator_solves.certify_stationary`) for another; where that fails, the
+        (:func:`mlmix.theory.chain.matrixfree.solves.certify_stationary`) for another; where that fails, the
         first-order bound, which needs the gap."""
         pi = self._stationary
         if pi.rel_error is not None:
@@ -732,14 +732,14 @@ class OperatorChain(Chain):
 
     # ---------------------------------------------------------------- solves
     def asymptotic_variance(self, f: np.ndarray) -> Result:
-        """sigma^2(f) through the Poisson equation (:func:`mlmix.theory.chain.operator_solves.asymptotic_variance`)."""
+        """sigma^2(f) through the Poisson equation (:func:`mlmix.theory.chain.matrixfree.solves.asymptotic_variance`)."""
 
         f = check_vector(f, self.n_states, "f")
         return asymptotic_variance(self.op, f, self._pi_t, self.additive_gap)
 
     @cached_property
     def kemeny_constant(self) -> Result:
-        """Bounds on K (:func:`mlmix.theory.chain.operator_solves.kemeny_bounds`)."""
+        """Bounds on K (:func:`mlmix.theory.chain.matrixfree.solves.kemeny_bounds`)."""
 
         return kemeny_bounds(self.op, self.additive_gap)
 
