@@ -11,16 +11,21 @@ mean first passage times, ``mlmix verify``; tabulation keeps its own measured-ra
 Steps expected to take less than :func:`threshold` seconds (default 2; environment variable
 ``MLMIX_PROGRESS_THRESHOLD``) show nothing, so small problems stay quiet; ``progress=False`` in
 Python and ``--no-progress`` on the command line turn everything off.
+
+A single expensive method or property read on its own (``chain.spectral_gap``) is announced the same
+way by the :func:`announced` decorator; inside a computation that is already announced (a
+:class:`Progress` in a ``with`` block, e.g. ``Chain.summary``) it stays quiet.
 """
 
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import functools
 import os
 import sys
 import time
-from typing import Any, Iterable, Iterator, Sequence
+from typing import Any, Callable, Iterable, Iterator, Sequence, TypeVar
 
 #: Seconds below which a step is not announced (override: MLMIX_PROGRESS_THRESHOLD).
 DEFAULT_THRESHOLD = 2.0
@@ -82,6 +87,10 @@ def _say(text: str) -> None:
     print(f"mlmix: {text}", file=sys.stderr, flush=True)
 
 
+#: Whether an announced computation (a Progress or steps) is running: the steps nested in it stay quiet.
+_RUNNING: contextvars.ContextVar[bool] = contextvars.ContextVar("mlmix_progress_running", default=False)
+
+
 class Progress:
     """The phases of one computation, announced and tracked (module docstring).
 
@@ -97,6 +106,7 @@ class Progress:
         total = sum(self.expected.values())
         self.shown = bool(enabled) and total >= threshold()
         self.bar = None
+        self._token: contextvars.Token | None = None
         if not self.shown:
             return
         _say(f"{title}: {cost + ', ' if cost else ''}about {format_seconds(total)} expected "
@@ -126,17 +136,63 @@ class Progress:
             self.bar = None
 
     def __enter__(self) -> "Progress":
+        self._token = _RUNNING.set(True)
         return self
 
     def __exit__(self, *exc: object) -> None:
+        if self._token is not None:
+            _RUNNING.reset(self._token)
+            self._token = None
         self.close()
+
+
+#: One step of a plan for :func:`announced`: (phase name, expected seconds, what computes it; None for
+#: the decorated call itself, which is the last step).
+Step = tuple[str, float, "Callable[[], object] | None"]
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def announced(phase: str) -> Callable[[F], F]:
+    """Decorator for an expensive method of an object that has ``progress`` (bool: announce at all) and
+    ``_progress_plan(phase, name) -> (title, cost, steps)`` (``name``: the method's), ``steps`` the :data:`Step` list of the phases
+    still to run, the decorated call last. Called on its own, the method gets a :class:`Progress`
+    over those phases (cost line, then a bar or one line per phase; quiet below :func:`threshold`),
+    the earlier steps computed first, each in its phase; called inside an announced computation, it
+    just runs."""
+    def decorate(method: F) -> F:
+        @functools.wraps(method)
+        def run(obj: Any, *args: Any, **kwargs: Any) -> Any:
+            if _RUNNING.get():
+                return method(obj, *args, **kwargs)
+            title, cost, plan = obj._progress_plan(phase, method.__name__)
+            with Progress(title, [(name, seconds) for name, seconds, _ in plan], cost=cost,
+                          enabled=obj.progress) as bar:
+                try:
+                    for name, _, compute in plan[:-1]:
+                        with bar.phase(name):
+                            compute()
+                except Exception:  # noqa: BLE001 - not cached: the call below meets it again if it needs that step
+                    pass
+                with bar.phase(plan[-1][0]):
+                    return method(obj, *args, **kwargs)
+        return run  # type: ignore[return-value]
+    return decorate
 
 
 def steps(items: Iterable[Any], title: str, *, total: int, expected: float, cost: str = "", enabled: bool = True,
           name: Any = None) -> Iterator[Any]:
     """Iterate over ``items`` (``total`` of them, ``expected`` seconds in all) with the cost line and a
     bar with ETA on a terminal; elsewhere one line per item when ``name`` (item -> its label) is
-    given, else the cost line only."""
+    given, else the cost line only. Announced computations in the loop body stay quiet."""
+    token = _RUNNING.set(True)
+    try:
+        yield from _steps(items, title, total, expected, cost, enabled, name)
+    finally:
+        _RUNNING.reset(token)
+
+
+def _steps(items: Iterable[Any], title: str, total: int, expected: float, cost: str, enabled: bool,
+           name: Any) -> Iterator[Any]:
     if not enabled or expected < threshold():
         yield from items
         return

@@ -46,6 +46,34 @@ def test_one_line_per_phase_when_stderr_is_not_a_terminal():
     assert _run(["-c", SCRIPT, "on"], threshold="1e9").stderr == ""  # short steps stay quiet
 
 
+PROPERTY_SCRIPT = """
+import math, os, sys, networkx as nx
+from mlmix import Chain
+from mlmix.theory.sources.conditionals import IsingModel
+small, big, quiet = (Chain.from_source(IsingModel(nx.cycle_graph(n), beta=0.5)) for n in (3, 8, 8))
+expected = [sum(s for _, s, _ in c._progress_plan("conductance", "conductance")[2]) for c in (small, big)]
+os.environ["MLMIX_PROGRESS_THRESHOLD"] = repr(math.sqrt(expected[0] * expected[1]))  # between the two
+quiet.progress = False
+for chain in (small, big, quiet):
+    print("--", file=sys.stderr, flush=True)
+    chain.conductance
+"""
+
+
+def test_a_property_read_on_its_own_announces_its_phases():
+    """chain.conductance of 256 states (above the threshold): the cost line, then the phases it runs
+    in order (stationary law, gaps, conductance); of 8 states (below it) or with chain.progress = False:
+    nothing; within summary() the properties add no line (test above: exactly one line per phase)."""
+    done = _run(["-c", PROPERTY_SCRIPT])
+    assert done.returncode == 0, done.stderr
+    small, big, quiet = done.stderr.split("--\n")[1:]
+    assert small == "" and quiet == ""
+    cost, *phases = big.splitlines()
+    assert cost.startswith("mlmix: conductance of chain on 256 states: 256 states") and "expected" in cost
+    assert phases == [f"mlmix: conductance of chain on 256 states: {name} (expected < 1 s)"
+                      for name in ("stationary law", "gaps", "conductance")]
+
+
 def test_cli_exact_and_verify_in_a_log():
     exact = _run(["-m", "mlmix", "exact", "--graph", "cycle:4"])
     assert exact.returncode == 0 and len(exact.stderr.splitlines()) == 1 + len(PHASES)
