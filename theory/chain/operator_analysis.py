@@ -844,6 +844,16 @@ class OperatorChain(Chain):
         return expected_steps(self._absorption)
 
     # ---------------------------------------------------------------- report
+    @property
+    def progress(self) -> bool:  # type: ignore[override]
+        """Whether the Krylov solvers print their progress lines (the ``progress`` given at construction,
+        or a ``summary(progress=True)``); assignable like :attr:`Chain.progress`."""
+        return self._progress
+
+    @progress.setter
+    def progress(self, on: bool) -> None:
+        self._progress = bool(on)
+
     def summary(self, eps: float = 0.25, include_stationary: bool = False, mixing_limit: int | None = None,
                 progress: bool = True) -> dict:
         """The keys of :meth:`Chain.summary` (``mixing_limit`` is ignored: t_mix is bounded, not computed);
