@@ -67,7 +67,7 @@ from mlmix.theory.kernels.assembled import glauber_kernel, independent_parallel_
 from mlmix.theory.kernels.representation import choose_representation
 from mlmix.theory.kernels.scan_and_mh import mh_kernel, systematic_kernel
 from mlmix.theory.linalg.elimination import Elimination, eliminate
-from mlmix.theory.results import DEFAULT_RTOL, NAMES, Result, VectorResult
+from mlmix.theory.results import DEFAULT_RTOL, NAMES, Result, VectorResult, results_frame
 from mlmix.validation import (
     Matrix,
     check_eps,
@@ -679,11 +679,13 @@ class Chain:
 
     # ------------------------------------------------------------------ report
     def summary(self, eps: float = 0.25, include_stationary: bool = False,
-                mixing_limit: int = REPORT_MIXING_LIMIT, progress: bool = True) -> dict:
+                mixing_limit: int = REPORT_MIXING_LIMIT, progress: bool = True,
+                as_frame: bool = False) -> Any:
         """Every figure `mlmix exact` prints, as a JSON-ready dict of results (each with value, lower,
         upper, rel_error, method, reason); t_mix exact by dense squaring up to ``mixing_limit`` states
         (default that of `mlmix exact`). ``progress``: the cost estimate and a bar per phase for a long
-        analysis (:mod:`mlmix.progress`)."""
+        analysis (:mod:`mlmix.progress`). ``as_frame``: the same as a ``pandas.DataFrame``, one row per
+        result (:func:`~mlmix.theory.results.results_frame`; pandas is the optional ``frames`` extra)."""
         from mlmix.progress import Progress
 
         eps = check_eps(eps)
@@ -711,7 +713,7 @@ class Chain:
                     out["t_mix"] = _guard(lambda: self.mixing_time(eps, mixing_limit), "t_mix")
             except ReducibleChainError as err:
                 out["reason"] = str(err)
-        return out
+        return results_frame(out) if as_frame else out
 
     def _summary_cost(self, mixing_limit: int) -> tuple[list[tuple[str, float]], str]:
         """Expected seconds of each phase of :meth:`summary` (from the dense-product speed measured

@@ -64,7 +64,7 @@ from mlmix.theory.chain.spectrum import implied_timescales
 from mlmix.theory.chain.structure import Structure
 from mlmix.theory.kernels.operators import KernelOperator, kernel_operator
 from mlmix.theory.linalg.krylov import gmres, inner, lanczos_largest, norm
-from mlmix.theory.results import DEFAULT_RTOL, EPS, NAMES, Result, VectorResult
+from mlmix.theory.results import DEFAULT_RTOL, EPS, NAMES, Result, VectorResult, results_frame
 from mlmix.validation import check_eps, check_int, check_real, check_state_set, check_steps, check_vector
 
 #: Relative accuracy the gap is driven to (the residual ||r|| <= GAP_RTOL x gap), when reachable.
@@ -855,10 +855,11 @@ class OperatorChain(Chain):
         self._progress = bool(on)
 
     def summary(self, eps: float = 0.25, include_stationary: bool = False, mixing_limit: int | None = None,
-                progress: bool = True) -> dict:
+                progress: bool = True, as_frame: bool = False) -> Any:
         """The keys of :meth:`Chain.summary` (``mixing_limit`` is ignored: t_mix is bounded, not computed);
         the seconds spent are in :attr:`timings`. ``progress``: the Krylov solvers' progress lines, as
-        for a chain built with ``progress=True`` (a line every few seconds of a long solve)."""
+        for a chain built with ``progress=True`` (a line every few seconds of a long solve); ``as_frame``:
+        a ``pandas.DataFrame`` (:func:`~mlmix.theory.results.results_frame`)."""
         eps = check_eps(eps)
         self._progress = self._progress or progress
         out: dict[str, Any] = {"n_states": self.n_states, "representation": f"matrix-free operator ({self.op})",
@@ -870,7 +871,7 @@ class OperatorChain(Chain):
             out[key] = getattr(self, key)
         out["eps"] = eps
         out["t_mix"] = self.mixing_time(eps)
-        return out
+        return results_frame(out) if as_frame else out
 
 
 def analyse_operator(op: KernelOperator, eps: float = 0.25, *, gap_rtol: float = GAP_RTOL, basis_size: int = 16,
