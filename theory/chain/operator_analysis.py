@@ -36,7 +36,6 @@
 from __future__ import annotations
 
 import math
-import sys
 import time
 from dataclasses import dataclass
 from functools import cached_property
@@ -48,6 +47,7 @@ import torch
 
 from mlmix.errors import ConvergenceError
 from mlmix.limits import MFPT_LIMIT
+from mlmix.progress import Convergence
 from mlmix.theory.chain.absorbing import Absorption, absorption_probabilities, expected_steps, fundamental_matrix
 from mlmix.theory.chain.core import Chain
 from mlmix.theory.chain.mixing import MixingBounds
@@ -97,31 +97,6 @@ def hash_uniform(start: int, stop: int, seed: int, device: torch.device) -> torc
     return _shr(z, 11).to(torch.float64) * 2.0**-53
 
 
-class _Progress:
-    """One stderr line every few seconds: matvecs, residual -> target, and an ETA extrapolated from
-    the residual's geometric decrease."""
-
-    def __init__(self, what: str, enabled: bool, every: float = 5.0) -> None:
-        self.what, self.enabled, self.every = what, enabled, every
-        self.t0 = self.last = time.perf_counter()
-        self.first: tuple[int, float] | None = None
-
-    def __call__(self, matvecs: int, residual: float, target: float) -> None:
-        now = time.perf_counter()
-        if self.first is None and residual > 0:
-            self.first = (matvecs, residual)
-        if not self.enabled or now - self.last < self.every:
-            return
-        self.last = now
-        eta = "?"
-        if self.first and residual > 0 and matvecs > self.first[0] and residual < self.first[1]:
-            rate = math.log(self.first[1] / residual) / (matvecs - self.first[0])
-            left = max(math.log(residual / target), 0.0) / rate if target > 0 else 0.0
-            eta = f"{left * (now - self.t0) / matvecs:.0f} s"
-        print(f"[{self.what}] {matvecs} operator applications, {now - self.t0:.0f} s: residual {residual:.2e} "
-              f"(target {target:.1e}), ETA {eta}", file=sys.stderr, flush=True)
-
-
 # ------------------------------------------------------------------------------------------ stationary law
 
 def _global_sum(op: KernelOperator, t: torch.Tensor) -> float:
@@ -164,7 +139,7 @@ def operator_stationary(op: KernelOperator, *, rtol: float = STATIONARY_RTOL, pr
         op.apply(x, "measures", out)
         return out.neg_().add_(x).add_(u, alpha=_global_sum(op, x))
 
-    report = _Progress("stationary law (GMRES)", progress)
+    report = Convergence("stationary law (GMRES)", progress)
     sol = gmres(system, u, x0=u.clone(), comm=comm, restart=30, rtol=rtol, progress=report)
     if not sol.converged:
         raise ConvergenceError(f"stationary law: GMRES(30) reached relative residual {sol.relative_residual:.2e} "
@@ -243,7 +218,7 @@ def _top_ritz(op: KernelOperator, sym, w: torch.Tensor, *, rtol: float, basis_si
     floor = 8 * unit * (op.space.length * op.space.vocab_size + 4)
     ritz = lanczos_largest(deflated, _start_vector(op, w, seed), tol=lambda th: max(rtol * (1.0 - th), floor),
                            comm=comm, basis_size=basis_size, max_matvecs=max_matvecs,
-                           progress=_Progress(f"{what} (Lanczos)", progress))
+                           progress=Convergence(f"{what} (Lanczos)", progress))
     y = ritz.vector
     y.sub_(w, alpha=float(inner(comm, w, y)))
     y.div_(norm(comm, y))
