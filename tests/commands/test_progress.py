@@ -126,3 +126,38 @@ def test_reports_stop_exact_t_mix_at_the_cli_limit():
     big = Chain(sp.eye_array(4096, format="csr"), dense_limit=4096)
     phases = dict(big._summary_cost(REPORT_MIXING_LIMIT)[0])
     assert phases["t_mix"] == 0.0 and phases["gaps"] > 0
+
+
+def test_counter_in_a_log_says_each_tenth_with_its_eta(monkeypatch, capsys):
+    """The tabulation's count (Counter) off a terminal: one line per further tenth, the ETA the elapsed
+    time scaled by the work left (a fake clock, 1 s per reading: 1 s at construction, then one per update)."""
+    clock = iter(range(1, 100))
+    monkeypatch.setattr("mlmix.progress.time.perf_counter", lambda: next(clock))
+    from mlmix.progress import Counter
+
+    with Counter("tabulating", 200, unit="passes") as bar:
+        for k in (30, 30, 100, 40):
+            bar.update(k)
+    assert capsys.readouterr().err.splitlines() == [
+        "mlmix: tabulating: 30/200 passes (15%), 1 s elapsed, ETA 6 s",  # 1 s for 30: 170 left
+        "mlmix: tabulating: 60/200 passes (30%), 2 s elapsed, ETA 5 s",
+        "mlmix: tabulating: 160/200 passes (80%), 3 s elapsed, ETA < 1 s",  # 0.75 s
+        "mlmix: tabulating: 200/200 passes (100%), 4 s elapsed, ETA < 1 s"]
+    with Counter("tabulating", 200, enabled=False) as bar:
+        bar.update(200)
+    assert capsys.readouterr().err == ""
+
+
+def test_krylov_convergence_line_extrapolates_the_geometric_decrease(monkeypatch, capsys):
+    """Residual 1e-1 after 1 application, 1e-2 after 2 (a factor 10 per application), target 1e-8:
+    6 more applications at 10 s each (20 s for 2) is an ETA of 60 s."""
+    clock = iter([0.0, 10.0, 20.0])
+    monkeypatch.setattr("mlmix.progress.time.perf_counter", lambda: next(clock))
+    from mlmix.progress import Convergence
+
+    report = Convergence("stationary law (GMRES)", True)
+    report(1, 1e-1, 1e-8)
+    report(2, 1e-2, 1e-8)
+    assert capsys.readouterr().err.splitlines() == [
+        "mlmix: stationary law (GMRES): 1 operator applications, 10 s: residual 1.00e-01 (target 1.0e-08), ETA ?",
+        "mlmix: stationary law (GMRES): 2 operator applications, 20 s: residual 1.00e-02 (target 1.0e-08), ETA 60 s"]
