@@ -18,17 +18,17 @@ from __future__ import annotations
 
 import json
 import shutil
-import sys
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import numpy as np
 import torch
-from tqdm.auto import tqdm
 
 from mlmix.empirical import tabulate as tab
 from mlmix.files import OutputDir, atomic_save_npz, atomic_write_json, read_json
+from mlmix.progress import Counter
+from mlmix.progress import say as progress_line
 from mlmix.theory.kernels.decoders import PartialScoreTable
 from mlmix.theory.sources.space import StateSpace
 from mlmix.validation import check_int, check_memory
@@ -66,7 +66,7 @@ def tabulate_partial(source, *, cache_dir: str | Path | None = None, use_cache: 
                      log: Callable[[str], None] | None = None) -> MLMPartialTable:
     """The exact partial score table of a :class:`~mlmix.empirical.mlm.MaskedLMConditionals` (module doc):
     read from the cache when present, else computed in checkpointed chunks and cached."""
-    say = log if log is not None else (lambda text: print(f"mlmix: {text}", file=sys.stderr, flush=True))
+    say = log if log is not None else progress_line
     space = source.space
     n, q = space.length, space.vocab_size
     Q = q + 1
@@ -87,8 +87,7 @@ def tabulate_partial(source, *, cache_dir: str | Path | None = None, use_cache: 
     say(tab.cost_line(total, rate, source.device) + f" (n = {n} sites x {Q}^{n - 1} partial contexts)")
     folder = root / f"{key}.partial"
     chunk = tab._chunk_rows(folder if use_cache else None, record, rate)
-    with tqdm(total=total, desc="tabulating partial contexts", unit=" passes", disable=not progress,
-              file=sys.stderr, smoothing=0.05) as bar:
+    with Counter("tabulating partial contexts", total, unit="passes", enabled=progress) as bar:
         if use_cache:
             with OutputDir(folder, "tabulate-partial", {**record, "chunk_rows": chunk}) as out:
                 scores = _compute(source, total, chunk, bar, out.path)
@@ -107,7 +106,7 @@ def tabulate_partial(source, *, cache_dir: str | Path | None = None, use_cache: 
     return table
 
 
-def _compute(source, total: int, chunk: int, bar: tqdm, folder: Path | None) -> np.ndarray:
+def _compute(source, total: int, chunk: int, bar: Counter, folder: Path | None) -> np.ndarray:
     """Scores of every row r = i (|V|+1)^(n-1) + c (site i, partial context c of the others), float32."""
     n, q = source.space.length, source.space.vocab_size
     Q = q + 1

@@ -8,7 +8,8 @@ masked position, restricted to the alphabet). So the score table
 
 costs n |V|^(n-1) passes: 32,000 for AntiBERTy's 20 amino acids at n = 4 (160,000 states). It is
 computed once, in batches on the source's device, with the cost printed before the work starts
-(measured on a first small batch), a progress bar with ETA, chunks of about :data:`CHUNK_SECONDS`
+(measured on a first small batch), a progress bar with ETA (in a log a line per tenth done:
+:class:`mlmix.progress.Counter`), chunks of about :data:`CHUNK_SECONDS`
 of work checkpointed so an interrupted run resumes (with the chunking it started with), and the result written atomically to a cache keyed by
 the model's weights (a hash of every tensor), the full input template (specials, frame and free
 positions), the alphabet and the compute dtype; its record carries a SHA-256 of the table's bytes,
@@ -26,17 +27,17 @@ import hashlib
 import json
 import os
 import shutil
-import sys
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import numpy as np
 import torch
-from tqdm.auto import tqdm
 
 from mlmix.cache import cache_dir
 from mlmix.files import MANIFEST, OutputDir, atomic_save_npz, atomic_write_json, read_json
+from mlmix.progress import Counter
+from mlmix.progress import say as progress_line
 from mlmix.theory.sources.conditionals import ScoreTable
 from mlmix.theory.sources.space import StateSpace
 from mlmix.validation import check_int, check_memory, load_arrays
@@ -168,7 +169,7 @@ def tabulate(source, *, cache_dir: str | os.PathLike | None = None, use_cache: b
     docstring), read from the cache when present (no forward pass), else computed, checkpointed and
     cached. ``max_passes`` refuses, before any work, a table that needs more passes; ``log`` receives
     the one-line cost estimate and the cache notes (default: standard error)."""
-    say = log if log is not None else (lambda text: print(f"mlmix: {text}", file=sys.stderr, flush=True))
+    say = log if log is not None else progress_line
     space = source.space
     n, q = space.length, space.vocab_size
     total = passes_needed(space)
@@ -192,8 +193,7 @@ def tabulate(source, *, cache_dir: str | os.PathLike | None = None, use_cache: b
     say(cost_line(total, rate, source.device) + f" (n = {n} sites x {q}^{n - 1} contexts); use --max-passes to cap")
     partial = root / f"{key}.partial"
     chunk = _chunk_rows(partial if use_cache else None, record, rate)
-    with tqdm(total=total, desc="tabulating", unit=" passes", disable=not progress, file=sys.stderr,
-              smoothing=0.05) as bar:
+    with Counter("tabulating", total, unit="passes", enabled=progress) as bar:
         if use_cache:
             with OutputDir(partial, "tabulate", {**record, "chunk_rows": chunk}) as out:
                 scores = _compute(source, total, chunk, bar, out.path)
@@ -227,7 +227,7 @@ def _chunk_rows(partial: Path | None, record: dict, rate: float) -> int:
     return max(MIN_CHUNK_ROWS, 1 << (work.bit_length() - 1))
 
 
-def _compute(source, total: int, chunk: int, bar: tqdm, folder: Path | None) -> np.ndarray:
+def _compute(source, total: int, chunk: int, bar: Counter, folder: Path | None) -> np.ndarray:
     """Scores of every global row r = i |V|^(n-1) + c (site i, context index c), float32 (total, |V|);
     chunks already in ``folder`` are reused, new ones saved there."""
     n, q = source.space.length, source.space.vocab_size

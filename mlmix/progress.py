@@ -1,7 +1,8 @@
 """Progress of long computations: what is being done, what it will cost, and how far it is.
 
 One helper for every long step of mlmix (analysis phases of ``Chain.summary``, distance curves,
-mean first passage times, ``mlmix verify``; tabulation keeps its own measured-rate bar):
+mean first passage times, ``mlmix verify``, the MLM tabulation with its measured-rate cost line,
+the matrix-free Krylov solvers):
 
 * before the work, one line with the cost estimate: states, memory, and the expected time from
   the measured speed of this machine (:func:`flop_rate`, a timed dense product);
@@ -11,16 +12,22 @@ mean first passage times, ``mlmix verify``; tabulation keeps its own measured-ra
 Steps expected to take less than :func:`threshold` seconds (default 2; environment variable
 ``MLMIX_PROGRESS_THRESHOLD``) show nothing, so small problems stay quiet; ``progress=False`` in
 Python and ``--no-progress`` on the command line turn everything off.
+
+A single expensive method or property read on its own (``chain.spectral_gap``) is announced the same
+way by the :func:`announced` decorator; inside a computation that is already announced (a
+:class:`Progress` in a ``with`` block, e.g. ``Chain.summary``) it stays quiet.
 """
 
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import functools
+import math
 import os
 import sys
 import time
-from typing import Any, Iterable, Iterator, Sequence
+from typing import Any, Callable, Iterable, Iterator, Sequence, TypeVar
 
 #: Seconds below which a step is not announced (override: MLMIX_PROGRESS_THRESHOLD).
 DEFAULT_THRESHOLD = 2.0
@@ -78,8 +85,13 @@ def _interactive(stream: Any) -> bool:
     return bool(getattr(stream, "isatty", lambda: False)()) or "ipykernel" in sys.modules
 
 
-def _say(text: str) -> None:
+def say(text: str) -> None:
+    """One line ``mlmix: text`` on standard error."""
     print(f"mlmix: {text}", file=sys.stderr, flush=True)
+
+
+#: Whether an announced computation (a Progress or steps) is running: the steps nested in it stay quiet.
+_RUNNING: contextvars.ContextVar[bool] = contextvars.ContextVar("mlmix_progress_running", default=False)
 
 
 class Progress:
@@ -97,9 +109,10 @@ class Progress:
         total = sum(self.expected.values())
         self.shown = bool(enabled) and total >= threshold()
         self.bar = None
+        self._token: contextvars.Token | None = None
         if not self.shown:
             return
-        _say(f"{title}: {cost + ', ' if cost else ''}about {format_seconds(total)} expected "
+        say(f"{title}: {cost + ', ' if cost else ''}about {format_seconds(total)} expected "
              f"({', '.join(f'{n} {format_seconds(s)}' for n, s in phases)}; at {flop_rate() / 1e9:.1f} GFLOP/s "
              "measured here)")
         if _interactive(sys.stderr):
@@ -111,7 +124,7 @@ class Progress:
     @contextlib.contextmanager
     def phase(self, name: str) -> Iterator[None]:
         if self.shown and self.bar is None:
-            _say(f"{self.title}: {name} (expected {format_seconds(self.expected.get(name, 0.0))})")
+            say(f"{self.title}: {name} (expected {format_seconds(self.expected.get(name, 0.0))})")
         if self.bar is not None:
             self.bar.set_description_str(f"{self.title}: {name}")
         try:
@@ -126,21 +139,132 @@ class Progress:
             self.bar = None
 
     def __enter__(self) -> "Progress":
+        self._token = _RUNNING.set(True)
         return self
 
     def __exit__(self, *exc: object) -> None:
+        if self._token is not None:
+            _RUNNING.reset(self._token)
+            self._token = None
         self.close()
+
+
+class Counter:
+    """A count of ``total`` units of work (``update(k)`` after each k), e.g. the forward passes of a
+    tabulation whose cost line the caller printed: on a terminal or in a notebook a ``tqdm.auto`` bar
+    with ETA; elsewhere a line at each further tenth done, with the elapsed time and the ETA
+    extrapolated from the rate so far; nothing when not ``enabled``. A context manager."""
+
+    def __init__(self, title: str, total: int, *, unit: str = "", enabled: bool = True) -> None:
+        self.title, self.total, self.unit, self.enabled = title, int(total), unit, bool(enabled)
+        self.done, self.next_tenth, self.t0 = 0, 1, time.perf_counter()
+        self.bar = None
+        if self.enabled and _interactive(sys.stderr):
+            from tqdm.auto import tqdm
+
+            self.bar = tqdm(total=self.total, desc=title, unit=f" {unit}" if unit else "it", file=sys.stderr,
+                            smoothing=0.05)
+
+    def update(self, k: int) -> None:
+        self.done += int(k)
+        if self.bar is not None:
+            self.bar.update(k)
+            return
+        if not self.enabled or self.total <= 0 or self.done * 10 < self.next_tenth * self.total:
+            return
+        self.next_tenth = self.done * 10 // self.total + 1
+        elapsed = time.perf_counter() - self.t0
+        left = elapsed * (self.total - self.done) / self.done
+        say(f"{self.title}: {self.done:,}/{self.total:,} {self.unit} ({100 * self.done / self.total:.0f}%), "
+            f"{format_seconds(elapsed)} elapsed, ETA {format_seconds(left)}")
+
+    def __enter__(self) -> "Counter":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.bar is not None:
+            self.bar.close()
+            self.bar = None
+
+
+class Convergence:
+    """Progress of an iterative solver, as its callback ``(matvecs, residual, target)``: a line every
+    ``every`` seconds with the operator applications, the residual against its target and an ETA
+    extrapolated from the residual's geometric decrease since the first call (the iterations needed
+    are not known before, so there is no bar); nothing when not ``enabled``."""
+
+    def __init__(self, what: str, enabled: bool, every: float = 5.0) -> None:
+        self.what, self.enabled, self.every = what, enabled, every
+        self.t0 = self.last = time.perf_counter()
+        self.first: tuple[int, float] | None = None
+
+    def __call__(self, matvecs: int, residual: float, target: float) -> None:
+        now = time.perf_counter()
+        if self.first is None and residual > 0:
+            self.first = (matvecs, residual)
+        if not self.enabled or now - self.last < self.every:
+            return
+        self.last = now
+        eta = "?"
+        if self.first and residual > 0 and matvecs > self.first[0] and residual < self.first[1]:
+            rate = math.log(self.first[1] / residual) / (matvecs - self.first[0])
+            left = max(math.log(residual / target), 0.0) / rate if target > 0 else 0.0
+            eta = format_seconds(left * (now - self.t0) / matvecs)
+        say(f"{self.what}: {matvecs} operator applications, {format_seconds(now - self.t0)}: residual "
+            f"{residual:.2e} (target {target:.1e}), ETA {eta}")
+
+
+#: One step of a plan for :func:`announced`: (phase name, expected seconds, what computes it; None for
+#: the decorated call itself, which is the last step).
+Step = tuple[str, float, "Callable[[], object] | None"]
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def announced(phase: str) -> Callable[[F], F]:
+    """Decorator for an expensive method of an object that has ``progress`` (bool: announce at all) and
+    ``_progress_plan(phase, name) -> (title, cost, steps)`` (``name``: the method's), ``steps`` the :data:`Step` list of the phases
+    still to run, the decorated call last. Called on its own, the method gets a :class:`Progress`
+    over those phases (cost line, then a bar or one line per phase; quiet below :func:`threshold`),
+    the earlier steps computed first, each in its phase; called inside an announced computation, it
+    just runs."""
+    def decorate(method: F) -> F:
+        @functools.wraps(method)
+        def run(obj: Any, *args: Any, **kwargs: Any) -> Any:
+            if _RUNNING.get():
+                return method(obj, *args, **kwargs)
+            title, cost, plan = obj._progress_plan(phase, method.__name__)
+            with Progress(title, [(name, seconds) for name, seconds, _ in plan], cost=cost,
+                          enabled=obj.progress) as bar:
+                try:
+                    for name, _, compute in plan[:-1]:
+                        with bar.phase(name):
+                            compute()
+                except Exception:  # noqa: BLE001 - not cached: the call below meets it again if it needs that step
+                    pass
+                with bar.phase(plan[-1][0]):
+                    return method(obj, *args, **kwargs)
+        return run  # type: ignore[return-value]
+    return decorate
 
 
 def steps(items: Iterable[Any], title: str, *, total: int, expected: float, cost: str = "", enabled: bool = True,
           name: Any = None) -> Iterator[Any]:
     """Iterate over ``items`` (``total`` of them, ``expected`` seconds in all) with the cost line and a
     bar with ETA on a terminal; elsewhere one line per item when ``name`` (item -> its label) is
-    given, else the cost line only."""
+    given, else the cost line only. Announced computations in the loop body stay quiet."""
+    token = _RUNNING.set(True)
+    try:
+        yield from _steps(items, title, total, expected, cost, enabled, name)
+    finally:
+        _RUNNING.reset(token)
+
+
+def _steps(items: Iterable[Any], title: str, total: int, expected: float, cost: str, enabled: bool,
+           name: Any) -> Iterator[Any]:
     if not enabled or expected < threshold():
         yield from items
         return
-    _say(f"{title}: {cost + ', ' if cost else ''}{total:,} steps, about {format_seconds(expected)} expected")
+    say(f"{title}: {cost + ', ' if cost else ''}{total:,} steps, about {format_seconds(expected)} expected")
     if _interactive(sys.stderr):
         from tqdm.auto import tqdm
 
@@ -152,5 +276,5 @@ def steps(items: Iterable[Any], title: str, *, total: int, expected: float, cost
         return
     for i, item in enumerate(items):
         if name is not None:
-            _say(f"{title} [{i + 1}/{total}]: {name(item)}")
+            say(f"{title} [{i + 1}/{total}]: {name(item)}")
         yield item

@@ -566,3 +566,21 @@ def dumps_results(obj: Any) -> str:
 def loads_results(text: str) -> Any:
     """The report written by :func:`dumps_results` (or ``Result.to_json``), results rebuilt."""
     return _decode(json.loads(text))
+
+
+def results_frame(report: Mapping[str, Any]) -> Any:
+    """A report holding results (``Chain.summary()``) as a ``pandas.DataFrame``: one row per
+    :class:`Result`, indexed by its key, with columns name, value, lower, upper, rel_error, method,
+    reason (a missing number is NaN and its reason says why); the other entries (states, period,
+    the stationary law's dict, eps, ...) in ``frame.attrs``. pandas is optional (the ``frames`` extra)."""
+    try:
+        import pandas as pd
+    except ImportError:
+        raise ImportError("a DataFrame needs pandas: pip install 'mlmix[frames]' (or pip install pandas)") from None
+    rows = {k: v for k, v in report.items() if isinstance(v, Result)}
+    columns = ["name", "value", "lower", "upper", "rel_error", "method", "reason"]
+    frame = pd.DataFrame([[getattr(r, c) for c in columns] for r in rows.values()], index=list(rows), columns=columns)
+    for c in ("value", "lower", "upper", "rel_error"):
+        frame[c] = frame[c].astype(float)
+    frame.attrs.update({k: v for k, v in report.items() if k not in rows})
+    return frame

@@ -46,6 +46,34 @@ def test_one_line_per_phase_when_stderr_is_not_a_terminal():
     assert _run(["-c", SCRIPT, "on"], threshold="1e9").stderr == ""  # short steps stay quiet
 
 
+PROPERTY_SCRIPT = """
+import math, os, sys, networkx as nx
+from mlmix import Chain
+from mlmix.theory.sources.conditionals import IsingModel
+small, big, quiet = (Chain.from_source(IsingModel(nx.cycle_graph(n), beta=0.5)) for n in (3, 8, 8))
+expected = [sum(s for _, s, _ in c._progress_plan("conductance", "conductance")[2]) for c in (small, big)]
+os.environ["MLMIX_PROGRESS_THRESHOLD"] = repr(math.sqrt(expected[0] * expected[1]))  # between the two
+quiet.progress = False
+for chain in (small, big, quiet):
+    print("--", file=sys.stderr, flush=True)
+    chain.conductance
+"""
+
+
+def test_a_property_read_on_its_own_announces_its_phases():
+    """chain.conductance of 256 states (above the threshold): the cost line, then the phases it runs
+    in order (stationary law, gaps, conductance); of 8 states (below it) or with chain.progress = False:
+    nothing; within summary() the properties add no line (test above: exactly one line per phase)."""
+    done = _run(["-c", PROPERTY_SCRIPT])
+    assert done.returncode == 0, done.stderr
+    small, big, quiet = done.stderr.split("--\n")[1:]
+    assert small == "" and quiet == ""
+    cost, *phases = big.splitlines()
+    assert cost.startswith("mlmix: conductance of chain on 256 states: 256 states") and "expected" in cost
+    assert phases == [f"mlmix: conductance of chain on 256 states: {name} (expected < 1 s)"
+                      for name in ("stationary law", "gaps", "conductance")]
+
+
 def test_cli_exact_and_verify_in_a_log():
     exact = _run(["-m", "mlmix", "exact", "--graph", "cycle:4"])
     assert exact.returncode == 0 and len(exact.stderr.splitlines()) == 1 + len(PHASES)
@@ -98,3 +126,38 @@ def test_reports_stop_exact_t_mix_at_the_cli_limit():
     big = Chain(sp.eye_array(4096, format="csr"), dense_limit=4096)
     phases = dict(big._summary_cost(REPORT_MIXING_LIMIT)[0])
     assert phases["t_mix"] == 0.0 and phases["gaps"] > 0
+
+
+def test_counter_in_a_log_says_each_tenth_with_its_eta(monkeypatch, capsys):
+    """The tabulation's count (Counter) off a terminal: one line per further tenth, the ETA the elapsed
+    time scaled by the work left (a fake clock, 1 s per reading: 1 s at construction, then one per update)."""
+    clock = iter(range(1, 100))
+    monkeypatch.setattr("mlmix.progress.time.perf_counter", lambda: next(clock))
+    from mlmix.progress import Counter
+
+    with Counter("tabulating", 200, unit="passes") as bar:
+        for k in (30, 30, 100, 40):
+            bar.update(k)
+    assert capsys.readouterr().err.splitlines() == [
+        "mlmix: tabulating: 30/200 passes (15%), 1 s elapsed, ETA 6 s",  # 1 s for 30: 170 left
+        "mlmix: tabulating: 60/200 passes (30%), 2 s elapsed, ETA 5 s",
+        "mlmix: tabulating: 160/200 passes (80%), 3 s elapsed, ETA < 1 s",  # 0.75 s
+        "mlmix: tabulating: 200/200 passes (100%), 4 s elapsed, ETA < 1 s"]
+    with Counter("tabulating", 200, enabled=False) as bar:
+        bar.update(200)
+    assert capsys.readouterr().err == ""
+
+
+def test_krylov_convergence_line_extrapolates_the_geometric_decrease(monkeypatch, capsys):
+    """Residual 1e-1 after 1 application, 1e-2 after 2 (a factor 10 per application), target 1e-8:
+    6 more applications at 10 s each (20 s for 2) is an ETA of 60 s."""
+    clock = iter([0.0, 10.0, 20.0])
+    monkeypatch.setattr("mlmix.progress.time.perf_counter", lambda: next(clock))
+    from mlmix.progress import Convergence
+
+    report = Convergence("stationary law (GMRES)", True)
+    report(1, 1e-1, 1e-8)
+    report(2, 1e-2, 1e-8)
+    assert capsys.readouterr().err.splitlines() == [
+        "mlmix: stationary law (GMRES): 1 operator applications, 10 s: residual 1.00e-01 (target 1.0e-08), ETA ?",
+        "mlmix: stationary law (GMRES): 2 operator applications, 20 s: residual 1.00e-02 (target 1.0e-08), ETA 60 s"]

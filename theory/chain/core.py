@@ -50,6 +50,7 @@ from mlmix.limits import (
     MIXING_LIMIT,
     REPORT_MIXING_LIMIT,
 )
+from mlmix.progress import announced
 from mlmix.theory.chain import absorbing, mixing, spectral, spectrum
 from mlmix.theory.chain import conductance as cond
 from mlmix.theory.chain.hitting import committor, expected_hitting_times, hitting_probabilities
@@ -66,7 +67,7 @@ from mlmix.theory.kernels.assembled import glauber_kernel, independent_parallel_
 from mlmix.theory.kernels.representation import choose_representation
 from mlmix.theory.kernels.scan_and_mh import mh_kernel, systematic_kernel
 from mlmix.theory.linalg.elimination import Elimination, eliminate
-from mlmix.theory.results import DEFAULT_RTOL, NAMES, Result, VectorResult
+from mlmix.theory.results import DEFAULT_RTOL, NAMES, Result, VectorResult, results_frame
 from mlmix.validation import (
     Matrix,
     check_eps,
@@ -103,6 +104,9 @@ class Chain:
 
     #: The description saved with a chain read by :meth:`load` (None otherwise).
     saved_about: dict | None = None
+    #: Announce a long property or method read on its own (cost line, then a bar or a line per phase;
+    #: :func:`mlmix.progress.announced`); set ``chain.progress = False`` to keep it quiet.
+    progress: bool = True
 
     def __init__(self, P: Matrix, *, stationary: np.ndarray | None = None, name: str | None = None,
                  dense_limit: int | None = None) -> None:
@@ -262,6 +266,7 @@ class Chain:
         return compute_stationary(self.P, self.structure, limit)
 
     @cached_property
+    @announced("stationary law")
     def stationary(self) -> VectorResult:
         """pi P = pi (see :mod:`mlmix.theory.chain.stationary`). A sparse non-reversible law whose entrywise
         certificate failed gets the first-order bound of :attr:`_pi_error` (which needs the gap)."""
@@ -365,6 +370,7 @@ class Chain:
         return self._charged(gap, (0.0, 2.0)), mode  # (P + P*)/2 has eigenvalues in [-1, 1]
 
     @cached_property
+    @announced("gaps")
     def spectral_gap(self) -> Result:
         """1 - lambda_2 for a reversible chain; for a non-reversible one the eigenvalues are complex and
         the result points to :attr:`additive_gap` and :attr:`absolute_spectral_gap`."""
@@ -375,6 +381,7 @@ class Chain:
         return _renamed(gap, NAMES["spectral_gap"], self._on_core())
 
     @cached_property
+    @announced("gaps")
     def additive_gap(self) -> Result:
         """1 - lambda_2((P + P*)/2): the largest c with E(f, f) >= c Var_pi(f) (equals the spectral gap
         of a reversible chain)."""
@@ -386,6 +393,7 @@ class Chain:
         return self.additive_gap.reciprocal(NAMES["poincare_constant"])
 
     @cached_property
+    @announced("gaps")
     def multiplicative_gap(self) -> Result:
         """1 - sigma_2(P)^2: the gap of P* P (Fill's bound)."""
         core = self._core
@@ -397,6 +405,7 @@ class Chain:
                              (0.0, 1.0))
 
     @cached_property
+    @announced("gaps")
     def absolute_spectral_gap(self) -> Result:
         """1 - max{|lambda| : lambda != 1}; reversible: min(gap, 1 + lambda_min)."""
         core = self._core
@@ -419,6 +428,7 @@ class Chain:
 
     # ------------------------------------------------------------------ conductance
     @cached_property
+    @announced("conductance")
     def conductance(self) -> Result:
         """Phi* = min{Phi(S) : 0 < pi(S) <= 1/2}: exact up to 20 states, else a certified interval whose
         upper end is Phi of a named set (details: set_size, set_mass, set)."""
@@ -461,6 +471,7 @@ class Chain:
         return mixing.transient_decay(self.P, self.structure.transient, np.exp(self._logpi),
                                       pi_rel_error=self._pi_rel_error)
 
+    @announced("t_mix")
     def mixing_time(self, eps: float = 0.25, max_states: int = MIXING_LIMIT) -> Result:
         """t_mix(eps) = min{t : d(t) <= eps}, d the worst-start TV distance: exact when resolvable (by
         dense squaring, for chains of at most ``max_states`` states), else a certified interval (see
@@ -510,6 +521,7 @@ class Chain:
         return asymptotic_variance_sparse(core.P, f, pi, self.additive_gap)
 
     @cached_property
+    @announced("Kemeny constant")
     def kemeny_constant(self) -> Result:
         """K = sum_{lambda != 1} 1 / (1 - lambda) = sum_j pi_j E_i tau_j (the same for every start i of
         an irreducible chain); with transient states, K of the closed class plus tr((I - P_TT)^-1)
@@ -527,6 +539,7 @@ class Chain:
             return closed
         return kemeny_constant_transient(self.P, self.structure.transient, closed)
 
+    @announced("hitting times")
     def hitting_time(self, target: np.ndarray) -> VectorResult:
         """E_x tau_A for every start x (0 on A, inf where A is not hit almost surely)."""
         return expected_hitting_times(self.P, target)
@@ -666,11 +679,13 @@ class Chain:
 
     # ------------------------------------------------------------------ report
     def summary(self, eps: float = 0.25, include_stationary: bool = False,
-                mixing_limit: int = REPORT_MIXING_LIMIT, progress: bool = True) -> dict:
+                mixing_limit: int = REPORT_MIXING_LIMIT, progress: bool = True,
+                as_frame: bool = False) -> Any:
         """Every figure `mlmix exact` prints, as a JSON-ready dict of results (each with value, lower,
         upper, rel_error, method, reason); t_mix exact by dense squaring up to ``mixing_limit`` states
         (default that of `mlmix exact`). ``progress``: the cost estimate and a bar per phase for a long
-        analysis (:mod:`mlmix.progress`)."""
+        analysis (:mod:`mlmix.progress`). ``as_frame``: the same as a ``pandas.DataFrame``, one row per
+        result (:func:`~mlmix.theory.results.results_frame`; pandas is the optional ``frames`` extra)."""
         from mlmix.progress import Progress
 
         eps = check_eps(eps)
@@ -698,7 +713,7 @@ class Chain:
                     out["t_mix"] = _guard(lambda: self.mixing_time(eps, mixing_limit), "t_mix")
             except ReducibleChainError as err:
                 out["reason"] = str(err)
-        return out
+        return results_frame(out) if as_frame else out
 
     def _summary_cost(self, mixing_limit: int) -> tuple[list[tuple[str, float]], str]:
         """Expected seconds of each phase of :meth:`summary` (from the dense-product speed measured
@@ -722,6 +737,21 @@ class Chain:
             memory = 12.0 * nnz * 4
         return phases, f"{N:,} states, {nnz:,} non-zeros, {self.representation} algorithms, about " \
                        f"{format_bytes(memory)}"
+
+    def _progress_plan(self, phase: str, name: str) -> tuple[str, str, list]:
+        """The phases still to run before ``name`` (a property or method of phase ``phase``) and their
+        expected seconds (those of :meth:`_summary_cost`; a hitting-time solve as one dense
+        elimination or, sparse, a sweep of products), for :func:`mlmix.progress.announced`."""
+        from mlmix.progress import dense_seconds, seconds_for
+
+        phases, cost = self._summary_cost(MIXING_LIMIT)
+        expected = dict(phases)
+        nnz = int(self.P.nnz) if sp.issparse(self.P) else self.n_states ** 2
+        expected["hitting times"] = dense_seconds(self.n_states, 1.0) if self.is_dense else seconds_for(4000.0 * nnz)
+        prior = () if phase == "t_mix" and self.period > 1 else _PRIOR_PHASES[phase]  # periodic: t_mix is inf
+        steps = [(p, expected[p], lambda attr=_CACHED_PHASES[p]: getattr(self, attr))
+                 for p in prior if _CACHED_PHASES[p] not in self.__dict__]
+        return f"{name} of {self.name}", cost, steps + [(phase, expected[phase], None)]
 
     # ------------------------------------------------------------------ one-liners
     @classmethod
@@ -794,6 +824,13 @@ class Chain:
             x = np.where(move, Q.indices[np.maximum(k, 0)], x)
             out[:, t + 1] = x
         return out
+
+
+#: The phases an analysis phase needs first, and the cached attribute that holds each one's result.
+_PRIOR_PHASES = {"stationary law": (), "gaps": ("stationary law",), "conductance": ("stationary law", "gaps"),
+                 "Kemeny constant": ("stationary law",), "t_mix": ("stationary law", "gaps", "conductance"),
+                 "hitting times": ()}
+_CACHED_PHASES = {"stationary law": "_logpi", "gaps": "_gap_and_mode", "conductance": "conductance"}
 
 
 def _guard(compute: Callable[[], Result], key: str) -> Result:

@@ -36,7 +36,6 @@
 from __future__ import annotations
 
 import math
-import sys
 import time
 from dataclasses import dataclass
 from functools import cached_property
@@ -48,6 +47,7 @@ import torch
 
 from mlmix.errors import ConvergenceError
 from mlmix.limits import MFPT_LIMIT
+from mlmix.progress import Convergence
 from mlmix.theory.chain.absorbing import Absorption, absorption_probabilities, expected_steps, fundamental_matrix
 from mlmix.theory.chain.core import Chain
 from mlmix.theory.chain.matrixfree.solves import (
@@ -64,7 +64,7 @@ from mlmix.theory.chain.spectrum import implied_timescales
 from mlmix.theory.chain.structure import Structure
 from mlmix.theory.kernels.operators import KernelOperator, kernel_operator
 from mlmix.theory.linalg.krylov import gmres, inner, lanczos_largest, norm
-from mlmix.theory.results import DEFAULT_RTOL, EPS, NAMES, Result, VectorResult
+from mlmix.theory.results import DEFAULT_RTOL, EPS, NAMES, Result, VectorResult, results_frame
 from mlmix.validation import check_eps, check_int, check_real, check_state_set, check_steps, check_vector
 
 #: Relative accuracy the gap is driven to (the residual ||r|| <= GAP_RTOL x gap), when reachable.
@@ -95,31 +95,6 @@ def hash_uniform(start: int, stop: int, seed: int, device: torch.device) -> torc
     z = (z ^ _shr(z, 27)) * _MIX2
     z = z ^ _shr(z, 31)
     return _shr(z, 11).to(torch.float64) * 2.0**-53
-
-
-class _Progress:
-    """One stderr line every few seconds: matvecs, residual -> target, and an ETA extrapolated from
-    the residual's geometric decrease."""
-
-    def __init__(self, what: str, enabled: bool, every: float = 5.0) -> None:
-        self.what, self.enabled, self.every = what, enabled, every
-        self.t0 = self.last = time.perf_counter()
-        self.first: tuple[int, float] | None = None
-
-    def __call__(self, matvecs: int, residual: float, target: float) -> None:
-        now = time.perf_counter()
-        if self.first is None and residual > 0:
-            self.first = (matvecs, residual)
-        if not self.enabled or now - self.last < self.every:
-            return
-        self.last = now
-        eta = "?"
-        if self.first and residual > 0 and matvecs > self.first[0] and residual < self.first[1]:
-            rate = math.log(self.first[1] / residual) / (matvecs - self.first[0])
-            left = max(math.log(residual / target), 0.0) / rate if target > 0 else 0.0
-            eta = f"{left * (now - self.t0) / matvecs:.0f} s"
-        print(f"[{self.what}] {matvecs} operator applications, {now - self.t0:.0f} s: residual {residual:.2e} "
-              f"(target {target:.1e}), ETA {eta}", file=sys.stderr, flush=True)
 
 
 # ------------------------------------------------------------------------------------------ stationary law
@@ -164,7 +139,7 @@ def operator_stationary(op: KernelOperator, *, rtol: float = STATIONARY_RTOL, pr
         op.apply(x, "measures", out)
         return out.neg_().add_(x).add_(u, alpha=_global_sum(op, x))
 
-    report = _Progress("stationary law (GMRES)", progress)
+    report = Convergence("stationary law (GMRES)", progress)
     sol = gmres(system, u, x0=u.clone(), comm=comm, restart=30, rtol=rtol, progress=report)
     if not sol.converged:
         raise ConvergenceError(f"stationary law: GMRES(30) reached relative residual {sol.relative_residual:.2e} "
@@ -243,7 +218,7 @@ def _top_ritz(op: KernelOperator, sym, w: torch.Tensor, *, rtol: float, basis_si
     floor = 8 * unit * (op.space.length * op.space.vocab_size + 4)
     ritz = lanczos_largest(deflated, _start_vector(op, w, seed), tol=lambda th: max(rtol * (1.0 - th), floor),
                            comm=comm, basis_size=basis_size, max_matvecs=max_matvecs,
-                           progress=_Progress(f"{what} (Lanczos)", progress))
+                           progress=Convergence(f"{what} (Lanczos)", progress))
     y = ritz.vector
     y.sub_(w, alpha=float(inner(comm, w, y)))
     y.div_(norm(comm, y))
@@ -844,11 +819,22 @@ class OperatorChain(Chain):
         return expected_steps(self._absorption)
 
     # ---------------------------------------------------------------- report
+    @property
+    def progress(self) -> bool:  # type: ignore[override]
+        """Whether the Krylov solvers print their progress lines (the ``progress`` given at construction,
+        or a ``summary(progress=True)``); assignable like :attr:`Chain.progress`."""
+        return self._progress
+
+    @progress.setter
+    def progress(self, on: bool) -> None:
+        self._progress = bool(on)
+
     def summary(self, eps: float = 0.25, include_stationary: bool = False, mixing_limit: int | None = None,
-                progress: bool = True) -> dict:
+                progress: bool = True, as_frame: bool = False) -> Any:
         """The keys of :meth:`Chain.summary` (``mixing_limit`` is ignored: t_mix is bounded, not computed);
         the seconds spent are in :attr:`timings`. ``progress``: the Krylov solvers' progress lines, as
-        for a chain built with ``progress=True`` (a line every few seconds of a long solve)."""
+        for a chain built with ``progress=True`` (a line every few seconds of a long solve); ``as_frame``:
+        a ``pandas.DataFrame`` (:func:`~mlmix.theory.results.results_frame`)."""
         eps = check_eps(eps)
         self._progress = self._progress or progress
         out: dict[str, Any] = {"n_states": self.n_states, "representation": f"matrix-free operator ({self.op})",
@@ -860,7 +846,7 @@ class OperatorChain(Chain):
             out[key] = getattr(self, key)
         out["eps"] = eps
         out["t_mix"] = self.mixing_time(eps)
-        return out
+        return results_frame(out) if as_frame else out
 
 
 def analyse_operator(op: KernelOperator, eps: float = 0.25, *, gap_rtol: float = GAP_RTOL, basis_size: int = 16,
