@@ -499,6 +499,13 @@ class Proposition7(_PTheorem):
         return verdict(Part("KL of a conditional <= ln(1/beta)", worst_kl, bound, "<=", 1e-12 * (1 + worst_kl),
                             1e-12 * bound), trivial=trivial, beta=beta)
 
+    attaining = (Attaining("two spins with one edge, theta = (0.3, -0.2, 0.5), 1-PL, data a point mass on 11: the "
+                           "data conditional is a point mass on the least likely model conditional, KL = ln(1/beta)",
+                           lambda: PLInstance(IsingFamily(nx.path_graph(2)), np.array([0.3, -0.2, 0.5]),
+                                              MaskDistribution.k_subsets(StateSpace(2, 2), 1),
+                                              np.array([0.0, 0.0, 0.0, 1.0]), {"data": "point mass on 11"}),
+                           looseness=1.000001),)
+
 
 @register
 class Theorem4Pinsker(_PTheorem):
@@ -519,6 +526,14 @@ class Theorem4Pinsker(_PTheorem):
         kl = max(0.0, instance.family.kl(instance.data, instance.theta))
         return verdict(Part("TV <= sqrt(KL/2)", tv, (kl / 2) ** 0.5, "<=", 1e-14, 1e-12),
                        trivial="p_X = p_theta" if tv < 1e-14 else None)
+
+    attaining = (Attaining("two uniform spins, data p_theta (1 + 0.01 f), f = (1, -1, -1, 1): TV = 0.005 and "
+                           "sqrt(KL/2) = TV (1 + 8.3e-6) (Pinsker is sharp to second order near p_theta)",
+                           lambda: PLInstance(IsingFamily(nx.path_graph(2)), np.zeros(3),
+                                              MaskDistribution.k_subsets(StateSpace(2, 2), 1),
+                                              0.25 * (1 + 0.01 * np.array([1.0, -1.0, -1.0, 1.0])),
+                                              {"data": "p_theta (1 + 0.01 f)"}),
+                           looseness=1.00002),)
 
 
 @register
