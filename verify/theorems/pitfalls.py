@@ -234,6 +234,12 @@ class Theorem1(_PTheorem):
         "covariances at the pseudo-true theta*_1 and theta*_2 are not ordered",
         lambda: KInstance(IsingFamily(nx.complete_graph(3)), np.zeros(6), 1, np.array(MISSPECIFIED_DATA)),
         dropped="realizability (Assumption 2)"),)
+    attaining = (Attaining(
+        "Ising on the path 0-1-2, theta = (0.3, -0.2, 0.1; 0.5, -0.4), k = 2: Gamma^k = H_k^{-1} and I - H_2 = "
+        "avg_j Cov(E[T | x_j]) has rank <= n(|V| - 1) = 3 < 5 parameters, so Gamma^3 = Gamma^2 on a plane: "
+        "lambda_max = 1 (to 2e-15)",
+        lambda: KInstance(IsingFamily(nx.path_graph(3)), np.array([0.3, -0.2, 0.1, 0.5, -0.4]), 2),
+        looseness=1.000001),)
 
 
 def sandwich(family, data: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
