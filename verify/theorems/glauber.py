@@ -310,6 +310,17 @@ class Cor2(GlauberTheorem):
         lambda: S.Instance(S.SupportedScoreTable(StateSpace(2, 2), np.zeros((2, 2, 2)), S._consensus_mask(2, 2)),
                            "zero-conditionals", {"allowed": "copy the other site"}),
         dropped="positive conditionals"),)
+    attaining = (Attaining("two independent binary sites, each with score h = 8 on symbol 0, T = 1: mu_T is nearly "
+                           "the point mass at 00, so d(n) = TV(P^n(11,.), mu) = TV(P^n(11,.), P^n(00,.)) / (1 + "
+                           "e^{-h}): delta(P^n) / d(n) = 1 + e^{-8} = 1.000335",
+                           lambda: field_product_instance(8.0), looseness=1.00034),)
+
+
+def field_product_instance(h: float, T: float = 1.0) -> S.Instance:
+    """Two independent binary sites, score h on symbol 0 and 0 on symbol 1 at every context."""
+    table = np.zeros((2, 2, 2))
+    table[:, :, 0] = h
+    return _score_instance(2, 2, table.tolist(), T, "product-table")
 
 
 @register
