@@ -1016,6 +1016,29 @@ class Thm8Mixing(GlauberTheorem):
         "|V| = 2, n = 2, basin B = {00} with margin 2 at T = 1/2 and no second well: mu(B) = 0.96 > 1/2, "
         "t_mix(1/4) = 2 < 1/(4 Phi(B))",
         lambda: single_well_instance(), dropped="mu_T(B) <= 1/2"),)
+    attaining = (
+        Attaining("wells {00} and {11} on {0,1}^2, margin 2, T = 1/2: Phi(B) = P(00, B^c) = 1/(1 + e^{gamma/T}), so "
+                  "1/(4 Phi) is e^{gamma/T}/4 (1 + e^{-gamma/T}) = 1.0183 x the exponential bound (t_mix = 2.708 x "
+                  "the first bound)", lambda: wells_instance(2, 2, (0, 3), 2.0, 0.5), looseness=(2.7085, 1.0184)),
+        Attaining("one site, |V| = 6, B = {0} with margin 1/2, T = 1 (an exact sampler: t_mix = 1, Phi(B) = "
+                  "mu(B^c)): t_mix / ((mu(B^c) - 1/4)/Phi) = mu(B^c)/(mu(B^c) - 1/4) = 1.498, the best ratio "
+                  "found for the first bound (>= 4/3 on every exact sampler)",
+                  lambda: wells_instance(6, 1, (0,), 0.5, 1.0), looseness=(1.4981, 4.0328)))
+
+
+def wells_instance(q: int, n: int, wells: tuple[int, ...], margin: float, T: float) -> S.Instance:
+    """A score table on V^n with every state of ``wells`` (state indices) boosted by ``margin`` (each on its
+    own, the first last): Assumption 1 holds on B = {wells[0]} with margin gamma = ``margin``."""
+    space = StateSpace(q, n)
+    table = np.zeros((n, q ** (n - 1), q))
+    for w in reversed(wells):
+        well = np.zeros(space.size, dtype=bool)
+        well[w] = True
+        S.boost_basin(table, space, well, margin)
+    basin = np.zeros(space.size, dtype=bool)
+    basin[wells[0]] = True
+    return S.Instance(ScoreTable(space, table, T), "basin-table", {"scores": table.tolist(), "margin": margin},
+                      basin=basin)
 
 
 def single_well_instance() -> S.Instance:
