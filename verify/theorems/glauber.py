@@ -1210,6 +1210,12 @@ class DriftBand(GlauberTheorem):
         return verdict(attempt, escape, conditions={"escape by t <= t (e^l-1)/(e^{l(hi-lo)}-1)": union_ok},
                        band=[lo, hi], rate=lam, t=t, start=s)
 
+    attaining = (Attaining("binary count chain on {0,1}^3, f = (0.2, 0.8, 0.8): p_+/p_- = 2 on both levels of the "
+                           "band 0 < N < 3, so N is a gambler's ruin with constant ratio and each attempt reaches lo before hi with "
+                           "probability exactly (e^l-1)/(e^{3l}-1) = 1/7, and the union over them is "
+                           "1.00047 x the escape probability by t = 300",
+                           lambda: S.count_instance(2, (0.2, 0.8, 0.8), 2), looseness=(1.000001, 1.0005)),)
+
 
 def count_levels(f: tuple[float, ...]) -> tuple[np.ndarray, np.ndarray]:
     """Up and down probabilities of N on levels 0..n for the binary count chain of
