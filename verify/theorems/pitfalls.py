@@ -831,6 +831,17 @@ class Proposition4(_ModesTheorem):
         return verdict(Part("max_x P(x, R_1^c) <= c_R1", one_step, c, "<=", 1e-12, 1e-15),
                        Part("P(no visit to R_1 in 1..T) <= delta", fail, delta, "<=", 1e-12, 0.0), T=T, c_R1=c)
 
+    attaining = (Attaining("the clique is the whole model (n = |C| = 2), J = 4, h = (0.01, 0.01), unordered pairs, k = 2 "
+                           "(an exact sampler): P(x, R_1^c) = p(R_1^c) = c_R1 / 1.000007, and delta = c_R1 (1 + 1e-6) "
+                           "gives T = 1: P(no visit) = delta / 1.000008",
+                           lambda: _prop4_edge(CliqueIsing(2, (0, 1), 4.0, (0.01, 0.01), "unordered"), 2),
+                           looseness=(1.00001, 1.00001)),)
+
+
+def _prop4_edge(spec: CliqueIsing, k: int) -> ModesInstance:
+    """delta = c_R1 (1 + 1e-6): the smallest delta giving Proposition 4 the horizon T = 1."""
+    return ModesInstance(spec, k, c_R1(spec, k) * (1 + 1e-6))
+
 
 @register
 class Proposition5(_ModesTheorem):
