@@ -973,6 +973,11 @@ def _clique_graph(spec: CliqueIsing) -> nx.Graph:
 
 @register
 class Corollary3(_PTheorem):
+    """Not attainable: with h_G at Assumption 6's threshold (1/2) ln(2(2 - delta)/delta), p(R_-1)/p(R_1) =
+    e^{-2 h_G} = delta/(2(2 - delta)) and the other counts carry mass e^{-Omega(J0)}, so the N-Gibbs half
+    misses R_1 with probability delta/(4 - delta): the bound delta/2 is (4 - delta)/2 >= 3/2 times the
+    exact value (a larger h_G only loosens it). The stored instance reaches 1.505 (delta = 0.99)."""
+
     id = "pitfalls.cor3"
     number = "Corollary 3"
     statement = ("eq. (5) under Assumptions 5 and 6 (|C| >= 8(1 + ln(4M/delta)), h_G >= (1/2) ln(2(2-delta)/delta), "
@@ -1009,6 +1014,12 @@ class Corollary3(_PTheorem):
                             1e-12 * gibbs_fail + 1e-300, 0.0),
                        conditions={"parallel: P(visit R_1 within M) <= delta/2": parallel_fail <= instance.delta / 2},
                        parallel_failure=parallel_fail)
+
+    attaining = (Attaining("|C| = 20, M = 1, delta = 0.99, h_G and J0 = (|C|/2) ln 2 at Assumption 6's thresholds, no "
+                           "outside spins: P(X_1 not in R_1) = delta/(4 - delta), the least loose the N-Gibbs half can "
+                           "be ((4 - delta)/2 = 1.505 x; see the class docstring)",
+                           lambda: SymmetricClique(20, 10 * log(2) + 0.5 * log(2 * 1.01 / 0.99), 0.5 * log(2 * 1.01 / 0.99),
+                                                   0.0, 1, 0.99), looseness=1.5051),)
 
 
 @register
