@@ -880,6 +880,11 @@ def hoeffding_radius(spec) -> float:
 
 @register
 class Proposition5Repaired(Proposition5):
+    """Not attainable: the failure probability rests on Hoeffding's inequality and a union bound over the T
+    steps, and stays hundreds of times below delta. The least loose instance found (|C| = 5..10, J in
+    0.5..8, T = 1..3, delta the smallest giving T, both pair conventions) is stored: |C| = 10, J = 0.7,
+    h_G = 0.01, unordered pairs, T = 1, failure 0.0025 against delta = 0.906 (363 x)."""
+
     id = "pitfalls.prop5.repaired"
     number = "Proposition 5 (with r > 0)"
     statement = ("Proposition 5 with the hypothesis its proof uses made explicit: Assumption 5 and a positive "
@@ -899,6 +904,15 @@ class Proposition5Repaired(Proposition5):
     counterexamples = (Counterexample(
         "the Proposition 5 counterexample (|C| = 2): r = -0.999 < 0, and the conclusion fails",
         Proposition5.counterexamples[0].build, dropped="r > 0"),)
+    attaining = (Attaining("|C| = n = 10, J = 0.7, h = 0.001 per clique site, unordered pairs, delta = 2 "
+                           "e^{-c_stuck} (1 + 1e-6) (T = 1): failure 0.0025, delta 363 x that (the least loose found)",
+                           lambda: _prop5_edge(CliqueIsing(10, tuple(range(10)), 0.7, (0.001,) * 10, "unordered")),
+                           looseness=362.9),)
+
+
+def _prop5_edge(spec: CliqueIsing) -> ModesInstance:
+    """delta = 2 e^{-c_stuck} (1 + 1e-6): the smallest delta giving Proposition 5 the horizon T = 1."""
+    return ModesInstance(spec, spec.size, float(2 * np.exp(-c_stuck(spec)) * (1 + 1e-6)))
 
 
 def _ratio_part(name: str, log_lhs: float, log_rhs: float) -> Part:
