@@ -970,8 +970,8 @@ class Thm8Conductance(GlauberTheorem):
 class Thm8Mixing(GlauberTheorem):
     """The exponential bound is attained as gamma/T grows (two wells, ratio 1 + e^{-gamma/T}). The first bound,
     t_mix(1/4) >= (mu(B^c) - 1/4)/Phi(B), is not attained at eps = 1/4 on these chains: on an exact sampler
-    (n = 1, t_mix = 1, Phi(B) = mu(B^c)) its ratio is mu(B^c)/(mu(B^c) - 1/4) >= 4/3, and Assumption 1 keeps
-    mu(B) >= 1/|V|; the least loose instance found (|V| = 6, 1.498) is stored with the two-well one (2.708)."""
+    (n = 1, t_mix = 1, Phi(B) = mu(B^c)) its ratio is mu(B^c)/(mu(B^c) - 1/4) >= 4/3 (and Assumption 1
+    keeps mu(B) > 1/|V| there); the least loose instance found (|V| = 6, 1.498) is stored with the two-well one (2.708)."""
 
     id = "glauber.thm8.mixing"
     number = "Theorem 8 (mixing)"
