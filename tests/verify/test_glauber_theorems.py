@@ -229,11 +229,11 @@ def test_drift_band_attaining_attempt_is_the_gamblers_ruin():
 
 def test_thm8_mixing_attaining_ratios_in_closed_form():
     """Two wells, gamma/T = 4: Phi(B) = 1/(1 + e^4), so the exponential bound is 1 + e^{-4} from 1/(4 Phi).
-    One site, |V| = 6 (an exact sampler): mu(B) = e^{1/2}/(e^{1/2} + 5) and the first bound's ratio is
+    One site, |V| = 16 (an exact sampler): mu(B) = e^{0.1}/(e^{0.1} + 15) and the first bound's ratio is
     mu(B^c)/(mu(B^c) - 1/4)."""
     wells, sampler = G.Thm8Mixing.attaining
     assert G.Thm8Mixing().check(wells.build()).parts[1].tightness == pytest.approx(1 + math.exp(-4), rel=1e-9)
-    out = 5 / (math.exp(0.5) + 5)
+    out = 15 / (math.exp(0.1) + 15)
     v = G.Thm8Mixing().check(sampler.build())
     assert v.details["conductance"] == pytest.approx(out, rel=1e-9)
     assert v.parts[0].tightness == pytest.approx(out / (out - 0.25), rel=1e-9)

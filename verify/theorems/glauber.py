@@ -971,7 +971,7 @@ class Thm8Mixing(GlauberTheorem):
     """The exponential bound is attained as gamma/T grows (two wells, ratio 1 + e^{-gamma/T}). The first bound,
     t_mix(1/4) >= (mu(B^c) - 1/4)/Phi(B), is not attained at eps = 1/4 on these chains: on an exact sampler
     (n = 1, t_mix = 1, Phi(B) = mu(B^c)) its ratio is mu(B^c)/(mu(B^c) - 1/4) >= 4/3 (and Assumption 1
-    keeps mu(B) > 1/|V| there); the least loose instance found (|V| = 6, 1.498) is stored with the two-well one (2.708)."""
+    keeps mu(B) > 1/|V| there); the least loose instance found (|V| = 16, 1.367) is stored with the two-well one (2.708)."""
 
     id = "glauber.thm8.mixing"
     number = "Theorem 8 (mixing)"
@@ -1025,10 +1025,10 @@ class Thm8Mixing(GlauberTheorem):
         Attaining("wells {00} and {11} on {0,1}^2, margin 2, T = 1/2: Phi(B) = P(00, B^c) = 1/(1 + e^{gamma/T}), so "
                   "1/(4 Phi) is e^{gamma/T}/4 (1 + e^{-gamma/T}) = 1.0183 x the exponential bound (t_mix = 2.708 x "
                   "the first bound)", lambda: wells_instance(2, 2, (0, 3), 2.0, 0.5), looseness=(2.7085, 1.0184)),
-        Attaining("one site, |V| = 6, B = {0} with margin 1/2, T = 1 (an exact sampler: t_mix = 1, Phi(B) = "
-                  "mu(B^c)): t_mix / ((mu(B^c) - 1/4)/Phi) = mu(B^c)/(mu(B^c) - 1/4) = 1.498, the best ratio "
-                  "found for the first bound (>= 4/3 on every exact sampler)",
-                  lambda: wells_instance(6, 1, (0,), 0.5, 1.0), looseness=(1.4981, 4.0328)))
+        Attaining("one site, |V| = 16, B = {0} with margin 0.1, T = 1 (an exact sampler: t_mix = 1, Phi(B) = "
+                  "mu(B^c)): t_mix / ((mu(B^c) - 1/4)/Phi) = mu(B^c)/(mu(B^c) - 1/4) = 1.367, the best ratio "
+                  "found for the first bound (> 4/3 on every exact sampler)",
+                  lambda: wells_instance(16, 1, (0,), 0.1, 1.0), looseness=(1.3670, 14.573)))
 
 
 def wells_instance(q: int, n: int, wells: tuple[int, ...], margin: float, T: float) -> S.Instance:
