@@ -197,3 +197,43 @@ def test_kolmogorov_cycle_ratio_is_the_rectangle_statistic():
     src = ScoreTable.random(3, 3, seed=4)
     v = REGISTRY["glauber.prop4.converse"].check(S.Instance(src, "gaussian-table", {}))
     assert v.holds and v.main.rhs > 0.1 and v.main.lhs == pytest.approx(v.main.rhs, rel=1e-9)
+
+
+# ---- attaining instances (issue 25): their looseness against closed forms and independent constructions
+
+
+@pytest.mark.parametrize("h", [3.0, 8.0])
+def test_cor2_attaining_product_chain_against_a_kronecker_kernel(h):
+    """Two independent sites with conditional m = (a, 1 - a), a = 1/(1 + e^{-h}): P = (K x I + I x K)/2,
+    K = 1 m^T, built here by Kronecker products; d(2) and delta(P^2) by hand, ratio 1 + e^{-h}."""
+    a = 1 / (1 + math.exp(-h))
+    m = np.array([a, 1 - a])
+    K = np.outer(np.ones(2), m)
+    P = (np.kron(K, np.eye(2)) + np.kron(np.eye(2), K)) / 2
+    P2, pi = P @ P, np.kron(m, m)
+    d = 0.5 * np.abs(P2 - pi).sum(axis=1).max()
+    delta = max(0.5 * np.abs(P2[x] - P2[y]).sum() for x in range(4) for y in range(4))
+    v = G.Cor2().check(G.field_product_instance(h))
+    assert v.main.lhs == pytest.approx(d, rel=1e-9) and v.main.rhs == pytest.approx(delta, rel=1e-9)
+    assert v.main.tightness == pytest.approx(1 + math.exp(-h), rel=1e-9)
+
+
+def test_drift_band_attaining_attempt_is_the_gamblers_ruin():
+    """p_+/p_- = 2 on levels 1, 2 of the band 0 < N < 3: from N = 2 the walk hits 0 before 3 with
+    probability (2 - 1)/(2^3 - 1) = 1/7 exactly (gambler's ruin), the bound itself."""
+    (a,) = G.DriftBand.attaining
+    v = G.DriftBand().check(a.build())
+    assert v.details["band"] == [0, 3] and v.details["rate"] == pytest.approx(math.log(2), rel=1e-12)
+    assert v.parts[0].lhs == pytest.approx(1 / 7, rel=1e-12) and v.parts[0].rhs == pytest.approx(1 / 7, rel=1e-12)
+
+
+def test_thm8_mixing_attaining_ratios_in_closed_form():
+    """Two wells, gamma/T = 4: Phi(B) = 1/(1 + e^4), so the exponential bound is 1 + e^{-4} from 1/(4 Phi).
+    One site, |V| = 16 (an exact sampler): mu(B) = e^{0.1}/(e^{0.1} + 15) and the first bound's ratio is
+    mu(B^c)/(mu(B^c) - 1/4)."""
+    wells, sampler = G.Thm8Mixing.attaining
+    assert G.Thm8Mixing().check(wells.build()).parts[1].tightness == pytest.approx(1 + math.exp(-4), rel=1e-9)
+    out = 15 / (math.exp(0.1) + 15)
+    v = G.Thm8Mixing().check(sampler.build())
+    assert v.details["conductance"] == pytest.approx(out, rel=1e-9)
+    assert v.parts[0].tightness == pytest.approx(out / (out - 0.25), rel=1e-9)

@@ -153,3 +153,42 @@ def test_assumption5_gates_the_mode_theorems():
     spec = CliqueIsing(10, range(4), 1.0, (5.0,) * 10)
     app = REGISTRY["pitfalls.prop4"].hypotheses(ModesInstance(spec, 4, 0.1))
     assert not app.ok and "J0" in app.reason
+
+
+# ---- attaining instances (issue 25): their looseness against closed forms
+
+
+def test_cor3_attaining_gibbs_half_is_delta_over_four_minus_delta():
+    """At Assumption 6's h_G threshold, p(R_1^c) = delta/(4 - delta) (J0 = 10 ln 2 makes the other counts
+    negligible): the bound delta/2 is (4 - delta)/2 = 1.505 times looser, the least it can be."""
+    (a,) = REGISTRY["pitfalls.cor3"].attaining
+    v = REGISTRY["pitfalls.cor3"].check(a.build())
+    assert v.main.lhs == pytest.approx(0.99 / (4 - 0.99), rel=1e-6)
+    assert v.main.tightness == pytest.approx((4 - 0.99) / 2, rel=1e-6)
+
+
+def test_thm1_attaining_equality_lies_in_the_kernel_of_the_information_gap():
+    """k + 1 = n = 3: I - H_2 = avg_j Cov(E[T | x_j]) has rank <= 3 < 5, so a direction with H_2 v = I v
+    exists and Gamma^3 = Gamma^2 there: lambda_max = 1."""
+    (a,) = REGISTRY["pitfalls.thm1"].attaining
+    inst = a.build()
+    masks = MaskDistribution.k_subsets(inst.family.space, 2)
+    H2 = pitfalls.PseudoLikelihood(inst.family, masks, inst.family.probabilities(inst.theta)).hessian(inst.theta)
+    gap = inst.family.fisher_information(inst.theta) - H2
+    assert np.linalg.matrix_rank(gap, tol=1e-10) <= 3
+    assert REGISTRY["pitfalls.thm1"].check(inst).main.lhs == pytest.approx(1.0, abs=1e-9)
+
+
+def test_prop7_and_pinsker_attaining_instances():
+    """A point-mass data law on 11: the worst conditional KL is -ln of the model's least likely conditional
+    at 11, which is beta. Pinsker near p_theta: TV = 0.005, sqrt(KL/2) = TV (1 + O(eps^2))."""
+    (a,) = REGISTRY["pitfalls.prop7"].attaining
+    inst = a.build()
+    p = inst.family.probabilities(inst.theta)  # states 00, 01, 10, 11: the conditionals at 11, by hand
+    beta = min(p[3] / (p[3] + p[1]), p[3] / (p[3] + p[2]))
+    v = REGISTRY["pitfalls.prop7"].check(inst)
+    assert v.main.lhs == pytest.approx(-np.log(beta), rel=1e-12) and v.main.rhs == pytest.approx(-np.log(beta))
+    (b,) = REGISTRY["pitfalls.thm4.pinsker"].attaining
+    w = REGISTRY["pitfalls.thm4.pinsker"].check(b.build())
+    kl = float(mp.fsum(mp.mpf(x) * mp.log(mp.mpf(x) / mp.mpf(0.25)) for x in b.build().data))
+    assert w.main.lhs == pytest.approx(0.005, rel=1e-12) and w.main.rhs == pytest.approx((kl / 2) ** 0.5, rel=1e-9)

@@ -310,6 +310,17 @@ class Cor2(GlauberTheorem):
         lambda: S.Instance(S.SupportedScoreTable(StateSpace(2, 2), np.zeros((2, 2, 2)), S._consensus_mask(2, 2)),
                            "zero-conditionals", {"allowed": "copy the other site"}),
         dropped="positive conditionals"),)
+    attaining = (Attaining("two independent binary sites, each with score h = 8 on symbol 0, T = 1: mu_T is nearly "
+                           "the point mass at 00, so d(n) = TV(P^n(11,.), mu) = TV(P^n(11,.), P^n(00,.)) / (1 + "
+                           "e^{-h}): delta(P^n) / d(n) = 1 + e^{-8} = 1.000335",
+                           lambda: field_product_instance(8.0), looseness=1.00034),)
+
+
+def field_product_instance(h: float, T: float = 1.0) -> S.Instance:
+    """Two independent binary sites, score h on symbol 0 and 0 on symbol 1 at every context."""
+    table = np.zeros((2, 2, 2))
+    table[:, :, 0] = h
+    return _score_instance(2, 2, table.tolist(), T, "product-table")
 
 
 @register
@@ -957,6 +968,11 @@ class Thm8Conductance(GlauberTheorem):
 
 @register
 class Thm8Mixing(GlauberTheorem):
+    """The exponential bound is attained as gamma/T grows (two wells, ratio 1 + e^{-gamma/T}). The first bound,
+    t_mix(1/4) >= (mu(B^c) - 1/4)/Phi(B), is not attained at eps = 1/4 on these chains: on an exact sampler
+    (n = 1, t_mix = 1, Phi(B) = mu(B^c)) its ratio is mu(B^c)/(mu(B^c) - 1/4) >= 4/3 (and Assumption 1
+    keeps mu(B) > 1/|V| there); the least loose instance found (|V| = 16, 1.367) is stored with the two-well one (2.708)."""
+
     id = "glauber.thm8.mixing"
     number = "Theorem 8 (mixing)"
     statement = ("Assumption 1 on B and mu_T(B) <= 1/2 => t_mix >= 1/(4 Phi(B)) >= e^{gamma/T} / (4(|V|-1)); "
@@ -1005,6 +1021,29 @@ class Thm8Mixing(GlauberTheorem):
         "|V| = 2, n = 2, basin B = {00} with margin 2 at T = 1/2 and no second well: mu(B) = 0.96 > 1/2, "
         "t_mix(1/4) = 2 < 1/(4 Phi(B))",
         lambda: single_well_instance(), dropped="mu_T(B) <= 1/2"),)
+    attaining = (
+        Attaining("wells {00} and {11} on {0,1}^2, margin 2, T = 1/2: Phi(B) = P(00, B^c) = 1/(1 + e^{gamma/T}), so "
+                  "1/(4 Phi) is e^{gamma/T}/4 (1 + e^{-gamma/T}) = 1.0183 x the exponential bound (t_mix = 2.708 x "
+                  "the first bound)", lambda: wells_instance(2, 2, (0, 3), 2.0, 0.5), looseness=(2.7085, 1.0184)),
+        Attaining("one site, |V| = 16, B = {0} with margin 0.1, T = 1 (an exact sampler: t_mix = 1, Phi(B) = "
+                  "mu(B^c)): t_mix / ((mu(B^c) - 1/4)/Phi) = mu(B^c)/(mu(B^c) - 1/4) = 1.367, the best ratio "
+                  "found for the first bound (> 4/3 on every exact sampler)",
+                  lambda: wells_instance(16, 1, (0,), 0.1, 1.0), looseness=(1.3670, 14.573)))
+
+
+def wells_instance(q: int, n: int, wells: tuple[int, ...], margin: float, T: float) -> S.Instance:
+    """A score table on V^n with every state of ``wells`` (state indices) boosted by ``margin`` (each on its
+    own, the first last): Assumption 1 holds on B = {wells[0]} with margin gamma = ``margin``."""
+    space = StateSpace(q, n)
+    table = np.zeros((n, q ** (n - 1), q))
+    for w in reversed(wells):
+        well = np.zeros(space.size, dtype=bool)
+        well[w] = True
+        S.boost_basin(table, space, well, margin)
+    basin = np.zeros(space.size, dtype=bool)
+    basin[wells[0]] = True
+    return S.Instance(ScoreTable(space, table, T), "basin-table", {"scores": table.tolist(), "margin": margin},
+                      basin=basin)
 
 
 def single_well_instance() -> S.Instance:
@@ -1175,6 +1214,12 @@ class DriftBand(GlauberTheorem):
                       CHAIN_RTOL * h_s + 1e-15, CHAIN_RTOL * bound)
         return verdict(attempt, escape, conditions={"escape by t <= t (e^l-1)/(e^{l(hi-lo)}-1)": union_ok},
                        band=[lo, hi], rate=lam, t=t, start=s)
+
+    attaining = (Attaining("binary count chain on {0,1}^3, f = (0.2, 0.8, 0.8): p_+/p_- = 2 on both levels of the "
+                           "band 0 < N < 3, so N is a gambler's ruin with constant ratio and each attempt reaches lo before hi with "
+                           "probability exactly (e^l-1)/(e^{3l}-1) = 1/7, and the union over them is "
+                           "1.00047 x the escape probability by t = 300",
+                           lambda: S.count_instance(2, (0.2, 0.8, 0.8), 2), looseness=(1.000001, 1.0005)),)
 
 
 def count_levels(f: tuple[float, ...]) -> tuple[np.ndarray, np.ndarray]:

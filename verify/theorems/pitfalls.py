@@ -234,6 +234,12 @@ class Theorem1(_PTheorem):
         "covariances at the pseudo-true theta*_1 and theta*_2 are not ordered",
         lambda: KInstance(IsingFamily(nx.complete_graph(3)), np.zeros(6), 1, np.array(MISSPECIFIED_DATA)),
         dropped="realizability (Assumption 2)"),)
+    attaining = (Attaining(
+        "Ising on the path 0-1-2, theta = (0.3, -0.2, 0.1; 0.5, -0.4), k = 2: Gamma^k = H_k^{-1} and I - H_2 = "
+        "avg_j Cov(E[T | x_j]) has rank <= n(|V| - 1) = 3 < 5 parameters, so Gamma^3 = Gamma^2 on a plane: "
+        "lambda_max = 1 (to 2e-15)",
+        lambda: KInstance(IsingFamily(nx.path_graph(3)), np.array([0.3, -0.2, 0.1, 0.5, -0.4]), 2),
+        looseness=1.000001),)
 
 
 def sandwich(family, data: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
@@ -499,6 +505,13 @@ class Proposition7(_PTheorem):
         return verdict(Part("KL of a conditional <= ln(1/beta)", worst_kl, bound, "<=", 1e-12 * (1 + worst_kl),
                             1e-12 * bound), trivial=trivial, beta=beta)
 
+    attaining = (Attaining("two spins with one edge, theta = (0.3, -0.2, 0.5), 1-PL, data a point mass on 11: the "
+                           "data conditional is a point mass on the least likely model conditional, KL = ln(1/beta)",
+                           lambda: PLInstance(IsingFamily(nx.path_graph(2)), np.array([0.3, -0.2, 0.5]),
+                                              MaskDistribution.k_subsets(StateSpace(2, 2), 1),
+                                              np.array([0.0, 0.0, 0.0, 1.0]), {"data": "point mass on 11"}),
+                           looseness=1.000001),)
+
 
 @register
 class Theorem4Pinsker(_PTheorem):
@@ -519,6 +532,14 @@ class Theorem4Pinsker(_PTheorem):
         kl = max(0.0, instance.family.kl(instance.data, instance.theta))
         return verdict(Part("TV <= sqrt(KL/2)", tv, (kl / 2) ** 0.5, "<=", 1e-14, 1e-12),
                        trivial="p_X = p_theta" if tv < 1e-14 else None)
+
+    attaining = (Attaining("two uniform spins, data p_theta (1 + 0.01 f), f = (1, -1, -1, 1): TV = 0.005 and "
+                           "sqrt(KL/2) = TV (1 + 8.3e-6) (Pinsker is sharp to second order near p_theta)",
+                           lambda: PLInstance(IsingFamily(nx.path_graph(2)), np.zeros(3),
+                                              MaskDistribution.k_subsets(StateSpace(2, 2), 1),
+                                              0.25 * (1 + 0.01 * np.array([1.0, -1.0, -1.0, 1.0])),
+                                              {"data": "p_theta (1 + 0.01 f)"}),
+                           looseness=1.00002),)
 
 
 @register
@@ -810,6 +831,17 @@ class Proposition4(_ModesTheorem):
         return verdict(Part("max_x P(x, R_1^c) <= c_R1", one_step, c, "<=", 1e-12, 1e-15),
                        Part("P(no visit to R_1 in 1..T) <= delta", fail, delta, "<=", 1e-12, 0.0), T=T, c_R1=c)
 
+    attaining = (Attaining("the clique is the whole model (n = |C| = 2), J = 4, h = (0.01, 0.01), unordered pairs, k = 2 "
+                           "(an exact sampler): P(x, R_1^c) = p(R_1^c) = c_R1 / 1.000007, and delta = c_R1 (1 + 1e-6) "
+                           "gives T = 1: P(no visit) = delta / 1.000008",
+                           lambda: _prop4_edge(CliqueIsing(2, (0, 1), 4.0, (0.01, 0.01), "unordered"), 2),
+                           looseness=(1.00001, 1.00001)),)
+
+
+def _prop4_edge(spec: CliqueIsing, k: int) -> ModesInstance:
+    """delta = c_R1 (1 + 1e-6): the smallest delta giving Proposition 4 the horizon T = 1."""
+    return ModesInstance(spec, k, c_R1(spec, k) * (1 + 1e-6))
+
 
 @register
 class Proposition5(_ModesTheorem):
@@ -848,6 +880,11 @@ def hoeffding_radius(spec) -> float:
 
 @register
 class Proposition5Repaired(Proposition5):
+    """Not attainable: the failure probability rests on Hoeffding's inequality and a union bound over the T
+    steps, and stays hundreds of times below delta. The least loose instance found (|C| = 5..10, J in
+    0.5..8, T = 1..3, delta the smallest giving T, both pair conventions) is stored: |C| = 10, J = 0.7,
+    h_G = 0.01, unordered pairs, T = 1, failure 0.0025 against delta = 0.906 (363 x)."""
+
     id = "pitfalls.prop5.repaired"
     number = "Proposition 5 (with r > 0)"
     statement = ("Proposition 5 with the hypothesis its proof uses made explicit: Assumption 5 and a positive "
@@ -867,6 +904,15 @@ class Proposition5Repaired(Proposition5):
     counterexamples = (Counterexample(
         "the Proposition 5 counterexample (|C| = 2): r = -0.999 < 0, and the conclusion fails",
         Proposition5.counterexamples[0].build, dropped="r > 0"),)
+    attaining = (Attaining("|C| = n = 10, J = 0.7, h = 0.001 per clique site, unordered pairs, delta = 2 "
+                           "e^{-c_stuck} (1 + 1e-6) (T = 1): failure 0.0025, delta 363 x that (the least loose found)",
+                           lambda: _prop5_edge(CliqueIsing(10, tuple(range(10)), 0.7, (0.001,) * 10, "unordered")),
+                           looseness=362.9),)
+
+
+def _prop5_edge(spec: CliqueIsing) -> ModesInstance:
+    """delta = 2 e^{-c_stuck} (1 + 1e-6): the smallest delta giving Proposition 5 the horizon T = 1."""
+    return ModesInstance(spec, spec.size, float(2 * np.exp(-c_stuck(spec)) * (1 + 1e-6)))
 
 
 def _ratio_part(name: str, log_lhs: float, log_rhs: float) -> Part:
@@ -941,6 +987,11 @@ def _clique_graph(spec: CliqueIsing) -> nx.Graph:
 
 @register
 class Corollary3(_PTheorem):
+    """Not attainable: with h_G at Assumption 6's threshold (1/2) ln(2(2 - delta)/delta), p(R_-1)/p(R_1) =
+    e^{-2 h_G} = delta/(2(2 - delta)) and the other counts carry mass e^{-Omega(J0)}, so the N-Gibbs half
+    misses R_1 with probability delta/(4 - delta): the bound delta/2 is (4 - delta)/2 >= 3/2 times the
+    exact value (a larger h_G only loosens it). The stored instance reaches 1.505 (delta = 0.99)."""
+
     id = "pitfalls.cor3"
     number = "Corollary 3"
     statement = ("eq. (5) under Assumptions 5 and 6 (|C| >= 8(1 + ln(4M/delta)), h_G >= (1/2) ln(2(2-delta)/delta), "
@@ -977,6 +1028,12 @@ class Corollary3(_PTheorem):
                             1e-12 * gibbs_fail + 1e-300, 0.0),
                        conditions={"parallel: P(visit R_1 within M) <= delta/2": parallel_fail <= instance.delta / 2},
                        parallel_failure=parallel_fail)
+
+    attaining = (Attaining("|C| = 20, M = 1, delta = 0.99, h_G and J0 = (|C|/2) ln 2 at Assumption 6's thresholds, no "
+                           "outside spins: P(X_1 not in R_1) = delta/(4 - delta), the least loose the N-Gibbs half can "
+                           "be ((4 - delta)/2 = 1.505 x; see the class docstring)",
+                           lambda: SymmetricClique(20, 10 * log(2) + 0.5 * log(2 * 1.01 / 0.99), 0.5 * log(2 * 1.01 / 0.99),
+                                                   0.0, 1, 0.99), looseness=1.5051),)
 
 
 @register
