@@ -490,6 +490,7 @@ class Chain:
             return Result.interval("t_mix", lo, hi if math.isfinite(hi) else None,
                                    "certified bounds: " + ", ".join(how), str(err))
 
+    @announced("d(t)")
     def tv_distance(self, t: int) -> Result:
         """d(t) = max_x TV(P^t(x, .), pi)."""
         return mixing.certified_tv_distance(self.P, t, np.exp(self._logpi), self._mixing_bounds(),
@@ -508,6 +509,7 @@ class Chain:
         return mixing.tv_curve(self.P, t_max, np.exp(self._logpi), start, self._pi_rel_error, progress=progress)
 
     # ------------------------------------------------------------------ variance, Kemeny, hitting
+    @announced("variance")
     def asymptotic_variance(self, f: np.ndarray) -> Result:
         """sigma^2(f) of ergodic averages (CLT variance), via the Poisson equation."""
         f = check_vector(f, self.n_states, "f")
@@ -544,10 +546,12 @@ class Chain:
         """E_x tau_A for every start x (0 on A, inf where A is not hit almost surely)."""
         return expected_hitting_times(self.P, target)
 
+    @announced("hitting times")
     def hitting_probabilities(self, target: np.ndarray, t: int) -> VectorResult:
         """P_x(tau_A <= t) for every start x."""
         return hitting_probabilities(self.P, target, t)
 
+    @announced("hitting times")
     def committor(self, A: np.ndarray, B: np.ndarray) -> VectorResult:
         """q(x) = P_x(tau_B < tau_A), the probability of reaching B before A."""
         return committor(self.P, A, B)
@@ -748,6 +752,7 @@ class Chain:
         expected = dict(phases)
         nnz = int(self.P.nnz) if sp.issparse(self.P) else self.n_states ** 2
         expected["hitting times"] = dense_seconds(self.n_states, 1.0) if self.is_dense else seconds_for(4000.0 * nnz)
+        expected["variance"], expected["d(t)"] = expected["Kemeny constant"], expected["t_mix"]
         prior = () if phase == "t_mix" and self.period > 1 else _PRIOR_PHASES[phase]  # periodic: t_mix is inf
         steps = [(p, expected[p], lambda attr=_CACHED_PHASES[p]: getattr(self, attr))
                  for p in prior if _CACHED_PHASES[p] not in self.__dict__]
@@ -829,7 +834,8 @@ class Chain:
 #: The phases an analysis phase needs first, and the cached attribute that holds each one's result.
 _PRIOR_PHASES = {"stationary law": (), "gaps": ("stationary law",), "conductance": ("stationary law", "gaps"),
                  "Kemeny constant": ("stationary law",), "t_mix": ("stationary law", "gaps", "conductance"),
-                 "hitting times": ()}
+                 "hitting times": (), "variance": ("stationary law",),
+                 "d(t)": ("stationary law", "gaps", "conductance")}
 _CACHED_PHASES = {"stationary law": "_logpi", "gaps": "_gap_and_mode", "conductance": "conductance"}
 
 
