@@ -41,7 +41,7 @@ def test_inner_and_norm_on_one_process():
     assert norm(LOCAL, w) == pytest.approx(np.sqrt(6.0), rel=1e-16)
 
 
-@pytest.mark.parametrize("n, basis, seed", [(40, 16, 0), (200, 8, 1), (300, 24, 2)])
+@pytest.mark.parametrize("n, basis, seed", [(40, 16, 0), (120, 8, 1), (150, 24, 2)])
 def test_lanczos_largest_eigenpair_against_eigh(n, basis, seed):
     """Separated top eigenvalue (gap 0.5 over a spectrum of width ~6): restarts with a basis of 8 too."""
     lam = np.sort(np.r_[np.random.default_rng(seed).uniform(-3, 2.5, n - 1), 3.0])
@@ -74,10 +74,10 @@ def test_lanczos_stops_exactly_on_an_invariant_subspace():
 
 
 def test_lanczos_reports_failure_when_out_of_matvecs():
-    lam = np.r_[np.linspace(0.0, 1.0, 399), 1.0 + 1e-6]  # a top gap of 1e-6: far from converged in 24 steps
-    A = symmetric(400, 5, lam)
+    lam = np.r_[np.linspace(0.0, 1.0, 199), 1.0 + 1e-6]  # a top gap of 1e-6: far from converged in 24 steps
+    A = symmetric(200, 5, lam)
     seen = []
-    pair = lanczos_largest(operator(A), start(400), tol=lambda theta: 1e-14, basis_size=8, max_matvecs=24,
+    pair = lanczos_largest(operator(A), start(200), tol=lambda theta: 1e-14, basis_size=8, max_matvecs=24,
                            progress=lambda k, r, t: seen.append((k, r, t)))
     assert not pair.converged and pair.matvecs >= 24
     assert seen and seen[-1][0] == pair.matvecs and seen[-1][2] == 1e-14
@@ -131,7 +131,7 @@ def test_gmres_out_of_matvecs_says_so_with_the_true_residual():
     assert sol.relative_residual == pytest.approx(true, rel=1e-10) and true > 1e-12
 
 
-@pytest.mark.parametrize("n, cond", [(20, 10.0), (150, 1e4)])
+@pytest.mark.parametrize("n, cond", [(20, 10.0), (80, 1e4)])
 def test_conjugate_gradient_against_numpy_solve(n, cond):
     A = symmetric(n, n, np.geomspace(1.0, cond, n))
     b = start(n, 4)
