@@ -66,6 +66,7 @@ def test_check_real_and_its_special_cases():
     refused(TypeError, lambda: check_real(np.bool_(True), "x"), "real number")
     refused(TypeError, lambda: check_real("0.5", "x"), "real number")
     refused(TypeError, lambda: check_real(1j, "x"), "complex")
+    refused(ValueError, lambda: check_real(10**400, "x"), "x must be finite")  # not float()'s OverflowError
     refused(ValueError, lambda: check_real(0.0, "x", minimum=0.0, open_min=True), "x must be > 0")
     refused(ValueError, lambda: check_real(1.0, "x", maximum=1.0, open_max=True), "x must be < 1")
     refused(ValueError, lambda: check_real(-1e-300, "x", minimum=0.0), "x must be >= 0")
@@ -92,6 +93,8 @@ def test_check_vector():
     refused(ValueError, lambda: check_vector([1.0, 0.0], 2, "f", positive=True), "1 entries are <= 0")
     refused(ValueError, lambda: check_vector([0.5, 0.6], 2, "pi", probability=True), "must sum to 1")
     refused(TypeError, lambda: check_vector(["a", "b"], 2, "f"), "f must be a vector of real numbers")
+    # a complex vector is refused, not cast to its real part
+    refused(TypeError, lambda: check_vector(np.array([0.5 + 1j, 0.5]), 2, "pi"), "complex128", "imaginary part")
     # the tolerance is honoured: 1e-10 off passes, 1e-8 does not
     check_vector([0.5, 0.5 + 1e-10], 2, "pi", probability=True)
     refused(ValueError, lambda: check_vector([0.5, 0.5 + 1e-8], 2, "pi", probability=True), "tol 1e-09")
@@ -307,6 +310,7 @@ def test_parse_duration(text, seconds):
 
 
 @pytest.mark.parametrize("bad, err", [("", ValueError), ("soon", ValueError), ("-5s", ValueError), ("0m", ValueError),
+                                      pytest.param(10**400, ValueError, id="10**400"),
                                       ("5 days", ValueError), (0, ValueError), (float("nan"), ValueError),
                                       (float("inf"), ValueError), (True, ValueError)])
 def test_parse_duration_refuses(bad, err):
