@@ -84,10 +84,16 @@ def test_lanczos_reports_failure_when_out_of_matvecs():
     assert pair.value <= 1.0 + 1e-6 + 1e-12  # still a Ritz value: below the top eigenvalue
 
 
-def test_lanczos_refuses_a_tiny_basis():
+def test_lanczos_refuses_a_tiny_basis_and_a_degenerate_start():
+    """A zero or NaN start vector is a one-line ValueError (it used to surface as LAPACK's "Eigenvalues did
+    not converge" from the NaN tridiagonal matrix)."""
     with pytest.raises(ValueError, match="basis_size must be >= 4") as info:
         lanczos_largest(operator(np.eye(5)), start(5), tol=lambda t: 1e-8, basis_size=3)
     assert "\n" not in str(info.value)
+    for v0 in (torch.zeros(5, dtype=torch.float64), torch.full((5,), np.nan, dtype=torch.float64)):
+        with pytest.raises(ValueError, match="v0 must be finite and non-zero") as info:
+            lanczos_largest(operator(np.eye(5)), v0, tol=lambda t: 1e-8)
+        assert "\n" not in str(info.value)
 
 
 def non_symmetric(n: int, seed: int) -> np.ndarray:
