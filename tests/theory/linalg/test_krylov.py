@@ -164,3 +164,40 @@ def test_conjugate_gradient_flags():
     short = conjugate_gradient(operator(A), start(100), rtol=1e-12, max_matvecs=5)
     true = np.linalg.norm(start(100).numpy() - A @ short.x.numpy()) / np.linalg.norm(start(100).numpy())
     assert not short.converged and short.relative_residual == pytest.approx(true, rel=1e-10) and true > 1e-3
+
+
+def test_lanczos_on_a_metastable_spectrum():
+    """Top eigenvalue 1 - 1e-13 (the deflated operator of a metastable chain: gap 1e-13), the rest in
+    [-0.5, 0.9], on a diagonal operator so the eigenvalues are exact floats (Lanczos sees only matvecs):
+    the Ritz value is right to a few ulps of 1 (a Ritz value's error is ~ r^2 / 0.1), so 1 - theta, the
+    gap, is resolved to the float spacing near 1 over 1e-13 (a few 1e-3 relative) and no better."""
+    n = 60
+    lam = np.r_[np.linspace(-0.5, 0.9, n - 1), 1 - 1e-13]
+    pair = lanczos_largest(operator(np.diag(lam)), start(n, 5), tol=lambda theta: max(1e-3 * (1 - theta), 1e-15))
+    assert pair.converged and abs(pair.value - lam[-1]) <= 4 * np.finfo(float).eps
+    assert (1 - pair.value) == pytest.approx(1e-13, rel=5e-3)
+    assert abs(abs(float(pair.vector[-1])) - 1) < 1e-12
+
+
+def test_gmres_on_a_metastable_grounded_system_reports_its_true_residual():
+    """(I - P_RR)^T x = b for a two-well chain grounded in one well: escape 1e-13 from the other, so
+    x = pi_R / pi_0 reaches 1 / (4 eps) and the condition number is ~1e13. A relative residual of 1e-14
+    is below the rounding floor u ||A|| ||x|| / ||b|| (~1e-4 here): GMRES stops there and says it did not
+    converge, reporting the true residual; a reachable target is met and flagged as met."""
+    eps = 1e-13
+    # wells {0, 1} (grounded at 0) and {2, 3}; 2 -> 1 with probability eps
+    P = np.array([[0.5, 0.5, 0, 0], [0.5, 0.25, 0.25, 0], [0, eps, 0.5, 0.5 - eps], [0, 0, 0.5, 0.5]])
+    R = [1, 2, 3]
+    A = (np.eye(3) - P[np.ix_(R, R)]).T
+    b = P[0, R]
+    # closed form: pi_1 = pi_0, pi_2 = pi_3, and the flow pi_1 / 4 = pi_2 eps
+    exact = np.array([1.0, 1 / (4 * eps), 1 / (4 * eps)])
+    assert np.linalg.cond(A) > 1e12
+    floor = np.finfo(float).eps * np.linalg.norm(A, 2) * np.linalg.norm(exact) / np.linalg.norm(b)
+    for rtol in (1e-14, 10 * floor):
+        sol = gmres(operator(A), torch.as_tensor(b), rtol=rtol)
+        x = sol.x.numpy()
+        true = np.linalg.norm(b - A @ x) / np.linalg.norm(b)
+        assert sol.relative_residual == pytest.approx(true, rel=1e-6) and sol.converged == (true <= rtol)
+        assert sol.converged == (rtol > floor)
+        assert true <= floor and np.abs(x / exact - 1).max() < 1e-2  # at the floor, and the solution still near
