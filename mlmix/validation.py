@@ -48,7 +48,10 @@ def check_real(value: object, name: str, *, minimum: float | None = None, maximu
     """A finite real number in the interval given by minimum/maximum (open ends with open_min/open_max)."""
     if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, float, np.integer, np.floating)):
         raise TypeError(f"{name} must be a real number, got {type(value).__name__}")
-    x = float(value)
+    try:
+        x = float(value)
+    except OverflowError:  # an int beyond the float range
+        x = math.inf
     if not math.isfinite(x):
         raise ValueError(f"{name} must be finite, got {value}")
     if minimum is not None and (x < minimum or (open_min and x == minimum)):
@@ -81,6 +84,8 @@ def check_vector(v: object, size: int, name: str, *, nonnegative: bool = False, 
     """A finite float64 vector of length ``size``; optionally entrywise >= 0, > 0, or a probability
     vector (>= 0, summing to 1 within ``tol``)."""
     try:
+        if np.asarray(v).dtype.kind == "c":
+            raise TypeError(f"dtype {np.asarray(v).dtype} (the imaginary part would be dropped)")
         arr = np.asarray(v, dtype=np.float64)
     except (TypeError, ValueError) as err:
         raise TypeError(f"{name} must be a vector of real numbers: {err}") from None

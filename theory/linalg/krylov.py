@@ -71,9 +71,12 @@ def lanczos_largest(apply: ApplyFn, v0: torch.Tensor, *, tol: Callable[[float], 
     if m < 4:
         raise ValueError(f"basis_size must be >= 4, got {basis_size}")
     keep = max(1, min(m - 2, m // 2 if keep is None else int(keep)))
+    v0_norm = norm(comm, v0)
+    if not (math.isfinite(v0_norm) and v0_norm > 0):
+        raise ValueError(f"the start vector v0 must be finite and non-zero, got norm {v0_norm}")
     N = v0.numel()
     V = torch.empty((m + 1, N), dtype=v0.dtype, device=v0.device)
-    V[0].copy_(v0).div_(norm(comm, v0))
+    V[0].copy_(v0).div_(v0_norm)
     del v0  # the caller's start vector is not needed again (frees it when passed as a temporary)
     T = np.zeros((m, m))
     k, matvecs, best, stale = 0, 0, math.inf, 0
