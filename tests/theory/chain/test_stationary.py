@@ -10,7 +10,7 @@ import sympy
 from helpers import two_state
 
 from mlmix.errors import ReducibleChainError
-from mlmix.theory.chain.reference import birth_death, mp_chain, mp_stationary
+from mlmix.theory.reference import birth_death, mp_chain, mp_stationary
 from mlmix.theory.chain.stationary import (
     certified_error,
     compute_stationary,
