@@ -31,7 +31,7 @@ from mlmix.progress import Counter
 from mlmix.progress import say as progress_line
 from mlmix.theory.kernels.decoders import PartialScoreTable
 from mlmix.theory.sources.space import StateSpace
-from mlmix.validation import check_int, check_memory
+from mlmix.validation import check_int, check_memory, load_arrays
 
 
 def partial_passes(space: StateSpace) -> int:
@@ -74,7 +74,11 @@ def tabulate_partial(source, *, cache_dir: str | Path | None = None, use_cache: 
     key, record = partial_key(source)
     root = tab.cache_root(cache_dir)
     if use_cache:
-        found = _read(root, key, record, source.temperature)
+        try:
+            found = _read(root, key, record, source.temperature)
+        except ValueError as err:
+            say(f"{err}; recomputing it")
+            found = None
         if found is not None:
             say(f"partial table read from the cache {root / (key + '.npz')} (no forward pass)")
             return found
@@ -100,60 +104,55 @@ def tabulate_partial(source, *, cache_dir: str | Path | None = None, use_cache: 
     table = MLMPartialTable(space, shaped, source.temperature, tokens=tab._tokens(source), info=info)
     if use_cache:
         atomic_save_npz(root / f"{key}.npz", table=shaped)
-        atomic_write_json(root / f"{key}.json", {"key": record, "info": info, "tokens": table.tokens})
+        atomic_write_json(root / f"{key}.json", {"key": record, "info": info, "tokens": table.tokens,
+                                                 "sha256": tab.content_hash(shaped)})
         shutil.rmtree(folder, ignore_errors=True)
         say(f"partial table cached as {root / (key + '.npz')}")
     return table
 
 
 def _compute(source, total: int, chunk: int, bar: Counter, folder: Path | None) -> np.ndarray:
-    """Scores of every row r = i (|V|+1)^(n-1) + c (site i, partial context c of the others), float32."""
+    """Scores of every row r = i (|V|+1)^(n-1) + c (site i, partial context c of the others), float32;
+    chunks checkpointed and checked as the Glauber table's (:func:`mlmix.empirical.tabulate.compute_chunks`)."""
     n, q = source.space.length, source.space.vocab_size
     Q = q + 1
     contexts = Q ** (n - 1)
     place = torch.as_tensor(Q ** np.arange(n - 2, -1, -1, dtype=np.int64), device=source.device)
     columns = torch.arange(max(n - 1, 0), device=source.device)
-    out = np.empty((total, q), dtype=np.float32)
-    previous = source.on_rows
-    source.on_rows = bar.update
-    try:
-        for begin in range(0, total, chunk):
-            stop = min(total, begin + chunk)
-            path = None if folder is None else folder / f"chunk-{begin:012d}.npz"
-            if path is not None and path.is_file():
-                with np.load(path, allow_pickle=False) as saved:
-                    out[begin:stop] = saved["scores"]
-                bar.update(stop - begin)
-                continue
-            rows = torch.arange(begin, stop, device=source.device)
-            site, index = rows // contexts, rows % contexts
-            digits = (index[:, None] // place) % Q  # partial x_{-i}, remaining sites in order; Q - 1 = masked
-            symbols = torch.full((stop - begin, n), q, dtype=torch.long, device=source.device)
-            symbols.scatter_(1, columns[None, :] + (columns[None, :] >= site[:, None]).long(), digits)
-            masked = symbols == q
-            masked[torch.arange(stop - begin, device=source.device), site] = True
-            ids = source.token_ids(torch.where(masked, 0, symbols), validate=False)
-            slots = source.slots[None, :].expand(stop - begin, -1)
-            ids[masked.nonzero(as_tuple=True)[0], slots[masked]] = source.mask_id
-            scores = source.masked_logits_torch(ids, source.slots[site]).cpu().numpy()
-            out[begin:stop] = scores
-            if path is not None:
-                atomic_save_npz(path, scores=scores)
-    finally:
-        source.on_rows = previous
-    return out
+
+    def score_rows(rows: torch.Tensor) -> np.ndarray:
+        count = rows.numel()
+        site, index = rows // contexts, rows % contexts
+        digits = (index[:, None] // place) % Q  # partial x_{-i}, remaining sites in order; Q - 1 = masked
+        symbols = torch.full((count, n), q, dtype=torch.long, device=source.device)
+        symbols.scatter_(1, columns[None, :] + (columns[None, :] >= site[:, None]).long(), digits)
+        masked = symbols == q
+        masked[torch.arange(count, device=source.device), site] = True
+        ids = source.token_ids(torch.where(masked, 0, symbols), validate=False)
+        slots = source.slots[None, :].expand(count, -1)
+        ids[masked.nonzero(as_tuple=True)[0], slots[masked]] = source.mask_id
+        return source.masked_logits_torch(ids, source.slots[site]).cpu().numpy()
+
+    return tab.compute_chunks(source, total, chunk, bar, folder, score_rows)
 
 
 def _read(root: Path, key: str, record: dict, temperature: float) -> MLMPartialTable | None:
+    """The cached partial table, None when there is none, or a one-line ValueError when the entry is
+    damaged or does not match the content hash in its record (as for the Glauber table)."""
     meta, data = root / f"{key}.json", root / f"{key}.npz"
     if not (meta.is_file() and data.is_file()):
         return None
     saved = read_json(meta, "cached partial table record")
     if saved.get("key") != json.loads(json.dumps(record)):
         return None
-    info = saved["info"]
-    info["table"] = {**info["table"], "from_cache": True, "cache": str(data)}
-    with np.load(data, allow_pickle=False) as npz:
-        table = npz["table"]
     n, q = len([t for t in record["template"] if t == -1]), len(record["alphabet"])
-    return MLMPartialTable(StateSpace(q, n), table, temperature, tokens=saved["tokens"], info=info)
+    try:
+        info, tokens, digest = saved["info"], saved["tokens"], saved["sha256"]
+        info["table"] = {**info["table"], "from_cache": True, "cache": str(data)}
+        table = load_arrays(data, "cached partial table")["table"]
+    except (ValueError, KeyError, TypeError) as err:
+        raise ValueError(f"the cached partial table {data} is damaged ({type(err).__name__}: {err})") from None
+    if table.shape != (n, (q + 1) ** (n - 1), q) or tab.content_hash(table) != digest:
+        raise ValueError(f"the cached partial table {data} does not match the content hash in its record "
+                         "(edited or corrupt)")
+    return MLMPartialTable(StateSpace(q, n), table, temperature, tokens=tokens, info=info)

@@ -227,13 +227,12 @@ def _chunk_rows(partial: Path | None, record: dict, rate: float) -> int:
     return max(MIN_CHUNK_ROWS, 1 << (work.bit_length() - 1))
 
 
-def _compute(source, total: int, chunk: int, bar: Counter, folder: Path | None) -> np.ndarray:
-    """Scores of every global row r = i |V|^(n-1) + c (site i, context index c), float32 (total, |V|);
-    chunks already in ``folder`` are reused, new ones saved there."""
-    n, q = source.space.length, source.space.vocab_size
-    contexts = q ** (n - 1)
-    place = torch.as_tensor(q ** np.arange(n - 2, -1, -1, dtype=np.int64), device=source.device)
-    columns = torch.arange(max(n - 1, 0), device=source.device)
+def compute_chunks(source, total: int, chunk: int, bar: Counter, folder: Path | None,
+                   score_rows: Callable[[torch.Tensor], np.ndarray]) -> np.ndarray:
+    """Scores of the rows 0..total-1, float32 (total, |V|), ``chunk`` rows at a time through
+    ``score_rows(rows)``; with a ``folder``, each chunk is checkpointed there with the SHA-256 of its
+    scores, and a chunk found there is reused only when its shape and hash check (else recomputed)."""
+    q = source.space.vocab_size
     out = np.empty((total, q), dtype=np.float32)
     previous = source.on_rows
     source.on_rows = bar.update
@@ -252,18 +251,30 @@ def _compute(source, total: int, chunk: int, bar: Counter, folder: Path | None) 
                     continue
                 except (ValueError, KeyError):
                     path.unlink()  # a damaged checkpoint chunk is recomputed
-            rows = torch.arange(start, stop, device=source.device)
-            site, index = rows // contexts, rows % contexts
-            digits = (index[:, None] // place) % q  # x_{-i}, remaining sites in order
-            symbols = torch.zeros((stop - start, n), dtype=torch.long, device=source.device)
-            symbols.scatter_(1, columns[None, :] + (columns[None, :] >= site[:, None]).long(), digits)
-            scores = source.scores_torch(symbols, site, validate=False).cpu().numpy()
+            scores = score_rows(torch.arange(start, stop, device=source.device))
             out[start:stop] = scores
             if path is not None:
                 atomic_save_npz(path, scores=scores, sha256=np.array(content_hash(scores)))
     finally:
         source.on_rows = previous
     return out
+
+
+def _compute(source, total: int, chunk: int, bar: Counter, folder: Path | None) -> np.ndarray:
+    """Scores of every global row r = i |V|^(n-1) + c (site i, context index c), float32 (total, |V|)."""
+    n, q = source.space.length, source.space.vocab_size
+    contexts = q ** (n - 1)
+    place = torch.as_tensor(q ** np.arange(n - 2, -1, -1, dtype=np.int64), device=source.device)
+    columns = torch.arange(max(n - 1, 0), device=source.device)
+
+    def score_rows(rows: torch.Tensor) -> np.ndarray:
+        site, index = rows // contexts, rows % contexts
+        digits = (index[:, None] // place) % q  # x_{-i}, remaining sites in order
+        symbols = torch.zeros((rows.numel(), n), dtype=torch.long, device=source.device)
+        symbols.scatter_(1, columns[None, :] + (columns[None, :] >= site[:, None]).long(), digits)
+        return source.scores_torch(symbols, site, validate=False).cpu().numpy()
+
+    return compute_chunks(source, total, chunk, bar, folder, score_rows)
 
 
 def _tokens(source) -> list[str]:

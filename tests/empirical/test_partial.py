@@ -100,3 +100,28 @@ def test_decode_cli_on_a_masked_lm(tmp_path, capsys):
                  "--law"]) == 0
     again = json.loads(capsys.readouterr().out)
     assert np.abs(np.asarray(again["law"]) - np.asarray(out["law"])).max() < 1e-15
+
+
+def test_a_tampered_cached_partial_table_or_chunk_is_detected_and_recomputed(mlm, tmp_path, monkeypatch):
+    """The partial cache carries the content hash of the Glauber cache: an edited table or checkpoint chunk
+    is reported and recomputed, never used."""
+    ref = pt.tabulate_partial(mlm, cache_dir=tmp_path, progress=False, log=lambda _: None)
+    data = next(tmp_path.glob("*.npz"))
+    with np.load(data) as npz:
+        edited = npz["table"].copy()
+    edited[0, 0, 0] += 1.0  # same shape and dtype: only the hash can tell
+    np.savez(data, table=edited)
+    notes = []
+    again = pt.tabulate_partial(mlm, cache_dir=tmp_path, progress=False, log=notes.append)
+    assert "does not match the content hash" in notes[0] and "recomputing" in notes[0]
+    np.testing.assert_array_equal(again.table, ref.table)
+    # a checkpoint chunk edited in place is recomputed as well
+    monkeypatch.setattr(tab, "MIN_CHUNK_ROWS", 10)
+    monkeypatch.setattr(tab, "CHUNK_SECONDS", 1e-9)
+    folder = tmp_path / "chunks"
+    folder.mkdir()
+    ones = np.ones((10, mlm.space.vocab_size), dtype=np.float32)
+    np.savez(folder / "chunk-000000000000.npz", scores=ones, sha256=np.array("0" * 64))
+    out = tab.compute_chunks(mlm, 10, 10, pt.Counter("test", 10, enabled=False), folder,
+                             lambda rows: np.zeros((rows.numel(), mlm.space.vocab_size), dtype=np.float32))
+    assert not out.any()  # the damaged chunk was not used

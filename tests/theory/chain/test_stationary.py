@@ -10,7 +10,6 @@ import sympy
 from helpers import two_state
 
 from mlmix.errors import ReducibleChainError
-from mlmix.theory.reference import birth_death, mp_chain, mp_stationary
 from mlmix.theory.chain.stationary import (
     certified_error,
     compute_stationary,
@@ -20,6 +19,7 @@ from mlmix.theory.chain.stationary import (
 )
 from mlmix.theory.chain.structure import chain_structure
 from mlmix.theory.linalg.elimination import eliminate
+from mlmix.theory.reference import birth_death, mp_chain, mp_stationary
 
 
 def dyadic_chain(n: int, seed: int, denominator: int = 64) -> tuple[np.ndarray, list[list[sympy.Rational]]]:
