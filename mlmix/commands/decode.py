@@ -30,6 +30,7 @@ from mlmix.commands.options import (
     add_threads_argument,
     add_toy_model_arguments,
     mlm_partial_source_from_args,
+    validate_toy_model_arguments,
 )
 from mlmix.errors import MemoryLimitError, ReducibleChainError
 from mlmix.files import dumps_json
@@ -46,7 +47,7 @@ from mlmix.theory.kernels.scan_and_mh import ENERGIES, Truncated, energy, target
 from mlmix.theory.results import EPS, Result
 from mlmix.theory.sources.conditionals import Conditionals
 from mlmix.theory.sources.scorefile import load_scores, save_scores
-from mlmix.validation import check_int, check_real, check_temperature
+from mlmix.validation import check_int
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -87,22 +88,7 @@ def add_source_arguments(parser: argparse.ArgumentParser) -> None:
 
 def validate_source_arguments(args: argparse.Namespace) -> None:
     """The options of :func:`add_source_arguments` (ValueError -> exit 2, one line)."""
-    check_int(args.threads, "--threads", minimum=1)
-    check_int(args.vocab, "--vocab", minimum=2)
-    check_int(args.length, "--length", minimum=1)
-    check_int(args.q, "--q", minimum=2)
-    check_int(args.clique_size, "--clique-size", minimum=2)
-    for name in ("coupling", "field"):
-        check_real(getattr(args, name), f"--{name}")
-    check_real(args.scale, "--scale", minimum=0.0, open_min=True)
-    if args.temperature is not None:
-        check_temperature(args.temperature, "--temperature")
-    if args.beta is not None:
-        check_real(args.beta, "--beta")
-    if args.top_k is not None:
-        check_int(args.top_k, "--top-k", minimum=1)
-    if args.top_p is not None:
-        check_real(args.top_p, "--top-p", minimum=0.0, maximum=1.0, open_min=True)
+    validate_toy_model_arguments(args)
     if args.scores is not None and args.mlm is not None:
         raise ValueError("give --scores or --mlm, not both")
 

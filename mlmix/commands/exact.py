@@ -31,6 +31,7 @@ from mlmix.commands.options import (
     add_toy_model_arguments,
     mlm_source_from_args,
     set_threads,
+    validate_toy_model_arguments,
 )
 from mlmix.files import dumps_json
 from mlmix.limits import MIXING_LIMIT, REPORT_MIXING_LIMIT
@@ -41,7 +42,7 @@ from mlmix.theory.kernels.scan_and_mh import ENERGIES, Truncated, check_order, m
 from mlmix.theory.local.constants import paper_constants, parse_basin
 from mlmix.theory.results import Result
 from mlmix.theory.sources.conditionals import Conditionals, IsingModel, PottsModel, ScoreTable, clique_ising
-from mlmix.validation import check_eps, check_int, check_memory, check_real, check_temperature
+from mlmix.validation import check_eps, check_int, check_memory
 
 MODELS = ("ising", "potts", "scores", "clique")
 KERNELS = ("glauber", "k-gibbs", "parallel", "systematic", "mh")
@@ -137,22 +138,7 @@ def _validate(args: argparse.Namespace) -> None:
 def validate_source(args: argparse.Namespace) -> None:
     """The source options of :func:`add_source_arguments`: finite and in range."""
     check_int(args.k, "--k", minimum=1)
-    check_int(args.threads, "--threads", minimum=1)
-    for name in ("coupling", "field", "scale"):
-        check_real(getattr(args, name), f"--{name}")
-    check_real(args.scale, "--scale", minimum=0.0, open_min=True)
-    if args.temperature is not None:
-        check_temperature(args.temperature, "--temperature")
-    if args.beta is not None:
-        check_real(args.beta, "--beta")
-    check_int(args.q, "--q", minimum=2)
-    check_int(args.vocab, "--vocab", minimum=2)
-    check_int(args.length, "--length", minimum=1)
-    check_int(args.clique_size, "--clique-size", minimum=2)
-    if args.top_k is not None:
-        check_int(args.top_k, "--top-k", minimum=1)
-    if args.top_p is not None:
-        check_real(args.top_p, "--top-p", minimum=0.0, maximum=1.0, open_min=True)
+    validate_toy_model_arguments(args)
     if args.model in ("ising", "potts") and args.beta is not None and args.temperature is not None \
             and args.matrix is None:
         raise ValueError("give --beta or --temperature, not both: for ising/potts they combine as beta/T")

@@ -12,7 +12,7 @@ import re
 from typing import Any, NoReturn
 
 from mlmix.empirical.frames import BLANK
-from mlmix.validation import check_int
+from mlmix.validation import check_int, check_real, check_temperature
 
 #: torch CPU threads of every command that runs torch (more are slower on busy machines).
 DEFAULT_THREADS = 1
@@ -68,6 +68,27 @@ def add_toy_model_arguments(group: argparse._ArgumentGroup, *, graph: str = "cyc
     group.add_argument(seed_flag, dest="seed", type=int, default=None,
                        help="seed of random scores (default 0) or of random Potts couplings and fields")
     group.add_argument("--scale", type=float, default=1.0, help="standard deviation of random scores (default 1)")
+
+
+def validate_toy_model_arguments(args: argparse.Namespace) -> None:
+    """The options of :func:`add_toy_model_arguments`, ``--threads``, ``--temperature`` and the
+    truncations ``--top-k``/``--top-p``: finite and in range (ValueError -> exit 2, one line)."""
+    check_int(args.threads, "--threads", minimum=1)
+    check_int(args.vocab, "--vocab", minimum=2)
+    check_int(args.length, "--length", minimum=1)
+    check_int(args.q, "--q", minimum=2)
+    check_int(args.clique_size, "--clique-size", minimum=2)
+    for name in ("coupling", "field"):
+        check_real(getattr(args, name), f"--{name}")
+    check_real(args.scale, "--scale", minimum=0.0, open_min=True)
+    if args.temperature is not None:
+        check_temperature(args.temperature, "--temperature")
+    if args.beta is not None:
+        check_real(args.beta, "--beta")
+    if args.top_k is not None:
+        check_int(args.top_k, "--top-k", minimum=1)
+    if args.top_p is not None:
+        check_real(args.top_p, "--top-p", minimum=0.0, maximum=1.0, open_min=True)
 
 
 def add_frame_arguments(parser: argparse.ArgumentParser | argparse._ArgumentGroup, *, length: bool = True) -> None:
