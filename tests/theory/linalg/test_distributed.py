@@ -101,8 +101,8 @@ def test_torchrun_entry_point_reports_like_mlmix_exact(tmp_path):
 
     from mlmix.theory.chain.core import Chain
 
-    torchrun = os.path.join(os.path.dirname(sys.executable), "torchrun")
-    cmd = [torchrun, "--standalone", "--nproc-per-node=2", "-m", "mlmix.commands.distributed", "--backend", "gloo",
+    torchrun = [sys.executable, "-m", "torch.distributed.run"]  # the torchrun script, from any environment
+    cmd = [*torchrun, "--standalone", "--nproc-per-node=2", "-m", "mlmix.commands.distributed", "--backend", "gloo",
            "--model", "ising", "--graph", "cycle:12", "--beta", "0.5", "--save-stationary", str(tmp_path)]
     out = subprocess.run(cmd, capture_output=True, text=True, timeout=300, env=dict(os.environ, OMP_NUM_THREADS="1"))
     assert out.returncode == 0, out.stderr[-500:]
