@@ -50,6 +50,7 @@ import scipy.sparse as sp
 import torch
 
 from mlmix.empirical.simulation import NOT_COUPLED, inverse_cdf, maximal_coupling, run_chains, run_coupled
+from mlmix.limits import DENSE_ROWS_LIMIT
 from mlmix.provenance import stamp
 from mlmix.theory.chain.metastable import metastable_sets
 from mlmix.theory.results import Result
@@ -62,8 +63,6 @@ RHAT_CONVERGED = 1.01
 MIXED = 0.25
 #: Tail ESS quantiles (the arviz convention).
 TAIL_PROB = (0.05, 0.95)
-#: Coupled pairs are scattered into dense rows for the kernel coupling up to this many entries.
-DENSE_ROWS_LIMIT = 2**24
 
 
 # --------------------------------------------------------------------------- test functions

@@ -29,11 +29,8 @@ import numpy as np
 import scipy.sparse as sp
 import scipy.sparse.linalg as spla
 
-from mlmix.limits import DENSE_HITTING_LIMIT
+from mlmix.limits import DENSE_EIGEN_LIMIT, DENSE_HITTING_LIMIT
 from mlmix.validation import check_int
-
-#: Up to this many states the slow eigenvectors come from a dense symmetric eigensolver.
-DENSE_EIGEN_LIMIT = 4096
 
 
 @dataclass(frozen=True)
