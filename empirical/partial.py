@@ -73,15 +73,9 @@ def tabulate_partial(source, *, cache_dir: str | Path | None = None, use_cache: 
     total = partial_passes(space)
     key, record = partial_key(source)
     root = tab.cache_root(cache_dir)
-    if use_cache:
-        try:
-            found = _read(root, key, record, source.temperature)
-        except ValueError as err:
-            say(f"{err}; recomputing it")
-            found = None
-        if found is not None:
-            say(f"partial table read from the cache {root / (key + '.npz')} (no forward pass)")
-            return found
+    found = tab.read_cached(_read, root, key, record, source.temperature, "partial table", say) if use_cache else None
+    if found is not None:
+        return found
     if max_passes is not None and total > check_int(max_passes, "--max-passes", minimum=1):
         raise ValueError(f"the partial table needs {total:,} masked forward passes (n = {n} sites x {Q}^{n - 1} "
                          f"partial contexts), more than --max-passes {max_passes:,}")

@@ -175,15 +175,9 @@ def tabulate(source, *, cache_dir: str | os.PathLike | None = None, use_cache: b
     total = passes_needed(space)
     key, record = table_key(source)
     root = cache_root(cache_dir)
-    if use_cache:
-        try:
-            found = _read(root, key, record, source.temperature)
-        except ValueError as err:
-            say(f"{err}; recomputing it")
-            found = None
-        if found is not None:
-            say(f"exact table read from the cache {root / (key + '.npz')} (no forward pass)")
-            return found
+    found = read_cached(_read, root, key, record, source.temperature, "exact table", say) if use_cache else None
+    if found is not None:
+        return found
     if max_passes is not None and total > check_int(max_passes, "--max-passes", minimum=1):
         raise ValueError(f"the exact table needs {total:,} masked forward passes (n = {n} sites x {q}^{n - 1} "
                          f"contexts), more than --max-passes {max_passes:,}")
@@ -225,6 +219,20 @@ def _chunk_rows(partial: Path | None, record: dict, rate: float) -> int:
             return params["chunk_rows"]
     work = max(1, int(rate * CHUNK_SECONDS))
     return max(MIN_CHUNK_ROWS, 1 << (work.bit_length() - 1))
+
+
+def read_cached(read: Callable, root: Path, key: str, record: dict, temperature: float, what: str,
+                say: Callable[[str], None]):
+    """The cached table ``read`` finds under ``root``/``key``, or None: a damaged or tampered entry (a
+    ValueError from ``read``) is reported and left to be recomputed, never used."""
+    try:
+        found = read(root, key, record, temperature)
+    except ValueError as err:
+        say(f"{err}; recomputing it")
+        return None
+    if found is not None:
+        say(f"{what} read from the cache {root / (key + '.npz')} (no forward pass)")
+    return found
 
 
 def compute_chunks(source, total: int, chunk: int, bar: Counter, folder: Path | None,
