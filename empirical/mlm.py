@@ -23,6 +23,9 @@ from __future__ import annotations
 import contextlib
 import os
 import pickle
+import socket
+import urllib.parse
+import urllib.request
 from abc import abstractmethod
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -34,6 +37,7 @@ from scipy.special import log_softmax
 from transformers import AutoModelForMaskedLM, AutoTokenizer, PreTrainedModel
 
 from mlmix.empirical.frames import Frame, build_frame, known_ids
+from mlmix.empirical.tabulate import MLMTable, tabulate
 from mlmix.empirical.vocab import tokenizer_from_vocab
 from mlmix.theory.sources.conditionals import Conditionals
 from mlmix.theory.sources.space import StateSpace
@@ -69,9 +73,6 @@ def hub_unreachable(timeout: float = HUB_TIMEOUT) -> str | None:
     """None when the hub (``HF_ENDPOINT``, default https://huggingface.co; or the HTTPS proxy in
     force) accepts a TCP connection within ``timeout`` seconds, else why not. A quick check made
     before a download, so that an unreachable hub is an error in seconds, not after retries."""
-    import socket
-    import urllib.parse
-    import urllib.request
 
     endpoint = urllib.parse.urlsplit(os.environ.get("HF_ENDPOINT", "https://huggingface.co"))
     proxy = urllib.request.getproxies().get(endpoint.scheme or "https")
@@ -520,3 +521,9 @@ class MaskedLMConditionals(TokenConditionals):
     def all_log_conditionals(self, contexts: np.ndarray) -> np.ndarray:
         scores = self.all_scores_torch(self.to_tensor(contexts)).double().cpu().numpy()
         return log_softmax(scores / self.temperature, axis=-1)
+
+    def tabulated(self) -> MLMTable:
+        """The exact score table over the frame, read from the cache or computed once
+        (:func:`~mlmix.empirical.tabulate.tabulate`: n |V|^(n-1) masked passes, checkpointed): what
+        ``Chain.from_source`` builds the chain of a masked LM from (paper G section 3.1)."""
+        return tabulate(self)

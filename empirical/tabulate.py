@@ -155,6 +155,12 @@ class MLMTable(ScoreTable):
         """Model, frame, alphabet, dtype and the table's provenance as plain values."""
         return dict(self.info)
 
+    @property
+    def label(self) -> str:
+        """"<model> on '<frame>', T=<temperature>", the default name of its chains."""
+        model = str(self.info.get("model", "masked LM"))
+        return f"{Path(model).name or model} on '{self.info.get('frame', '?')}', T={self.temperature:g}"
+
 
 def cached_table(source, cache_dir: str | os.PathLike | None = None) -> MLMTable | None:
     """The cached table of ``source`` (at its temperature), or None when there is none."""

@@ -1,5 +1,6 @@
-"""One-liners: Chain.from_mlm (one call for load, tabulate, chain) and chain.simulate (trajectories
-by the chain's convention), checked against the three-call route and against P and pi."""
+"""One-liners: a masked LM as a source of Chain.from_source (load, tabulate once, chain), checked
+against the explicit tabulation and the model's own conditionals, and chain.simulate (trajectories
+by the chain's convention), checked against P and pi."""
 
 import sys
 
@@ -16,24 +17,27 @@ from mlmix.theory.sources.conditionals import IsingModel
 torch.set_num_threads(1)
 
 
-def test_from_mlm_equals_the_three_call_route(tmp_path, monkeypatch):
+def test_a_masked_lm_is_a_source_tabulated_once(tmp_path, monkeypatch):
     from mlmix.empirical.mlm import MaskedLMConditionals
     from mlmix.empirical.tabulate import tabulate
 
     monkeypatch.setenv("MLMIX_CACHE", str(tmp_path / "cache"))
     folder = str(save_model(*tiny_masked_lm("bert", seed=5), tmp_path / "bert"))
-    chain = Chain.from_mlm(folder, frame="c _ _ a", candidates="a b !", temperature=0.7, device="cpu",
-                           progress=False)
     mlm = MaskedLMConditionals.from_pretrained(folder, frame="c _ _ a", candidates="a b !", temperature=0.7,
                                                device="cpu")
-    manual = Chain.from_source(tabulate(mlm, progress=False))
-    assert chain.n_states == 9 and chain.kernel == "glauber" and "'c _ _ a', T=0.7" in chain.name
+    chain = Chain.from_source(mlm)
+    manual = Chain.from_source(tabulate(mlm, progress=False))  # the explicit route, from the cache now
+    assert chain.n_states == 9 and chain.kernel == "glauber" and chain.name == "bert on 'c _ _ a', T=0.7"
     assert abs(chain.to_dense() - manual.to_dense()).max() == 0.0
     assert chain.additive_gap.value == manual.additive_gap.value is not None
-    again = Chain.from_mlm(mlm, temperature=1.4, progress=False, kernel="parallel")  # a loaded model
-    assert again.kernel == "parallel" and again.source.temperature == 1.4
-    with pytest.raises(ValueError):
-        Chain.from_mlm(mlm, temperature=-1.0)
+    # against the model itself: P(x, y) for y = x with site i changed is pi_i(y_i | x_{-i}) / n
+    x = np.array([[0, 1]])
+    direct = np.exp(mlm.all_log_conditionals(x))[0]  # (n, |V|)
+    P = chain.to_dense()
+    a, b = mlm.space.encode(np.array([[0, 1]]))[0], mlm.space.encode(np.array([[2, 1]]))[0]
+    assert abs(P[a, b] - direct[0, 2] / 2) < 1e-6
+    hot = Chain.from_source(mlm.at_temperature(1.4), "parallel", name="hot")
+    assert hot.kernel == "parallel" and hot.source.temperature == 1.4 and hot.name == "hot"
 
 
 def test_simulate_follows_P_and_reaches_pi():

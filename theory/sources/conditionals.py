@@ -77,6 +77,17 @@ class Conditionals(ABC):
         """Unnormalised log mu_T over all states for a compatible source, else None."""
         return None
 
+    def tabulated(self) -> "Conditionals":
+        """The source as the kernel builders read it, every conditional at hand: the source itself
+        here; a masked LM overrides this to tabulate its n |V|^(n-1) conditionals over the frame
+        once (cached), so that an MLM is one more source of conditionals for ``Chain.from_source``."""
+        return self
+
+    @property
+    def label(self) -> str | None:
+        """A short name for a chain built on this source, or None."""
+        return None
+
     def check_contexts(self, contexts: np.ndarray) -> np.ndarray:
         """Validate a batch of contexts: integer array (B, n) with symbols in [0, |V|)."""
         ctx = np.asarray(contexts)

@@ -30,14 +30,14 @@ def _public(cls) -> set[str]:
 
 #: Members of Chain written only in terms of other public members (valid on every representation), and
 #: its constructors and saved description.
-GENERIC = {"log_stationary", "is_aperiodic", "closed_classes", "from_mlm", "saved_about"}
+GENERIC = {"log_stationary", "is_aperiodic", "closed_classes", "saved_about"}
 
 
 def test_every_member_of_chain_is_defined_on_the_operator():
     ops = {name for klass in OperatorChain.__mro__ if klass is not Chain and klass is not object
            for name in vars(klass)}
     assert _public(Chain) - GENERIC - ops == set()  # nothing falls back to a matrix method of Chain
-    for name in GENERIC - {"from_mlm", "saved_about"}:
+    for name in GENERIC - {"saved_about"}:
         assert "self.P" not in inspect.getsource(getattr(Chain, name).fget)
     dense = Chain(np.array([[0.5, 0.5], [0.25, 0.75]]))
     op = OperatorChain(kernel_operator(IsingModel(nx.cycle_graph(4), beta=0.3), device="cpu"))
