@@ -80,6 +80,7 @@ class SentenceTransformerEmbedder(Embedder):
     def __init__(self, model_name_or_path: str, decode: Callable[[np.ndarray], list[str]], device: str | None = None,
                  batch_size: int = 64) -> None:
         try:
+            # deferred: sentence-transformers is optional and heavy, needed only for a sentence embedder
             from sentence_transformers import SentenceTransformer
         except ImportError as err:  # optional dependency
             raise ImportError("SentenceTransformerEmbedder needs the optional package sentence-transformers "

@@ -24,6 +24,7 @@ import time
 from typing import Sequence
 
 import numpy as np
+from scipy.stats import t as student_t
 from tqdm.auto import tqdm
 
 from mlmix.limits import CONSTANTS_LIMIT
@@ -134,7 +135,6 @@ def mean_interval(values: np.ndarray, level: float = 0.95, clusters: np.ndarray 
 
     A statement about the sampling distribution (it covers the mean of the sampling protocol with
     probability about ``level``), not a certified enclosure. None with a reason below two clusters."""
-    from scipy.stats import t as student_t
 
     v = np.asarray(values, dtype=np.float64)
     labels = np.arange(v.size) if clusters is None else np.unique(np.asarray(clusters), return_inverse=True)[1]

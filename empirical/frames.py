@@ -29,6 +29,8 @@ from pathlib import Path
 
 import numpy as np
 
+from mlmix.validation import check_int
+
 #: The free-position marker in frame texts.
 BLANK = "_"
 
@@ -81,7 +83,6 @@ def build_frame(tokenizer, *, length: int | None = None, frame: str | None = Non
     ``prefix``/``suffix`` are texts or lists of tokens/ids; ``excluded`` are token ids that cannot
     be symbols (the model's special tokens); ``vocab_limit`` the number of ids the model scores.
     """
-    from mlmix.validation import check_int
 
     if tokenizer is None:
         raise ValueError("the model has no tokenizer: a frame needs one to read its text and alphabet")

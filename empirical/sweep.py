@@ -45,6 +45,7 @@ def sweep_executor(address: str | None = None, max_workers: int | None = None) -
             yield ex
         return
     try:
+        # deferred: dask is optional (the test extra), needed only for a cluster sweep
         from dask.distributed import Client
     except ImportError as err:  # optional dependency
         raise ImportError("a cluster address needs dask.distributed (pip install 'dask[distributed]')") from err

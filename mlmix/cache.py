@@ -22,6 +22,7 @@ def cache_dir(*parts: str) -> Path:
     if base:
         root = Path(base).expanduser()
     else:
+        # deferred: only when no $MLMIX_CACHE is set
         import platformdirs
 
         root = Path(platformdirs.user_cache_dir("mlmix", appauthor=False))
@@ -34,6 +35,7 @@ def use_cache_for_hypothesis() -> None:
     in the working directory."""
     if os.environ.get("HYPOTHESIS_STORAGE_DIRECTORY"):
         return
+    # deferred: hypothesis is heavy, needed only by the theorem checks
     from hypothesis.configuration import set_hypothesis_home_dir
 
     set_hypothesis_home_dir(cache_dir("hypothesis"))

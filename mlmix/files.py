@@ -28,6 +28,8 @@ from typing import Any, Iterable
 
 import numpy as np
 
+from mlmix.provenance import inputs_from_params, stamp
+
 try:  # POSIX advisory locks; elsewhere the lock file alone (O_EXCL) keeps runs apart
     import fcntl
 except ImportError:  # pragma: no cover - not POSIX
@@ -131,9 +133,11 @@ def atomic_save_npz(path: str | os.PathLike, **arrays: np.ndarray) -> None:
 
 def pyplot() -> Any:
     """matplotlib.pyplot on the non-interactive Agg backend."""
+    # deferred: matplotlib loads only when a figure is written
     import matplotlib
 
     matplotlib.use("Agg")
+    # deferred: matplotlib loads only when a figure is written
     import matplotlib.pyplot as plt
 
     return plt
@@ -269,7 +273,6 @@ class OutputDir:
                              "use another folder, or --overwrite to replace its contents")
         elif self.overwrite:
             self._clear()
-        from mlmix.provenance import inputs_from_params, stamp
 
         atomic_write_json(manifest, stamp(self.command.split()[0], record, inputs_from_params(self.params)))
 

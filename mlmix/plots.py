@@ -27,6 +27,7 @@ import numpy as np
 
 from mlmix.files import atomic_save_figure, pyplot
 from mlmix.limits import PLOT_DENSE_LIMIT
+from mlmix.theory.local.influence import aggregate_influence, influence_matrix
 
 #: Longest distance curve drawn step by step; beyond it, :data:`CURVE_SAMPLES` certified points.
 CURVE_STEPS = 2000
@@ -173,7 +174,6 @@ def plot_influence(source: Any, *, ax: Any = None, title: str | None = None) -> 
     """rho_ij (paper G Def. 2: the largest TV change of site i's conditional when site j changes)
     as a heat map, i down, j across; the title gives rho = max_j sum_i rho_ij (Theorem 5) and
     alpha = max_i sum_j rho_ij."""
-    from mlmix.theory.local.influence import aggregate_influence, influence_matrix
 
     ax = _axes(ax, (4.4, 3.8))
     rho = np.asarray(influence_matrix(source).rho_ij)

@@ -29,6 +29,9 @@ import sys
 import time
 from typing import Any, Callable, Iterable, Iterator, Sequence, TypeVar
 
+import numpy as np
+from tqdm.auto import tqdm
+
 #: Seconds below which a step is not announced (override: MLMIX_PROGRESS_THRESHOLD).
 DEFAULT_THRESHOLD = 2.0
 THRESHOLD_ENV = "MLMIX_PROGRESS_THRESHOLD"
@@ -50,7 +53,6 @@ _SMALL = 1e8
 def flop_rate() -> float:
     """Floating-point operations per second of a dense float64 product on this machine, measured once
     per process (a 512 x 512 product, best of two: a few hundredths of a second)."""
-    import numpy as np
 
     A = np.random.default_rng(0).random((512, 512))
     best = float("inf")
@@ -116,7 +118,6 @@ class Progress:
              f"({', '.join(f'{n} {format_seconds(s)}' for n, s in phases)}; at {flop_rate() / 1e9:.1f} GFLOP/s "
              "measured here)")
         if _interactive(sys.stderr):
-            from tqdm.auto import tqdm
 
             self.bar = tqdm(total=total, desc=title, file=sys.stderr, leave=False,
                             bar_format="{l_bar}{bar}| [{elapsed}<{remaining}]")
@@ -160,7 +161,6 @@ class Counter:
         self.done, self.next_tenth, self.t0 = 0, 1, time.perf_counter()
         self.bar = None
         if self.enabled and _interactive(sys.stderr):
-            from tqdm.auto import tqdm
 
             self.bar = tqdm(total=self.total, desc=title, unit=f" {unit}" if unit else "it", file=sys.stderr,
                             smoothing=0.05)
@@ -266,7 +266,6 @@ def _steps(items: Iterable[Any], title: str, total: int, expected: float, cost: 
         return
     say(f"{title}: {cost + ', ' if cost else ''}{total:,} steps, about {format_seconds(expected)} expected")
     if _interactive(sys.stderr):
-        from tqdm.auto import tqdm
 
         with tqdm(items, total=total, desc=title, file=sys.stderr, leave=False) as bar:
             for item in bar:

@@ -41,6 +41,7 @@ def pytest_configure(config: pytest.Config) -> None:
     global THOROUGH
     THOROUGH = bool(config.getoption("mlmix_thorough", False))
     if THOROUGH:
+        # deferred: the plugin loads in every pytest session where mlmix is installed
         from hypothesis import settings
 
         from mlmix.verify.runner import PROFILES
@@ -69,6 +70,7 @@ def pytest_terminal_summary(terminalreporter: Any) -> None:
 @pytest.fixture
 def ising_source() -> Any:
     """Ising model on the 6-cycle, J = 1, h = 0, beta = 0.5, T = 1 (``mlmix exact``'s default source)."""
+    # deferred: the plugin loads in every pytest session where mlmix is installed
     import networkx as nx
 
     from mlmix.theory.sources.conditionals import IsingModel
@@ -79,6 +81,7 @@ def ising_source() -> Any:
 @pytest.fixture
 def score_table_source() -> Any:
     """Gaussian scores N(0, 1), |V| = 3, n = 4, seed 0, T = 1: incompatible conditionals, like an MLM."""
+    # deferred: the plugin loads in every pytest session where mlmix is installed
     from mlmix.theory.sources.conditionals import ScoreTable
 
     return ScoreTable.random(3, 4, seed=0)
@@ -88,6 +91,7 @@ def score_table_source() -> Any:
 def metastable_chain() -> Any:
     """Two states, P(0,1) = 1e-12, P(1,0) = 2e-12: spectral gap exactly 3e-12 (a closed form),
     pi = (2/3, 1/3)."""
+    # deferred: the plugin loads in every pytest session where mlmix is installed
     import numpy as np
 
     from mlmix.theory.chain.core import Chain
@@ -100,6 +104,7 @@ def metastable_chain() -> Any:
 def exact_chain() -> Any:
     """A factory: ``exact_chain(source, kernel="glauber", **options)`` is
     :meth:`mlmix.theory.chain.core.Chain.from_source` (exact, with certified accuracy)."""
+    # deferred: the plugin loads in every pytest session where mlmix is installed
     from mlmix.theory.chain.core import Chain
 
     def build(source: Any, kernel: str = "glauber", **options: Any) -> Chain:

@@ -19,6 +19,8 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from mlmix.theory.results import Result
+
 __all__ = ["UndecidedError", "assert_at_least", "assert_at_most", "assert_close", "enclosure"]
 
 
@@ -29,7 +31,6 @@ class UndecidedError(AssertionError):
 def enclosure(x: Any) -> tuple[float, float]:
     """[lower, upper] enclosing the true value of ``x``: a Result's certified bounds (an unknown side
     is -inf / +inf), or (x, x) for a number. TypeError for anything else."""
-    from mlmix.theory.results import Result
 
     if isinstance(x, Result):
         lo = -math.inf if x.lower is None else float(x.lower)

@@ -337,6 +337,7 @@ def check_tokenizer_files(folder: str | os.PathLike) -> None:
                 raise ValueError(f"{path} must hold a JSON object, got {type(obj).__name__}")
     path = os.path.join(folder, "tokenizer.json")
     if os.path.isfile(path):
+        # deferred: tokenizers loads only to check a tokenizer file
         from tokenizers import Tokenizer
 
         try:

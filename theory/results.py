@@ -32,6 +32,7 @@ from __future__ import annotations
 import json
 import math
 from dataclasses import dataclass, field
+from html import escape
 from typing import Any, Mapping
 
 import numpy as np
@@ -493,7 +494,6 @@ def _quotient(x: float, y: float) -> float:
 
 
 def _html_table(title: str, rows: list[tuple[str, str]]) -> str:
-    from html import escape
 
     body = "".join(f"<tr><th style='text-align:left'>{escape(k)}</th><td style='text-align:left'>{escape(v)}</td>"
                    "</tr>" for k, v in rows)

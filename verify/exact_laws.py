@@ -15,6 +15,7 @@ from itertools import combinations
 from math import lgamma
 
 import numpy as np
+from scipy.stats import chi2
 
 
 def bernoulli_sum_law(p: np.ndarray) -> np.ndarray:
@@ -72,7 +73,6 @@ def weighted_chi2_cdf(weights: np.ndarray, x: float, tol: float = 1e-12,
     times F_{chi^2_{d+2K}}(x/beta) an upper bound. Terms are added until the two differ by ``tol``.
     With equal weights (d = 1 in particular) K = 0 and the value is the chi-square cdf.
     """
-    from scipy.stats import chi2
 
     lam = np.asarray(weights, dtype=np.float64)
     if lam.ndim != 1 or lam.size == 0 or not (lam > 0).all() or not np.isfinite(lam).all():

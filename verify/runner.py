@@ -14,6 +14,7 @@ from typing import Any, Iterable
 
 from hypothesis import HealthCheck, find, settings
 
+import mlmix.verify.theorems as package
 from mlmix.verify.core import (
     CATALOGUE,
     Entry,
@@ -36,7 +37,6 @@ PROFILES = {"default": {"examples": 100, "violations": False},
 
 def load_theorems() -> dict[str, Entry]:
     """Import every module of :mod:`mlmix.verify.theorems` (each registers its results); the catalogue."""
-    import mlmix.verify.theorems as package
 
     for info in pkgutil.iter_modules(package.__path__, package.__name__ + "."):
         importlib.import_module(info.name)

@@ -34,10 +34,12 @@ from typing import Any
 
 import networkx as nx
 import numpy as np
+import scipy.sparse as sps
 from hypothesis import assume
 from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
 
+from mlmix.theory.chain.core import Chain
 from mlmix.theory.local.influence import contraction_temperature, influence_matrix, score_oscillation
 from mlmix.theory.local.margins import basin_margin
 from mlmix.theory.local.rectangles import is_compatible
@@ -892,7 +894,6 @@ def stochastic_matrices(draw, max_states: int = 8, *, sparse: bool = False, reve
         W[closed:] = T
     P = W / W.sum(axis=1, keepdims=True)
     if sparse:
-        import scipy.sparse as sps
 
         P = sps.csr_array(P)
     classes = [np.arange(a, b) for a, b in zip(starts[:-1], starts[1:])]
@@ -913,7 +914,6 @@ def metastable_matrices(draw, gap: tuple[float, float] = (1e-12, 1e-6), max_stat
     gap when P is reversible) and instances outside the range are rejected
     (Hypothesis draws again; the gap is linear in eps to first order, so one rescaling
     nearly always lands inside)."""
-    from mlmix.theory.chain.core import Chain
 
     lo, hi = gap
     if not 0 < lo <= hi < 1:

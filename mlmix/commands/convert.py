@@ -30,6 +30,7 @@ def run(args: argparse.Namespace) -> int:
     # deferred: torch and transformers load only when the command runs, not for --help
     from transformers.utils import logging as hf_logging
 
+    # deferred: torch and transformers load only when the command runs
     from mlmix.empirical.convert import convert
 
     hf_logging.disable_progress_bar()

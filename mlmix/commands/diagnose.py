@@ -50,6 +50,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Simulate, diagnose, compare; print a table (or JSON)."""
+    # deferred: torch loads only when the command runs
     from mlmix.empirical.diagnostics import diagnose
 
     validate_source(args)

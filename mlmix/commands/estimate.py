@@ -83,12 +83,14 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 def load_source(args: argparse.Namespace):
     """The conditionals object described by the model and frame arguments."""
+    # deferred: torch and transformers load only when the command runs
     from mlmix.empirical.causal import CausalLMConditionals
     from mlmix.empirical.mlm import DEFAULT_MODEL_DIR, MaskedLMConditionals
 
     model = args.model if args.model is not None else str(DEFAULT_MODEL_DIR)
     length = args.length
     if length is None and args.frame is None:
+        # deferred: torch and transformers load only when the command runs
         from mlmix.empirical.shipped_model import law_spec
 
         length = law_spec(model)["length"] if (Path(model) / "law.json").is_file() else DEFAULT_LENGTH
@@ -117,6 +119,7 @@ def _drift_symbols(source, args: argparse.Namespace) -> list[int] | None:
 
 def _recorded_law(args: argparse.Namespace, source):
     """The true law of a model trained by :func:`mlmix.empirical.shipped_model.train` (its folder has law.json)."""
+    # deferred: torch and transformers load only when the command runs
     from mlmix.empirical.mlm import DEFAULT_MODEL_DIR
     from mlmix.empirical.shipped_model import load_law
 
@@ -139,6 +142,7 @@ def plan(source, args: argparse.Namespace, replacements, drift: list[int] | None
     whose passes (:func:`mlmix.empirical.estimate.query_rows`) fit in the budget at the rate measured
     on a first small batch, and the cost is printed before starting.
     """
+    # deferred: torch and transformers load only when the command runs
     from mlmix.empirical.mlm import MaskedLMConditionals
     from mlmix.empirical.tabulate import cached_table, cost_line, format_duration, measure_rate, passes_needed, tabulate
 
@@ -196,6 +200,7 @@ def plan(source, args: argparse.Namespace, replacements, drift: list[int] | None
 
 def run(args: argparse.Namespace) -> int:
     """Load the model, plan within the budget, estimate, print a table or JSON; returns the exit status."""
+    # deferred: transformers loads only when the command runs
     from transformers.utils import logging as hf_logging
 
     hf_logging.disable_progress_bar()
@@ -219,6 +224,7 @@ def run(args: argparse.Namespace) -> int:
         drift_k=args.drift_k, drift_states=args.drift_states, state=state, exact=route["exact"],
         exact_limit=args.exact_limit, with_convergence=args.convergence, records=not args.no_records,
         progress=not args.no_progress)
+    # deferred: torch and transformers load only when the command runs
     from mlmix.empirical.tabulate import weights_hash
 
     d = source.describe()

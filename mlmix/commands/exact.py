@@ -35,13 +35,16 @@ from mlmix.commands.options import (
 )
 from mlmix.files import dumps_json
 from mlmix.limits import MIXING_LIMIT, REPORT_MIXING_LIMIT
+from mlmix.plots import report_figure, save_figure
 from mlmix.provenance import file_sha256, stamp
 from mlmix.theory.chain.core import Chain
+from mlmix.theory.kernels.decoders import PartialScoreTable
 from mlmix.theory.kernels.representation import REPRESENTATIONS
 from mlmix.theory.kernels.scan_and_mh import ENERGIES, Truncated, check_order, mh_acceptance
 from mlmix.theory.local.constants import paper_constants, parse_basin
 from mlmix.theory.results import Result
 from mlmix.theory.sources.conditionals import Conditionals, IsingModel, PottsModel, ScoreTable, clique_ising
+from mlmix.theory.sources.scorefile import load_scores, save_scores
 from mlmix.validation import check_eps, check_int, check_memory
 
 MODELS = ("ising", "potts", "scores", "clique")
@@ -147,8 +150,6 @@ def validate_source(args: argparse.Namespace) -> None:
 def build_source(args: argparse.Namespace) -> tuple[Conditionals, str]:
     """The built-in source of conditionals the arguments describe, and a one-line description."""
     if getattr(args, "scores", None) is not None:
-        from mlmix.theory.kernels.decoders import PartialScoreTable
-        from mlmix.theory.sources.scorefile import load_scores
 
         src = load_scores(args.scores, args.temperature)
         kind = "partial" if isinstance(src, PartialScoreTable) else "full"
@@ -251,7 +252,6 @@ def run(args: argparse.Namespace) -> int:
     if args.save_scores is not None:
         if source is None:
             raise ValueError("--save-scores needs a source of conditionals, not a matrix file")
-        from mlmix.theory.sources.scorefile import save_scores
 
         save_scores(args.save_scores, getattr(source, "base", source), getattr(source, "tokens", None))
     basin = None
@@ -270,7 +270,7 @@ def run(args: argparse.Namespace) -> int:
         if chain.representation == "operator":
             raise ValueError("--plot needs a matrix: the chain is held as a matrix-free operator "
                              "(use --representation sparse)")
-        from mlmix.plots import report_figure, save_figure
+        # deferred: matplotlib loads only with --plot
 
         save_figure(report_figure(chain, source if args.kernel == "glauber" else None, title=title, eps=args.eps),
                     args.plot)

@@ -11,6 +11,7 @@ import argparse
 import re
 from typing import Any, NoReturn
 
+# deferred: torch and transformers load only when a model is given
 from mlmix.empirical.frames import BLANK
 from mlmix.validation import check_int, check_real, check_temperature
 
@@ -144,6 +145,7 @@ def _load_mlm(args: argparse.Namespace) -> Any:
     # deferred: torch and transformers load only when --mlm is used
     from transformers.utils import logging as hf_logging
 
+    # deferred: torch and transformers load only when a model is given
     from mlmix.empirical.mlm import MaskedLMConditionals
 
     hf_logging.disable_progress_bar()
@@ -168,6 +170,7 @@ def _title(table: Any, what: str) -> str:
 
 def mlm_source_from_args(args: argparse.Namespace) -> tuple[Any, str]:
     """The tabulated MLM that ``mlmix exact --mlm MODEL ...`` describes, and a one-line title."""
+    # deferred: torch and transformers load only when a model is given
     from mlmix.empirical.tabulate import cached_weights_hash, tabulate  # deferred: torch
 
     mlm = _load_mlm(args)
@@ -178,6 +181,7 @@ def mlm_source_from_args(args: argparse.Namespace) -> tuple[Any, str]:
 
 def mlm_partial_source_from_args(args: argparse.Namespace) -> tuple[Any, str]:
     """The partial table of the masked LM that ``mlmix decode --mlm MODEL ...`` describes, and a title."""
+    # deferred: torch and transformers load only when a model is given
     from mlmix.empirical.partial import tabulate_partial  # deferred: torch
 
     table = tabulate_partial(_load_mlm(args), max_passes=args.max_passes, progress=not args.no_progress)

@@ -63,6 +63,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 
 def _user_catalogue(modules: list[str]) -> dict[str, Entry]:
+    # deferred: importing a user module runs its code; only with --module
     from mlmix.verify.user import load
 
     return {t.id: t for t in load(modules)}
@@ -70,6 +71,7 @@ def _user_catalogue(modules: list[str]) -> dict[str, Entry]:
 
 def run(args: argparse.Namespace) -> int:
     if args.mlm is not None:
+        # deferred: torch and transformers load only with --mlm
         from mlmix.commands.verify_model import run as run_mlm
 
         return run_mlm(args)

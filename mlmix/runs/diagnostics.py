@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import shlex
+from pathlib import Path
 
 import numpy as np
 
@@ -132,7 +133,6 @@ def run_case(case: dict, chains: int, steps: int, seed: int) -> dict:
 
 
 def run(args: argparse.Namespace) -> int:
-    from pathlib import Path
 
     set_threads(args.threads)
     out = Path(args.out)

@@ -76,6 +76,7 @@ def rectangle_task(params: dict) -> dict:
         texts = None if params["texts"] is None else Path(params["texts"])
         states = start_states(source, params["rectangles"], rng, texts)
         if params["kind"] == "law":
+            # deferred: torch and transformers; `mlmix run --list` imports every run
             from mlmix.empirical.shipped_model import load_law
 
             law = load_law(params["model"])
@@ -88,6 +89,7 @@ def rectangle_task(params: dict) -> dict:
 
 
 def _causal_source(params: dict, rng: np.random.Generator):
+    # deferred: torch and transformers; `mlmix run --list` imports every run
     from mlmix.empirical.causal import CausalLMConditionals
     from mlmix.empirical.mlm import load_pretrained
 

@@ -47,6 +47,7 @@ from mlmix.theory.local.influence import (
 from mlmix.theory.local.margins import basin_margin, escape_bound, mixing_lower_bound
 from mlmix.theory.sources.conditionals import PottsModel, ScoreTable
 from mlmix.theory.sources.space import StateSpace
+from mlmix.verify.runner import load_theorems
 from mlmix.verify.strategies import boost_basin, tempered
 
 #: One line for ``mlmix run --list``.
@@ -189,7 +190,6 @@ def lemma6_study(pairs: int, rng: np.random.Generator) -> list[tuple[float, floa
 
 def attaining_rows() -> list[tuple[str, str, str, str, str]]:
     """(id, result, instance, part, tightness +- accuracy) for every attaining instance of the registry."""
-    from mlmix.verify.runner import load_theorems
 
     rows = []
     for tid, theorem in load_theorems().items():

@@ -50,7 +50,8 @@ from mlmix.limits import (
     MIXING_LIMIT,
     REPORT_MIXING_LIMIT,
 )
-from mlmix.progress import announced
+from mlmix.progress import Progress, announced, dense_seconds, seconds_for, steps
+from mlmix.provenance import stamp
 from mlmix.theory.chain import absorbing, mixing, spectral, spectrum
 from mlmix.theory.chain import conductance as cond
 from mlmix.theory.chain.hitting import committor, expected_hitting_times, hitting_probabilities
@@ -67,16 +68,25 @@ from mlmix.theory.kernels.assembled import glauber_kernel, independent_parallel_
 from mlmix.theory.kernels.representation import choose_representation
 from mlmix.theory.kernels.scan_and_mh import mh_kernel, systematic_kernel
 from mlmix.theory.linalg.elimination import Elimination, eliminate
-from mlmix.theory.results import DEFAULT_RTOL, NAMES, Result, VectorResult, results_frame
+from mlmix.theory.results import (
+    DEFAULT_RTOL,
+    NAMES,
+    Result,
+    VectorResult,
+    _html_table,
+    dumps_results,
+    loads_results,
+    results_frame,
+)
 from mlmix.validation import (
     Matrix,
     check_eps,
     check_int,
     check_memory,
     check_state_set,
-    check_temperature,
     check_transition_matrix,
     check_vector,
+    format_bytes,
     load_arrays,
     matrix_from_arrays,
 )
@@ -137,6 +147,11 @@ class Chain:
         ``order``, dense) or "mh-logit" / "mh-pll" (Metropolis-Hastings targets,
         :mod:`mlmix.theory.kernels.scan_and_mh`).
 
+        ``source``: any source of conditionals: a model with a joint law, a score table, or a masked
+        LM, whose conditionals over its frame are tabulated once and cached (``source.tabulated()``),
+        e.g. ``Chain.from_source(MaskedLMConditionals.from_pretrained(folder, frame="c _ _ a",
+        candidates="a b !", temperature=0.7))``. ``name`` defaults to the source's ``label``.
+
         ``representation``: "dense" or "sparse" build the matrix and use the dense or the sparse
         algorithms; "operator" returns the matrix-free
         :class:`~mlmix.theory.chain.matrixfree.analysis.OperatorChain` (same questions; options ``device``,
@@ -155,6 +170,8 @@ class Chain:
         }
         if kernel not in builders:
             raise ValueError(f"kernel must be one of {', '.join(builders)}, got {kernel!r}")
+        source = source.tabulated()
+        name = source.label if name is None else name
         limit = DENSE_LIMIT if dense_limit is None else check_int(dense_limit, "dense_limit", minimum=0)
         rep, why = choose_representation(source.space, kernel, 2 if k is None else k, representation, limit)
         if rep == "operator":
@@ -204,7 +221,6 @@ class Chain:
         return f"<Chain{named} " + "; ".join(f"{k} {v}" for k, v in self._facts()) + ">"
 
     def _repr_html_(self) -> str:
-        from mlmix.theory.results import _html_table
 
         return _html_table(f"Chain: {self.name}", self._facts())
 
@@ -565,7 +581,6 @@ class Chain:
         if N > MFPT_LIMIT:
             raise ValueError(f"the full mean-first-passage matrix is computed up to {MFPT_LIMIT} states; "
                              f"this chain has {N}: give a target")
-        from mlmix.progress import dense_seconds, steps
 
         cols = [self.hitting_time(np.array([j])) for j in steps(range(N), "mean first passage times", total=N,
                                                                 expected=N * dense_seconds(N, 1.0),
@@ -640,8 +655,6 @@ class Chain:
         kernel, source, how its algorithms were chosen, the mlmix version) and every figure computed
         so far (:data:`_SAVED_FIGURES`, as :func:`~mlmix.theory.results.dumps_results` JSON);
         :meth:`load` reads them back."""
-        from mlmix.provenance import stamp
-        from mlmix.theory.results import dumps_results
 
         path = Path(path)
         if path.suffix != ".npz":
@@ -664,7 +677,6 @@ class Chain:
         """Read a chain written by :meth:`save` (or ``scipy.sparse.save_npz`` / ``numpy.save``); a
         missing, corrupt or non-stochastic file is a one-line ValueError. The figures saved with it
         come back as computed (``chain.saved_about`` holds its saved description)."""
-        from mlmix.theory.results import loads_results
 
         chain = cls(load_matrix(path), name=str(Path(path).name))
         if Path(path).suffix.lower() != ".npz":
@@ -690,7 +702,6 @@ class Chain:
         (default that of `mlmix exact`). ``progress``: the cost estimate and a bar per phase for a long
         analysis (:mod:`mlmix.progress`). ``as_frame``: the same as a ``pandas.DataFrame``, one row per
         result (:func:`~mlmix.theory.results.results_frame`; pandas is the optional ``frames`` extra)."""
-        from mlmix.progress import Progress
 
         eps = check_eps(eps)
         out: dict[str, Any] = {"n_states": self.n_states,
@@ -724,8 +735,6 @@ class Chain:
         here, with constants fitted on Ising chains of 512 to 2048 states: the gaps about 18 N^3
         operations, t_mix 12 N^3, the Kemeny constant 2 N^3; a sparse chain about 2,000 products with
         P) and the cost line: states, non-zeros, memory."""
-        from mlmix.progress import dense_seconds, seconds_for
-        from mlmix.validation import format_bytes
 
         N = self.n_states
         nnz = int(self.P.nnz) if sp.issparse(self.P) else N * N
@@ -746,7 +755,6 @@ class Chain:
         """The phases still to run before ``name`` (a property or method of phase ``phase``) and their
         expected seconds (those of :meth:`_summary_cost`; a hitting-time solve as one dense
         elimination or, sparse, a sweep of products), for :func:`mlmix.progress.announced`."""
-        from mlmix.progress import dense_seconds, seconds_for
 
         phases, cost = self._summary_cost(MIXING_LIMIT)
         expected = dict(phases)
@@ -757,38 +765,6 @@ class Chain:
         steps = [(p, expected[p], lambda attr=_CACHED_PHASES[p]: getattr(self, attr))
                  for p in prior if _CACHED_PHASES[p] not in self.__dict__]
         return f"{name} of {self.name}", cost, steps + [(phase, expected[phase], None)]
-
-    # ------------------------------------------------------------------ one-liners
-    @classmethod
-    def from_mlm(cls, model: Any, *, frame: str | None = None, candidates: Any = None, temperature: float = 1.0,
-                 length: int | None = None, prefix: Any = None, suffix: Any = None, kernel: str = "glauber",
-                 device: Any = None, dtype: Any = None, progress: bool = True, **options: Any) -> "Chain":
-        """The exact chain of a masked LM over a frame in one call (paper G section 3.1): load ``model``
-        (a hub id, a folder, or a loaded :class:`~mlmix.empirical.mlm.MaskedLMConditionals`, whose
-        frame is then kept), tabulate its conditionals over the frame (n |V|^(n-1) masked passes,
-        cached; :func:`~mlmix.empirical.tabulate.tabulate`) at ``temperature``, and build the chain of
-        ``kernel`` (:meth:`from_source`). ``frame``: e.g. "E V Q _ _ S" (blanks are the free
-        positions); ``candidates``: the alphabet (tokens, default the whole vocabulary); ``options``:
-        of :meth:`from_source` (``k``, ``representation``, ...) and of loading (``allow_pickle``,
-        ``trust_remote_code``)."""
-        # deferred, and the one upward import of theory (allowed by name in pyproject.toml's layer
-        # contract): the one-liner loads a masked LM, which needs torch and transformers
-        from mlmix.empirical.mlm import MaskedLMConditionals
-        from mlmix.empirical.tabulate import tabulate
-
-        temperature = check_temperature(temperature)
-        loading = {key: options.pop(key) for key in ("allow_pickle", "trust_remote_code", "local_files_only",
-                                                      "revision", "batch_size") if key in options}
-        if isinstance(model, MaskedLMConditionals):
-            mlm = model.at_temperature(temperature) if model.temperature != temperature else model
-        else:
-            mlm = MaskedLMConditionals.from_pretrained(model, length, frame=frame, candidates=candidates,
-                                                       prefix=prefix, suffix=suffix, temperature=temperature,
-                                                       device=device, dtype=dtype, **loading)
-        table = tabulate(mlm, progress=progress)
-        d = table.describe()
-        name = options.pop("name", None) or f"{Path(str(d['model'])).name or d['model']} on '{d['frame']}', T={temperature:g}"
-        return cls.from_source(table, kernel, name=name, **options)
 
     def simulate(self, steps: int, start: int | np.ndarray | None = None, *, chains: int = 1,
                  seed: int | None = 0) -> np.ndarray:

@@ -48,9 +48,13 @@ from typing import Callable
 
 import numpy as np
 import scipy.sparse as sp
+from scipy.sparse.csgraph import breadth_first_order, connected_components
 
 from mlmix.errors import NumericalError
 from mlmix.limits import MEAN_EXIT_LIMIT, MIXING_LIMIT
+from mlmix.progress import seconds_for, steps
+from mlmix.theory.chain.hitting import expected_hitting_times
+from mlmix.theory.chain.structure import tree_depths
 from mlmix.theory.results import DEFAULT_RTOL, EPS, Result, VectorResult
 from mlmix.validation import Matrix, check_eps, check_memory, check_steps
 
@@ -175,12 +179,10 @@ def transient_decay(P: Matrix, transient: np.ndarray, pi: np.ndarray, *, pi_rel_
         c = tv_curve(Ps, last, pi, mu, pi_rel_error)
         curve = np.maximum(np.asarray(c.value) - c.abs_error, 0.0)
     if mean_exit is None and q_up[-1] > 1e-3 and T.size <= MEAN_EXIT_LIMIT:
-        from mlmix.theory.chain.hitting import expected_hitting_times
 
         m = expected_hitting_times(Ps, ~np.asarray(transient, dtype=bool))
         if m.rel_error is not None and m.rel_error < 1 and np.isfinite(m.value).all():
             mean_exit = float(np.max(m.value)) * (1 + m.rel_error) / (1 - 4 * EPS)
-    from scipy.sparse.csgraph import connected_components
 
     sccs = connected_components(Q, directed=True, connection="strong")[0] if T.size else 0
     acyclic = sccs == T.size and not (Q.diagonal() > 0).any() and Q.nnz <= TRANSIENT_WORK // 25
@@ -213,9 +215,7 @@ def _longest_path(Q: sp.csr_array) -> int:
 def _depth(P: sp.csr_array, transient: np.ndarray) -> int:
     """max_x (graph distance from x to the non-transient states), by one breadth-first search of the
     reversed graph from a super-source joined to every closed state; O(nnz)."""
-    from scipy.sparse.csgraph import breadth_first_order
 
-    from mlmix.theory.chain.structure import tree_depths
 
     N = P.shape[0]
     coo = P.tocoo()
@@ -416,7 +416,6 @@ def tv_curve(P: Matrix, t_max: int, pi: np.ndarray, start: np.ndarray | None = N
     from a start law ``mu`` (vector-matrix products, any size). ``abs_error`` bounds every entry's
     rounding. A sparse P multiplies the dense power by the sparse matrix (N nnz(P) operations per
     step instead of 2 N^3); ``progress``: cost estimate and bar (:mod:`mlmix.progress`)."""
-    from mlmix.progress import seconds_for, steps
 
     t_max = check_steps(t_max, "t_max")
     N = P.shape[0]

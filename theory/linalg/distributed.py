@@ -17,6 +17,7 @@ import os
 from typing import Sequence
 
 import torch
+import torch.distributed as dist
 
 from mlmix.validation import check_int
 
@@ -78,7 +79,6 @@ class DistributedComm(Comm):
     first use; every process runs the same code, so they are created in the same order everywhere."""
 
     def __init__(self) -> None:
-        import torch.distributed as dist
 
         if not dist.is_available() or not dist.is_initialized():
             raise RuntimeError("torch.distributed is not initialised: launch with torchrun and call "
@@ -136,7 +136,6 @@ def init_from_environment(backend: str | None = None) -> DistributedComm:
     """Initialise the default process group from torchrun's environment (RANK, WORLD_SIZE,
     MASTER_ADDR, MASTER_PORT; LOCAL_RANK picks the GPU) and return its communicator. ``backend``
     defaults to 'nccl' when CUDA is available, else 'gloo'."""
-    import torch.distributed as dist
 
     for var in ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT"):
         if var not in os.environ:

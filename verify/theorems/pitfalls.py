@@ -32,7 +32,7 @@ from hypothesis import strategies as st
 
 from mlmix.theory.chain.shortcuts import spectral_gap
 from mlmix.theory.kernels.assembled import independent_parallel_kernel, k_gibbs_kernel
-from mlmix.theory.sources.conditionals import IsingModel
+from mlmix.theory.sources.conditionals import IsingModel, LogWeightTable
 from mlmix.theory.sources.space import StateSpace
 from mlmix.theory.training.block_poincare import (
     block_dynamics_kernel,
@@ -57,7 +57,12 @@ from mlmix.theory.training.modes import (
     prop4_steps,
     prop5_steps,
 )
-from mlmix.theory.training.pseudolikelihood import MaskDistribution, PseudoLikelihood, asymptotic_covariance
+from mlmix.theory.training.pseudolikelihood import (
+    MaskDistribution,
+    PseudoLikelihood,
+    asymptotic_covariance,
+    fit_pseudolikelihood,
+)
 from mlmix.verify.core import (
     Applicability,
     Attaining,
@@ -244,7 +249,6 @@ class Theorem1(_PTheorem):
 
 def sandwich(family, data: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
     """(Gamma = H^{-1} V H^{-1}, H) at the pseudo-true theta*_k = argmin of the k-PL loss under ``data``."""
-    from mlmix.theory.training.pseudolikelihood import fit_pseudolikelihood
 
     pl = PseudoLikelihood(family, MaskDistribution.k_subsets(family.space, k), data)
     theta = fit_pseudolikelihood(pl, gtol=1e-12).x
@@ -771,7 +775,6 @@ class Proposition3(_PTheorem):
 
 
 def _random_scan_ising() -> JointInstance:
-    from mlmix.theory.sources.conditionals import LogWeightTable
 
     model = IsingModel(nx.path_graph(2), couplings=1.0)
     return JointInstance(LogWeightTable(model.space, model.log_joint()), 1, 0, 1.0)
@@ -1132,7 +1135,6 @@ def subset_resampling_gap(pi: np.ndarray, space: StateSpace, k: int) -> float:
 
 def product_joint() -> JointInstance:
     """Three independent binary sites (P(1) = 0.3), k = 2."""
-    from mlmix.theory.sources.conditionals import LogWeightTable
 
     space = StateSpace(2, 3)
     return JointInstance(LogWeightTable(space, np.log(np.prod(np.where(space.all_states() == 1, 0.3, 0.7), axis=1))),

@@ -23,6 +23,7 @@ import numpy as np
 from hypothesis import strategies as st
 from scipy.special import logsumexp
 
+from mlmix.theory.chain.core import Chain
 from mlmix.theory.kernels import scan_and_mh as smp
 from mlmix.theory.kernels.assembled import glauber_kernel
 from mlmix.theory.kernels.decoders import PartialScoreTable, decoder_law, expected_conditional_tc, schedule_tc
@@ -258,7 +259,6 @@ class MHReversible(OnFirst, SamplerTheorem):
 
 
 def _glauber_stationary_energy(source) -> np.ndarray:
-    from mlmix.theory.chain.core import Chain
 
     return -np.log(Chain(glauber_kernel(source)).stationary.value)
 
@@ -295,7 +295,6 @@ class GlauberIsMH(SamplerTheorem):
 
 
 def _systematic_moves_glauber_law(instance: S.Instance) -> bool:
-    from mlmix.theory.chain.core import Chain
 
     pi = Chain(glauber_kernel(instance.source)).stationary.value
     return bool(np.abs(pi @ systematic_kernel(instance.source) - pi).sum() > 1e-9)

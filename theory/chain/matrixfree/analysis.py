@@ -44,6 +44,7 @@ from typing import Any
 
 import numpy as np
 import torch
+from scipy.sparse.linalg import LinearOperator
 
 from mlmix.errors import ConvergenceError
 from mlmix.limits import MFPT_LIMIT
@@ -497,7 +498,6 @@ class OperatorChain(Chain):
         ``.T @`` to a measure) on one process; the :class:`KernelOperator` itself when sharded."""
         if self.op.comm.world_size > 1:
             return self.op
-        from scipy.sparse.linalg import LinearOperator
 
         N = self.n_states
         return LinearOperator((N, N), matvec=lambda f: self.op.matvec(np.ravel(f)),
