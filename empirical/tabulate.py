@@ -19,6 +19,8 @@ the logits), so any temperature reuses it. The cache folder is ``tables/`` in ml
 
 The result, :class:`MLMTable`, is a :class:`~mlmix.theory.sources.conditionals.ScoreTable`: every exact
 quantity (kernels, the chain, influence, rectangles, margins) works on it without the model.
+All of the above is one routine, :meth:`TableKind.tabulate`, of which the exact table (:data:`EXACT`) and
+the partial table of :mod:`mlmix.empirical.partial` are two kinds.
 """
 
 from __future__ import annotations
@@ -29,7 +31,9 @@ import os
 import shutil
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import torch
@@ -72,14 +76,8 @@ def weights_hash(model: torch.nn.Module) -> str:
 
 
 def table_key(source) -> tuple[str, dict]:
-    """The cache key of a source's table and the JSON record it hashes."""
-    template = source._template.tolist()
-    for slot in source.slots.tolist():
-        template[slot] = -1
-    record = {"format": FORMAT, "weights": cached_weights_hash(source), "architecture": type(source.model).__name__,
-              "template": template, "alphabet": [int(t) for t in source.support_ids],
-              "dtype": str(source.dtype).replace("torch.", "")}
-    return hashlib.sha256(json.dumps(record, sort_keys=True).encode()).hexdigest()[:32], record
+    """The cache key of a source's exact table and the JSON record it hashes."""
+    return EXACT.key(source)
 
 
 def cached_weights_hash(source) -> str:
@@ -90,7 +88,7 @@ def cached_weights_hash(source) -> str:
 
 def passes_needed(space: StateSpace) -> int:
     """n |V|^(n-1): the masked forward passes of a full table."""
-    return space.length * space.vocab_size ** (space.length - 1)
+    return EXACT.passes(space)
 
 
 def measure_rate(source, rows: int = 32, seed: int = 0) -> float:
@@ -132,9 +130,10 @@ def cost_line(passes: int, rate: float, device: torch.device, what: str = "maske
     return f"{passes:,} {what}, {duration} at the measured {rate:,.0f} passes/s on {device}"
 
 
-class MLMTable(ScoreTable):
-    """The score table of a masked LM over a frame (a :class:`ScoreTable`), with the alphabet's
-    tokens (:meth:`decode`) and a description of where it came from (:meth:`describe`)."""
+class Tabulated:
+    """The alphabet's tokens (:meth:`decode`) and the provenance (:meth:`describe`) of a table tabulated
+    from a masked LM over a frame; mixed into :class:`MLMTable` and
+    :class:`~mlmix.empirical.partial.MLMPartialTable`."""
 
     def __init__(self, space: StateSpace, table: np.ndarray, temperature: float = 1.0, *,
                  tokens: Sequence[str], info: dict) -> None:
@@ -162,10 +161,153 @@ class MLMTable(ScoreTable):
         return f"{Path(model).name or model} on '{self.info.get('frame', '?')}', T={self.temperature:g}"
 
 
+class MLMTable(Tabulated, ScoreTable):
+    """The score table of a masked LM over a frame (a :class:`ScoreTable`), with the alphabet's
+    tokens (:meth:`decode`) and a description of where it came from (:meth:`describe`)."""
+
+
+@dataclass(frozen=True)
+class TableKind:
+    """One kind of tabulated table of a masked LM's conditionals, and its tabulation (:meth:`tabulate`).
+
+    Row r = i C + c of a table is site i and context c, the index of x_{-i} (remaining sites in order)
+    in base B = |V|, or B = |V| + 1 when ``masked`` (digit |V| is [MASK] there): C = B^(n-1) contexts,
+    n B^(n-1) masked forward passes, a table of shape (n, B^(n-1), |V|). Every kind is planned, announced,
+    checkpointed and cached the same way (module docstring); only what follows differs.
+    """
+
+    label: str  #: "exact table": the notes (read from the cache, cached as) and the refusals
+    name: str  #: "table": the cache messages ("the cached table ... is damaged")
+    contexts: str  #: "contexts": what the B^(n-1) rows of a site are, in the cost line and the refusal
+    masked: bool  #: contexts may mask sites (base |V| + 1)
+    #: scores (B, |V|) of symbols (B, n) (|V| = masked) at sites (B,), on the source's device
+    score: Callable[[Any, torch.Tensor, torch.Tensor], torch.Tensor]
+    table_class: type  #: built as table_class(space, table, temperature, tokens=..., info=...)
+    tag: str  #: of the checkpoint folder (:class:`~mlmix.files.OutputDir`)
+    counter: str  #: label of the progress counter
+    extra: dict  #: entries added to the cache record (hence to the key) and to ``info["table"]``
+
+    def passes(self, space: StateSpace) -> int:
+        """n B^(n-1): one masked forward pass per site and context."""
+        return space.length * (space.vocab_size + self.masked) ** (space.length - 1)
+
+    def key(self, source) -> tuple[str, dict]:
+        """The cache key of the source's table of this kind and the JSON record it hashes: the model's
+        weights, the input template (free positions as -1), the alphabet, the dtype and :attr:`extra`."""
+        template = source._template.tolist()
+        for slot in source.slots.tolist():
+            template[slot] = -1
+        record = {"format": FORMAT, "weights": cached_weights_hash(source),
+                  "architecture": type(source.model).__name__, "template": template,
+                  "alphabet": [int(t) for t in source.support_ids], "dtype": str(source.dtype).replace("torch.", ""),
+                  **self.extra}
+        return hashlib.sha256(json.dumps(record, sort_keys=True).encode()).hexdigest()[:32], record
+
+    def tabulate(self, source, *, cache_dir: str | os.PathLike | None = None, use_cache: bool = True,
+                 max_passes: int | None = None, progress: bool = True, log: Callable[[str], None] | None = None):
+        """The table of this kind of a :class:`~mlmix.empirical.mlm.MaskedLMConditionals`: read from the
+        cache when present and whole (no forward pass; a damaged entry is reported and recomputed), else
+        refused over ``max_passes``, announced with its measured cost, computed in checkpointed chunks
+        (resuming an interrupted run) and cached atomically (the record, with the table's SHA-256, last)."""
+        say = log if log is not None else progress_line
+        space = source.space
+        n, q = space.length, space.vocab_size
+        total = self.passes(space)
+        shape = f"n = {n} sites x {q + self.masked}^{n - 1} {self.contexts}"
+        key, record = self.key(source)
+        root = cache_root(cache_dir)
+        if use_cache:
+            try:
+                found = self.read(root, key, record, source.temperature)
+            except ValueError as err:
+                say(f"{err}; recomputing it")
+                found = None
+            if found is not None:
+                say(f"{self.label} read from the cache {root / (key + '.npz')} (no forward pass)")
+                return found
+        if max_passes is not None and total > check_int(max_passes, "--max-passes", minimum=1):
+            raise ValueError(f"the {self.label} needs {total:,} masked forward passes ({shape}), more than "
+                             f"--max-passes {max_passes:,}")
+        check_memory(4 * total * q * 3, f"the {self.label} (float32 chunks, the table and its float64 copy)")
+        start = time.perf_counter()
+        rate = measure_rate(source)
+        say(cost_line(total, rate, source.device) + f" ({shape}); use --max-passes to cap")
+        folder = root / f"{key}.partial"
+        chunk = _chunk_rows(folder if use_cache else None, record, rate)
+        with Counter(self.counter, total, unit="passes", enabled=progress) as bar:
+            if use_cache:
+                with OutputDir(folder, self.tag, {**record, "chunk_rows": chunk}) as out:
+                    scores = self._compute(source, total, chunk, bar, out.path)
+            else:
+                scores = self._compute(source, total, chunk, bar, None)
+        seconds = time.perf_counter() - start
+        info = {**source.describe(), "table": {**self.extra, "passes": total, "seconds": seconds,
+                                               "passes_per_second": total / seconds, "from_cache": False, "key": key}}
+        shaped = scores.reshape(n, total // n, q)
+        table = self.table_class(space, shaped, source.temperature, tokens=_tokens(source), info=info)
+        if use_cache:
+            atomic_save_npz(root / f"{key}.npz", table=shaped)
+            # written last: the record marks the table whole
+            atomic_write_json(root / f"{key}.json", {"key": record, "info": info, "tokens": table.tokens,
+                                                     "sha256": content_hash(shaped)})
+            shutil.rmtree(folder, ignore_errors=True)
+            say(f"{self.label} cached as {root / (key + '.npz')}")
+        return table
+
+    def _compute(self, source, total: int, chunk: int, bar: Counter, folder: Path | None) -> np.ndarray:
+        """Scores of every row r = i B^(n-1) + c (class docstring), float32 (total, |V|), through
+        :func:`compute_chunks` (checkpointed in ``folder``)."""
+        n, base = source.space.length, source.space.vocab_size + self.masked
+        contexts = base ** (n - 1)
+        place = torch.as_tensor(base ** np.arange(n - 2, -1, -1, dtype=np.int64), device=source.device)
+        columns = torch.arange(max(n - 1, 0), device=source.device)
+
+        def score_rows(rows: torch.Tensor) -> np.ndarray:
+            site, index = rows // contexts, rows % contexts
+            digits = (index[:, None] // place) % base  # x_{-i}, remaining sites in order
+            symbols = torch.zeros((rows.numel(), n), dtype=torch.long, device=source.device)
+            symbols.scatter_(1, columns[None, :] + (columns[None, :] >= site[:, None]).long(), digits)
+            return self.score(source, symbols, site).cpu().numpy()
+
+        return compute_chunks(source, total, chunk, bar, folder, score_rows)
+
+    def read(self, root: Path, key: str, record: dict, temperature: float):
+        """The cached table, None when there is none, or a one-line ValueError when the entry is damaged
+        (unreadable record or archive, wrong layout, or a table whose bytes do not match the recorded hash)."""
+        meta, data = root / f"{key}.json", root / f"{key}.npz"
+        if not (meta.is_file() and data.is_file()):
+            return None
+        saved = read_json(meta, f"cached {self.name} record")
+        if not isinstance(saved, dict) or saved.get("key") != json.loads(json.dumps(record)):
+            return None
+        n, q = len([t for t in record["template"] if t == -1]), len(record["alphabet"])
+        try:
+            info, tokens, digest = saved["info"], saved["tokens"], saved["sha256"]
+            info["table"] = {**info["table"], "from_cache": True, "cache": str(data)}
+            table = load_arrays(data, f"cached {self.name}")["table"]
+        except (ValueError, KeyError, TypeError) as err:
+            raise ValueError(f"the cached {self.name} {data} is damaged ({type(err).__name__}: {err})") from None
+        if table.shape != (n, (q + self.masked) ** (n - 1), q) or content_hash(table) != digest:
+            raise ValueError(f"the cached {self.name} {data} does not match the content hash in its record "
+                             "(edited or corrupt)")
+        return self.table_class(StateSpace(q, n), table, temperature, tokens=tokens, info=info)
+
+
+def _full_scores(source, symbols: torch.Tensor, sites: torch.Tensor) -> torch.Tensor:
+    """s_i(. | x_{-i}): the source's own scores (one masked pass per row for an MLM)."""
+    return source.scores_torch(symbols, sites, validate=False)
+
+
+#: The exact (Glauber) table: every full context x_{-i} in V^(n-1).
+EXACT = TableKind(label="exact table", name="table", contexts="contexts", masked=False, score=_full_scores,
+                  table_class=MLMTable, tag="tabulate", counter="tabulating", extra={})
+
+
 def cached_table(source, cache_dir: str | os.PathLike | None = None) -> MLMTable | None:
-    """The cached table of ``source`` (at its temperature), or None when there is none."""
+    """The cached exact table of ``source`` (at its temperature), or None when there is none; a damaged
+    entry raises a one-line ValueError."""
     key, record = table_key(source)
-    return _read(cache_root(cache_dir), key, record, source.temperature)
+    return EXACT.read(cache_root(cache_dir), key, record, source.temperature)
 
 
 def tabulate(source, *, cache_dir: str | os.PathLike | None = None, use_cache: bool = True,
@@ -173,46 +315,11 @@ def tabulate(source, *, cache_dir: str | os.PathLike | None = None, use_cache: b
              log: Callable[[str], None] | None = None) -> MLMTable:
     """The exact score table of a :class:`~mlmix.empirical.mlm.MaskedLMConditionals` (see the module
     docstring), read from the cache when present (no forward pass), else computed, checkpointed and
-    cached. ``max_passes`` refuses, before any work, a table that needs more passes; ``log`` receives
-    the one-line cost estimate and the cache notes (default: standard error)."""
-    say = log if log is not None else progress_line
-    space = source.space
-    n, q = space.length, space.vocab_size
-    total = passes_needed(space)
-    key, record = table_key(source)
-    root = cache_root(cache_dir)
-    found = read_cached(_read, root, key, record, source.temperature, "exact table", say) if use_cache else None
-    if found is not None:
-        return found
-    if max_passes is not None and total > check_int(max_passes, "--max-passes", minimum=1):
-        raise ValueError(f"the exact table needs {total:,} masked forward passes (n = {n} sites x {q}^{n - 1} "
-                         f"contexts), more than --max-passes {max_passes:,}")
-    check_memory(4 * total * q * 3, "the score table (float32 chunks, the table and its float64 copy)")
-    start = time.perf_counter()
-    rate = measure_rate(source)
-    say(cost_line(total, rate, source.device) + f" (n = {n} sites x {q}^{n - 1} contexts); use --max-passes to cap")
-    partial = root / f"{key}.partial"
-    chunk = _chunk_rows(partial if use_cache else None, record, rate)
-    with Counter("tabulating", total, unit="passes", enabled=progress) as bar:
-        if use_cache:
-            with OutputDir(partial, "tabulate", {**record, "chunk_rows": chunk}) as out:
-                scores = _compute(source, total, chunk, bar, out.path)
-        else:
-            scores = _compute(source, total, chunk, bar, None)
-    seconds = time.perf_counter() - start
-    info = {**source.describe(), "table": {"passes": total, "seconds": seconds, "passes_per_second": total / seconds,
-                                           "from_cache": False, "key": key}}
-    table = MLMTable(space, scores.reshape(n, q ** (n - 1), q), source.temperature, tokens=_tokens(source),
-                     info=info)
-    if use_cache:
-        stored = scores.reshape(n, q ** (n - 1), q)
-        atomic_save_npz(root / f"{key}.npz", table=stored)
-        # written last: the record marks the table whole
-        atomic_write_json(root / f"{key}.json", {"key": record, "info": info, "tokens": table.tokens,
-                                                 "sha256": content_hash(stored)})
-        shutil.rmtree(root / f"{key}.partial", ignore_errors=True)
-        say(f"exact table cached as {root / (key + '.npz')}")
-    return table
+    cached (:meth:`TableKind.tabulate` of :data:`EXACT`). ``max_passes`` refuses, before any work, a table
+    that needs more passes; ``log`` receives the one-line cost estimate and the cache notes (default:
+    standard error)."""
+    return EXACT.tabulate(source, cache_dir=cache_dir, use_cache=use_cache, max_passes=max_passes,
+                          progress=progress, log=log)
 
 
 def _chunk_rows(partial: Path | None, record: dict, rate: float) -> int:
@@ -225,20 +332,6 @@ def _chunk_rows(partial: Path | None, record: dict, rate: float) -> int:
             return params["chunk_rows"]
     work = max(1, int(rate * CHUNK_SECONDS))
     return max(MIN_CHUNK_ROWS, 1 << (work.bit_length() - 1))
-
-
-def read_cached(read: Callable, root: Path, key: str, record: dict, temperature: float, what: str,
-                say: Callable[[str], None]):
-    """The cached table ``read`` finds under ``root``/``key``, or None: a damaged or tampered entry (a
-    ValueError from ``read``) is reported and left to be recomputed, never used."""
-    try:
-        found = read(root, key, record, temperature)
-    except ValueError as err:
-        say(f"{err}; recomputing it")
-        return None
-    if found is not None:
-        say(f"{what} read from the cache {root / (key + '.npz')} (no forward pass)")
-    return found
 
 
 def compute_chunks(source, total: int, chunk: int, bar: Counter, folder: Path | None,
@@ -274,23 +367,6 @@ def compute_chunks(source, total: int, chunk: int, bar: Counter, folder: Path | 
     return out
 
 
-def _compute(source, total: int, chunk: int, bar: Counter, folder: Path | None) -> np.ndarray:
-    """Scores of every global row r = i |V|^(n-1) + c (site i, context index c), float32 (total, |V|)."""
-    n, q = source.space.length, source.space.vocab_size
-    contexts = q ** (n - 1)
-    place = torch.as_tensor(q ** np.arange(n - 2, -1, -1, dtype=np.int64), device=source.device)
-    columns = torch.arange(max(n - 1, 0), device=source.device)
-
-    def score_rows(rows: torch.Tensor) -> np.ndarray:
-        site, index = rows // contexts, rows % contexts
-        digits = (index[:, None] // place) % q  # x_{-i}, remaining sites in order
-        symbols = torch.zeros((rows.numel(), n), dtype=torch.long, device=source.device)
-        symbols.scatter_(1, columns[None, :] + (columns[None, :] >= site[:, None]).long(), digits)
-        return source.scores_torch(symbols, site, validate=False).cpu().numpy()
-
-    return compute_chunks(source, total, chunk, bar, folder, score_rows)
-
-
 def _tokens(source) -> list[str]:
     return source.tokenizer.convert_ids_to_tokens(source.support_ids.tolist())
 
@@ -301,25 +377,3 @@ def content_hash(array: np.ndarray) -> str:
     h = hashlib.sha256(f"{a.dtype.str}{a.shape}".encode())
     h.update(a.tobytes())
     return h.hexdigest()
-
-
-def _read(root: Path, key: str, record: dict, temperature: float) -> MLMTable | None:
-    """The cached table, None when there is none, or a one-line ValueError when the entry is damaged
-    (unreadable record or archive, wrong layout, or a table whose bytes do not match the recorded hash)."""
-    meta, data = root / f"{key}.json", root / f"{key}.npz"
-    if not (meta.is_file() and data.is_file()):
-        return None
-    saved = read_json(meta, "cached table record")
-    if not isinstance(saved, dict) or saved.get("key") != json.loads(json.dumps(record)):
-        return None
-    n, q = len([t for t in record["template"] if t == -1]), len(record["alphabet"])
-    try:
-        info, tokens, digest = saved["info"], saved["tokens"], saved["sha256"]
-        info["table"] = {**info["table"], "from_cache": True, "cache": str(data)}
-        table = load_arrays(data, "cached table")["table"]
-    except (ValueError, KeyError, TypeError) as err:
-        raise ValueError(f"the cached table {data} is damaged ({type(err).__name__}: {err})") from None
-    if table.shape != (n, q ** (n - 1), q) or content_hash(table) != digest:
-        raise ValueError(f"the cached table {data} does not match the content hash in its record (edited or "
-                         "corrupt)")
-    return MLMTable(StateSpace(q, n), table, temperature, tokens=tokens, info=info)

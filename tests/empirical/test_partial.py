@@ -14,6 +14,7 @@ from mlmix.cli import main
 from mlmix.empirical import partial as pt
 from mlmix.empirical import tabulate as tab
 from mlmix.empirical.mlm import MaskedLMConditionals
+from mlmix.progress import Counter
 from mlmix.theory.kernels.decoders import decoder_law
 
 FRAME, LETTERS = "c _ ! _ _", ["a", "b", "c", "!"]
@@ -122,6 +123,6 @@ def test_a_tampered_cached_partial_table_or_chunk_is_detected_and_recomputed(mlm
     folder.mkdir()
     ones = np.ones((10, mlm.space.vocab_size), dtype=np.float32)
     np.savez(folder / "chunk-000000000000.npz", scores=ones, sha256=np.array("0" * 64))
-    out = tab.compute_chunks(mlm, 10, 10, pt.Counter("test", 10, enabled=False), folder,
+    out = tab.compute_chunks(mlm, 10, 10, Counter("test", 10, enabled=False), folder,
                              lambda rows: np.zeros((rows.numel(), mlm.space.vocab_size), dtype=np.float32))
     assert not out.any()  # the damaged chunk was not used
