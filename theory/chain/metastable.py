@@ -27,7 +27,6 @@ from dataclasses import dataclass
 
 import numpy as np
 import scipy.sparse as sp
-import scipy.sparse.linalg as spla
 
 from mlmix.limits import DENSE_EIGEN_LIMIT, DENSE_HITTING_LIMIT
 from mlmix.validation import check_int
@@ -65,9 +64,12 @@ def slow_eigenpairs(P, pi: np.ndarray, count: int) -> tuple[np.ndarray, np.ndarr
         vals, vecs = np.linalg.eigh(A)
         vals, vecs = vals[::-1][:count], vecs[:, ::-1][:, :count]
     else:
-        vals, vecs = spla.eigsh(sp.csr_array(A), k=count, which="LA", v0=r)
-        order = np.argsort(vals)[::-1]
-        vals, vecs = vals[order], vecs[:, order]
+        # deferred: the Krylov engine imports torch, which dense chains never load
+        from mlmix.theory.linalg.krylov import lanczos
+
+        pairs = lanczos(sp.csr_array(A), r, k=count, which="LA", tol=lambda theta: 1e-13 * max(abs(theta), 1.0),
+                        max_matvecs=max(20_000, 50 * N))
+        vals, vecs = pairs.values, pairs.vectors.numpy().T
     return vals, vecs / r[:, None]
 
 

@@ -17,7 +17,7 @@ needed) and L = I - B has the eigenvalues 1 - lambda_k(S) in [0, 2].
   diag(e')^{-1/2} (X'^T X')^{-1} diag(e')^{-1/2}: a largest eigenvalue, which a backward-stable
   eigensolver gets to relative accuracy. Tested against closed forms and 60-digit arithmetic down to
   gaps of 1e-35 (``tests/test_spectral.py``).
-* Large sparse chains: Lanczos (ARPACK) on B with the known top eigenvector sqrt(pi) deflated; the
+* Large sparse chains: Lanczos (:mod:`mlmix.theory.linalg.krylov`) on B with the known top eigenvector sqrt(pi) deflated; the
   eigenvalue's absolute error is bounded by the residual norm, so a gap below it is reported as an
   interval (upper end: the Rayleigh quotient E(f, f) / Var(f) of the Ritz vector, a sum of
   non-negative terms and hence a certified upper bound).
@@ -146,13 +146,17 @@ def _dense_gap(S: Matrix, logpi: np.ndarray, name: str, el: Elimination | None) 
         vals, vecs = la.eigh(H, subset_by_index=top, check_finite=False)
         if vals.size == 0:  # dsyevr can return nothing for a massively degenerate top eigenvalue
             vals, vecs = la.eigh(H, check_finite=False)
-        lam, u, lanczos = float(vals[-1]), vecs[:, -1], 0.0
+        lam, u, residual = float(vals[-1]), vecs[:, -1], 0.0
     else:
-        vals, vecs = spla.eigsh(H, k=1, which="LA", tol=1e-14)
-        lam, u = float(vals[0]), vecs[:, 0]
-        lanczos = float(np.linalg.norm(H @ u - lam * u)) / lam
+        # deferred: the Krylov engine imports torch, which dense chains never load
+        from mlmix.theory.linalg.krylov import lanczos
+
+        u = lanczos(H, np.ones(H.shape[0]), tol=lambda theta: 1e-14 * abs(theta),
+                    max_matvecs=max(20_000, 50 * H.shape[0])).vector.numpy()
+        lam = float(u @ (H @ u))
+        residual = float(np.linalg.norm(H @ u - lam * u)) / lam
     gap = emin / lam
-    rel = 30 * N * EPS * kappa + lanczos
+    rel = 30 * N * EPS * kappa + residual
     # the slowest mode: w = X' diag(e')^{1/2} u is an eigenvector of L; f = D^{-1/2} w
     w = Xp @ (np.sqrt(ep) * u)
     f = np.empty(N)
@@ -175,23 +179,23 @@ def _scaled_mode(w: np.ndarray, logpi: np.ndarray) -> np.ndarray:
 def lanczos_gap(B: spla.LinearOperator, logpi: np.ndarray, name: str, method: str, *, rtol: float = DEFAULT_RTOL,
                 upper: Callable[[np.ndarray], float] | None = None) -> tuple[Result, np.ndarray]:
     """1 - lambda_2 of a symmetric operator B whose top eigenvector is sqrt(pi) (eigenvalue 1): Lanczos
-    (ARPACK) on B with sqrt(pi) deflated. |lambda - theta| <= ||B v - theta v|| for a unit Ritz pair, so
+    (:func:`~mlmix.theory.linalg.krylov.lanczos`) on B with sqrt(pi) deflated. |lambda - theta| <= ||B v - theta v|| for a unit Ritz pair, so
     the residual bounds the error; ``upper(f)`` gives a certified upper bound from the mode f = v/sqrt(pi)
     (a Rayleigh quotient). Returns the Result and the mode."""
+    # deferred: the Krylov engine imports torch, which dense chains never load
+    from mlmix.theory.linalg.krylov import lanczos
+
     N = B.shape[0]
     sq = np.exp(logpi / 2)
     sq /= np.linalg.norm(sq)
     op = spla.LinearOperator(B.shape, matvec=lambda v: B @ v - sq * (sq @ v), dtype=np.float64)
-    try:
-        vals, vecs = spla.eigsh(op, k=1, which="LA", tol=1e-10, v0=np.random.default_rng(0).standard_normal(N),
-                                maxiter=50 * N)
-        converged = True
-    except spla.ArpackNoConvergence as err:
-        vals, vecs, converged = err.eigenvalues, err.eigenvectors, False
-        if vals.size == 0:
-            return Result.interval(name, 0.0, None, method, "Lanczos did not converge"), np.zeros(N)
-    lam, v = float(vals[0]), vecs[:, 0]
+    v0 = np.random.default_rng(0).standard_normal(N)
+    ritz = lanczos(op, v0 - sq * (sq @ v0), tol=lambda theta: 1e-10 * abs(theta),
+                   max_matvecs=max(20_000, 50 * N))
+    v = ritz.vector.numpy()
+    lam = float(v @ (op @ v))  # the Rayleigh quotient of the unit Ritz vector
     resid = float(np.linalg.norm(op @ v - lam * v)) + 10 * EPS
+    converged = ritz.converged
     f = _scaled_mode(v, logpi)
     hi = min(upper(f), 2.0) if upper is not None else None
     out = Result.checked(name, 1.0 - lam, resid, method + "; error <= residual norm", rtol=rtol, lower=0.0, upper=hi,
@@ -204,7 +208,7 @@ def _lanczos_gap(S: sp.csr_array, logpi: np.ndarray, rtol: float, name: str) -> 
     check_memory(8.0 * (3 * S.nnz + 30 * N), f"Lanczos on {N} states")
     pi = np.exp(logpi)
     return lanczos_gap(spla.aslinearoperator(symmetric_form(S)), logpi, name,
-                       "ARPACK Lanczos on D^1/2 S D^-1/2 with sqrt(pi) deflated", rtol=rtol,
+                       "Lanczos on D^1/2 S D^-1/2 with sqrt(pi) deflated", rtol=rtol,
                        upper=lambda f: rayleigh_upper_bound(S, f, pi))
 
 
@@ -221,7 +225,7 @@ def multiplicative_gap_sparse(P: sp.csr_array, logpi: np.ndarray, rtol: float = 
     C = sp.csr_array((coo.data * np.exp((logpi[coo.row] - logpi[coo.col]) / 2), (coo.row, coo.col)), shape=P.shape)
     CT = sp.csr_array(C.T)
     op = spla.LinearOperator(P.shape, matvec=lambda v: CT @ (C @ v), dtype=np.float64)
-    return lanczos_gap(op, logpi, "multiplicative gap", "ARPACK Lanczos on C^T C, C = D^1/2 P D^-1/2 (P* P "
+    return lanczos_gap(op, logpi, "multiplicative gap", "Lanczos on C^T C, C = D^1/2 P D^-1/2 (P* P "
                        "never formed) with sqrt(pi) deflated", rtol=rtol)[0]
 
 
@@ -235,10 +239,15 @@ def bottom_gap(S: Matrix, logpi: np.ndarray, rtol: float = DEFAULT_RTOL, dense: 
         err = 4 * N * EPS
         method = "LAPACK symmetric eigensolver on D^1/2 S D^-1/2; absolute error <= 4 N u"
     else:
-        vals, vecs = spla.eigsh(sp.csr_array(B), k=1, which="SA", tol=1e-12, maxiter=50 * N)
-        lam = float(vals[0])
-        err = float(np.linalg.norm(B @ vecs[:, 0] - lam * vecs[:, 0])) + 10 * EPS
-        method = "ARPACK Lanczos (smallest eigenvalue) on D^1/2 S D^-1/2; error <= residual norm"
+        # deferred: the Krylov engine imports torch, which dense chains never load
+        from mlmix.theory.linalg.krylov import lanczos
+
+        Bc = sp.csr_array(B)
+        v = lanczos(Bc, np.random.default_rng(0).standard_normal(N), which="SA",
+                    tol=lambda theta: 1e-12 * abs(theta), max_matvecs=max(20_000, 50 * N)).vector.numpy()
+        lam = float(v @ (Bc @ v))  # the Rayleigh quotient of the unit Ritz vector
+        err = float(np.linalg.norm(Bc @ v - lam * v)) + 10 * EPS
+        method = "Lanczos (smallest eigenvalue) on D^1/2 S D^-1/2; error <= residual norm"
     return Result.checked("1 + lambda_min", 1.0 + lam, err, method, rtol=rtol, lower=0.0, upper=2.0)
 
 

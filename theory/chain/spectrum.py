@@ -2,7 +2,7 @@
 
 * **Reversible chains.** P is similar to the symmetric S = D^1/2 P D^-1/2, whose entries are
   S(x, y) = sqrt(P(x, y) P(y, x)) (detailed balance; no stationary law needed, each entry within 2u
-  of itself). Eigenpairs (theta_j, v_j) of S (LAPACK ``eigh`` when dense, ARPACK ``eigsh`` when
+  of itself). Eigenpairs (theta_j, v_j) of S (LAPACK ``eigh`` when dense, :func:`~mlmix.theory.linalg.krylov.lanczos` when
   sparse) are checked a posteriori: for a symmetric matrix, every theta_j lies within
   ||S v_j - theta_j v_j|| / ||v_j|| of an eigenvalue of S (Bauer-Fike for normal matrices), to which
   the rounding of forming S and of the residual is added. Real eigenvalues.
@@ -23,7 +23,6 @@ import math
 import numpy as np
 import scipy.linalg as la
 import scipy.sparse as sp
-import scipy.sparse.linalg as spla
 
 from mlmix.limits import DENSE_SPECTRUM_LIMIT
 from mlmix.theory.results import EPS, VectorResult
@@ -60,9 +59,14 @@ def eigenvalues(P: Matrix, k: int | None, reversible: bool) -> VectorResult:
             order = np.argsort(-np.abs(theta), kind="stable")[:k]
             method = "LAPACK eigh of S = sqrt(P * P^T) (reversible)"
         else:
-            theta, V = spla.eigsh(sp.csr_array(S), k=k, which="LM", tol=1e-14)
+            # deferred: the Krylov engine imports torch, which dense chains never load
+            from mlmix.theory.linalg.krylov import lanczos
+
+            pairs = lanczos(sp.csr_array(S), np.random.default_rng(0).standard_normal(N), k=k, which="LM",
+                            tol=lambda theta: 1e-14 * abs(theta), max_matvecs=max(20_000, 50 * N))
+            theta, V = pairs.values, pairs.vectors.numpy().T
             order = np.argsort(-np.abs(theta), kind="stable")
-            method = "ARPACK eigsh of S = sqrt(P * P^T) (reversible)"
+            method = "thick-restart Lanczos on S = sqrt(P * P^T) (reversible)"
         theta, V = theta[order], V[:, order]
         R = S @ V - V * theta
         terms = int(np.max(np.diff(sp.csr_array(S).indptr))) if sp.issparse(S) else N

@@ -232,6 +232,9 @@ def _residual(P: Matrix, pi: np.ndarray) -> float:
 def _iterative(P: sp.csr_array) -> VectorResult:
     """Grounded Krylov solve with checks (module docstring). A is applied from P_off^T (no grounded
     copy is built), and the same pieces serve the certificate."""
+    # deferred: the Krylov engine imports torch, which dense chains never load
+    from mlmix.theory.linalg.krylov import bicgstab, gmres
+
     N = P.shape[0]
     check_memory(8.0 * (P.nnz * 1.5 + 70 * N), f"iterative stationary solve of {N} states")
     z = int(np.argmax(P.diagonal()))  # ground at a state that is hard to leave: usually heavy
@@ -251,15 +254,17 @@ def _iterative(P: sp.csr_array) -> VectorResult:
     b = (offT @ unit)[R]
     M = spla.LinearOperator(A.shape, matvec=lambda v: v / dR, dtype=np.float64)
 
-    def krylov(rhs: np.ndarray, restarts: int = 200) -> tuple[np.ndarray, int, str]:
-        x, info = spla.gmres(A, rhs, rtol=ITERATIVE_RTOL, atol=0.0, restart=50, maxiter=restarts, M=M)
-        if info == 0 and not (x < -1e-10 * max(x.max(), 1.0)).any():
-            return x, info, "GMRES(50)"
-        x, info = spla.bicgstab(A, rhs, x0=np.clip(x, 0, None), rtol=ITERATIVE_RTOL, atol=0.0,
-                                maxiter=min(20 * N, 50 * restarts), M=M)
-        return x, info, "BiCGSTAB"
+    def krylov(rhs: np.ndarray, restarts: int = 200) -> tuple[np.ndarray, str]:
+        sol = gmres(A, rhs, preconditioner=M, restart=50, rtol=ITERATIVE_RTOL, max_matvecs=51 * restarts,
+                    patience=restarts)
+        x = sol.x.numpy()
+        if sol.converged and not (x < -1e-10 * max(x.max(), 1.0)).any():
+            return x, "GMRES(50)"
+        sol = bicgstab(A, rhs, x0=np.clip(x, 0, None), preconditioner=M, rtol=ITERATIVE_RTOL,
+                       max_matvecs=2 * min(20 * N, 50 * restarts))
+        return sol.x.numpy(), "BiCGSTAB"
 
-    x, info, solver = krylov(b)
+    x, solver = krylov(b)
     method = f"{solver} on the grounded system (diag(d) - P_RR^T) x = P_zR^T, Jacobi preconditioned"
     pi = np.empty(N)
     pi[R], pi[z] = np.clip(x, 0.0, None), 1.0
@@ -292,7 +297,7 @@ def _iterative(P: sp.csr_array) -> VectorResult:
     def regularised(c: np.ndarray) -> np.ndarray:
         rhs = c.copy()
         rhs[z] = -c[R].sum()
-        y, _ = spla.gmres(B, rhs, rtol=ITERATIVE_RTOL, atol=0.0, restart=50, maxiter=20, M=MB)
+        y = gmres(B, rhs, preconditioner=MB, restart=50, rtol=ITERATIVE_RTOL, max_matvecs=51 * 20, patience=20).x.numpy()
         return y - (y[z] / pi[z]) * pi
 
     def grounded_solve(c: np.ndarray) -> np.ndarray:

@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from mlmix.theory.linalg.distributed import LOCAL
-from mlmix.theory.linalg.krylov import conjugate_gradient, gmres, inner, lanczos_largest, norm
+from mlmix.theory.linalg.krylov import conjugate_gradient, gmres, inner, lanczos, norm
 
 
 def operator(A: np.ndarray):
@@ -42,13 +42,13 @@ def test_inner_and_norm_on_one_process():
 
 
 @pytest.mark.parametrize("n, basis, seed", [(40, 16, 0), (120, 8, 1), (150, 24, 2)])
-def test_lanczos_largest_eigenpair_against_eigh(n, basis, seed):
+def test_lanczos_eigenpair_against_eigh(n, basis, seed):
     """Separated top eigenvalue (gap 0.5 over a spectrum of width ~6): restarts with a basis of 8 too."""
     lam = np.sort(np.r_[np.random.default_rng(seed).uniform(-3, 2.5, n - 1), 3.0])
     A = symmetric(n, seed, lam)
     apply = operator(A)
     tol = 1e-10
-    pair = lanczos_largest(apply, start(n, seed), tol=lambda theta: tol * abs(theta), basis_size=basis)
+    pair = lanczos(apply, start(n, seed), tol=lambda theta: tol * abs(theta), basis_size=basis)
     w, U = np.linalg.eigh(A)
     assert pair.converged and pair.matvecs == len(apply.calls) and pair.matvecs > basis  # restarted
     assert pair.value == pytest.approx(w[-1], rel=1e-12, abs=1e-12)
@@ -68,7 +68,7 @@ def test_lanczos_stops_exactly_on_an_invariant_subspace():
     A = symmetric(30, 4, lam)
     _, U = np.linalg.eigh(A)
     v0 = torch.as_tensor(U[:, [3, 10, 29]] @ np.array([1.0, 2.0, 0.5]))
-    pair = lanczos_largest(operator(A), v0, tol=lambda theta: 0.0, basis_size=10)
+    pair = lanczos(operator(A), v0, tol=lambda theta: 0.0, basis_size=10)
     assert pair.converged and pair.matvecs == 3 and pair.residual_estimate == 0.0
     assert pair.value == pytest.approx(2.0, rel=1e-13) and pair.next_value == pytest.approx(lam[10], rel=1e-12)
 
@@ -77,7 +77,7 @@ def test_lanczos_reports_failure_when_out_of_matvecs():
     lam = np.r_[np.linspace(0.0, 1.0, 199), 1.0 + 1e-6]  # a top gap of 1e-6: far from converged in 24 steps
     A = symmetric(200, 5, lam)
     seen = []
-    pair = lanczos_largest(operator(A), start(200), tol=lambda theta: 1e-14, basis_size=8, max_matvecs=24,
+    pair = lanczos(operator(A), start(200), tol=lambda theta: 1e-14, basis_size=8, max_matvecs=24,
                            progress=lambda k, r, t: seen.append((k, r, t)))
     assert not pair.converged and pair.matvecs >= 24
     assert seen and seen[-1][0] == pair.matvecs and seen[-1][2] == 1e-14
@@ -88,11 +88,11 @@ def test_lanczos_refuses_a_tiny_basis_and_a_degenerate_start():
     """A zero or NaN start vector is a one-line ValueError (it used to surface as LAPACK's "Eigenvalues did
     not converge" from the NaN tridiagonal matrix)."""
     with pytest.raises(ValueError, match="basis_size must be >= 4") as info:
-        lanczos_largest(operator(np.eye(5)), start(5), tol=lambda t: 1e-8, basis_size=3)
+        lanczos(operator(np.eye(5)), start(5), tol=lambda t: 1e-8, basis_size=3)
     assert "\n" not in str(info.value)
     for v0 in (torch.zeros(5, dtype=torch.float64), torch.full((5,), np.nan, dtype=torch.float64)):
         with pytest.raises(ValueError, match="v0 must be finite and non-zero") as info:
-            lanczos_largest(operator(np.eye(5)), v0, tol=lambda t: 1e-8)
+            lanczos(operator(np.eye(5)), v0, tol=lambda t: 1e-8)
         assert "\n" not in str(info.value)
 
 
@@ -173,7 +173,7 @@ def test_lanczos_on_a_metastable_spectrum():
     gap, is resolved to the float spacing near 1 over 1e-13 (a few 1e-3 relative) and no better."""
     n = 60
     lam = np.r_[np.linspace(-0.5, 0.9, n - 1), 1 - 1e-13]
-    pair = lanczos_largest(operator(np.diag(lam)), start(n, 5), tol=lambda theta: max(1e-3 * (1 - theta), 1e-15))
+    pair = lanczos(operator(np.diag(lam)), start(n, 5), tol=lambda theta: max(1e-3 * (1 - theta), 1e-15))
     assert pair.converged and abs(pair.value - lam[-1]) <= 4 * np.finfo(float).eps
     assert (1 - pair.value) == pytest.approx(1e-13, rel=5e-3)
     assert abs(abs(float(pair.vector[-1])) - 1) < 1e-12

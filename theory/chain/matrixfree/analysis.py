@@ -13,7 +13,7 @@
 
   evaluated at pi_hat and the computed additive gap gamma (first order).
 * **Gap.** gamma = 1 - lambda_2 of S = (P + P*)/2 (= P when reversible): thick-restart Lanczos
-  (:func:`mlmix.theory.linalg.krylov.lanczos_largest`) on the symmetric D^{1/2} S D^{-1/2}, sqrt(pi)
+  (:func:`mlmix.theory.linalg.krylov.lanczos`) on the symmetric D^{1/2} S D^{-1/2}, sqrt(pi)
   deflated. The value is the Rayleigh quotient E(f, f) / Var_pi(f) of the Ritz function f = y /
   sqrt(pi), with E summed as non-negative terms (so a small gap keeps its relative accuracy); it is
   an upper bound on gamma (variational). The lower bound is value - ||r|| with r = B y - theta y
@@ -64,7 +64,7 @@ from mlmix.theory.chain.mixing import MixingBounds
 from mlmix.theory.chain.spectrum import implied_timescales
 from mlmix.theory.chain.structure import Structure
 from mlmix.theory.kernels.operators import KernelOperator, kernel_operator
-from mlmix.theory.linalg.krylov import gmres, inner, lanczos_largest, norm
+from mlmix.theory.linalg.krylov import gmres, inner, lanczos, norm
 from mlmix.theory.results import DEFAULT_RTOL, EPS, NAMES, Result, VectorResult, results_frame
 from mlmix.validation import check_eps, check_int, check_real, check_state_set, check_steps, check_vector
 
@@ -217,9 +217,9 @@ def _top_ritz(op: KernelOperator, sym, w: torch.Tensor, *, rtol: float, basis_si
 
     unit = float(torch.finfo(op.dtype).eps) / 2
     floor = 8 * unit * (op.space.length * op.space.vocab_size + 4)
-    ritz = lanczos_largest(deflated, _start_vector(op, w, seed), tol=lambda th: max(rtol * (1.0 - th), floor),
-                           comm=comm, basis_size=basis_size, max_matvecs=max_matvecs,
-                           progress=Convergence(f"{what} (Lanczos)", progress))
+    ritz = lanczos(deflated, _start_vector(op, w, seed), tol=lambda th: max(rtol * (1.0 - th), floor),
+                   comm=comm, basis_size=basis_size, max_matvecs=max_matvecs,
+                   progress=Convergence(f"{what} (Lanczos)", progress))
     y = ritz.vector
     y.sub_(w, alpha=float(inner(comm, w, y)))
     y.div_(norm(comm, y))
