@@ -24,6 +24,8 @@ the stationary-mass ordering), named by its size and mass: both numbers are in [
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Iterable
+from typing import Any
 
 import numpy as np
 import scipy.sparse as sp
@@ -101,6 +103,45 @@ def exact_conductance(P: Matrix, logpi: np.ndarray) -> Result:
                               **_witness("conductance", phi, mask, log_mass))
 
 
+def _namespace(a: Any) -> Any:
+    """numpy, or torch for a torch tensor (then torch is already loaded: nothing new is imported)."""
+    if type(a).__module__.startswith("torch"):
+        import torch  # the argument is a torch tensor, so torch is already loaded
+
+        return torch
+    return np
+
+
+def sweep_profile(K: int, bucket: Any, mass: Any, pairs: Iterable[tuple[Any, Any, Any]],
+                  reduce: Callable[[Any], Any] = lambda t: t) -> tuple[Any, Any]:
+    """The sweep of a function over the states, shared by the assembled and the matrix-free chains:
+    for the nested sets S_k = {x : bucket(x) < k}, k = 1..K, the cut Q(S_k, S_k^c) and the light-side
+    mass min(pi(S_k), 1 - pi(S_k)) (Cheeger's ratio is their quotient).
+
+    ``bucket``: the threshold group of each state (its rank in an ordering: every prefix; or the number
+    of thresholds below f(x): binned sets); ``mass``: pi(x), at any common scale; ``pairs``: (bucket(x),
+    bucket(y), pi(x) P(x, y)) over the transitions, in chunks. A transition x -> y crosses the cuts
+    min < k <= max of its two buckets, so the cuts are one cumulative sum of +-flow at those two ends;
+    both directions are counted (Q(S, S^c) = Q(S^c, S) for a stationary pi), hence the halving.
+    ``reduce`` sums the two profiles over processes (the identity on one). numpy arrays or torch
+    tensors alike (the arithmetic is the same)."""
+    xp = _namespace(bucket)
+    inside = reduce(xp.bincount(bucket.reshape(-1), weights=mass.reshape(-1), minlength=K + 1))
+    diff = None
+    for bx, by, flow in pairs:
+        lo, hi = xp.minimum(bx, by), xp.maximum(bx, by)  # shapes broadcast with the flow's
+        crossing = (flow * (lo != hi)).reshape(-1)
+        term = xp.bincount(lo.reshape(-1) + 1, weights=crossing, minlength=K + 2) - \
+            xp.bincount(hi.reshape(-1) + 1, weights=crossing, minlength=K + 2)
+        diff = term if diff is None else diff + term
+    if diff is None:
+        raise ValueError("the sweep needs the transitions' flows (no pairs were given)")
+    diff = reduce(diff)
+    cut = xp.cumsum(diff, 0)[1:K + 1] / 2
+    below = xp.cumsum(inside, 0)[:K]
+    return cut, xp.minimum(below, inside.sum() - below)
+
+
 def sweep_candidates(P: Matrix, order: np.ndarray, logpi: np.ndarray) -> list[np.ndarray]:
     """The most promising prefix sets of an ordering of the states (light side, pi <= 1/2), ranked by
     an approximate cut ratio (prefix sums; only a ranking: the winners are re-evaluated exactly)."""
@@ -109,17 +150,11 @@ def sweep_candidates(P: Matrix, order: np.ndarray, logpi: np.ndarray) -> list[np
     rank[order] = np.arange(N)
     coo = sp.coo_array(P)
     shift = float(logpi.max())
-    q = np.exp(logpi[coo.row] - shift) * coo.data
-    lo, hi = np.minimum(rank[coo.row], rank[coo.col]), np.maximum(rank[coo.row], rank[coo.col])
-    cross = lo < hi
-    diff = np.bincount(lo[cross] + 1, q[cross], minlength=N + 1) - np.bincount(hi[cross] + 1, q[cross],
-                                                                                minlength=N + 1)
-    cut = np.maximum(np.cumsum(diff)[1:N], 0.0) / 2
-    w = np.exp(logpi[order] - shift)
-    mass = np.cumsum(w)[: N - 1]
+    w = np.exp(logpi - shift)
+    cut, light = sweep_profile(N - 1, rank, w, [(rank[coo.row], rank[coo.col], w[coo.row] * coo.data)])
+    ratio = np.maximum(cut, 0.0) / np.maximum(light, np.finfo(float).tiny)
+    mass = np.cumsum(w[order])[: N - 1]
     total = w.sum()
-    light = np.minimum(mass, total - mass)
-    ratio = cut / np.maximum(light, np.finfo(float).tiny)
     picks = np.argsort(ratio, kind="stable")[:_RECHECK]
     out = []
     for k in picks:

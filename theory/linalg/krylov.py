@@ -180,8 +180,8 @@ def _preconditioner(M: OperatorLike | None, op: Operator) -> Operator | None:
 def gmres(A: OperatorLike, b: torch.Tensor | np.ndarray, *, x0: torch.Tensor | np.ndarray | None = None, comm: Comm | None = None,
           preconditioner: OperatorLike | None = None, restart: int = 30, rtol: float = 1e-12,
           max_matvecs: int = 5_000, patience: int = 3, progress: ProgressFn | None = None) -> LinearSolve:
-    """Solve A x = b by GMRES(``restart``) with classical Gram-Schmidt applied twice and Givens
-    rotations, right-preconditioned by ``preconditioner`` (z = M^{-1} v: Arnoldi on A M^{-1}, x = M^{-1} y)
+    """Solve A x = b by GMRES(``restart``) with classical Gram-Schmidt (a second pass where the first
+    loses more than 30% of the norm: the DGKS criterion) and Givens rotations, right-preconditioned by ``preconditioner`` (z = M^{-1} v: Arnoldi on A M^{-1}, x = M^{-1} y)
     when given; the true residual is recomputed at every restart and decides convergence
     (||b - A x|| <= rtol ||b||); ``patience`` restarts without halving it stop the solve. ``comm`` only for an
     ``apply(v, out)`` function. Memory: ``restart + 3`` vectors (+ 1 with a preconditioner)."""
@@ -219,12 +219,17 @@ def gmres(A: OperatorLike, b: torch.Tensor | np.ndarray, *, x0: torch.Tensor | n
         for j in range(m):
             w = op.apply(V[j] if Minv is None else Minv.apply(V[j], z), V[j + 1])
             matvecs += 1
+            before = norm(comm, w)
             h = inner(comm, V[:j + 1], w)
             w.addmv_(V[:j + 1].T, h, alpha=-1.0)
-            h2 = inner(comm, V[:j + 1], w)
-            w.addmv_(V[:j + 1].T, h2, alpha=-1.0)
-            H[:j + 1, j] = (h + h2).cpu().numpy()
-            H[j + 1, j] = norm(comm, w)
+            after = norm(comm, w)
+            if after < 0.7 * before:  # cancellation: a second pass (Daniel, Gragg, Kaufman and Stewart 1976)
+                h2 = inner(comm, V[:j + 1], w)
+                w.addmv_(V[:j + 1].T, h2, alpha=-1.0)
+                h = h + h2
+                after = norm(comm, w)
+            H[:j + 1, j] = h.cpu().numpy()
+            H[j + 1, j] = after
             if H[j + 1, j] > 0:
                 w.div_(H[j + 1, j])
             for i in range(j):  # previous rotations

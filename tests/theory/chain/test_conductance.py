@@ -11,7 +11,7 @@ from helpers import two_state
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from mlmix.theory.chain.conductance import conductance_interval, exact_conductance, log_set_conductance
+from mlmix.theory.chain.conductance import conductance_interval, exact_conductance, log_set_conductance, sweep_profile
 from mlmix.theory.chain.core import Chain
 from mlmix.theory.chain.shortcuts import set_conductance
 from mlmix.theory.kernels.assembled import glauber_kernel
@@ -137,3 +137,36 @@ def test_bad_sets_and_sizes():
         ch.set_conductance([0.5])
     with pytest.raises(ValueError, match="2\\^N"):
         exact_conductance(np.full((21, 21), 1 / 21), np.full(21, -np.log(21)))
+
+
+@pytest.mark.parametrize("binned", [False, True])
+def test_sweep_profile_against_brute_force_in_numpy_and_torch(binned):
+    """The one sweep (assembled and matrix-free chains): for every nested set {bucket < k} the cut and the
+    light-side mass equal Q(S, S^c) and min(pi(S), 1 - pi(S)) summed directly, on a non-reversible
+    chain; torch tensors in two chunks give the same profile as numpy in one."""
+    import torch
+
+    rng = np.random.default_rng(3)
+    N = 12
+    P = rng.uniform(size=(N, N)) * (rng.uniform(size=(N, N)) < 0.5) + np.eye(N)
+    P /= P.sum(axis=1, keepdims=True)
+    pi = Chain(P).stationary.value
+    f = rng.standard_normal(N)
+    bucket = np.searchsorted(np.quantile(f, [0.25, 0.5, 0.75]), f, side="right") if binned else \
+        np.argsort(np.argsort(f))  # 4 binned sets, or every prefix of the order of f
+    K = int(bucket.max())
+    row, col = np.nonzero(P)
+    cut, light = sweep_profile(K, bucket, pi, [(bucket[row], bucket[col], pi[row] * P[row, col])])
+    for k in range(1, K + 1):
+        S = bucket < k
+        assert cut[k - 1] == pytest.approx((pi[S, None] * P[np.ix_(S, ~S)]).sum(), rel=1e-12)
+        assert light[k - 1] == pytest.approx(min(pi[S].sum(), 1 - pi[S].sum()), rel=1e-12)
+    t = torch.as_tensor
+    half = len(row) // 2
+    chunks = [(t(bucket[r]), t(bucket[c]), t(pi[r] * P[r, c])) for r, c in ((row[:half], col[:half]),
+                                                                              (row[half:], col[half:]))]
+    cut_t, light_t = sweep_profile(K, t(bucket), t(pi), chunks)
+    np.testing.assert_allclose(cut_t.numpy(), cut, rtol=1e-13)
+    np.testing.assert_allclose(light_t.numpy(), light, rtol=1e-13)
+    with pytest.raises(ValueError, match="flows"):
+        sweep_profile(K, bucket, pi, [])

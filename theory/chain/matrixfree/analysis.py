@@ -50,6 +50,7 @@ from mlmix.errors import ConvergenceError
 from mlmix.limits import MFPT_LIMIT
 from mlmix.progress import Convergence
 from mlmix.theory.chain.absorbing import Absorption, absorption_probabilities, expected_steps, fundamental_matrix
+from mlmix.theory.chain.conductance import sweep_profile
 from mlmix.theory.chain.core import Chain
 from mlmix.theory.chain.matrixfree.solves import (
     asymptotic_variance,
@@ -360,18 +361,8 @@ def operator_conductance(op: KernelOperator, pi: VectorResult, gap: GapResult, *
     thr = _thresholds(op, f, bins)
     K = thr.numel()
     bucket = torch.searchsorted(thr, f.contiguous(), right=True)  # number of thresholds <= f(x)
-    mass = torch.bincount(bucket, weights=pi_t.double(), minlength=K + 1)
-    diff = torch.zeros(K + 2, dtype=torch.float64, device=op.device)
-    for flow, (bx,), (by,) in op.fibre_pairs(pi_t, [bucket]):
-        lo, hi = torch.minimum(bx, by), torch.maximum(bx, by)  # the pair crosses the cuts lo < k <= hi
-        crossing = (flow * (lo != hi)).double().reshape(-1)
-        diff += torch.bincount(lo.reshape(-1).add_(1), weights=crossing, minlength=K + 2)
-        diff -= torch.bincount(hi.reshape(-1).add_(1), weights=crossing, minlength=K + 2)
-    comm.allreduce_(mass)
-    comm.allreduce_(diff)
-    cut = torch.cumsum(diff, 0)[1:K + 1] / 2  # cut[k-1]: sets {bucket < k}, k = 1..K (both directions / 2)
-    inside = torch.cumsum(mass, 0)[:K]
-    light = torch.minimum(inside, mass.sum() - inside)
+    pairs = ((bx, by, flow.double()) for flow, (bx,), (by,) in op.fibre_pairs(pi_t, [bucket]))
+    cut, light = sweep_profile(K, bucket, pi_t.double(), pairs, reduce=comm.allreduce_)  # sets {bucket < k}
     ratio = torch.where(light > 0, cut / light.clamp(min=1e-300), torch.full_like(cut, math.inf))
     k = int(torch.argmin(ratio)) + 1
     S = bucket < k
