@@ -72,7 +72,7 @@ DOUBLING_LIMIT = 1024
 #: Largest chain whose dense powers (distance curve) or full spectrum a figure computes.
 PLOT_DENSE_LIMIT = 2048
 #: Up to this many states the slow eigenvectors of the metastable sets come from a dense symmetric
-#: eigensolver (O(N^3)); ARPACK's Lanczos (scipy eigsh) above.
+#: eigensolver (O(N^3)); the Krylov engine's Lanczos (mlmix.theory.linalg.krylov) above.
 DENSE_EIGEN_LIMIT = 4096
 #: Coupled pairs of ``mlmix diagnose`` on an assembled kernel are scattered into dense rows of up to this
 #: many entries (2^24 float64: 128 MiB); more pairs times states is refused (use fewer pairs or Glauber).

