@@ -82,19 +82,62 @@ def lanczos(A: OperatorLike, v0: torch.Tensor | np.ndarray, *, tol: Callable[[fl
             comm: Comm | None = None, basis_size: int | None = None, keep: int | None = None,
             max_matvecs: int = 20_000, progress: ProgressFn | None = None) -> RitzPairs:
     """The ``k`` extreme eigenpairs of a symmetric operator by thick-restart Lanczos (module docstring):
-    ``which`` "LA" (largest), "SA" (smallest) or "LM" (largest modulus).
+    ``which`` "LA" (largest), "SA" (smallest) or "LM" (largest modulus), repeated eigenvalues counted
+    with their multiplicity.
 
-    ``v0`` is the start vector (a tensor, or a float64 ndarray: then the pairs are on the CPU; keep it orthogonal to any eigenvector you deflate; the operator must
-    then project its output too); ``comm`` only for an ``apply(v, out)`` function. Stops when every
-    wanted residual estimate beta |s_mj| <= ``tol(theta_j)``, or when ``max_matvecs`` is reached or the
-    worst estimate, already within 1000 x its tolerance, has not improved by 10% in eight restarts
-    (the rounding floor; ``converged`` False). Like every single-vector Krylov method it sees one copy
-    of a repeated eigenvalue in exact arithmetic (rounding usually reveals the others).
-    Memory: ``basis_size + 1`` vectors (default max(24, 2 k + 8); a larger basis restarts less often:
-    on a 177,147-state chain 24 vectors needed half the products of 16).
+    ``v0`` is the start vector (a tensor, or a float64 ndarray: then the pairs are on the CPU; keep it
+    orthogonal to any eigenvector you deflate, and make the operator project its output too); ``comm``
+    only for an ``apply(v, out)`` function. Stops when every wanted residual estimate beta |s_mj| <=
+    ``tol(theta_j)``, or when ``max_matvecs`` is reached or the worst estimate, already within 1000 x
+    its tolerance, has not improved by 10% in eight restarts (the rounding floor; ``converged`` False).
+
+    A single-vector Krylov space holds one direction of each eigenspace, so a repeated eigenvalue shows
+    once. For k > 1 the converged pairs are therefore locked and the search repeated on the operator
+    deflated by them, from a new random vector orthogonal to them, until a search finds nothing that
+    ranks among the k best (each search adds at least one pair). Memory: ``basis_size + 1`` vectors
+    (default max(24, 2 k + 8); a larger basis restarts less often: on a 177,147-state chain 24 vectors
+    needed half the products of 16), plus the k locked ones.
     """
     v0 = _vector(v0)
     op = as_operator(A, like=v0, comm=comm)
+    if which not in _ORDER:
+        raise ValueError(f"which must be one of {', '.join(_ORDER)}, got {which!r}")
+    pairs = _thick_restart(op, v0, tol=tol, k=k, which=which, basis_size=basis_size, keep=keep,
+                           max_matvecs=max_matvecs, progress=progress)
+    N = v0.numel() if op.comm.world_size == 1 else None
+    if k == 1 or not pairs.converged or N is None:
+        return pairs
+    key, found = _ORDER[which], pairs
+    rng = torch.Generator(device="cpu").manual_seed(20240601)
+    while pairs.matvecs < max_matvecs and pairs.values.size < N:
+        Y = pairs.vectors
+
+        def deflated(v: torch.Tensor, out: torch.Tensor, Y: torch.Tensor = Y) -> torch.Tensor:
+            op.apply(v - Y.T @ (Y @ v), out)
+            return out.sub_(Y.T @ (Y @ out))
+
+        start = torch.randn(N, generator=rng, dtype=v0.dtype).to(v0.device)
+        for _ in range(2):
+            start -= Y.T @ (Y @ start)
+        more = _thick_restart(Operator(deflated, N, v0.dtype, v0.device), start, tol=tol,
+                              k=min(k, N - Y.shape[0]), which=which, basis_size=basis_size, keep=keep,
+                              max_matvecs=max_matvecs - pairs.matvecs, progress=progress)
+        full = pairs.values.size >= k
+        if not more.converged or (full and key(more.values[:1])[0] >= key(pairs.values[-1:])[0]):
+            return RitzPairs(pairs.values, pairs.vectors, pairs.residual_estimates, found.next_value,
+                             pairs.matvecs + more.matvecs, more.converged or pairs.converged)
+        values = np.concatenate([pairs.values, more.values])
+        order = np.argsort(key(values), kind="stable")[:k]
+        vectors = torch.cat([pairs.vectors, more.vectors])[torch.as_tensor(order)]
+        residuals = np.concatenate([pairs.residual_estimates, more.residual_estimates])[order]
+        pairs = RitzPairs(values[order], vectors, residuals, found.next_value, pairs.matvecs + more.matvecs, True)
+    return pairs
+
+
+def _thick_restart(op: Operator, v0: torch.Tensor, *, tol: Callable[[float], float], k: int, which: str,
+                   basis_size: int | None, keep: int | None, max_matvecs: int,
+                   progress: ProgressFn | None) -> RitzPairs:
+    """One thick-restart Lanczos run (module docstring) for :func:`lanczos`."""
     comm = op.comm
     if which not in _ORDER:
         raise ValueError(f"which must be one of {', '.join(_ORDER)}, got {which!r}")
@@ -151,8 +194,9 @@ def lanczos(A: OperatorLike, v0: torch.Tensor | np.ndarray, *, tol: Callable[[fl
             Y = torch.as_tensor(S[:, :wanted].T.copy(), dtype=V.dtype, device=V.device) @ V[:end]
             for row in Y:
                 row.div_(norm(comm, row))
+            # an invariant subspace (end < m) holds fewer than k eigenvalues, each exact
             return RitzPairs(theta[:wanted].copy(), Y, residuals, float(theta[wanted]) if end > wanted else None,
-                             matvecs, bool(converged or (end < m and wanted == k)))
+                             matvecs, bool(converged or end < m))
         Sk = torch.as_tensor(S[:, :keep].T.copy(), dtype=V.dtype, device=V.device)
         for c in range(0, N, _CHUNK):  # V[:keep] <- S_k^T V[:m], in place, chunk by chunk
             V[:keep, c:c + _CHUNK] = Sk @ V[:m, c:c + _CHUNK]

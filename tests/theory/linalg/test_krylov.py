@@ -291,3 +291,17 @@ def test_bicgstab_zero_right_hand_side_and_budget():
     short = bicgstab(A, np.ones(50), rtol=1e-14, max_matvecs=5)
     assert not short.converged and short.matvecs <= 6
     assert short.relative_residual == pytest.approx(np.linalg.norm(np.ones(50) - A @ short.x.numpy()) / np.sqrt(50))
+
+
+@pytest.mark.parametrize("which", ["LA", "LM"])
+def test_lanczos_counts_a_repeated_eigenvalue_with_its_multiplicity(which):
+    """A single Krylov space sees one copy of an eigenvalue of multiplicity 3 (and stops on an invariant
+    subspace); the locked, deflated searches find the other copies: the 5 largest are 3, 3, 3, 2, 2."""
+    n = 60
+    lam = np.r_[[3.0, 3.0, 3.0, 2.0, 2.0], np.linspace(-1.0, 1.0, n - 5)]
+    A = symmetric(n, 9, lam)
+    pairs = lanczos(A, np.ones(n), k=5, which=which, tol=lambda theta: 1e-12 * abs(theta))
+    np.testing.assert_allclose(pairs.values, [3.0, 3.0, 3.0, 2.0, 2.0], rtol=0, atol=1e-10)
+    Y = pairs.vectors.numpy()
+    assert np.abs(Y @ Y.T - np.eye(5)).max() < 1e-8  # five independent eigenvectors, not one copy five times
+    assert np.linalg.norm(Y @ A - pairs.values[:, None] * Y, axis=1).max() < 1e-8
