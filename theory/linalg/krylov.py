@@ -122,16 +122,19 @@ def lanczos(A: OperatorLike, v0: torch.Tensor | np.ndarray, *, tol: Callable[[fl
         more = _thick_restart(Operator(deflated, N, v0.dtype, v0.device), start, tol=tol,
                               k=min(k, N - Y.shape[0]), which=which, basis_size=basis_size, keep=keep,
                               max_matvecs=max_matvecs - pairs.matvecs, progress=progress)
-        full = pairs.values.size >= k
-        if not more.converged or (full and key(more.values[:1])[0] >= key(pairs.values[-1:])[0]):
-            return RitzPairs(pairs.values, pairs.vectors, pairs.residual_estimates, found.next_value,
-                             pairs.matvecs + more.matvecs, more.converged or pairs.converged)
+        matvecs = pairs.matvecs + more.matvecs
+        if not more.converged or (pairs.values.size >= k and key(more.values[:1])[0] >= key(pairs.values[-1:])[0]):
+            # a search that did not converge leaves open whether a better pair was missed
+            return RitzPairs(pairs.values, pairs.vectors, pairs.residual_estimates, found.next_value, matvecs,
+                             more.converged)
         values = np.concatenate([pairs.values, more.values])
         order = np.argsort(key(values), kind="stable")[:k]
         vectors = torch.cat([pairs.vectors, more.vectors])[torch.as_tensor(order)]
         residuals = np.concatenate([pairs.residual_estimates, more.residual_estimates])[order]
-        pairs = RitzPairs(values[order], vectors, residuals, found.next_value, pairs.matvecs + more.matvecs, True)
-    return pairs
+        pairs = RitzPairs(values[order], vectors, residuals, found.next_value, matvecs, True)
+    # out of products (not converged), or every eigenpair found
+    return RitzPairs(pairs.values, pairs.vectors, pairs.residual_estimates, found.next_value, pairs.matvecs,
+                     pairs.values.size >= min(k, N) and pairs.matvecs < max_matvecs)
 
 
 def _thick_restart(op: Operator, v0: torch.Tensor, *, tol: Callable[[float], float], k: int, which: str,
