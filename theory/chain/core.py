@@ -545,10 +545,11 @@ class Chain:
         an irreducible chain); with transient states, K of the closed class plus tr((I - P_TT)^-1)
         (:func:`~mlmix.theory.chain.variance.kemeny_constant_transient`)."""
         core = self._core
-        if core is self and not core.is_dense and core.is_reversible:  # bounds from the trace and the gap
-            return kemeny_interval(core.n_states, float(core.P.diagonal().sum()), self.spectral_gap,
+        if core is self and not core.is_dense:  # bounds from the trace and the (additive) gap
+            return kemeny_interval(core.n_states, float(core.P.diagonal().sum()),
+                                   self.spectral_gap if core.is_reversible else self.additive_gap,
                                    how=f"{self._on_core()}; the exact value needs a dense grounded inverse "
-                                   f"(<= {self.dense_limit} states)")
+                                   f"(<= {self.dense_limit} states)", reversible=core.is_reversible)
         if not self.is_dense or not core.is_dense:
             return Result.missing("Kemeny constant", "-",
                                   f"needs a dense grounded inverse (<= {self.dense_limit} states)")

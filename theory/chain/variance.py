@@ -108,27 +108,38 @@ def kemeny_constant_dense(el: Elimination, pi: np.ndarray, pi_rel_error: float, 
 
 
 def kemeny_interval(n_states: int, trace: float, gap: Result, lambda_min: float = -1.0, *,
-                    how: str = "") -> Result:
-    """Bounds on K = sum_{j >= 2} 1 / (1 - lambda_j) of a reversible chain from its trace and gap alone
-    (no eigenvector): every lambda_j (j >= 2) lies in [a, b], a = ``lambda_min`` (a lower bound on the
+                    how: str = "", reversible: bool = True) -> Result:
+    """Bounds on K = sum_{j >= 2} 1 / (1 - lambda_j) from the trace and a gap alone (no eigenvector).
+
+    Reversible: every lambda_j (j >= 2) lies in [a, b], a = ``lambda_min`` (a lower bound on the
     smallest eigenvalue: -1 in general, 0 for a positive semi-definite kernel), b = 1 - gap; with
     sum_{j >= 2} lambda_j = tr P - 1, the tangent 1/(1 - lambda) >= 1 + lambda and the chord of the
     convex 1/(1 - lambda) over [a, b] give
 
         N - 2 + tr P  <=  K  <=  (N - 1) / (1 - a) + (tr P - 1 - (N - 1) a) / ((1 - a)(1 - b)).
 
+    Not reversible (``gap`` the additive gap, of (P + P*)/2): a right eigenvector f of lambda_j != 1 has
+    pi(f) = 0, so Re lambda_j = <f, (P + P*)/2 f>_pi / <f, f>_pi lies in [-1, 1 - gap], and |lambda_j| <= 1.
+    K is real (conjugate pairs), K = sum_j Re 1/(1 - lambda_j), and for z = 1 - lambda with Re z = x,
+    1/2 <= Re 1/z = x / |z|^2 <= 1/x (the disc |lambda| <= 1; real lambda). The chord of 1/x over
+    [gap, 2] with sum_j Re(1 - lambda_j) = N - tr P gives the upper end above with a = -1; the lower end
+    is (N - 1)/2 (attained in the limit of eigenvalues on the unit circle).
+
     ``trace`` is taken as exact to N u (a sum of N non-negative terms); the upper end needs the gap's
     lower end."""
     N = int(n_states)
     slack = 1 + 4 * N * EPS
-    lo = (N - 2 + trace) / slack
+    if not reversible:
+        lambda_min = -1.0
+    lo = (N - 2 + trace) / slack if reversible else (N - 1) / 2 / slack
     hi = None
     if gap.lower:
         a = float(lambda_min)
         hi = ((N - 1) / (1 - a) + (trace - 1 - (N - 1) * a) / ((1 - a) * gap.lower)) * slack
-    return Result.interval("Kemeny constant", lo, hi,
-                           f"tangent and chord of 1/(1 - lambda) over [{lambda_min:g}, 1 - gap] with sum lambda_j = "
-                           f"tr P - 1{how}",
+    method = (f"tangent and chord of 1/(1 - lambda) over [{lambda_min:g}, 1 - gap] with sum lambda_j = tr P - 1{how}"
+              if reversible else f"Re 1/(1 - lambda_j) in [1/2, 1/Re(1 - lambda_j)], Re lambda_j in [-1, 1 - additive "
+              f"gap], chord with sum Re lambda_j = tr P - 1 (non-reversible){how}")
+    return Result.interval("Kemeny constant", lo, hi, method,
                            "the Kemeny constant needs every eigenvalue (or a dense grounded inverse): only bounds "
                            "from the trace and the gap are computed at this size", trace=trace)
 def kemeny_constant_transient(P: Matrix, transient: np.ndarray, closed: Result, *,

@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 
 from mlmix.errors import ConvergenceError
 from mlmix.theory.chain.core import Chain
+from mlmix.theory.chain.variance import kemeny_interval
 from mlmix.theory.kernels.assembled import glauber_kernel
 from mlmix.theory.linalg.matrices import krylov_solve
 from mlmix.theory.reference import birth_death
@@ -158,3 +159,30 @@ def test_bad_functions():
         ch.asymptotic_variance(np.array([1.0, np.nan]))
     with pytest.raises(TypeError):
         ch.asymptotic_variance("f")
+
+
+def test_kemeny_bounds_of_a_non_reversible_chain_hold_where_the_reversible_ones_fail():
+    """P = (1 - s) I + s C (C the cyclic shift on m states): eigenvalues 1 - s + s w^j, so
+    K = (1/s) sum_j 1/(1 - w^j) = (m - 1) / (2 s) exactly. The reversible lower end N - 2 + tr P is above
+    it (complex eigenvalues break the tangent bound); the non-reversible interval contains it."""
+    m, s = 5, 0.9
+    P = (1 - s) * np.eye(m) + s * np.roll(np.eye(m), 1, axis=1)
+    exact = (m - 1) / (2 * s)
+    chain = Chain(P)
+    assert chain.kemeny_constant.value == pytest.approx(exact, rel=1e-12)
+    trace = float(np.trace(P))
+    assert m - 2 + trace > exact  # the reversible lower end would be wrong here
+    box = kemeny_interval(m, trace, chain.additive_gap, reversible=False)
+    assert box.lower <= exact <= box.upper and not box.resolved
+    assert box.lower == pytest.approx((m - 1) / 2, rel=1e-12)
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_non_reversible_kemeny_interval_on_csr_and_operator_contains_the_dense_value(seed):
+    src = ScoreTable.random(3, 4, seed=seed, scale=2.0)  # 81 states, incompatible: not reversible
+    exact = Chain.from_source(src, representation="dense").kemeny_constant.value
+    for rep in ("sparse", "operator"):
+        options = {"device": "cpu"} if rep == "operator" else {}
+        k = Chain.from_source(src, representation=rep, **options).kemeny_constant
+        assert k.lower <= exact <= k.upper, (rep, k, exact)
+        assert "non-reversible" in k.method

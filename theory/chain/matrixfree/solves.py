@@ -23,7 +23,10 @@ rounding of the stored coefficients w_K c_K), so |fl(P v) - P v| <= gamma_k P v,
   conditional expectations), K = sum_{j >= 2} 1 / (1 - lambda_j) with 0 <= lambda_j <= 1 - gamma:
   1 + lambda <= 1 / (1 - lambda) <= 1 + lambda / gamma (the chord of a convex function), and
   sum_{j >= 2} lambda_j = tr P - 1 with tr P = N sum_K w_K |V|^-|K| exactly (the conditionals of a
-  block sum to 1 over its values), so K lies in [N - 2 + tr P, N - 1 + (tr P - 1) / gamma].
+  block sum to 1 over its values), so K lies in [N - 2 + tr P, N - 1 + (tr P - 1) / gamma]. A
+  non-reversible kernel: Re lambda_j in [-1, 1 - gamma_add] and 1/2 <= Re 1/(1 - lambda_j) <= 1/Re(1 - lambda_j)
+  give K in [(N - 1)/2, (N - 1)/2 + (tr P + N - 2) / (2 gamma_add)]
+  (:func:`mlmix.theory.chain.variance.kemeny_interval`).
 
 Reversible kernels solve the symmetric positive definite forms D^1/2 (I - P_UU) D^-1/2 by conjugate
 gradients (from the square-rooted conditionals); others use GMRES. Single-process vectors (the
@@ -271,13 +274,11 @@ def distance_from(op: KernelOperator, mu: np.ndarray, t_max: int, pi: np.ndarray
 
 
 def kemeny_bounds(op: KernelOperator, gap: Result) -> Result:
-    """K for a reversible (positive semi-definite) heat-bath kernel: the interval of
-    :func:`mlmix.theory.chain.variance.kemeny_interval` with lambda_min = 0 and tr P = N sum_K w_K |V|^-|K|
-    (module docstring); missing with the reason for other kernels."""
-    if not op.reversible:
-        return Result.missing(NAMES["kemeny_constant"], "matrix-free", "the Kemeny constant of a non-reversible "
-                              "kernel needs its complex spectrum or the fundamental matrix (dense algorithms)")
+    """Bounds on K from tr P = N sum_K w_K |V|^-|K| (exact for any heat-bath kernel: a block's conditionals
+    sum to 1 over its values) and ``gap``, the additive gap: the interval of
+    :func:`mlmix.theory.chain.variance.kemeny_interval`, with lambda_min = 0 for a reversible (positive
+    semi-definite) kernel and the non-reversible bounds otherwise (module docstring)."""
     q = op.space.vocab_size
     trace = op.n_states * sum(b.weight * q ** -len(b.sites) for b in op.blocks)
-    return kemeny_interval(op.n_states, trace, gap, 0.0, how=" = N sum_K w_K |V|^-|K| (a positive semi-definite "
-                           "heat-bath kernel)")
+    how = " = N sum_K w_K |V|^-|K|" + (" (a positive semi-definite heat-bath kernel)" if op.reversible else "")
+    return kemeny_interval(op.n_states, trace, gap, 0.0, how=how, reversible=op.reversible)
