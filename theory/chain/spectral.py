@@ -190,7 +190,8 @@ def lanczos_gap(B: spla.LinearOperator, logpi: np.ndarray, name: str, method: st
     sq /= np.linalg.norm(sq)
     op = spla.LinearOperator(B.shape, matvec=lambda v: B @ v - sq * (sq @ v), dtype=np.float64)
     v0 = np.random.default_rng(0).standard_normal(N)
-    ritz = lanczos(op, v0 - sq * (sq @ v0), tol=lambda theta: 1e-10 * abs(theta),
+    # the residual is the gap's absolute error: ask for 1e-10 of the gap itself, down to the rounding floor
+    ritz = lanczos(op, v0 - sq * (sq @ v0), tol=lambda theta: max(1e-10 * (1.0 - theta), 64 * EPS),
                    max_matvecs=max(20_000, 50 * N))
     v = ritz.vector.numpy()
     lam = float(v @ (op @ v))  # the Rayleigh quotient of the unit Ritz vector
