@@ -1,5 +1,6 @@
 """The sharded operator and solvers (torch.distributed, gloo on CPU) against the single-process ones:
-P f, mu P, the stationary law, the gap, the conductance interval and the t_mix bounds agree."""
+P f, mu P, the stationary law, the gap, the conductance interval, the t_mix bounds, and the solves
+(hitting times, committors, hitting probabilities, the asymptotic variance, a distance curve) agree."""
 
 import os
 import socket
@@ -12,6 +13,13 @@ import torch.multiprocessing as mp
 
 from mlmix.files import atomic_save_npz
 from mlmix.theory.chain.matrixfree.analysis import analyse_operator, hash_uniform
+from mlmix.theory.chain.matrixfree.solves import (
+    asymptotic_variance,
+    committor,
+    distance_from,
+    hitting_probabilities,
+    hitting_times,
+)
 from mlmix.theory.kernels.operators import kernel_operator
 from mlmix.theory.linalg.distributed import LOCAL, Comm
 from mlmix.theory.sources.conditionals import IsingModel, LogWeightTable, ScoreTable
@@ -36,6 +44,18 @@ def _figures(comm: Comm, name: str) -> dict[str, np.ndarray]:
     out = {key: comm.all_gather_cat(v.contiguous()).numpy() for key, v in local.items()}
     out["scalars"] = np.array([gap.value, gap.lower, gap.upper, phi.lower, phi.upper, phi.details["set_mass"],
                                t.lower, -1 if t.upper is None else t.upper, res["stationary"].residual])
+    # the solves take sets and functions over all states and return them over all states, on every process
+    N = op.n_states
+    A = np.arange(N) % 7 == 0
+    B = (np.arange(N) % 11 == 3) & ~A
+    pi = torch.as_tensor(res["stationary"].value).to(op.dtype)
+    mu = np.zeros(N)
+    mu[3] = 1.0
+    var = asymptotic_variance(op, np.cos(np.arange(N)), pi, gap)
+    out.update(hitting=hitting_times(op, A, pi).value, committor=committor(op, A, B, pi).value,
+               hitting_probabilities=hitting_probabilities(op, A, 5).value,
+               distance=distance_from(op, mu, 6, pi, res["stationary"].rel_error).value,
+               variance=np.array([var.value if var.value is not None else np.nan, var.lower, var.upper]))
     return out
 
 
@@ -73,6 +93,8 @@ def _run(world: int, tmp_path) -> None:
             np.testing.assert_allclose(sharded["pi"], single["pi"], rtol=1e-11, atol=0)
             np.testing.assert_array_equal(sharded["fiedler_set"], single["fiedler_set"])
             np.testing.assert_allclose(sharded["scalars"], single["scalars"], rtol=1e-9, atol=1e-15)
+            for key in ("hitting", "committor", "hitting_probabilities", "distance", "variance"):
+                np.testing.assert_allclose(sharded[key], single[key], rtol=1e-8, atol=1e-13, err_msg=f"{name} {key}")
 
 
 def test_two_gloo_processes_equal_one(tmp_path):

@@ -694,7 +694,7 @@ class OperatorChain(Chain):
             mu[check_state_set(start, self.n_states, "start")] = 1.0
         else:
             mu = check_vector(start, self.n_states, "start", probability=True)
-        return distance_from(self.op, mu, t_max, self.stationary.value, self._pi_rel_error)
+        return distance_from(self.op, mu, t_max, self._pi_t, self._pi_rel_error)
 
     # ---------------------------------------------------------------- solves
     def asymptotic_variance(self, f: np.ndarray) -> Result:

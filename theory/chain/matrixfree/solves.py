@@ -29,8 +29,9 @@ rounding of the stored coefficients w_K c_K), so |fl(P v) - P v| <= gamma_k P v,
   (:func:`mlmix.theory.chain.variance.kemeny_interval`).
 
 Reversible kernels solve the symmetric positive definite forms D^1/2 (I - P_UU) D^-1/2 by conjugate
-gradients (from the square-rooted conditionals); others use GMRES. Single-process vectors (the
-stationary certificate also runs sharded).
+gradients (from the square-rooted conditionals); others use GMRES. Every solve runs on one process or
+sharded (torch.distributed): sets and functions over all states are cut to each process's part, inner
+products and maxima are reduced over the processes, and the results are gathered.
 """
 
 from __future__ import annotations
@@ -68,6 +69,26 @@ def _np(t: torch.Tensor) -> np.ndarray:
 
 def _t(op: KernelOperator, v: np.ndarray) -> torch.Tensor:
     return torch.as_tensor(v, device=op.device).to(op.dtype)
+
+
+# Sharded vectors: process r holds the states r L .. (r + 1) L - 1 (L = op.local_size, the leading sites
+# sharded); arguments over all states are cut to this process's part, results gathered in rank order.
+
+def _local(op: KernelOperator, v: np.ndarray) -> torch.Tensor:
+    """This process's part of a vector over all states (all of it on one process)."""
+    start = op.comm.rank * op.local_size
+    return torch.as_tensor(np.asarray(v)[start:start + op.local_size], device=op.device)
+
+
+def _gather(op: KernelOperator, t: torch.Tensor) -> np.ndarray:
+    """A sharded vector over all states, on every process."""
+    return _np(op.comm.all_gather_cat(t.contiguous()))
+
+
+def _total(op: KernelOperator, t: torch.Tensor, how: str = "sum") -> float:
+    """sum (or max, min) over all states of a sharded vector."""
+    part = t.sum(dtype=torch.float64) if how == "sum" else (t.max() if how == "max" else t.min()).double()
+    return float(op.comm.allreduce_(part.reshape(1).clone(), how))
 
 
 # ------------------------------------------------------------------------------------------ stationary law
@@ -135,7 +156,7 @@ def _absorbed(op: KernelOperator, unknown: torch.Tensor, b: torch.Tensor, pi: to
             op.apply(y * keep, "symmetric", out)
             return out.mul_(keep).neg_().add_(y)
 
-        sol = conjugate_gradient(sym, b * r, rtol=SOLVE_RTOL, max_matvecs=MAX_MATVECS)
+        sol = conjugate_gradient(sym, b * r, comm=op.comm, rtol=SOLVE_RTOL, max_matvecs=MAX_MATVECS)
         how = f"conjugate gradients on D^1/2 (I - P_UU) D^-1/2 (reversible), {sol.matvecs} applications"
         return sol.x / r, sol, how
 
@@ -143,21 +164,19 @@ def _absorbed(op: KernelOperator, unknown: torch.Tensor, b: torch.Tensor, pi: to
         op.apply(x * keep, "functions", out)
         return out.mul_(keep).neg_().add_(x)
 
-    sol = gmres(apply, b, restart=50, rtol=SOLVE_RTOL, max_matvecs=MAX_MATVECS)
+    sol = gmres(apply, b, comm=op.comm, restart=50, rtol=SOLVE_RTOL, max_matvecs=MAX_MATVECS)
     return sol.x, sol, f"GMRES(50) on (I - P_UU) x = b, {sol.matvecs} applications"
 
 
 def _mask(op: KernelOperator, S: np.ndarray) -> torch.Tensor:
-    if op.comm.world_size > 1:
-        raise ValueError("hitting times, committors and hitting probabilities are computed on one process")
-    return torch.as_tensor(S, device=op.device)
+    return _local(op, np.asarray(S, dtype=bool))
 
 
 def hitting_times(op: KernelOperator, A: np.ndarray, pi: torch.Tensor) -> VectorResult:
     """E_x tau_A for every start x (``A`` a boolean mask; the chain irreducible), certified entrywise."""
     name = NAMES["hitting_time"]
     Am = _mask(op, A)
-    if bool(Am.all()):
+    if _total(op, Am.to(torch.float64), "min") > 0:
         return VectorResult(name, np.zeros(op.n_states), "every state is in A", 0.0)
     U = ~Am
     one = U.to(op.dtype)
@@ -167,9 +186,9 @@ def hitting_times(op: KernelOperator, A: np.ndarray, pi: torch.Tensor) -> Vector
     Ph = op.apply(h, "functions")
     P_abs = op.apply(h.abs(), "functions")
     r = (one - (h - Ph * one)) * one
-    rho = float((r.abs() + gamma * (one + h.abs() + P_abs) * one).max())
+    rho = _total(op, (r.abs() + gamma * (one + h.abs() + P_abs) * one), "max")
     rel = rho / (1 - rho) if rho < 1 else None
-    return VectorResult(name, _np(h), how + f"; entrywise error <= rho / (1 - rho), rho = ||r||_inf = {rho:.1e} "
+    return VectorResult(name, _gather(op, h), how + f"; entrywise error <= rho / (1 - rho), rho = ||r||_inf = {rho:.1e} "
                         "(M = (I - P_UU)^-1 >= 0, M 1 = E tau_A)", rel, None, sol.relative_residual,
                         details={"representation": "operator"})
 
@@ -188,15 +207,15 @@ def committor(op: KernelOperator, A: np.ndarray, B: np.ndarray, pi: torch.Tensor
     gamma = rounding(op)
     Px = op.apply(x, "functions")
     r = (b - (x - Px * keep)) * keep
-    rho = float((r.abs() + gamma * (x.abs() + op.apply(x.abs(), "functions") + b) * keep).max())
-    k = hitting_times(op, _np(~C).astype(bool), pi)
+    rho = _total(op, (r.abs() + gamma * (x.abs() + op.apply(x.abs(), "functions") + b) * keep), "max")
+    k = hitting_times(op, _gather(op, ~C).astype(bool), pi)
     q = x + inB
     name = NAMES["committor"]
     if k.rel_error is None or not rho < 1:
-        return VectorResult(name, _np(q), how + "; not certified (the residual or E tau_{A u B} is not bounded)",
+        return VectorResult(name, _gather(op, q), how + "; not certified (the residual or E tau_{A u B} is not bounded)",
                             None, None, sol.relative_residual, details={"representation": "operator"})
     bound = rho * np.asarray(k.value) * (1 + k.rel_error)
-    qn = _np(q)
+    qn = _gather(op, q)
     rel = float(np.max(bound / qn)) if (qn > 0).all() else None
     return VectorResult(name, qn, how + f"; |error| <= rho E_x tau_(A u B) entrywise, rho = {rho:.1e}",
                         rel if rel is not None and rel < 1 else None, float(bound.sum()), sol.relative_residual,
@@ -212,61 +231,57 @@ def hitting_probabilities(op: KernelOperator, A: np.ndarray, t: int) -> VectorRe
     for _ in range(t):
         h = op.apply(h, "functions").mul_(1 - inA).add_(inA)
     rel = math.expm1(t * math.log1p(rounding(op)))
-    return VectorResult(NAMES["hitting_probabilities"], _np(h), f"{t} backward steps (matrix-free)", rel)
+    return VectorResult(NAMES["hitting_probabilities"], _gather(op, h), f"{t} backward steps (matrix-free)", rel)
 
 
 # ------------------------------------------------------------------------------------------ averages
 
 def asymptotic_variance(op: KernelOperator, f: np.ndarray, pi: torch.Tensor, gap: Result) -> Result:
-    """sigma^2(f) through the Poisson equation (module docstring); one process."""
-    if op.comm.world_size > 1:
-        raise ValueError("the asymptotic variance is computed on one process")
-    ft = _t(op, f)
-    fbar = ft - float((pi * ft).sum())
+    """sigma^2(f) through the Poisson equation (module docstring), on one process or sharded."""
+    ft = _local(op, f).to(op.dtype)
+    fbar = ft - _total(op, pi * ft)
     if op.reversible:  # D^1/2 (I - P + 1 pi^T) D^-1/2 = I - B + sqrt(pi) sqrt(pi)^T: positive definite
         r = pi.sqrt()
 
         def sym(y: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
             op.apply(y, "symmetric", out)
-            return out.neg_().add_(y).add_(r, alpha=float((r * y).sum()))
+            return out.neg_().add_(y).add_(r, alpha=_total(op, r * y))
 
-        sol = conjugate_gradient(sym, fbar * r, rtol=SOLVE_RTOL, max_matvecs=MAX_MATVECS)
+        sol = conjugate_gradient(sym, fbar * r, comm=op.comm, rtol=SOLVE_RTOL, max_matvecs=MAX_MATVECS)
         g = sol.x / r
         how = f"conjugate gradients on D^1/2 (I - P + 1 pi^T) D^-1/2, {sol.matvecs} applications"
     else:
         def apply(x: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
             op.apply(x, "functions", out)
-            return out.neg_().add_(x).add_(float((pi * x).sum()))
+            return out.neg_().add_(x).add_(_total(op, pi * x))
 
-        sol = gmres(apply, fbar, restart=50, rtol=SOLVE_RTOL, max_matvecs=MAX_MATVECS)
+        sol = gmres(apply, fbar, comm=op.comm, restart=50, rtol=SOLVE_RTOL, max_matvecs=MAX_MATVECS)
         g = sol.x
         how = f"GMRES(50) on (I - P + 1 pi^T) g = f_bar, {sol.matvecs} applications"
     Pg = op.apply(g, "functions")
-    res = fbar - (g - Pg + float((pi * g).sum()))
+    res = fbar - (g - Pg + _total(op, pi * g))
     res = res.abs_().add_(op.apply(g.abs(), "functions").add_(g.abs()).add_(fbar.abs()), alpha=rounding(op))
-    var = float((pi * fbar.square()).sum())
-    sigma2 = 2.0 * float((pi * fbar * g).sum()) - var
+    var = _total(op, pi * fbar.square())
+    sigma2 = 2.0 * _total(op, pi * fbar * g) - var
     g_lo = gap.lower or 0.0
-    err = 2.0 * math.sqrt(var * float((pi * res.square()).sum())) / g_lo if g_lo > 0 else math.inf
+    err = 2.0 * math.sqrt(var * _total(op, pi * res.square())) / g_lo if g_lo > 0 else math.inf
     err += 8 * EPS * op.n_states ** 0.5 * (abs(sigma2) + var)  # the inner products
     return Result.checked(NAMES["asymptotic_variance"], sigma2, err, how + "; error <= 2 ||f_bar||_pi ||r||_pi / gap "
                           "(r with its rounding)", lower=0.0)
 
 
-def distance_from(op: KernelOperator, mu: np.ndarray, t_max: int, pi: np.ndarray,
+def distance_from(op: KernelOperator, mu: np.ndarray, t_max: int, pi: torch.Tensor,
                   pi_rel_error: float | None) -> VectorResult:
-    """TV(mu P^t, pi) for t = 0..t_max by t_max applications of P^T; ``abs_error`` bounds every entry
-    (t gamma of rounding per step plus pi's L1 error); one process."""
-    if op.comm.world_size > 1:
-        raise ValueError("distances from a start law are computed on one process")
-    m = _t(op, mu)
-    p = _t(op, pi)
+    """TV(mu P^t, pi) for t = 0..t_max by t_max applications of P^T (``mu`` over all states, ``pi`` this
+    process's part); ``abs_error`` bounds every entry (t gamma of rounding per step plus pi's L1 error)."""
+    m = _local(op, mu).to(op.dtype)
+    p = pi.to(op.dtype)
     out = np.empty(t_max + 1)
     for t in range(t_max + 1):
-        out[t] = 0.5 * float((m - p).abs().sum(dtype=torch.float64))
+        out[t] = 0.5 * _total(op, (m - p).abs())
         if t < t_max:
             m = op.apply(m, "measures")
-            m.div_(m.sum())
+            m.div_(_total(op, m))
     gamma = rounding(op)
     err = 0.5 * (t_max * 2 * gamma + _pi_l1_error(pi_rel_error) + 2 * op.n_states * EPS)
     return VectorResult(NAMES["distance_curve"], out, f"{t_max} applications of P^T from the start law "
