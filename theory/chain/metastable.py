@@ -28,6 +28,7 @@ from dataclasses import dataclass
 import numpy as np
 import scipy.sparse as sp
 
+from mlmix.errors import ConvergenceError
 from mlmix.limits import DENSE_EIGEN_LIMIT, DENSE_HITTING_LIMIT
 from mlmix.validation import check_int
 
@@ -69,6 +70,9 @@ def slow_eigenpairs(P, pi: np.ndarray, count: int) -> tuple[np.ndarray, np.ndarr
 
         pairs = lanczos(sp.csr_array(A), r, k=count, which="LA", tol=lambda theta: 1e-13 * max(abs(theta), 1.0),
                         max_matvecs=max(20_000, 50 * N))
+        if not pairs.converged or pairs.values.size < count:
+            raise ConvergenceError(f"the {count} slowest modes of {N} states: Lanczos found {pairs.values.size} "
+                                   f"in {pairs.matvecs} products without converging")
         vals, vecs = pairs.values, pairs.vectors.numpy().T
     return vals, vecs / r[:, None]
 

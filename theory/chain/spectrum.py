@@ -66,7 +66,9 @@ def eigenvalues(P: Matrix, k: int | None, reversible: bool) -> VectorResult:
                             tol=lambda theta: 1e-14 * abs(theta), max_matvecs=max(20_000, 50 * N))
             theta, V = pairs.values, pairs.vectors.numpy().T
             order = np.argsort(-np.abs(theta), kind="stable")
-            method = "thick-restart Lanczos on S = sqrt(P * P^T) (reversible)"
+            method = "thick-restart Lanczos on S = sqrt(P * P^T) (reversible)" + (
+                "" if pairs.converged and theta.size == k else f" (did not converge: {theta.size} of {k} values, "
+                "each certified on its own; an eigenvalue among the k largest may be missing)")
         theta, V = theta[order], V[:, order]
         R = S @ V - V * theta
         terms = int(np.max(np.diff(sp.csr_array(S).indptr))) if sp.issparse(S) else N
