@@ -186,3 +186,17 @@ def test_non_reversible_kemeny_interval_on_csr_and_operator_contains_the_dense_v
         k = Chain.from_source(src, representation=rep, **options).kemeny_constant
         assert k.lower <= exact <= k.upper, (rep, k, exact)
         assert "non-reversible" in k.method
+
+
+def test_non_reversible_kemeny_interval_on_a_metastable_chain():
+    """The noisy ferromagnet at T = 0.05 (non-reversible, additive gap 1.2e-13, pi down to 5e-33): the
+    sparse chain's certified interval contains the dense (GTH, certified) Kemeny constant."""
+    from mlmix.theory.reference import noisy_ferromagnet
+
+    P = glauber_kernel(noisy_ferromagnet().at_temperature(0.05))
+    dense = Chain(P.toarray())
+    exact = dense.kemeny_constant
+    assert exact.rel_error is not None and exact.rel_error < 1e-6 and dense.additive_gap.value < 1e-12
+    k = Chain(P, dense_limit=4).kemeny_constant
+    assert "non-reversible" in k.method and k.upper is not None
+    assert k.lower <= exact.value * (1 + exact.rel_error) and exact.value * (1 - exact.rel_error) <= k.upper

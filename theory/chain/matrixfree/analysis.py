@@ -57,6 +57,7 @@ from mlmix.theory.chain.matrixfree.solves import (
     certify_stationary,
     committor,
     distance_from,
+    global_total,
     hitting_probabilities,
     hitting_times,
     kemeny_bounds,
@@ -101,13 +102,9 @@ def hash_uniform(start: int, stop: int, seed: int, device: torch.device) -> torc
 
 # ------------------------------------------------------------------------------------------ stationary law
 
-def _global_sum(op: KernelOperator, t: torch.Tensor) -> float:
-    return float(op.comm.allreduce_(t.sum(dtype=torch.float64)))
-
-
 def _l1_residual(op: KernelOperator, pi: torch.Tensor) -> float:
     out = op.apply(pi, "measures")
-    return _global_sum(op, out.sub_(pi).abs_())
+    return global_total(op, out.sub_(pi).abs_())
 
 
 def operator_stationary(op: KernelOperator, *, rtol: float = STATIONARY_RTOL, progress: bool = False) -> VectorResult:
@@ -124,7 +121,7 @@ def operator_stationary(op: KernelOperator, *, rtol: float = STATIONARY_RTOL, pr
         log_mu, err = op.log_joint
         lm = log_mu.reshape(-1)
         m = comm.allreduce_(lm.max().clone(), "max")
-        z = _global_sum(op, (lm - m).exp())
+        z = global_total(op, (lm - m).exp())
         log_pi = lm - (m + math.log(z))
         n_total = op.n_states
         rel = math.expm1(2 * err + 4 * EPS * (float(comm.allreduce_(log_pi.abs().max().clone(), "max"))
@@ -139,7 +136,7 @@ def operator_stationary(op: KernelOperator, *, rtol: float = STATIONARY_RTOL, pr
 
     def system(x: torch.Tensor, out: torch.Tensor) -> torch.Tensor:  # (I - P^T + u 1^T) x
         op.apply(x, "measures", out)
-        return out.neg_().add_(x).add_(u, alpha=_global_sum(op, x))
+        return out.neg_().add_(x).add_(u, alpha=global_total(op, x))
 
     report = Convergence("stationary law (GMRES)", progress)
     sol = gmres(system, u, x0=u.clone(), comm=comm, restart=30, rtol=rtol, progress=report)
@@ -147,14 +144,14 @@ def operator_stationary(op: KernelOperator, *, rtol: float = STATIONARY_RTOL, pr
         raise ConvergenceError(f"stationary law: GMRES(30) reached relative residual {sol.relative_residual:.2e} "
                                f"after {sol.matvecs} applications, not {rtol:g}")
     pi = sol.x
-    pi.div_(_global_sum(op, pi))
+    pi.div_(global_total(op, pi))
     method = f"GMRES(30) on (I - P^T + u 1^T) pi = u, {sol.matvecs} applications"
     steps = 0
     while float(comm.allreduce_(pi.min().clone(), "min")) <= 0:  # round-off below zero: smooth by pi <- pi P
         if steps > op.space.length:
             raise ConvergenceError("stationary law: entries stay <= 0 after smoothing; the chain may be reducible")
         pi = op.apply(pi.clamp_(min=0.0), "measures")
-        pi.div_(_global_sum(op, pi))
+        pi.div_(global_total(op, pi))
         steps += 1
     if steps:
         method += f", then {steps} step(s) pi <- pi P to clear round-off below zero"
@@ -261,8 +258,8 @@ def operator_gap(op: KernelOperator, pi: VectorResult, *, rtol: float = GAP_RTOL
                                                   rtol=rtol, basis_size=basis_size, max_matvecs=max_matvecs,
                                                   seed=seed, progress=progress, what="gap")
     f = y.div_(pi_t.sqrt())  # the Ritz function in L^2(pi)
-    mean = _global_sum(op, pi_t * f)
-    var = _global_sum(op, pi_t * (f - mean).square())
+    mean = global_total(op, pi_t * f)
+    var = global_total(op, pi_t * (f - mean).square())
     value = op.dirichlet_form(f, pi_t) / var
     unit = float(torch.finfo(op.dtype).eps) / 2
     n_terms = op.space.length * op.space.vocab_size + math.log2(max(op.n_states, 2))
@@ -335,7 +332,7 @@ def _first_order_pi_error(op: KernelOperator, pi: torch.Tensor, gap: float) -> t
     of a computed pi (module docstring); also bounds the perturbation of D^{1/2} S D^{-1/2} it causes
     (as ||B|| <= 1)."""
     r = op.apply(pi, "measures").sub_(pi)
-    chi = math.sqrt(_global_sum(op, r.square_().div_(pi)))
+    chi = math.sqrt(global_total(op, r.square_().div_(pi)))
     pi_min = float(op.comm.allreduce_(pi.min().clone(), "min"))
     return chi / (gap * math.sqrt(pi_min)), pi_min
 
@@ -366,8 +363,8 @@ def operator_conductance(op: KernelOperator, pi: VectorResult, gap: GapResult, *
     ratio = torch.where(light > 0, cut / light.clamp(min=1e-300), torch.full_like(cut, math.inf))
     k = int(torch.argmin(ratio)) + 1
     S = bucket < k
-    mass_s = _global_sum(op, torch.where(S, pi_t, 0.0))
-    mass_c = _global_sum(op, torch.where(S, 0.0, pi_t))
+    mass_s = global_total(op, torch.where(S, pi_t, 0.0))
+    mass_c = global_total(op, torch.where(S, 0.0, pi_t))
     if mass_s > mass_c:
         S, mass_s, mass_c = ~S, mass_c, mass_s
     size = int(comm.allreduce_(S.sum()))
@@ -630,7 +627,7 @@ class OperatorChain(Chain):
         op = self.op
         mask = torch.as_tensor(check_state_set(S, op.local_size, "S"), device=op.device)
         pi = torch.as_tensor(self.stationary.value, device=op.device).to(op.dtype)
-        mass = _global_sum(op, torch.where(mask, pi, 0.0))
+        mass = global_total(op, torch.where(mask, pi, 0.0))
         if not 0 < mass < 1:
             raise ValueError("S must be a proper subset of the states")
         unit = float(torch.finfo(op.dtype).eps) / 2

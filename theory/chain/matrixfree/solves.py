@@ -85,10 +85,10 @@ def _gather(op: KernelOperator, t: torch.Tensor) -> np.ndarray:
     return _np(op.comm.all_gather_cat(t.contiguous()))
 
 
-def _total(op: KernelOperator, t: torch.Tensor, how: str = "sum") -> float:
-    """sum (or max, min) over all states of a sharded vector."""
+def global_total(op: KernelOperator, t: torch.Tensor, how: str = "sum") -> float:
+    """sum (or max, min) over all states of a sharded vector (this process's part ``t``)."""
     part = t.sum(dtype=torch.float64) if how == "sum" else (t.max() if how == "max" else t.min()).double()
-    return float(op.comm.allreduce_(part.reshape(1).clone(), how))
+    return float(op.comm.allreduce_(part, how))
 
 
 # ------------------------------------------------------------------------------------------ stationary law
@@ -176,7 +176,7 @@ def hitting_times(op: KernelOperator, A: np.ndarray, pi: torch.Tensor) -> Vector
     """E_x tau_A for every start x (``A`` a boolean mask; the chain irreducible), certified entrywise."""
     name = NAMES["hitting_time"]
     Am = _mask(op, A)
-    if _total(op, Am.to(torch.float64), "min") > 0:
+    if global_total(op, Am.to(torch.float64), "min") > 0:
         return VectorResult(name, np.zeros(op.n_states), "every state is in A", 0.0)
     U = ~Am
     one = U.to(op.dtype)
@@ -186,7 +186,7 @@ def hitting_times(op: KernelOperator, A: np.ndarray, pi: torch.Tensor) -> Vector
     Ph = op.apply(h, "functions")
     P_abs = op.apply(h.abs(), "functions")
     r = (one - (h - Ph * one)) * one
-    rho = _total(op, (r.abs() + gamma * (one + h.abs() + P_abs) * one), "max")
+    rho = global_total(op, (r.abs() + gamma * (one + h.abs() + P_abs) * one), "max")
     rel = rho / (1 - rho) if rho < 1 else None
     return VectorResult(name, _gather(op, h), how + f"; entrywise error <= rho / (1 - rho), rho = ||r||_inf = {rho:.1e} "
                         "(M = (I - P_UU)^-1 >= 0, M 1 = E tau_A)", rel, None, sol.relative_residual,
@@ -207,7 +207,7 @@ def committor(op: KernelOperator, A: np.ndarray, B: np.ndarray, pi: torch.Tensor
     gamma = rounding(op)
     Px = op.apply(x, "functions")
     r = (b - (x - Px * keep)) * keep
-    rho = _total(op, (r.abs() + gamma * (x.abs() + op.apply(x.abs(), "functions") + b) * keep), "max")
+    rho = global_total(op, (r.abs() + gamma * (x.abs() + op.apply(x.abs(), "functions") + b) * keep), "max")
     k = hitting_times(op, _gather(op, ~C).astype(bool), pi)
     q = x + inB
     name = NAMES["committor"]
@@ -239,13 +239,13 @@ def hitting_probabilities(op: KernelOperator, A: np.ndarray, t: int) -> VectorRe
 def asymptotic_variance(op: KernelOperator, f: np.ndarray, pi: torch.Tensor, gap: Result) -> Result:
     """sigma^2(f) through the Poisson equation (module docstring), on one process or sharded."""
     ft = _local(op, f).to(op.dtype)
-    fbar = ft - _total(op, pi * ft)
+    fbar = ft - global_total(op, pi * ft)
     if op.reversible:  # D^1/2 (I - P + 1 pi^T) D^-1/2 = I - B + sqrt(pi) sqrt(pi)^T: positive definite
         r = pi.sqrt()
 
         def sym(y: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
             op.apply(y, "symmetric", out)
-            return out.neg_().add_(y).add_(r, alpha=_total(op, r * y))
+            return out.neg_().add_(y).add_(r, alpha=global_total(op, r * y))
 
         sol = conjugate_gradient(sym, fbar * r, comm=op.comm, rtol=SOLVE_RTOL, max_matvecs=MAX_MATVECS)
         g = sol.x / r
@@ -253,18 +253,18 @@ def asymptotic_variance(op: KernelOperator, f: np.ndarray, pi: torch.Tensor, gap
     else:
         def apply(x: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
             op.apply(x, "functions", out)
-            return out.neg_().add_(x).add_(_total(op, pi * x))
+            return out.neg_().add_(x).add_(global_total(op, pi * x))
 
         sol = gmres(apply, fbar, comm=op.comm, restart=50, rtol=SOLVE_RTOL, max_matvecs=MAX_MATVECS)
         g = sol.x
         how = f"GMRES(50) on (I - P + 1 pi^T) g = f_bar, {sol.matvecs} applications"
     Pg = op.apply(g, "functions")
-    res = fbar - (g - Pg + _total(op, pi * g))
+    res = fbar - (g - Pg + global_total(op, pi * g))
     res = res.abs_().add_(op.apply(g.abs(), "functions").add_(g.abs()).add_(fbar.abs()), alpha=rounding(op))
-    var = _total(op, pi * fbar.square())
-    sigma2 = 2.0 * _total(op, pi * fbar * g) - var
+    var = global_total(op, pi * fbar.square())
+    sigma2 = 2.0 * global_total(op, pi * fbar * g) - var
     g_lo = gap.lower or 0.0
-    err = 2.0 * math.sqrt(var * _total(op, pi * res.square())) / g_lo if g_lo > 0 else math.inf
+    err = 2.0 * math.sqrt(var * global_total(op, pi * res.square())) / g_lo if g_lo > 0 else math.inf
     err += 8 * EPS * op.n_states ** 0.5 * (abs(sigma2) + var)  # the inner products
     return Result.checked(NAMES["asymptotic_variance"], sigma2, err, how + "; error <= 2 ||f_bar||_pi ||r||_pi / gap "
                           "(r with its rounding)", lower=0.0)
@@ -278,10 +278,10 @@ def distance_from(op: KernelOperator, mu: np.ndarray, t_max: int, pi: torch.Tens
     p = pi.to(op.dtype)
     out = np.empty(t_max + 1)
     for t in range(t_max + 1):
-        out[t] = 0.5 * _total(op, (m - p).abs())
+        out[t] = 0.5 * global_total(op, (m - p).abs())
         if t < t_max:
             m = op.apply(m, "measures")
-            m.div_(_total(op, m))
+            m.div_(global_total(op, m))
     gamma = rounding(op)
     err = 0.5 * (t_max * 2 * gamma + _pi_l1_error(pi_rel_error) + 2 * op.n_states * EPS)
     return VectorResult(NAMES["distance_curve"], out, f"{t_max} applications of P^T from the start law "
