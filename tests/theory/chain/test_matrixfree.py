@@ -206,3 +206,19 @@ def test_underflowing_conditionals_are_refused_not_guessed():
     assert not chain.is_irreducible
     with pytest.raises(ValueError, match="underflow"):
         chain.stationary
+
+
+def test_hash_uniform_is_splitmix64():
+    """The start vectors' numbers against splitmix64 (Steele, Lea and Flood 2014) in Python integers."""
+    from mlmix.theory.chain.matrixfree.analysis import hash_uniform
+
+    def splitmix(i: int, seed: int) -> float:
+        m = (1 << 64) - 1
+        z = (i * 0x9E3779B97F4A7C15 + seed * 0xBF58476D1CE4E5B9) & m
+        z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & m
+        z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & m
+        return ((z ^ (z >> 31)) >> 11) * 2.0**-53
+
+    for seed in (0, 7):
+        got = hash_uniform(1000, 1040, seed, torch.device("cpu")).tolist()
+        assert got == [splitmix(i, seed) for i in range(1000, 1040)]

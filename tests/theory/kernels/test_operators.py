@@ -120,6 +120,43 @@ def test_symmetric_operator_is_the_similarity_transform(make):
     assert op.reversible
 
 
+@pytest.mark.parametrize("fuse, piece", [(2, 1), (8, 5), (64, 64), (1, 200), (64, 10**9)])
+@pytest.mark.parametrize("make, kernel, k", [(SOURCES[0].values[0], "glauber", 1), (SOURCES[3].values[0], "k-gibbs", 3),
+                                             (SOURCES[5].values[0], "glauber", 1), (SOURCES[7].values[0], "k-gibbs", 2)])
+def test_passes_and_pieces_are_a_loop_reordering(monkeypatch, make, kernel, k, fuse, piece):
+    """Applying block moves in passes (ops._FUSE) cut into cache-sized pieces (ops._PIECE entries)
+    reorders the loops and nothing else: every move in exactly one pass, in order; every entry of a
+    pass in exactly one piece; the three directions equal, bit for bit, one move at a time over the
+    whole vector. With 3 Potts sites (k-Gibbs: a 27-slice fibre, summed by torch.sum, whose order of
+    addition depends on the shape) they agree to a few units of rounding."""
+    import mlmix.theory.kernels.operators as ops
+
+    src = make()
+    monkeypatch.setattr(ops, "_FUSE", 1)
+    monkeypatch.setattr(ops, "_PIECE", 10**12)
+    plain = kernel_operator(src, kernel, k, device="cpu")
+    monkeypatch.setattr(ops, "_FUSE", fuse)
+    monkeypatch.setattr(ops, "_PIECE", piece)
+    cut = kernel_operator(src, kernel, k, device="cpu")
+    assert all(len(p.members) == 1 and len(p.pieces) == 1 for lay in plain._passes for p in lay)
+    assert [m.block for lay in cut._passes for p in lay for m in p.members] == \
+        [b for lid in (0, 1) for b in cut.blocks if b.plan.layout == lid]
+    if piece < plain.local_size // 2:
+        assert any(len(p.pieces) > 1 for lay in cut._passes for p in lay)
+    if fuse >= src.space.vocab_size ** (k + 1):  # two consecutive moves share k - 1 sites
+        assert any(len(p.members) > 1 for lay in cut._passes for p in lay)
+    for p in (p for lay in cut._passes for p in lay):
+        seen = torch.zeros(p.shape, dtype=torch.int64)
+        for sl, _ in p.pieces:
+            seen[sl] += 1
+        assert bool((seen == 1).all())
+    u = torch.from_numpy(np.random.default_rng(1).random(plain.local_size))
+    summed = any(len(b.plan.fibre) > ops._SLICES for b in cut.blocks)
+    for mode in ("functions", "measures", "symmetric"):
+        a, b = cut.apply(u, mode), plain.apply(u, mode)
+        assert torch.allclose(a, b, rtol=1e-14, atol=0) if summed else torch.equal(a, b)
+
+
 def test_operator_preserves_constants_and_mass_in_float32():
     src = IsingModel(nx.cycle_graph(12), beta=0.5)
     op = kernel_operator(src, dtype="float32", device="cpu")

@@ -305,3 +305,45 @@ def test_lanczos_counts_a_repeated_eigenvalue_with_its_multiplicity(which):
     Y = pairs.vectors.numpy()
     assert np.abs(Y @ Y.T - np.eye(5)).max() < 1e-8  # five independent eigenvectors, not one copy five times
     assert np.linalg.norm(Y @ A - pairs.values[:, None] * Y, axis=1).max() < 1e-8
+
+
+@pytest.mark.parametrize("rows", [3, 4, 5, 7, 12, 13])
+def test_blocked_basis_products_equal_the_plain_ones(monkeypatch, rows):
+    """On a CPU, products with many long basis rows run two rows and 2^18 columns at a time
+    (krylov._ROWS, _COLUMNS; here 16 columns so that small vectors take that path): the same numbers
+    as one matrix-vector product to rounding, every row in exactly one group, none alone, and a
+    padded basis whose rows stay contiguous."""
+    import mlmix.theory.linalg.krylov as kr
+
+    monkeypatch.setattr(kr, "_COLUMNS", 16)
+    groups = kr._row_groups(rows)
+    assert sorted(i for g in groups for i in range(rows)[g]) == list(range(rows))
+    assert all(g.stop - g.start >= 2 for g in groups)
+    n = 101
+    V = kr._basis(rows + 1, torch.zeros(n, dtype=torch.float64))
+    assert V.shape == (rows + 1, n) and V.stride(0) == n + 512 and all(r.is_contiguous() for r in V)
+    V.copy_(torch.as_tensor(np.random.default_rng(rows).standard_normal((rows + 1, n))))
+    w, h = V[rows], torch.as_tensor(np.random.default_rng(1).standard_normal(rows))
+    assert kr._blocked(V[:rows])
+    expected = V[:rows] @ w
+    np.testing.assert_allclose(inner(LOCAL, V[:rows], w).numpy(), expected.numpy(), rtol=1e-13, atol=1e-13)
+    updated = w - V[:rows].T @ h
+    kr.subtract(V[:rows], h, w)
+    np.testing.assert_allclose(w.numpy(), updated.numpy(), rtol=1e-13, atol=1e-13)
+
+
+def test_lanczos_and_gmres_on_the_blocked_path_against_numpy(monkeypatch):
+    """The eigenpair and the solve of a 300 x 300 problem with the basis products blocked by 16 columns."""
+    import mlmix.theory.linalg.krylov as kr
+
+    monkeypatch.setattr(kr, "_COLUMNS", 16)
+    A = symmetric(300, 5)
+    lam, vecs = np.linalg.eigh(A)
+    res = lanczos(operator(A), start(300), tol=lambda th: 1e-11, basis_size=16)
+    assert res.converged and abs(res.value - lam[-1]) < 1e-9
+    assert abs(abs(float(res.vector @ torch.as_tensor(vecs[:, -1]))) - 1) < 1e-8
+    M = A + 8 * np.eye(300)
+    b = np.random.default_rng(2).standard_normal(300)
+    sol = gmres(operator(M), torch.as_tensor(b), restart=20, rtol=1e-12)
+    assert sol.converged
+    np.testing.assert_allclose(sol.x.numpy(), np.linalg.solve(M, b), rtol=1e-9, atol=1e-10)

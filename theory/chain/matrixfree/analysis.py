@@ -84,20 +84,22 @@ _MIX1 = -4658895280553007687    # 0xBF58476D1CE4E5B9
 _MIX2 = -7723592293110705685    # 0x94D049BB133111EB
 
 
-def _shr(z: torch.Tensor, s: int) -> torch.Tensor:
-    """Logical right shift of int64 (torch's >> is arithmetic)."""
-    return (z >> s) & ((1 << (64 - s)) - 1)
+def _shr(z: torch.Tensor, s: int, out: torch.Tensor) -> torch.Tensor:
+    """Logical right shift of int64 (torch's >> is arithmetic), written into ``out``."""
+    return torch.bitwise_right_shift(z, s, out=out).bitwise_and_((1 << (64 - s)) - 1)
 
 
 def hash_uniform(start: int, stop: int, seed: int, device: torch.device) -> torch.Tensor:
     """Uniform numbers in [0, 1) from the global state index (splitmix64): the same vector however
     the states are sharded over processes."""
     offset = torch.tensor(seed, dtype=torch.int64, device=device) * _MIX1  # int64 products wrap around
-    z = torch.arange(start, stop, dtype=torch.int64, device=device) * _GOLDEN + offset
-    z = (z ^ _shr(z, 30)) * _MIX1
-    z = (z ^ _shr(z, 27)) * _MIX2
-    z = z ^ _shr(z, 31)
-    return _shr(z, 11).to(torch.float64) * 2.0**-53
+    z = torch.arange(start, stop, dtype=torch.int64, device=device).mul_(_GOLDEN).add_(offset)
+    t = torch.empty_like(z)  # in place: fresh vectors of this size cost their page faults
+    for shift, mix in ((30, _MIX1), (27, _MIX2), (31, None)):
+        z.bitwise_xor_(_shr(z, shift, t))
+        if mix is not None:
+            z.mul_(mix)
+    return _shr(z, 11, t).to(torch.float64).mul_(2.0**-53)
 
 
 # ------------------------------------------------------------------------------------------ stationary law
@@ -358,7 +360,7 @@ def operator_conductance(op: KernelOperator, pi: VectorResult, gap: GapResult, *
     thr = _thresholds(op, f, bins)
     K = thr.numel()
     bucket = torch.searchsorted(thr, f.contiguous(), right=True)  # number of thresholds <= f(x)
-    pairs = ((bx, by, flow.double()) for flow, (bx,), (by,) in op.fibre_pairs(pi_t, [bucket]))
+    pairs = ((bx, by, (px * cxy).double()) for px, cxy, (bx,), (by,) in op.fibre_pairs(pi_t, [bucket]))
     cut, light = sweep_profile(K, bucket, pi_t.double(), pairs, reduce=comm.allreduce_)  # sets {bucket < k}
     ratio = torch.where(light > 0, cut / light.clamp(min=1e-300), torch.full_like(cut, math.inf))
     k = int(torch.argmin(ratio)) + 1
