@@ -282,13 +282,14 @@ class _Member:
 @dataclass
 class _Pass:
     """Block moves applied together piece by piece (see :data:`_FUSE`): the merged ``shape`` of u and
-    out, the members, and for each piece its slices and, per member, the coefficient's slices and the
-    shape of its fibre sum."""
+    out, the members, and for each piece its slices and, per member, the coefficient's slices, the
+    shape and size of its fibre sum (slices None: a single piece, the whole view)."""
 
     shape: tuple[int, ...]
     members: list[_Member]
-    pieces: list[tuple[tuple[slice, ...], list[tuple[tuple[slice, ...], tuple[int, ...]]]]]
+    pieces: list[tuple[tuple[slice, ...] | None, list[tuple[tuple[slice, ...] | None, tuple[int, ...], int]]]]
     g_numel: int
+    coefficients: dict[str, list] = field(default_factory=dict, repr=False)  # per mode: (a, b) per member
 
 
 def _pass(layout: _Layout, blocks: list[_Block], target: int) -> _Pass:
@@ -299,12 +300,16 @@ def _pass(layout: _Layout, blocks: list[_Block], target: int) -> _Pass:
         members.append(_Member(blk, tuple(s if k[m][1] else 1 for s, k in zip(shape, kinds)),
                                tuple(d for d, b in enumerate(in_block) if b), _fibre(shape, in_block)))
     pieces = []
-    for cut in _cuts(shape, {d for m in members for d in m.block_dims}, target):
+    cuts = _cuts(shape, {d for m in members for d in m.block_dims}, target)
+    for cut in cuts:
         extent = [len(range(*c.indices(s))) for c, s in zip(cut, shape)]
-        pieces.append((cut, [(tuple(c if m.coef_shape[e] > 1 else slice(None) for e, c in enumerate(cut)),
-                              tuple(1 if e in m.block_dims else x for e, x in enumerate(extent)))
-                             for m in members]))
-    g_numel = max(math.prod(g) for _, per in pieces for _, g in per)
+        per = []
+        for m in members:
+            g_shape = tuple(1 if e in m.block_dims else x for e, x in enumerate(extent))
+            coef = tuple(c if m.coef_shape[e] > 1 else slice(None) for e, c in enumerate(cut))
+            per.append((None if len(cuts) == 1 else coef, g_shape, math.prod(g_shape)))
+        pieces.append((None if len(cuts) == 1 else cut, per))  # None: the whole view, no slicing
+    g_numel = max(numel for _, per in pieces for _, _, numel in per)
     return _Pass(tuple(shape), members, pieces, g_numel)
 
 
@@ -397,8 +402,10 @@ class KernelOperator:
         return buf[:numel]
 
     def _group(self, layout: int) -> list[_Pass]:
-        """The layout's block moves in passes (:data:`_FUSE`), in order; pieces of :data:`_PIECE` on a CPU."""
-        lay, q, cpu = self._layouts[layout], self.space.vocab_size, self.device.type == "cpu"
+        """The layout's block moves in passes (:data:`_FUSE`), in order, with pieces of :data:`_PIECE` on
+        a CPU when the vector is larger than one piece (else one move per pass, one piece)."""
+        lay, q = self._layouts[layout], self.space.vocab_size
+        cpu = self.device.type == "cpu" and self.local_size > _PIECE  # a smaller vector is one piece: no gain
         groups: list[list[_Block]] = []
         for blk in (b for b in self.blocks if b.plan.layout == layout):
             local = {a for a in blk.sites if a >= self.n_sharded}
@@ -413,14 +420,17 @@ class KernelOperator:
         q = self.space.vocab_size
         for ps in self._passes[layout]:
             uv, ov = u.view(ps.shape), out.view(ps.shape)
-            coefs = [tuple(None if c is None else c.view(m.coef_shape) for c in self._coefficient(m.block, mode))
-                     for m in ps.members]
+            coefs = ps.coefficients.get(mode)
+            if coefs is None:
+                coefs = ps.coefficients[mode] = [
+                    tuple(None if c is None else c.view(m.coef_shape) for c in self._coefficient(m.block, mode))
+                    for m in ps.members]
             buf = self._buffer("fibre", ps.g_numel)
             for cut, per in ps.pieces:
-                uc, oc = uv[cut], ov[cut]
-                for m, (a, b), (coef, g_shape) in zip(ps.members, coefs, per):
-                    bc = None if b is None else b[coef]
-                    g = buf[:math.prod(g_shape)].view(g_shape)
+                uc, oc = (uv, ov) if cut is None else (uv[cut], ov[cut])
+                for m, (a, b), (coef, g_shape, g_numel) in zip(ps.members, coefs, per):
+                    bc = b if b is None or coef is None else b[coef]
+                    g = buf[:g_numel].view(g_shape)
                     if len(m.fibre) > _SLICES:  # a large fibre: one reduction over the block's dims
                         torch.sum(uc if bc is None else uc * bc, dim=m.block_dims, keepdim=True, out=g)
                     else:
@@ -435,7 +445,7 @@ class KernelOperator:
                     if a is None:
                         oc.add_(g)
                     else:
-                        oc.addcmul_(a[coef], g)
+                        oc.addcmul_(a if coef is None else a[coef], g)
 
     def apply(self, u: torch.Tensor, mode: str, out: torch.Tensor | None = None) -> torch.Tensor:
         """The operator on a local float tensor (no checks): ``mode`` 'functions' (P u), 'measures'
@@ -445,7 +455,8 @@ class KernelOperator:
             inner = self.space.vocab_size ** self._rot
             u1 = self._buffer("rotated_in", u.numel())
             src, dst = u.view(-1, inner), u1.view(inner, -1)
-            step = 32 if u.device.type == "cpu" else src.shape[0]  # 32 rows at a time: 25% faster on a CPU
+            # 32 rows at a time: 25% faster on a CPU once the vector is larger than the cache
+            step = 32 if u.device.type == "cpu" and u.numel() > 8 * _PIECE else src.shape[0]
             for r in range(0, src.shape[0], step):
                 dst[:, r:r + step].copy_(src[r:r + step].T)
             out1 = self._buffer("rotated_out", u.numel()).zero_()
@@ -523,7 +534,8 @@ class KernelOperator:
         total = torch.zeros((), dtype=torch.float64, device=self.device)
         buf = torch.empty(0, dtype=torch.promote_types(data.dtype, pi.dtype), device=self.device)
         for px, cxy, (dx,), (dy,) in self.fibre_pairs(pi, [data]):  # the pairs y = x add exact zeros
-            shape = torch.broadcast_shapes(px.shape, dx.shape, dy.shape)
+            # views of one plan's shape, each dim 1 or whole (torch.broadcast_shapes: 0.3 s of imports)
+            shape = tuple(max(sizes) for sizes in zip(px.shape, dx.shape, dy.shape))
             if buf.numel() < math.prod(shape):
                 buf = torch.empty(math.prod(shape), dtype=buf.dtype, device=self.device)
             t = term(dx.expand(shape), dy.expand(shape), buf[:math.prod(shape)].view(shape))
