@@ -56,10 +56,15 @@ def _blocked(V: torch.Tensor) -> bool:
     return V.dim() == 2 and V.shape[0] > _ROWS and V.shape[1] > _COLUMNS and V.device.type == "cpu"
 
 
-def _row_groups(rows: int) -> list[slice]:
-    """Rows in groups of :data:`_ROWS`, the last group taking the remainder (one row alone is slow)."""
+def _tiles(V: torch.Tensor):
+    """(row group, column block) of V, column block by column block: rows two at a time, the last
+    group taking the remainder (one row alone is slow)."""
+    rows = V.shape[0]
     bounds = [g * _ROWS for g in range(max(1, rows // _ROWS))] + [rows]
-    return [slice(a, b) for a, b in zip(bounds, bounds[1:])]
+    groups = [slice(a, b) for a, b in zip(bounds, bounds[1:])]
+    for c in range(0, V.shape[1], _COLUMNS):
+        for r in groups:
+            yield r, slice(c, c + _COLUMNS)
 
 
 def _basis(rows: int, like: torch.Tensor) -> torch.Tensor:
@@ -76,11 +81,8 @@ def inner(comm: Comm, V: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
     if not _blocked(V):
         return comm.allreduce_(V @ w)
     h = torch.zeros(V.shape[0], dtype=V.dtype)
-    groups = _row_groups(V.shape[0])
-    for c in range(0, V.shape[1], _COLUMNS):
-        wc = w[c:c + _COLUMNS]
-        for r in groups:
-            h[r].addmv_(V[r, c:c + _COLUMNS], wc)
+    for r, cols in _tiles(V):
+        h[r].addmv_(V[r, cols], w[cols])
     return comm.allreduce_(h)
 
 
@@ -88,11 +90,8 @@ def subtract(V: torch.Tensor, h: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
     """w -= V^T h in place (V a matrix of row vectors, h their coefficients), blocked as :func:`inner`."""
     if not _blocked(V):
         return w.addmv_(V.T, h, alpha=-1.0)
-    groups = _row_groups(V.shape[0])
-    for c in range(0, V.shape[1], _COLUMNS):
-        wc = w[c:c + _COLUMNS]
-        for r in groups:
-            wc.addmv_(V[r, c:c + _COLUMNS].T, h[r], alpha=-1.0)
+    for r, cols in _tiles(V):
+        w[cols].addmv_(V[r, cols].T, h[r], alpha=-1.0)
     return w
 
 

@@ -311,15 +311,16 @@ def test_lanczos_counts_a_repeated_eigenvalue_with_its_multiplicity(which):
 def test_blocked_basis_products_equal_the_plain_ones(monkeypatch, rows):
     """On a CPU, products with many long basis rows run two rows and 2^18 columns at a time
     (krylov._ROWS, _COLUMNS; here 16 columns so that small vectors take that path): the same numbers
-    as one matrix-vector product to rounding, every row in exactly one group, none alone, and a
+    as one matrix-vector product to rounding, every entry in exactly one tile, no row alone, and a
     padded basis whose rows stay contiguous."""
     import mlmix.theory.linalg.krylov as kr
 
     monkeypatch.setattr(kr, "_COLUMNS", 16)
-    groups = kr._row_groups(rows)
-    assert sorted(i for g in groups for i in range(rows)[g]) == list(range(rows))
-    assert all(g.stop - g.start >= 2 for g in groups)
     n = 101
+    tiles = list(kr._tiles(torch.empty(rows, n)))
+    assert sorted((i, j) for r, c in tiles for i in range(rows)[r] for j in range(n)[c]) == \
+        [(i, j) for i in range(rows) for j in range(n)]
+    assert all(r.stop - r.start >= 2 for r, _ in tiles)
     V = kr._basis(rows + 1, torch.zeros(n, dtype=torch.float64))
     assert V.shape == (rows + 1, n) and V.stride(0) == n + 512 and all(r.is_contiguous() for r in V)
     V.copy_(torch.as_tensor(np.random.default_rng(rows).standard_normal((rows + 1, n))))
