@@ -47,8 +47,9 @@ def _vector(v: torch.Tensor | np.ndarray) -> torch.Tensor:
 
 
 #: On a CPU a product with many basis vectors reads them two at a time, in column blocks of 2^18
-#: entries (the block of w stays in cache): a matrix-vector product that streams 12 long rows at once
-#: reaches about half the memory bandwidth (12 rows of 2^24: 110 ms at once, 71 ms two by two).
+#: entries (the block of w stays in cache): a matrix-vector product that streams a dozen long rows at
+#: once reaches about half the memory bandwidth (a Lanczos pass over 9 to 16 rows of 2^24: 0.40 s at
+#: once, 0.22 s two by two; docs/benchmarks.md has the command).
 _ROWS, _COLUMNS = 2, 1 << 18
 
 
@@ -70,7 +71,7 @@ def _tiles(V: torch.Tensor):
 def _basis(rows: int, like: torch.Tensor) -> torch.Tensor:
     """An uninitialised (rows, n) basis of contiguous rows. On a CPU each row is followed by 4 KB of
     padding: rows a power of two of bytes apart fall on the same memory banks and slow the products
-    above by about 25% (12 rows of 2^24: 0.23 s against 0.18 s for inner + subtract)."""
+    above (a Lanczos pass over 9 to 16 rows of 2^24: 0.22 s unpadded, 0.185 s padded)."""
     n = like.numel()
     pad = 512 if like.device.type == "cpu" and n > _COLUMNS else 0
     return torch.empty((rows, n + pad), dtype=like.dtype, device=like.device)[:, :n]
