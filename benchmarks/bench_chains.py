@@ -17,32 +17,21 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 import time
 from pathlib import Path
 
 import numpy as np
 import torch
+from bench_mlm import bert_base as random_bert_base  # this folder: the script's own directory is on sys.path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
-
-from mlm_fixtures import word_tokenizer  # noqa: E402
-
-from mlmix.empirical.mlm import MaskedLMConditionals, resolve_device  # noqa: E402
-from mlmix.empirical.simulation import run_chains  # noqa: E402
-from mlmix.files import atomic_write_text  # noqa: E402
+from mlmix.empirical.mlm import MaskedLMConditionals, resolve_device
+from mlmix.empirical.simulation import run_chains
+from mlmix.files import atomic_write_text
 
 
 def bert_base(device: torch.device):
-    """Random-weight bert-base masked LM and a 30,522-token WordLevel tokenizer."""
-    from transformers import BertConfig, BertForMaskedLM
-
-    config = BertConfig()
-    words = tuple(f"w{k}" for k in range(config.vocab_size - 6))  # + 5 specials + one unused slot
-    tok = word_tokenizer(words, "bert")
-    torch.manual_seed(0)
-    model = BertForMaskedLM(BertConfig(vocab_size=len(tok), pad_token_id=tok.pad_token_id)).eval()
+    """Random-weight bert-base masked LM and a 30,522-token WordLevel tokenizer (:mod:`bench_mlm`), on ``device``."""
+    model, tok = random_bert_base()
     return model.to(device), tok
 
 

@@ -21,17 +21,14 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 import time
-from pathlib import Path
 
 import numpy as np
 import torch
 from tokenizers import Tokenizer, models, pre_tokenizers, processors
 from transformers import BertConfig, BertForMaskedLM, PreTrainedTokenizerFast
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from mlmix.empirical.mlm import MaskedLMConditionals  # noqa: E402
+from mlmix.empirical.mlm import MaskedLMConditionals
 
 
 def bert_base(vocab_size: int = 30522) -> tuple[BertForMaskedLM, PreTrainedTokenizerFast]:

@@ -27,18 +27,15 @@ import argparse
 import json
 import platform
 import resource
-import sys
 import time
 from pathlib import Path
 
 import numpy as np
 import torch
+from bench_mlm import _sync, bert_base, flops_per_masked_sequence  # this folder: the script's own directory
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_mlm import _sync, bert_base, flops_per_masked_sequence  # noqa: E402
-
-from mlmix.empirical import tabulate as tab  # noqa: E402
-from mlmix.empirical.mlm import MaskedLMConditionals  # noqa: E402
+from mlmix.empirical import tabulate as tab
+from mlmix.empirical.mlm import MaskedLMConditionals
 
 ANTIBERTY_CONTEXT = "E V Q L V E S G G G L V Q P G G S L R L S C A A S G F T F S S Y A M S W V R Q A P G K G L E W V S"
 
