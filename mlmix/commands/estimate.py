@@ -21,8 +21,8 @@ import numpy as np
 from mlmix.commands.options import add_frame_arguments, add_model_arguments, add_threads_argument, set_threads
 from mlmix.empirical import estimate as est
 from mlmix.files import atomic_write_text, dumps_json
-from mlmix.progress import say as progress_say
 from mlmix.limits import CONSTANTS_LIMIT
+from mlmix.progress import say as progress_say
 from mlmix.provenance import stamp
 from mlmix.theory.results import Result
 from mlmix.theory.sources.contexts import TopK

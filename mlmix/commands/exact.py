@@ -34,6 +34,7 @@ from mlmix.commands.options import (
     set_threads,
     validate_toy_model_arguments,
 )
+from mlmix.errors import InputValueError
 from mlmix.files import dumps_json
 from mlmix.limits import MIXING_LIMIT, REPORT_MIXING_LIMIT
 from mlmix.plots import report_figure, save_figure
@@ -46,7 +47,6 @@ from mlmix.theory.local.constants import paper_constants, parse_basin
 from mlmix.theory.results import Result
 from mlmix.theory.sources.conditionals import Conditionals, IsingModel, PottsModel, ScoreTable, clique_ising
 from mlmix.theory.sources.scorefile import load_scores, save_scores
-from mlmix.errors import InputValueError
 from mlmix.validation import check_eps, check_int, check_memory, check_output_file
 
 MODELS = ("ising", "potts", "scores", "clique")
