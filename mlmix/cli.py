@@ -9,8 +9,8 @@ exit status 1; anything else is a bug of mlmix, not of the input: one line "inte
 MESSAGE" and exit status 3. ``--debug`` shows the traceback instead. Refused input is an
 :class:`~mlmix.errors.InputError` (what :mod:`mlmix.validation` raises), an :class:`OSError` (a file),
 or a :class:`ValueError` raised by mlmix's own code (its one-line refusals); a :class:`TypeError`, or a
-:class:`ValueError` raised inside numpy, scipy or Python's library, is an internal error. The global options ``--debug`` and
-``--max-memory`` go anywhere on the line. A reader that closes the pipe early (``mlmix verify | head``)
+:class:`ValueError` raised inside numpy, scipy or Python's library, is an internal error. The global
+options ``--debug`` and ``--max-memory`` go anywhere on the line. A reader that closes the pipe early (``mlmix verify | head``)
 ends the command quietly with exit status 141 (128 + SIGPIPE, as other Unix tools).
 """
 

@@ -3,7 +3,8 @@
 Each ``check_*`` returns the value in canonical form (int, float, float64 array, boolean mask)
 or raises :class:`~mlmix.errors.InputTypeError` (wrong kind of object, a :class:`TypeError`) or
 :class:`~mlmix.errors.InputValueError` (wrong value, a :class:`ValueError`) with a one-line message
-naming the argument: the command line reports these as refused input (exit status 2). Memory: :func:`check_memory` compares an estimate, made
+naming the argument: the command line reports these as refused input (exit status 2).
+Memory: :func:`check_memory` compares an estimate, made
 before a large allocation, with the limit in force (:func:`memory_limit`, set by the CLI's
 ``--max-memory``; by default 80% of the memory available now) and raises
 :class:`~mlmix.errors.MemoryLimitError` with the estimate in its message.
@@ -181,7 +182,7 @@ def from_torch(x: object) -> object:
         raise InputTypeError("transition matrix must hold real numbers, got a complex tensor")
     if str(t.dtype) in ("torch.float16", "torch.bfloat16", "torch.float32"):
         raise InputTypeError(f"transition matrix must be float64, got a {str(t.dtype)[6:]} tensor (its rows sum to 1 "
-                        "only to about 1e-7): build it with dtype=torch.float64")
+                             "only to about 1e-7): build it with dtype=torch.float64")
     if str(t.layout) == "torch.sparse_csr":
         return sp.csr_array((t.values().double().numpy(), t.col_indices().numpy(), t.crow_indices().numpy()),
                             shape=tuple(t.shape))
@@ -356,7 +357,7 @@ def check_safetensors_header(path: str | os.PathLike) -> dict:
             raise InputValueError(f"{where}: {dtype} x {shape} does not match its {offsets[1] - offsets[0]} bytes")
         if dtype[0] in "IUB" and not key.endswith(_INDEX_BUFFERS):
             raise InputValueError(f"{where}: a weight stored as {dtype}; a masked LM's weights are floating point "
-                             "(a relabelled dtype?)")
+                                  "(a relabelled dtype?)")
         spans.append(tuple(offsets))
     spans.sort()
     end = 0
@@ -427,7 +428,7 @@ def check_weight_values(named: Iterator[tuple[str, object]], what: str, bound: f
         top = float(w.detach().abs().max()) if w.numel() else 0.0
         if not math.isfinite(top) or top > bound:
             raise InputValueError(f"{what}: weight {key} holds {'non-finite values' if not math.isfinite(top) else f'|w| = {top:.3g}'}"
-                             f" (a corrupt or relabelled checkpoint?)")
+                                  f" (a corrupt or relabelled checkpoint?)")
 
 
 # ---------------------------------------------------------------------------------------- sizes and memory

@@ -188,8 +188,9 @@ def run(args: argparse.Namespace) -> int:
     truncation = "" if args.top_k is None and args.top_p is None else \
         f"; top-k {args.top_k}, top-p {args.top_p} (after the temperature)"
     report = {"source": description + truncation,
-              **decode_report(table, args.sampler, k=1 if args.k is None else args.k, order=args.order, schedule=args.schedule,
-                              threshold=args.threshold, top_k=args.top_k, top_p=args.top_p, joint=joint)}
+              **decode_report(table, args.sampler, k=1 if args.k is None else args.k, order=args.order,
+                              schedule=args.schedule, threshold=args.threshold, top_k=args.top_k, top_p=args.top_p,
+                              joint=joint)}
     if args.save_scores is not None:
         save_scores(args.save_scores, table, getattr(table, "tokens", None))
     if not args.law:

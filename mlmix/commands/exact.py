@@ -38,12 +38,13 @@ from mlmix.errors import InputValueError
 from mlmix.files import dumps_json
 from mlmix.limits import MIXING_LIMIT, REPORT_MIXING_LIMIT
 from mlmix.plots import report_figure, save_figure
+from mlmix.progress import Progress
 from mlmix.provenance import file_sha256, stamp
 from mlmix.theory.chain.core import Chain
 from mlmix.theory.kernels.decoders import PartialScoreTable
 from mlmix.theory.kernels.representation import REPRESENTATIONS
 from mlmix.theory.kernels.scan_and_mh import ENERGIES, Truncated, check_order, mh_acceptance
-from mlmix.theory.local.constants import paper_constants, parse_basin
+from mlmix.theory.local.constants import paper_constants, paper_constants_seconds, parse_basin
 from mlmix.theory.results import Result
 from mlmix.theory.sources.conditionals import Conditionals, IsingModel, PottsModel, ScoreTable, clique_ising
 from mlmix.theory.sources.scorefile import load_scores, save_scores
@@ -288,7 +289,11 @@ def run(args: argparse.Namespace) -> int:
                             **({} if chain.representation == "operator" else {"progress": not args.no_progress}))
     report = stamp("exact", {"chain": title, **summary}, exact_inputs(args, source))
     if source is not None and args.kernel == "glauber" and "reason" not in report and not isinstance(source, Truncated):
-        report["paper_g"] = paper_constants(source, chain, args.eps, basin)
+        phase = "paper G constants"
+        with Progress(f"{phase} of {chain.name}", [(phase, paper_constants_seconds(source.space))],
+                      cost=f"{chain.n_states:,} states, n = {source.space.length}",
+                      enabled=not args.no_progress) as bar, bar.phase(phase):
+            report["paper_g"] = paper_constants(source, chain, args.eps, basin)
     if source is not None and args.kernel == "mh":
         report.update(mh_acceptance(source, args.energy))
     if args.plot is not None:

@@ -24,8 +24,10 @@ from mlmix.progress import Progress
 from mlmix.theory.chain.core import Chain
 from mlmix.theory.kernels.decoders import SAMPLERS, check_schedule, decoder_law, partial_log_probs
 from mlmix.theory.kernels.scan_and_mh import check_order, systematic_kernel
+from mlmix.theory.local.constants import paper_constants_seconds
 from mlmix.theory.sources.conditionals import IsingModel, ScoreTable
 from mlmix.theory.sources.partial import PartialScoreTable
+from mlmix.theory.sources.space import StateSpace
 from mlmix.validation import check_int, check_sites
 
 # ---------------------------------------------------------------------------------------- 1. exit codes
@@ -234,7 +236,10 @@ def test_progress_to_a_pipe_is_plain_lines_on_stderr_only(runs):
     assert done.returncode == 0
     assert json.loads(done.stdout)["n_states"] == 8
     lines = done.stderr.splitlines()
-    assert len(lines) == 6 and all(line.startswith("mlmix: analysis of chain on 8 states") for line in lines)
+    assert len(lines) == 8 and all(line.startswith("mlmix: analysis of chain on 8 states") for line in lines[:6])
+    assert lines[6:] == ["mlmix: paper G constants of chain on 8 states: 8 states, n = 3, about < 1 s expected "
+                         f"(paper G constants < 1 s; {lines[6].split('; ')[-1]}",
+                         "mlmix: paper G constants of chain on 8 states: paper G constants (expected < 1 s)"]
     assert "\r" not in done.stderr
 
 
@@ -256,6 +261,12 @@ def test_an_estimate_short_of_the_truth_is_announced_late(monkeypatch, capsys):
             pass
     time.sleep(0.1)
     assert capsys.readouterr().err == ""
+
+
+def test_paper_constants_are_announced_by_their_cost():
+    """3,000 N n^2 |V|^2 operations (0 above CONSTANTS_LIMIT, where they are not computed)."""
+    assert paper_constants_seconds(StateSpace(2, 12)) / paper_constants_seconds(StateSpace(2, 10)) == pytest.approx(4 * 1.44)
+    assert paper_constants_seconds(StateSpace(2, 19)) == 0.0
 
 
 def test_the_sparse_cost_counts_products_timed_on_the_chain(monkeypatch):
