@@ -3,10 +3,14 @@
 Each subcommand module exposes ``configure(parser)`` and ``run(args) -> int``; modules are
 imported only when their subcommand runs, so ``mlmix exact`` never imports torch.
 
-Errors: bad input (arguments, files, sizes that do not fit in ``--max-memory``) ends with one line on
-stderr and exit status 2; a numerical failure (a solver that did not converge) with one line and
-exit status 1; ``--debug`` shows the traceback instead. The global options ``--debug`` and
-``--max-memory`` go anywhere on the line. A reader that closes the pipe early (``mlmix verify | head``)
+Errors: refused input (arguments, files, sizes that do not fit in ``--max-memory``) ends with one line
+on stderr and exit status 2; a numerical failure (a solver that did not converge) with one line and
+exit status 1; anything else is a bug of mlmix, not of the input: one line "internal error: TYPE:
+MESSAGE" and exit status 3. ``--debug`` shows the traceback instead. Refused input is an
+:class:`~mlmix.errors.InputError` (what :mod:`mlmix.validation` raises), an :class:`OSError` (a file),
+or a :class:`ValueError` raised by mlmix's own code (its one-line refusals); a :class:`TypeError`, or a
+:class:`ValueError` raised inside numpy, scipy or Python's library, is an internal error. The global
+options ``--debug`` and ``--max-memory`` go anywhere on the line. A reader that closes the pipe early (``mlmix verify | head``)
 ends the command quietly with exit status 141 (128 + SIGPIPE, as other Unix tools).
 """
 
@@ -16,10 +20,12 @@ import argparse
 import importlib
 import os
 import sys
+from types import TracebackType
 
 from mlmix import __version__
 from mlmix.commands.options import OneLineParser
-from mlmix.errors import NumericalError
+from mlmix.errors import InputError, NumericalError
+from mlmix.progress import write_stderr
 from mlmix.validation import memory_limit, parse_size
 
 SUBCOMMANDS = {
@@ -99,21 +105,41 @@ def _main(argv: list[str] | None) -> int:
         return code
     except BrokenPipeError:
         raise
-    except (ValueError, TypeError, OSError) as err:
-        if args.debug:
-            raise
-        print(f"mlmix {args.command}: error: {_one_line(err)}", file=sys.stderr)
-        return 2
-    except NumericalError as err:
-        if args.debug:
-            raise
-        print(f"mlmix {args.command}: could not compute: {_one_line(err)}", file=sys.stderr)
-        return 1
     except KeyboardInterrupt:
-        print(f"mlmix {args.command}: interrupted", file=sys.stderr)
+        write_stderr(f"mlmix {args.command}: interrupted")
         return 130
     except SystemExit as stop:  # a sub-parser's bad argument (mlmix run NAME ...): one line already printed
         return int(stop.code or 0)
+    except Exception as err:
+        if args.debug:
+            raise
+        if refused_input(err):
+            write_stderr(f"mlmix {args.command}: error: {_one_line(err)}")
+            return 2
+        if isinstance(err, NumericalError):
+            write_stderr(f"mlmix {args.command}: could not compute: {_one_line(err)}")
+            return 1
+        write_stderr(f"mlmix {args.command}: internal error: {type(err).__name__}: {_one_line(err)} "
+                     "(run with --debug for the traceback)")
+        return 3
+
+
+def refused_input(err: BaseException) -> bool:
+    """Whether ``err`` refuses the input (exit status 2) rather than reveals a bug (module doc): an
+    :class:`InputError`, an :class:`OSError`, or a plain :class:`ValueError` raised in mlmix's own code."""
+    if isinstance(err, (InputError, OSError)):
+        return True
+    return isinstance(err, ValueError) and _raised_in_mlmix(err.__traceback__)
+
+
+def _raised_in_mlmix(tb: TracebackType | None) -> bool:
+    """Whether the innermost frame of the traceback ``tb`` runs a module of the mlmix package."""
+    if tb is None:
+        return False
+    while tb.tb_next is not None:
+        tb = tb.tb_next
+    module = str(tb.tb_frame.f_globals.get("__name__", ""))
+    return module == "mlmix" or module.startswith("mlmix.")
 
 
 def _silence_stdout() -> None:

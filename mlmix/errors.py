@@ -1,13 +1,29 @@
 """The exceptions mlmix raises.
 
 Bad arguments raise :class:`ValueError` or :class:`TypeError` (or a subclass defined here), with a
-one-line message; numerical failures raise :class:`NumericalError`, a :class:`RuntimeError`, so
-``except RuntimeError`` catches every "could not compute this to its stated accuracy".
+one-line message; the checks of :mod:`mlmix.validation` raise :class:`InputValueError` /
+:class:`InputTypeError`, both an :class:`InputError`, so the command line tells refused input (exit
+status 2) from a bug (any other exception: "internal error", exit status 3). Numerical failures raise
+:class:`NumericalError`, a :class:`RuntimeError`, so ``except RuntimeError`` catches every "could not
+compute this to its stated accuracy".
 """
 
 from __future__ import annotations
 
 import numpy as np
+
+
+class InputError(Exception):
+    """Refused input: an argument, an option or a file's content that was checked and found wrong.
+    Never raised itself: raise :class:`InputValueError` or :class:`InputTypeError`."""
+
+
+class InputValueError(InputError, ValueError):
+    """An input of the right kind with a wrong value (out of range, malformed, inconsistent)."""
+
+
+class InputTypeError(InputError, TypeError):
+    """An input of the wrong kind of object."""
 
 
 class NumericalError(RuntimeError):
@@ -22,7 +38,7 @@ class UnresolvedError(NumericalError):
     """A result is not known to its accuracy (only bounds, or nothing): raised by ``float(result)``."""
 
 
-class ReducibleChainError(ValueError):
+class ReducibleChainError(InputValueError):
     """A chain with several closed classes has no unique stationary law; ``closed_classes`` lists
     them as arrays of state indices."""
 
@@ -31,6 +47,6 @@ class ReducibleChainError(ValueError):
         self.closed_classes = closed_classes
 
 
-class MemoryLimitError(ValueError):
+class MemoryLimitError(InputValueError):
     """The memory an operation needs, estimated before allocating it, exceeds the limit
     (``--max-memory``, or what the machine has available)."""

@@ -10,7 +10,12 @@ the matrix-free Krylov solvers):
   file) no bar but exactly one line per phase, when it starts, so that a log says what is running.
 
 Steps expected to take less than :func:`threshold` seconds (default 2; environment variable
-``MLMIX_PROGRESS_THRESHOLD``) show nothing, so small problems stay quiet; ``progress=False`` in
+``MLMIX_PROGRESS_THRESHOLD``) show nothing, so small problems stay quiet, unless a :class:`Progress`
+is still running when that time (at least 2 s, :func:`late_after`) has passed (an estimate short of
+the truth: an iterative solver's number of steps is not known before): then it says so, and names
+its phases from there on. Output
+goes to standard error only, never to standard output (:func:`write_stderr`: nothing with standard
+error closed; a failing standard error is dropped, never fatal); ``progress=False`` in
 Python and ``--no-progress`` on the command line turn everything off.
 
 A single expensive method or property read on its own (``chain.spectral_gap``) is announced the same
@@ -26,6 +31,7 @@ import functools
 import math
 import os
 import sys
+import threading
 import time
 from typing import Any, Callable, Iterable, Iterator, Sequence, TypeVar
 
@@ -43,6 +49,13 @@ def threshold() -> float:
         return float(os.environ.get(THRESHOLD_ENV, DEFAULT_THRESHOLD))
     except ValueError:
         return DEFAULT_THRESHOLD
+
+
+def late_after() -> float:
+    """Seconds after which a :class:`Progress` expected to be shorter than :func:`threshold` says it is
+    still running: the threshold, but never less than :data:`DEFAULT_THRESHOLD` (a tiny threshold asks
+    for the lines of every estimate above it, not for a line about every short computation)."""
+    return max(threshold(), DEFAULT_THRESHOLD)
 
 
 #: Operations below which no measurement is made: any machine does them in well under a second.
@@ -69,6 +82,31 @@ def seconds_for(operations: float) -> float:
     return operations / (1e9 if operations < _SMALL else flop_rate())
 
 
+def product_seconds(P: Any) -> float:
+    """Measured seconds of one product ``P @ v`` of a (sparse) matrix with a vector, best of three (one
+    when the first takes over 0.05 s): a sparse product is bound by memory traffic, not by the dense
+    flop rate of :func:`flop_rate` (10 to 15 times slower per operation on a 245,760-non-zero chain)."""
+    v = np.ones(P.shape[1])
+    best = float("inf")
+    for _ in range(3):
+        start = time.perf_counter()
+        P @ v
+        best = min(best, time.perf_counter() - start)
+        if best > 0.05:
+            break
+    return best
+
+
+#: Expected seconds of the first import of torch (the Krylov engine's arithmetic), about what it takes
+#: on a loaded two-core machine; nothing once torch is imported.
+TORCH_START = 2.0
+
+
+def torch_start_seconds() -> float:
+    """:data:`TORCH_START` while torch is not yet imported in this process, else 0."""
+    return 0.0 if "torch" in sys.modules else TORCH_START
+
+
 def dense_seconds(n_states: int, cubes: float) -> float:
     """Expected seconds of a dense step costing ``cubes`` x N^3 floating-point operations."""
     return seconds_for(cubes * float(n_states) ** 3)
@@ -83,13 +121,49 @@ def format_seconds(seconds: float) -> str:
 
 
 def _interactive(stream: Any) -> bool:
-    """A terminal, or a notebook (tqdm.auto draws a widget there)."""
+    """A terminal, or a notebook (tqdm.auto draws a widget there); never a closed or failed stream."""
+    if stream is None or _STDERR_FAILED:
+        return False
     return bool(getattr(stream, "isatty", lambda: False)()) or "ipykernel" in sys.modules
 
 
 def say(text: str) -> None:
-    """One line ``mlmix: text`` on standard error."""
-    print(f"mlmix: {text}", file=sys.stderr, flush=True)
+    """One line ``mlmix: text`` on standard error (:func:`write_stderr`)."""
+    write_stderr(f"mlmix: {text}")
+
+
+#: Whether a write to standard error failed (a full device, a closed pipe): later lines are dropped.
+_STDERR_FAILED = False
+
+
+def write_stderr(line: str) -> None:
+    """Write ``line`` to standard error, never elsewhere: with standard error closed (``2>&-``, when
+    ``sys.stderr`` is None and ``print`` would fall back to standard output, corrupting a JSON
+    report) nothing is written; a failing write (``2>/dev/full``) is dropped with what it buffered,
+    once, and every later line too, so that progress never costs the result."""
+    global _STDERR_FAILED
+    stream = sys.stderr
+    if stream is None or _STDERR_FAILED:
+        return
+    try:
+        stream.write(line + "\n")
+        stream.flush()
+    except OSError:
+        _STDERR_FAILED = True
+        _discard(stream)
+
+
+def _discard(stream: Any) -> None:
+    """Point a failing standard error at the null device, so that neither the lines it still buffers
+    nor the interpreter's final flush fail again (best effort: a stream without a file descriptor is
+    left as it is)."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, stream.fileno())
+        os.close(devnull)
+        stream.flush()
+    except (OSError, ValueError, AttributeError):
+        pass
 
 
 #: Whether an announced computation (a Progress or steps) is running: the steps nested in it stay quiet.
@@ -107,12 +181,19 @@ class Progress:
 
     def __init__(self, title: str, phases: Sequence[tuple[str, float]], *, cost: str = "",
                  enabled: bool = True) -> None:
-        self.title, self.expected = title, dict(phases)
+        self.title, self.expected, self.cost = title, dict(phases), cost
         total = sum(self.expected.values())
         self.shown = bool(enabled) and total >= threshold()
         self.bar = None
+        self.current: str | None = None
+        self._late: threading.Timer | None = None
+        self._lock = threading.Lock()
         self._token: contextvars.Token | None = None
         if not self.shown:
+            if enabled:  # the estimate may be short of the truth (an iterative solver's count of steps)
+                self._late = threading.Timer(late_after(), self._announce_late)
+                self._late.daemon = True
+                self._late.start()
             return
         say(f"{title}: {cost + ', ' if cost else ''}about {format_seconds(total)} expected "
              f"({', '.join(f'{n} {format_seconds(s)}' for n, s in phases)}; at {flop_rate() / 1e9:.1f} GFLOP/s "
@@ -122,10 +203,26 @@ class Progress:
             self.bar = tqdm(total=total, desc=title, file=sys.stderr, leave=False,
                             bar_format="{l_bar}{bar}| [{elapsed}<{remaining}]")
 
+    def _announce_late(self) -> None:
+        """A computation expected below :func:`threshold` is still running after :func:`late_after`
+        seconds: the cost line and the phase running now, then one line per later phase (plain lines,
+        also on a terminal)."""
+        with self._lock:
+            if self.shown or self._late is None:
+                return
+            self.shown = True
+            total = sum(self.expected.values())
+            say(f"{self.title}: {self.cost + ', ' if self.cost else ''}still running after "
+                f"{format_seconds(late_after())} (about {format_seconds(total)} expected)")
+            if self.current is not None:
+                say(f"{self.title}: {self.current} (expected {format_seconds(self.expected.get(self.current, 0.0))})")
+
     @contextlib.contextmanager
     def phase(self, name: str) -> Iterator[None]:
-        if self.shown and self.bar is None:
-            say(f"{self.title}: {name} (expected {format_seconds(self.expected.get(name, 0.0))})")
+        with self._lock:
+            self.current = name
+            if self.shown and self.bar is None:
+                say(f"{self.title}: {name} (expected {format_seconds(self.expected.get(name, 0.0))})")
         if self.bar is not None:
             self.bar.set_description_str(f"{self.title}: {name}")
         try:
@@ -135,6 +232,10 @@ class Progress:
                 self.bar.update(self.expected.get(name, 0.0))
 
     def close(self) -> None:
+        with self._lock:
+            if self._late is not None:
+                self._late.cancel()
+                self._late = None
         if self.bar is not None:
             self.bar.close()
             self.bar = None

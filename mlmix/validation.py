@@ -1,8 +1,10 @@
 """Input validation for every public function and CLI option: one home, one message style.
 
 Each ``check_*`` returns the value in canonical form (int, float, float64 array, boolean mask)
-or raises :class:`TypeError` (wrong kind of object) or :class:`ValueError` (wrong value) with a
-one-line message naming the argument. Memory: :func:`check_memory` compares an estimate, made
+or raises :class:`~mlmix.errors.InputTypeError` (wrong kind of object, a :class:`TypeError`) or
+:class:`~mlmix.errors.InputValueError` (wrong value, a :class:`ValueError`) with a one-line message
+naming the argument: the command line reports these as refused input (exit status 2).
+Memory: :func:`check_memory` compares an estimate, made
 before a large allocation, with the limit in force (:func:`memory_limit`, set by the CLI's
 ``--max-memory``; by default 80% of the memory available now) and raises
 :class:`~mlmix.errors.MemoryLimitError` with the estimate in its message.
@@ -24,7 +26,7 @@ from typing import Iterator
 import numpy as np
 import scipy.sparse as sp
 
-from mlmix.errors import MemoryLimitError
+from mlmix.errors import InputTypeError, InputValueError, MemoryLimitError
 
 Matrix = np.ndarray | sp.sparray | sp.spmatrix
 
@@ -34,12 +36,12 @@ Matrix = np.ndarray | sp.sparray | sp.spmatrix
 def check_int(value: object, name: str, *, minimum: int | None = None, maximum: int | None = None) -> int:
     """An integer (bool refused) within [minimum, maximum]."""
     if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
-        raise TypeError(f"{name} must be an int, got {type(value).__name__}")
+        raise InputTypeError(f"{name} must be an int, got {type(value).__name__}")
     value = int(value)
     if minimum is not None and value < minimum:
-        raise ValueError(f"{name} must be >= {minimum}, got {value}")
+        raise InputValueError(f"{name} must be >= {minimum}, got {value}")
     if maximum is not None and value > maximum:
-        raise ValueError(f"{name} must be <= {maximum}, got {value}")
+        raise InputValueError(f"{name} must be <= {maximum}, got {value}")
     return value
 
 
@@ -47,17 +49,17 @@ def check_real(value: object, name: str, *, minimum: float | None = None, maximu
                open_min: bool = False, open_max: bool = False) -> float:
     """A finite real number in the interval given by minimum/maximum (open ends with open_min/open_max)."""
     if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, float, np.integer, np.floating)):
-        raise TypeError(f"{name} must be a real number, got {type(value).__name__}")
+        raise InputTypeError(f"{name} must be a real number, got {type(value).__name__}")
     try:
         x = float(value)
     except OverflowError:  # an int beyond the float range
         x = math.inf
     if not math.isfinite(x):
-        raise ValueError(f"{name} must be finite, got {value}")
+        raise InputValueError(f"{name} must be finite, got {value}")
     if minimum is not None and (x < minimum or (open_min and x == minimum)):
-        raise ValueError(f"{name} must be {'>' if open_min else '>='} {minimum:g}, got {value}")
+        raise InputValueError(f"{name} must be {'>' if open_min else '>='} {minimum:g}, got {value}")
     if maximum is not None and (x > maximum or (open_max and x == maximum)):
-        raise ValueError(f"{name} must be {'<' if open_max else '<='} {maximum:g}, got {value}")
+        raise InputValueError(f"{name} must be {'<' if open_max else '<='} {maximum:g}, got {value}")
     return x
 
 
@@ -76,6 +78,37 @@ def check_steps(t: object, name: str = "t") -> int:
     return check_int(t, name, minimum=0)
 
 
+def check_sites(values: object, length: int, name: str) -> list[int]:
+    """A sequence of site indices (a scan order, a block of a schedule): ints in [0, length); a bool,
+    a float such as 2.7 (truncated to 2 by ``int``) or anything else but an integer is refused."""
+    if isinstance(values, (str, bytes, dict)) or not hasattr(values, "__iter__"):
+        raise InputTypeError(f"{name} must be a sequence of site indices, got {type(values).__name__}")
+    sites = []
+    for s in values:
+        if isinstance(s, (bool, np.bool_)) or not isinstance(s, (int, np.integer)):
+            raise InputTypeError(f"{name} must hold integer sites in 0..{length - 1}, got {s!r} "
+                                 f"({type(s).__name__})")
+        if not 0 <= s < length:
+            raise InputValueError(f"{name}: site {s} is outside 0..{length - 1}")
+        sites.append(int(s))
+    return sites
+
+
+def check_array_shape(a: object, shape: tuple[int, ...], name: str, meaning: str = "") -> np.ndarray:
+    """A float64 array of exactly ``shape`` without NaN (infinities allowed: log-probabilities of
+    removed symbols are -inf); ``meaning`` spells the shape out in the message."""
+    try:
+        arr = np.asarray(a, dtype=np.float64)
+    except (TypeError, ValueError) as err:
+        raise InputTypeError(f"{name} must be an array of real numbers: {err}") from None
+    if arr.shape != tuple(shape):
+        raise InputValueError(f"{name} must have shape {tuple(shape)}{f' ({meaning})' if meaning else ''}, "
+                              f"got {arr.shape}")
+    if np.isnan(arr).any():
+        raise InputValueError(f"{name} contains NaN")
+    return arr
+
+
 # ---------------------------------------------------------------------------------------- arrays
 
 
@@ -85,20 +118,20 @@ def check_vector(v: object, size: int, name: str, *, nonnegative: bool = False, 
     vector (>= 0, summing to 1 within ``tol``)."""
     try:
         if np.asarray(v).dtype.kind == "c":
-            raise TypeError(f"dtype {np.asarray(v).dtype} (the imaginary part would be dropped)")
+            raise InputTypeError(f"dtype {np.asarray(v).dtype} (the imaginary part would be dropped)")
         arr = np.asarray(v, dtype=np.float64)
     except (TypeError, ValueError) as err:
-        raise TypeError(f"{name} must be a vector of real numbers: {err}") from None
+        raise InputTypeError(f"{name} must be a vector of real numbers: {err}") from None
     if arr.shape != (size,):
-        raise ValueError(f"{name} must be a vector over the {size} states, got shape {arr.shape}")
+        raise InputValueError(f"{name} must be a vector over the {size} states, got shape {arr.shape}")
     if not np.isfinite(arr).all():
-        raise ValueError(f"{name} contains NaN or infinite values")
+        raise InputValueError(f"{name} contains NaN or infinite values")
     if (nonnegative or probability) and (arr < 0).any():
-        raise ValueError(f"{name} has negative entries")
+        raise InputValueError(f"{name} has negative entries")
     if positive and (arr <= 0).any():
-        raise ValueError(f"{name} must be strictly positive ({int((arr <= 0).sum())} entries are <= 0)")
+        raise InputValueError(f"{name} must be strictly positive ({int((arr <= 0).sum())} entries are <= 0)")
     if probability and abs(arr.sum() - 1.0) > tol:
-        raise ValueError(f"{name} must sum to 1 (tol {tol:g}), sums to {arr.sum()!r}")
+        raise InputValueError(f"{name} must sum to 1 (tol {tol:g}), sums to {arr.sum()!r}")
     return arr
 
 
@@ -111,31 +144,31 @@ def check_transition_matrix(P: object, tol: float = 1e-9) -> Matrix:
     P = from_torch(P)
     if sp.issparse(P):
         if P.dtype.kind == "c":
-            raise TypeError(f"transition matrix must hold real numbers, got dtype {P.dtype}")
+            raise InputTypeError(f"transition matrix must hold real numbers, got dtype {P.dtype}")
         M = _canonical_csr(P)
         data, sums = M.data, np.asarray(M.sum(axis=1)).ravel()
     elif isinstance(P, (np.ndarray, list, tuple)):
         try:
             raw = np.asarray(P)
             if raw.dtype.kind == "c":
-                raise TypeError(f"dtype {raw.dtype} (the imaginary part would be dropped)")
+                raise InputTypeError(f"dtype {raw.dtype} (the imaginary part would be dropped)")
             M = np.asarray(raw, dtype=np.float64)
         except (TypeError, ValueError) as err:
-            raise TypeError(f"transition matrix must hold real numbers: {err}") from None
+            raise InputTypeError(f"transition matrix must hold real numbers: {err}") from None
         if M.ndim != 2:
-            raise ValueError(f"transition matrix must be 2-dimensional, got shape {M.shape}")
+            raise InputValueError(f"transition matrix must be 2-dimensional, got shape {M.shape}")
         data, sums = M, M.sum(axis=1)
     else:
-        raise TypeError(f"transition matrix must be a numpy array or scipy sparse matrix, got {type(P).__name__}")
+        raise InputTypeError(f"transition matrix must be a numpy array or scipy sparse matrix, got {type(P).__name__}")
     if M.shape[0] != M.shape[1] or M.shape[0] == 0:
-        raise ValueError(f"transition matrix must be square and non-empty, got shape {M.shape}")
+        raise InputValueError(f"transition matrix must be square and non-empty, got shape {M.shape}")
     if not np.isfinite(data).all():
-        raise ValueError("transition matrix contains NaN or infinite entries")
+        raise InputValueError("transition matrix contains NaN or infinite entries")
     if (data < 0).any():
-        raise ValueError("transition matrix has negative entries")
+        raise InputValueError("transition matrix has negative entries")
     bad = np.flatnonzero(np.abs(sums - 1.0) > tol)
     if bad.size:
-        raise ValueError(f"transition matrix rows must sum to 1 (tol {tol:g}); row {bad[0]} sums to {sums[bad[0]]!r}")
+        raise InputValueError(f"transition matrix rows must sum to 1 (tol {tol:g}); row {bad[0]} sums to {sums[bad[0]]!r}")
     return M
 
 
@@ -146,10 +179,10 @@ def from_torch(x: object) -> object:
         return x
     t = x.detach().cpu()
     if t.is_complex():
-        raise TypeError("transition matrix must hold real numbers, got a complex tensor")
+        raise InputTypeError("transition matrix must hold real numbers, got a complex tensor")
     if str(t.dtype) in ("torch.float16", "torch.bfloat16", "torch.float32"):
-        raise TypeError(f"transition matrix must be float64, got a {str(t.dtype)[6:]} tensor (its rows sum to 1 "
-                        "only to about 1e-7): build it with dtype=torch.float64")
+        raise InputTypeError(f"transition matrix must be float64, got a {str(t.dtype)[6:]} tensor (its rows sum to 1 "
+                             "only to about 1e-7): build it with dtype=torch.float64")
     if str(t.layout) == "torch.sparse_csr":
         return sp.csr_array((t.values().double().numpy(), t.col_indices().numpy(), t.crow_indices().numpy()),
                             shape=tuple(t.shape))
@@ -158,14 +191,14 @@ def from_torch(x: object) -> object:
         return sp.csr_array(sp.coo_array((t.values().double().numpy(), tuple(t.indices().numpy())),
                                          shape=tuple(t.shape)))
     if str(t.layout) != "torch.strided":
-        raise TypeError(f"transition matrix: torch layout {t.layout} is not supported (use dense, COO or CSR)")
+        raise InputTypeError(f"transition matrix: torch layout {t.layout} is not supported (use dense, COO or CSR)")
     return t.double().numpy()
 def _canonical_csr(P: sp.sparray | sp.spmatrix) -> sp.csr_array:
     """A float64 CSR copy with its structure checked in full (ValueError) and duplicates summed."""
     try:
         if P.format == "csr":
             if P.indptr.ndim != 1 or P.indices.ndim != 1 or P.data.ndim != 1:
-                raise ValueError("index arrays must be 1-dimensional")
+                raise InputValueError("index arrays must be 1-dimensional")
             M = sp.csr_array((np.asarray(P.data, dtype=np.float64), P.indices.copy(), P.indptr.copy()),
                              shape=P.shape)
             M.check_format(full_check=True)
@@ -173,7 +206,7 @@ def _canonical_csr(P: sp.sparray | sp.spmatrix) -> sp.csr_array:
             M = sp.csr_array(P, dtype=np.float64)
         M.sum_duplicates()  # also sorts the indices (scipy's graph routines need both)
     except (ValueError, TypeError, IndexError, OverflowError) as err:
-        raise ValueError(f"transition matrix: invalid sparse structure: {err}") from None
+        raise InputValueError(f"transition matrix: invalid sparse structure: {err}") from None
     return M
 
 
@@ -188,21 +221,21 @@ def check_state_set(S: object, n_states: int, name: str = "S", *, nonempty: bool
         arr = arr.reshape(1)
     if arr.dtype == bool:
         if arr.shape != (n_states,):
-            raise ValueError(f"{name}: a boolean mask must have shape ({n_states},), got {arr.shape}")
+            raise InputValueError(f"{name}: a boolean mask must have shape ({n_states},), got {arr.shape}")
         mask = arr.copy()
     else:
         if arr.size and not np.issubdtype(arr.dtype, np.integer):
-            raise TypeError(f"{name} must be a boolean mask or integer state indices, got dtype {arr.dtype}")
+            raise InputTypeError(f"{name} must be a boolean mask or integer state indices, got dtype {arr.dtype}")
         if arr.ndim != 1:
-            raise ValueError(f"{name}: state indices must be a 1-d array, got shape {arr.shape}")
+            raise InputValueError(f"{name}: state indices must be a 1-d array, got shape {arr.shape}")
         if arr.size and (arr.min() < 0 or arr.max() >= n_states):
-            raise ValueError(f"{name}: state indices must lie in [0, {n_states})")
+            raise InputValueError(f"{name}: state indices must lie in [0, {n_states})")
         mask = np.zeros(n_states, dtype=bool)
         mask[arr.astype(np.int64)] = True
     if nonempty and not mask.any():
-        raise ValueError(f"{name} must be a non-empty set of states")
+        raise InputValueError(f"{name} must be a non-empty set of states")
     if proper and mask.all():
-        raise ValueError(f"{name} must be a proper subset of the states, got the whole space")
+        raise InputValueError(f"{name} must be a proper subset of the states, got the whole space")
     return mask
 
 
@@ -220,14 +253,14 @@ def load_arrays(path: str | os.PathLike, what: str) -> dict[str, np.ndarray]:
     naming ``what``."""
     name = os.fspath(path)
     if not os.path.isfile(name):
-        raise ValueError(f"{what} {name} does not exist")
+        raise InputValueError(f"{what} {name} does not exist")
     try:
         if name.lower().endswith(".npy"):
             return {"": np.load(name, allow_pickle=False)}
         with np.load(name, allow_pickle=False) as z:
             return {key: z[key] for key in z.files}
     except _ARRAY_FILE_ERRORS as err:
-        raise ValueError(f"{name} is not a readable {what} ({type(err).__name__}: {err})") from None
+        raise InputValueError(f"{name} is not a readable {what} ({type(err).__name__}: {err})") from None
 
 
 def matrix_from_arrays(arrays: dict[str, np.ndarray]) -> Matrix:
@@ -252,10 +285,26 @@ def matrix_from_arrays(arrays: dict[str, np.ndarray]) -> Matrix:
                 return cls((arrays["data"], arrays["indices"], arrays["indptr"]), shape=shape)
             if fmt == "coo":
                 return sp.coo_array((arrays["data"], (arrays["row"], arrays["col"])), shape=shape)
-            raise ValueError(f"unsupported sparse format {fmt!r}")
+            raise InputValueError(f"unsupported sparse format {fmt!r}")
     except (KeyError, TypeError, ValueError, OverflowError) as err:
-        raise ValueError(f"malformed matrix arrays: {err}") from None
-    raise ValueError(f"unknown .npz layout (keys {sorted(keys)})")
+        raise InputValueError(f"malformed matrix arrays: {err}") from None
+    raise InputValueError(f"unknown .npz layout (keys {sorted(keys)})")
+
+
+def check_output_file(path: str | os.PathLike, name: str, suffixes: tuple[str, ...]) -> None:
+    """A file to be written later: one of ``suffixes`` (lower case, with the dot), not an existing
+    folder, and not below an existing file; checked before a command writes anything, so a refused
+    output leaves no other output behind."""
+    path = os.fspath(path)
+    if os.path.splitext(path)[1].lower() not in suffixes:
+        raise InputValueError(f"{name} must name a {' or '.join(suffixes)} file, got {os.path.basename(path)!r}")
+    if os.path.isdir(path):
+        raise InputValueError(f"{name}: {path} is a folder; give a file name")
+    parent = os.path.dirname(os.path.abspath(path))
+    while not os.path.exists(parent):
+        parent = os.path.dirname(parent)
+    if not os.path.isdir(parent):
+        raise InputValueError(f"{name}: {parent} is a file, not a folder")
 
 
 # ---------------------------------------------------------------------------------------- model files
@@ -279,16 +328,16 @@ def check_safetensors_header(path: str | os.PathLike) -> dict:
         with open(path, "rb") as fh:
             head = fh.read(8)
             if len(head) < 8:
-                raise ValueError("shorter than its 8-byte header length")
+                raise InputValueError("shorter than its 8-byte header length")
             n = int.from_bytes(head, "little")
             size = os.fstat(fh.fileno()).st_size
             if n > min(size - 8, 100 * 1024**2):
-                raise ValueError(f"header length {n} exceeds the file")
+                raise InputValueError(f"header length {n} exceeds the file")
             header = json.loads(fh.read(n).decode("utf-8"))
     except (OSError, UnicodeDecodeError, json.JSONDecodeError, ValueError) as err:
-        raise ValueError(f"weights file {name} is corrupt or incomplete (not a valid safetensors file): {err}") from None
+        raise InputValueError(f"weights file {name} is corrupt or incomplete (not a valid safetensors file): {err}") from None
     if not isinstance(header, dict):
-        raise ValueError(f"weights file {name}: the header is not a JSON object")
+        raise InputValueError(f"weights file {name}: the header is not a JSON object")
     data = size - 8 - n
     spans = []
     for key, info in header.items():
@@ -296,28 +345,28 @@ def check_safetensors_header(path: str | os.PathLike) -> dict:
             continue
         where = f"weights file {name}, tensor {key!r}"
         if not isinstance(info, dict) or not {"dtype", "shape", "data_offsets"} <= set(info):
-            raise ValueError(f"{where}: header entry lacks dtype, shape or data_offsets")
+            raise InputValueError(f"{where}: header entry lacks dtype, shape or data_offsets")
         dtype, shape, offsets = info["dtype"], info["shape"], info["data_offsets"]
         if dtype not in SAFETENSORS_DTYPES:
-            raise ValueError(f"{where}: unknown dtype {dtype!r}")
+            raise InputValueError(f"{where}: unknown dtype {dtype!r}")
         if (not isinstance(shape, list) or not all(isinstance(d, int) and d >= 0 for d in shape)
                 or not isinstance(offsets, list) or len(offsets) != 2
                 or not all(isinstance(o, int) and 0 <= o <= data for o in offsets) or offsets[0] > offsets[1]):
-            raise ValueError(f"{where}: malformed shape {shape!r} or data_offsets {offsets!r}")
+            raise InputValueError(f"{where}: malformed shape {shape!r} or data_offsets {offsets!r}")
         if math.prod(shape) * SAFETENSORS_DTYPES[dtype] != offsets[1] - offsets[0]:
-            raise ValueError(f"{where}: {dtype} x {shape} does not match its {offsets[1] - offsets[0]} bytes")
+            raise InputValueError(f"{where}: {dtype} x {shape} does not match its {offsets[1] - offsets[0]} bytes")
         if dtype[0] in "IUB" and not key.endswith(_INDEX_BUFFERS):
-            raise ValueError(f"{where}: a weight stored as {dtype}; a masked LM's weights are floating point "
-                             "(a relabelled dtype?)")
+            raise InputValueError(f"{where}: a weight stored as {dtype}; a masked LM's weights are floating point "
+                                  "(a relabelled dtype?)")
         spans.append(tuple(offsets))
     spans.sort()
     end = 0
     for a, b in spans:
         if a != end:
-            raise ValueError(f"weights file {name}: tensor byte ranges overlap or leave gaps")
+            raise InputValueError(f"weights file {name}: tensor byte ranges overlap or leave gaps")
         end = b
     if end != data:
-        raise ValueError(f"weights file {name}: the tensors cover {end} of {data} data bytes")
+        raise InputValueError(f"weights file {name}: the tensors cover {end} of {data} data bytes")
     return header
 
 
@@ -332,9 +381,9 @@ def check_tokenizer_files(folder: str | os.PathLike) -> None:
                 with open(path, encoding="utf-8") as fh:
                     obj = json.load(fh)
             except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
-                raise ValueError(f"{path} is unreadable or not valid JSON: {err}") from None
+                raise InputValueError(f"{path} is unreadable or not valid JSON: {err}") from None
             if not isinstance(obj, dict):
-                raise ValueError(f"{path} must hold a JSON object, got {type(obj).__name__}")
+                raise InputValueError(f"{path} must hold a JSON object, got {type(obj).__name__}")
     path = os.path.join(folder, "tokenizer.json")
     if os.path.isfile(path):
         # deferred: tokenizers loads only to check a tokenizer file
@@ -343,7 +392,7 @@ def check_tokenizer_files(folder: str | os.PathLike) -> None:
         try:
             Tokenizer.from_file(path)
         except Exception as err:  # the Rust library raises a bare Exception for a schema mismatch
-            raise ValueError(f"{path} is not a valid tokenizer file: {str(err).splitlines()[0] if str(err) else err!r}") \
+            raise InputValueError(f"{path} is not a valid tokenizer file: {str(err).splitlines()[0] if str(err) else err!r}") \
                 from None
 
 
@@ -352,21 +401,21 @@ def check_law_spec(spec: object, where: str) -> dict:
     {tokens: list of strings, length: int >= 1, coupling: real, fields: length x len(tokens) reals}."""
     law = spec.get("law") if isinstance(spec, dict) else None
     if not isinstance(law, dict):
-        raise ValueError(f"{where} has no 'law' object")
+        raise InputValueError(f"{where} has no 'law' object")
     missing = [k for k in ("tokens", "length", "coupling", "fields") if k not in law]
     if missing:
-        raise ValueError(f"{where}: the law lacks {', '.join(missing)}")
+        raise InputValueError(f"{where}: the law lacks {', '.join(missing)}")
     tokens = law["tokens"]
     if not isinstance(tokens, list) or not tokens or not all(isinstance(t, str) for t in tokens):
-        raise ValueError(f"{where}: tokens must be a non-empty list of strings")
+        raise InputValueError(f"{where}: tokens must be a non-empty list of strings")
     length = check_int(law["length"], f"{where}: length", minimum=1)
     coupling = check_real(law["coupling"], f"{where}: coupling")
     try:
         fields = np.asarray(law["fields"], dtype=np.float64)
     except (TypeError, ValueError) as err:
-        raise ValueError(f"{where}: fields must be numbers: {err}") from None
+        raise InputValueError(f"{where}: fields must be numbers: {err}") from None
     if fields.shape != (length, len(tokens)) or not np.isfinite(fields).all():
-        raise ValueError(f"{where}: fields must be finite, of shape ({length}, {len(tokens)}), got {fields.shape}")
+        raise InputValueError(f"{where}: fields must be finite, of shape ({length}, {len(tokens)}), got {fields.shape}")
     return {"tokens": tokens, "length": length, "coupling": coupling, "fields": fields}
 
 
@@ -378,8 +427,8 @@ def check_weight_values(named: Iterator[tuple[str, object]], what: str, bound: f
             continue
         top = float(w.detach().abs().max()) if w.numel() else 0.0
         if not math.isfinite(top) or top > bound:
-            raise ValueError(f"{what}: weight {key} holds {'non-finite values' if not math.isfinite(top) else f'|w| = {top:.3g}'}"
-                             f" (a corrupt or relabelled checkpoint?)")
+            raise InputValueError(f"{what}: weight {key} holds {'non-finite values' if not math.isfinite(top) else f'|w| = {top:.3g}'}"
+                                  f" (a corrupt or relabelled checkpoint?)")
 
 
 # ---------------------------------------------------------------------------------------- sizes and memory
@@ -394,10 +443,10 @@ def parse_size(text: str | int, name: str = "--max-memory") -> int:
         return check_int(text, name, minimum=1)
     m = re.fullmatch(r"\s*([0-9]*\.?[0-9]+(?:e[0-9]+)?)\s*([A-Za-z]*)\s*", str(text))
     if not m or m.group(2).lower() not in _UNITS:
-        raise ValueError(f"{name} must be a size such as 512MiB, 4G or 2.5GB, got {text!r}")
+        raise InputValueError(f"{name} must be a size such as 512MiB, 4G or 2.5GB, got {text!r}")
     value = float(m.group(1)) * _UNITS[m.group(2).lower()]
     if not math.isfinite(value) or value < 1:
-        raise ValueError(f"{name} must be at least 1 byte, got {text!r}")
+        raise InputValueError(f"{name} must be at least 1 byte, got {text!r}")
     return int(value)
 
 
@@ -407,10 +456,10 @@ def parse_duration(text: str | float, name: str = "--budget") -> float:
         return check_real(text, name, minimum=0.0, open_min=True)
     m = re.fullmatch(r"\s*([0-9]*\.?[0-9]+)\s*(s|sec|m|min|h|hr)?\s*", str(text).lower())
     if not m:
-        raise ValueError(f"{name} must be a duration such as 90s, 10m or 1.5h, got {text!r}")
+        raise InputValueError(f"{name} must be a duration such as 90s, 10m or 1.5h, got {text!r}")
     seconds = float(m.group(1)) * {None: 1, "s": 1, "sec": 1, "m": 60, "min": 60, "h": 3600, "hr": 3600}[m.group(2)]
     if seconds <= 0:
-        raise ValueError(f"{name} must be positive, got {text!r}")
+        raise InputValueError(f"{name} must be positive, got {text!r}")
     return seconds
 
 
@@ -481,32 +530,32 @@ def check_score_arrays(arrays: dict, where: str = "score file") -> dict:
     form (kind, vocab_size, length, table float64, temperature, tokens or None)."""
     missing = {"mlmix_format", "kind", "vocab_size", "length", "table"} - set(arrays)
     if missing:
-        raise ValueError(f"{where}: missing arrays {sorted(missing)} (see docs/samplers.md, score files)")
+        raise InputValueError(f"{where}: missing arrays {sorted(missing)} (see docs/samplers.md, score files)")
     fmt = str(np.asarray(arrays["mlmix_format"]))
     if fmt != SCORES_FORMAT:
-        raise ValueError(f"{where}: format {fmt!r} is not {SCORES_FORMAT!r}")
+        raise InputValueError(f"{where}: format {fmt!r} is not {SCORES_FORMAT!r}")
     kind = str(np.asarray(arrays["kind"]))
     if kind not in ("full", "partial"):
-        raise ValueError(f"{where}: kind must be 'full' or 'partial', got {kind!r}")
+        raise InputValueError(f"{where}: kind must be 'full' or 'partial', got {kind!r}")
     q = check_int(int(np.asarray(arrays["vocab_size"])), f"{where}: vocab_size", minimum=2)
     n = check_int(int(np.asarray(arrays["length"])), f"{where}: length", minimum=1)
     table = np.asarray(arrays["table"])
     if not np.issubdtype(table.dtype, np.floating):
-        raise TypeError(f"{where}: table must hold floats, got {table.dtype}")
+        raise InputTypeError(f"{where}: table must hold floats, got {table.dtype}")
     table = table.astype(np.float64)
     base = q if kind == "full" else q + 1
     shape = (n, base ** (n - 1), q)
     if table.shape != shape:
-        raise ValueError(f"{where}: a {kind} table of |V| = {q}, n = {n} has shape {shape}, got {table.shape}")
+        raise InputValueError(f"{where}: a {kind} table of |V| = {q}, n = {n} has shape {shape}, got {table.shape}")
     if np.isnan(table).any() or np.isposinf(table).any() or (kind == "full" and not np.isfinite(table).all()):
-        raise ValueError(f"{where}: table entries must be finite" + (" or -inf" if kind == "partial" else ""))
+        raise InputValueError(f"{where}: table entries must be finite" + (" or -inf" if kind == "partial" else ""))
     if not np.isfinite(table).any(axis=-1).all():
-        raise ValueError(f"{where}: every row of the table needs a finite score")
+        raise InputValueError(f"{where}: every row of the table needs a finite score")
     T = check_temperature(float(np.asarray(arrays["temperature"])), f"{where}: temperature") \
         if "temperature" in arrays else 1.0
     tokens = None
     if "tokens" in arrays:
         tokens = [str(t) for t in np.asarray(arrays["tokens"]).ravel()]
         if len(tokens) != q:
-            raise ValueError(f"{where}: {len(tokens)} tokens for |V| = {q}")
+            raise InputValueError(f"{where}: {len(tokens)} tokens for |V| = {q}")
     return {"kind": kind, "vocab_size": q, "length": n, "table": table, "temperature": T, "tokens": tokens}

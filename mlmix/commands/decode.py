@@ -29,6 +29,7 @@ from mlmix.commands.options import (
     add_mlm_arguments,
     add_threads_argument,
     add_toy_model_arguments,
+    check_sampler_options,
     mlm_partial_source_from_args,
     validate_toy_model_arguments,
 )
@@ -47,7 +48,13 @@ from mlmix.theory.kernels.scan_and_mh import ENERGIES, Truncated, energy, target
 from mlmix.theory.results import EPS, Result
 from mlmix.theory.sources.conditionals import Conditionals
 from mlmix.theory.sources.scorefile import load_scores, save_scores
-from mlmix.validation import check_int
+from mlmix.validation import check_int, check_output_file
+
+#: The options of each --sampler, with their defaults (the one table of which decoder takes what: an
+#: option given to a sampler that does not take it is refused, not ignored).
+SAMPLER_OPTIONS: dict[str, dict[str, object]] = {
+    "any-order": {}, "left-to-right": {"order": None}, "parallel": {"k": 2}, "confidence": {"k": 2},
+    "threshold": {"threshold": 0.9}, "schedule": {"schedule": None}}
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -56,7 +63,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.epilog = __doc__.split("Examples::", 1)[1]
     dec = parser.add_argument_group("decoder")
     dec.add_argument("--sampler", choices=SAMPLERS, default="any-order", help="decoder (default any-order)")
-    dec.add_argument("--k", type=int, default=2, help="positions per step of parallel / confidence (default 2)")
+    dec.add_argument("--k", type=int, default=None, help="positions per step of parallel / confidence (default 2)")
     dec.add_argument("--order", default=None, help='order of left-to-right, e.g. "2 0 1" (default 0..n-1)')
     dec.add_argument("--schedule", default=None, help='blocks of the schedule sampler, e.g. "0 1 | 2"')
     dec.add_argument("--threshold", type=float, default=None,
@@ -169,19 +176,23 @@ def decode_report(table: PartialScoreTable, sampler: str, *, k: int = 2, order: 
 
 
 def run(args: argparse.Namespace) -> int:
-    """Compute the law and print the table (or JSON with --json)."""
-    check_int(args.k, "--k", minimum=1)
+    """Compute the law and print the table (or JSON with --json); the score file is written last, after
+    every option was checked (a refused command leaves no file)."""
+    check_sampler_options(args, "--sampler", args.sampler, SAMPLER_OPTIONS)
+    if args.k is not None:
+        check_int(args.k, "--k", minimum=1)
+    if args.save_scores is not None:
+        check_output_file(args.save_scores, "--save-scores", (".npz",))
     validate_source_arguments(args)
     table, description, joint = build_partial_source(args)
-    if args.save_scores is not None:
-
-        save_scores(args.save_scores, table, getattr(table, "tokens", None))
     truncation = "" if args.top_k is None and args.top_p is None else \
         f"; top-k {args.top_k}, top-p {args.top_p} (after the temperature)"
     report = {"source": description + truncation,
-              **decode_report(table, args.sampler, k=args.k, order=args.order, schedule=args.schedule,
-                              threshold=0.9 if args.threshold is None and args.sampler == "threshold" else args.threshold,
-                              top_k=args.top_k, top_p=args.top_p, joint=joint)}
+              **decode_report(table, args.sampler, k=1 if args.k is None else args.k, order=args.order,
+                              schedule=args.schedule, threshold=args.threshold, top_k=args.top_k, top_p=args.top_p,
+                              joint=joint)}
+    if args.save_scores is not None:
+        save_scores(args.save_scores, table, getattr(table, "tokens", None))
     if not args.law:
         report.pop("law")
     print(dumps_json(report) if args.json else format_report(report))

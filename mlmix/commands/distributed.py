@@ -13,7 +13,7 @@ from collections.abc import Sequence
 import numpy as np
 import torch
 
-from mlmix.commands.exact import build_source, configure
+from mlmix.commands.exact import build_source, configure, validate_source
 from mlmix.files import atomic_save_npz, dumps_json
 from mlmix.theory.chain.matrixfree.analysis import analyse_operator, summary_dict
 from mlmix.theory.kernels.operators import DTYPES, kernel_operator
@@ -37,6 +37,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                      help="write each process's slice of the stationary law to DIR/stationary_<rank>.npz")
     args = parser.parse_args(argv)
     try:
+        validate_source(args)
         if args.matrix is not None or args.kernel == "parallel":
             raise ValueError("the distributed engine analyses a built-in model's glauber or k-gibbs chain")
         comm = init_from_environment(args.backend)

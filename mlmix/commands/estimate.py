@@ -13,7 +13,6 @@ tokenizer files, *.safetensors) otherwise.
 from __future__ import annotations
 
 import argparse
-import sys
 import time
 from pathlib import Path
 
@@ -23,6 +22,7 @@ from mlmix.commands.options import add_frame_arguments, add_model_arguments, add
 from mlmix.empirical import estimate as est
 from mlmix.files import atomic_write_text, dumps_json
 from mlmix.limits import CONSTANTS_LIMIT
+from mlmix.progress import say as progress_say
 from mlmix.provenance import stamp
 from mlmix.theory.results import Result
 from mlmix.theory.sources.contexts import TopK
@@ -213,8 +213,7 @@ def run(args: argparse.Namespace) -> int:
     replacements = "auto" if args.replacements is None else (None if args.replacements == 0 else
                                                            TopK(args.replacements))
     state = source.encode(args.state) if args.state is not None else None
-    say = (lambda text: None) if args.no_progress else (lambda text: print(f"mlmix: {text}", file=sys.stderr,
-                                                                            flush=True))
+    say = (lambda text: None) if args.no_progress else progress_say
     drift = _drift_symbols(source, args)
     route = plan(source, args, replacements, drift, say)
     args.contexts = route["contexts"]

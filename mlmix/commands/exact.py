@@ -29,27 +29,36 @@ from mlmix.commands.options import (
     add_mlm_arguments,
     add_threads_argument,
     add_toy_model_arguments,
+    check_sampler_options,
     mlm_source_from_args,
     set_threads,
     validate_toy_model_arguments,
 )
+from mlmix.errors import InputValueError
 from mlmix.files import dumps_json
 from mlmix.limits import MIXING_LIMIT, REPORT_MIXING_LIMIT
 from mlmix.plots import report_figure, save_figure
+from mlmix.progress import Progress
 from mlmix.provenance import file_sha256, stamp
 from mlmix.theory.chain.core import Chain
 from mlmix.theory.kernels.decoders import PartialScoreTable
 from mlmix.theory.kernels.representation import REPRESENTATIONS
 from mlmix.theory.kernels.scan_and_mh import ENERGIES, Truncated, check_order, mh_acceptance
-from mlmix.theory.local.constants import paper_constants, parse_basin
+from mlmix.theory.local.constants import paper_constants, paper_constants_seconds, parse_basin
 from mlmix.theory.results import Result
 from mlmix.theory.sources.conditionals import Conditionals, IsingModel, PottsModel, ScoreTable, clique_ising
 from mlmix.theory.sources.scorefile import load_scores, save_scores
-from mlmix.validation import check_eps, check_int, check_memory
+from mlmix.validation import check_eps, check_int, check_memory, check_output_file
 
 MODELS = ("ising", "potts", "scores", "clique")
 KERNELS = ("glauber", "k-gibbs", "parallel", "systematic", "mh")
 
+#: The options of each --kernel beyond the source's, with their defaults (the one table of which kernel
+#: takes what: an option given to a kernel that does not take it is refused, not ignored). ``--basin``
+#: feeds paper G's constants, which are computed for Glauber dynamics only.
+KERNEL_OPTIONS: dict[str, dict[str, object]] = {
+    "glauber": {"basin": None}, "k-gibbs": {"k": 2}, "parallel": {}, "systematic": {"order": None},
+    "mh": {"energy": "logit"}}
 
 
 def parse_graph(spec: str) -> nx.Graph:
@@ -112,9 +121,9 @@ def add_source_arguments(parser: argparse.ArgumentParser, seed_flag: str = "--se
                      help="a score table file (.npz, docs/samplers.md; a partial one gives its full contexts)")
     src.add_argument("--model", choices=MODELS, default="ising", help="built-in source (default ising)")
     src.add_argument("--kernel", choices=KERNELS, default="glauber", help="sampler (default glauber)")
-    src.add_argument("--k", type=int, default=2, help="block size of k-Gibbs (default 2)")
+    src.add_argument("--k", type=int, default=None, help="block size of k-Gibbs (default 2)")
     src.add_argument("--order", default=None, help='sweep order of --kernel systematic, e.g. "2 0 1" (default 0..n-1)')
-    src.add_argument("--energy", choices=ENERGIES, default="logit",
+    src.add_argument("--energy", choices=ENERGIES, default=None,
                      help="target exp(-E)/Z of --kernel mh: logit (sum of raw scores) or pll (default logit)")
     src.add_argument("--top-k", type=int, default=None, help="keep the k most probable symbols of every conditional")
     src.add_argument("--top-p", type=float, default=None,
@@ -135,12 +144,39 @@ def _validate(args: argparse.Namespace) -> None:
     check_int(args.mixing_limit, "--mixing-limit", minimum=1, maximum=MIXING_LIMIT)
     if args.plot is not None and args.plot.suffix.lower() not in (".pdf", ".svg", ".png"):
         raise ValueError(f"--plot must name a .pdf, .svg or .png file, got {args.plot.name}")
+    for flag in ("save_matrix", "save_scores"):
+        if getattr(args, flag) is not None:
+            check_output_file(getattr(args, flag), f"--{flag.replace('_', '-')}", (".npz",))
     validate_source(args)
 
 
+def _check_with_chain(args: argparse.Namespace, chain: Chain, source: Conditionals | None) -> np.ndarray | None:
+    """The options that need the chain or its source, checked before anything is written (a refused
+    command leaves no file behind); returns the basin of ``--basin`` (None without it)."""
+    if chain.representation == "operator":
+        for flag, given in (("--save-matrix", args.save_matrix), ("--plot", args.plot)):
+            if given is not None:
+                raise InputValueError(f"{flag} needs a matrix: the chain is held as a matrix-free operator "
+                                      "(use --representation sparse)")
+    if source is None:
+        for flag, given, why in (("--save-scores", args.save_scores, "a source of conditionals, not a matrix file"),
+                                 ("--basin", args.basin, "a built-in source (it is a pattern over V^n)")):
+            if given is not None:
+                raise InputValueError(f"{flag} needs {why}")
+    if args.basin is None:
+        return None
+    if isinstance(source, Truncated):
+        raise InputValueError("--basin is not an option of a truncated source (--top-k / --top-p): paper G's "
+                              "constants, which it feeds, are computed for the source itself")
+    return parse_basin(args.basin, source.space.vocab_size, source.space.length)
+
+
 def validate_source(args: argparse.Namespace) -> None:
-    """The source options of :func:`add_source_arguments`: finite and in range."""
-    check_int(args.k, "--k", minimum=1)
+    """The source options of :func:`add_source_arguments`: finite and in range, and only the kernel
+    options that ``--kernel`` takes (:data:`KERNEL_OPTIONS`, which also gives their defaults)."""
+    check_sampler_options(args, "--kernel", args.kernel, KERNEL_OPTIONS)
+    if args.k is not None:
+        check_int(args.k, "--k", minimum=1)
     validate_toy_model_arguments(args)
     if args.model in ("ising", "potts") and args.beta is not None and args.temperature is not None \
             and args.matrix is None:
@@ -244,32 +280,23 @@ def run(args: argparse.Namespace) -> int:
     """Analyse the chain and print a table (or JSON with --json)."""
     _validate(args)
     chain, title, source = build_chain(args)
-    if args.save_matrix is not None and chain.representation == "operator":
-        raise ValueError("--save-matrix needs a matrix: the chain is held as a matrix-free operator "
-                         "(use --representation sparse)")
-    if args.save_matrix is not None:
+    basin = _check_with_chain(args, chain, source)
+    if args.save_matrix is not None:  # the first write: every option was checked above
         chain.save(args.save_matrix)
     if args.save_scores is not None:
-        if source is None:
-            raise ValueError("--save-scores needs a source of conditionals, not a matrix file")
-
         save_scores(args.save_scores, getattr(source, "base", source), getattr(source, "tokens", None))
-    basin = None
-    if args.basin is not None:
-        if source is None:
-            raise ValueError("--basin needs a built-in source (it is a pattern over V^n)")
-        basin = parse_basin(args.basin, source.space.vocab_size, source.space.length)
     summary = chain.summary(args.eps, include_stationary=args.stationary, mixing_limit=args.mixing_limit,
                             **({} if chain.representation == "operator" else {"progress": not args.no_progress}))
     report = stamp("exact", {"chain": title, **summary}, exact_inputs(args, source))
     if source is not None and args.kernel == "glauber" and "reason" not in report and not isinstance(source, Truncated):
-        report["paper_g"] = paper_constants(source, chain, args.eps, basin)
+        phase = "paper G constants"
+        with Progress(f"{phase} of {chain.name}", [(phase, paper_constants_seconds(source.space))],
+                      cost=f"{chain.n_states:,} states, n = {source.space.length}",
+                      enabled=not args.no_progress) as bar, bar.phase(phase):
+            report["paper_g"] = paper_constants(source, chain, args.eps, basin)
     if source is not None and args.kernel == "mh":
         report.update(mh_acceptance(source, args.energy))
     if args.plot is not None:
-        if chain.representation == "operator":
-            raise ValueError("--plot needs a matrix: the chain is held as a matrix-free operator "
-                             "(use --representation sparse)")
         # deferred: matplotlib loads only with --plot
 
         save_figure(report_figure(chain, source if args.kernel == "glauber" else None, title=title, eps=args.eps),

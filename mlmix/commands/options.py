@@ -13,6 +13,7 @@ from typing import Any, NoReturn
 
 # deferred: torch and transformers load only when a model is given
 from mlmix.empirical.frames import BLANK
+from mlmix.errors import InputValueError
 from mlmix.validation import check_int, check_real, check_temperature
 
 #: torch CPU threads of every command that runs torch (more are slower on busy machines).
@@ -90,6 +91,24 @@ def validate_toy_model_arguments(args: argparse.Namespace) -> None:
         check_int(args.top_k, "--top-k", minimum=1)
     if args.top_p is not None:
         check_real(args.top_p, "--top-p", minimum=0.0, maximum=1.0, open_min=True)
+
+
+def check_sampler_options(args: argparse.Namespace, flag: str, chosen: str,
+                          table: dict[str, dict[str, Any]]) -> None:
+    """Refuse an option that the sampler ``chosen`` (the value of ``flag``, e.g. ``--kernel``) does not
+    take, and give the options it takes their defaults. ``table``: sampler -> {option's dest: default}
+    for every sampler-specific option (declared once, next to the options; their argparse default is
+    None, so an option given is told from one left out; one the parser lacks counts as not given).
+    One-line InputValueError naming the sampler."""
+    takes = table[chosen]
+    for name in sorted({option for options in table.values() for option in options}):
+        if name in takes:
+            if getattr(args, name, None) is None:
+                setattr(args, name, takes[name])
+        elif getattr(args, name, None) is not None:
+            own = ", ".join(f"--{o.replace('_', '-')}" for o in takes) or "none"
+            raise InputValueError(f"--{name.replace('_', '-')} is not an option of {flag} {chosen}, which would "
+                                  f"ignore it (its own options: {own})")
 
 
 def add_frame_arguments(parser: argparse.ArgumentParser | argparse._ArgumentGroup, *, length: bool = True) -> None:

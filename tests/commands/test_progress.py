@@ -76,7 +76,7 @@ def test_a_property_read_on_its_own_announces_its_phases():
 
 def test_cli_exact_and_verify_in_a_log():
     exact = _run(["-m", "mlmix", "exact", "--graph", "cycle:4"])
-    assert exact.returncode == 0 and len(exact.stderr.splitlines()) == 1 + len(PHASES)
+    assert exact.returncode == 0 and len(exact.stderr.splitlines()) == 1 + len(PHASES) + 2  # + paper G's constants
     assert _run(["-m", "mlmix", "exact", "--graph", "cycle:4", "--no-progress"]).stderr == ""
     verify = _run(["-m", "mlmix", "verify", "--theorem", "glauber.prop1", "--theorem", "glauber.thm8",
                    "--examples", "2"])

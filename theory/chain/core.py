@@ -50,7 +50,15 @@ from mlmix.limits import (
     MIXING_LIMIT,
     REPORT_MIXING_LIMIT,
 )
-from mlmix.progress import Progress, announced, dense_seconds, seconds_for, steps
+from mlmix.progress import (
+    Progress,
+    announced,
+    dense_seconds,
+    product_seconds,
+    seconds_for,
+    steps,
+    torch_start_seconds,
+)
 from mlmix.provenance import stamp
 from mlmix.theory.chain import absorbing, mixing, spectral, spectrum
 from mlmix.theory.chain import conductance as cond
@@ -734,8 +742,11 @@ class Chain:
     def _summary_cost(self, mixing_limit: int) -> tuple[list[tuple[str, float]], str]:
         """Expected seconds of each phase of :meth:`summary` (from the dense-product speed measured
         here, with constants fitted on Ising chains of 512 to 2048 states: the gaps about 18 N^3
-        operations, t_mix 12 N^3, the Kemeny constant 2 N^3; a sparse chain about 2,000 products with
-        P) and the cost line: states, non-zeros, memory."""
+        operations, t_mix 12 N^3, the Kemeny constant 2 N^3; a sparse chain, in units of one product
+        with P timed here (memory-bound, so not the dense flop rate), about 150 for the stationary law,
+        1,000 for the gaps (Lanczos with its orthogonalisation) plus the first import of torch, and 500
+        for the conductance, fitted on an Ising cycle of 16,384 states) and the cost line: states,
+        non-zeros, memory."""
 
         N = self.n_states
         nnz = int(self.P.nnz) if sp.issparse(self.P) else N * N
@@ -745,9 +756,9 @@ class Chain:
             phases = [(name, dense_seconds(N, c)) for name, c in cubes.items()]
             memory = 8.0 * N * N * (6 + (mixing.MAX_DOUBLINGS // 4 + 3 if N <= mixing_limit else 0))
         else:
-            sweep = seconds_for(2000 * 2.0 * nnz)
-            phases = [("stationary law", sweep), ("gaps", 2 * sweep), ("conductance", sweep), ("Kemeny constant", 0.0),
-                      ("t_mix", 0.0)]
+            product = product_seconds(self.P)
+            phases = [("stationary law", 150 * product), ("gaps", 1000 * product + torch_start_seconds()),
+                      ("conductance", 500 * product), ("Kemeny constant", 0.0), ("t_mix", 0.0)]
             memory = 12.0 * nnz * 4
         return phases, f"{N:,} states, {nnz:,} non-zeros, {self.representation} algorithms, about " \
                        f"{format_bytes(memory)}"

@@ -14,6 +14,7 @@ import numpy as np
 import scipy.sparse as sp
 from scipy.special import log_softmax, softmax
 
+from mlmix.errors import InputTypeError
 from mlmix.limits import DEFAULT_MAX_STATES
 from mlmix.theory.sources.conditionals import Conditionals
 from mlmix.theory.sources.space import StateSpace
@@ -113,8 +114,8 @@ def check_block_weights(weights: Sequence[float] | None, m: int) -> np.ndarray:
 def _joint_log_weights(source: Conditionals) -> np.ndarray:
     lw = source.log_joint()
     if lw is None:
-        raise TypeError(f"{type(source).__name__} has no joint law; block dynamics needs a compatible source "
-                        "(GibbsModel, IsingModel, PottsModel, LogWeightTable)")
+        raise InputTypeError(f"{type(source).__name__} has no joint law; block dynamics needs a compatible source "
+                             "(GibbsModel, IsingModel, PottsModel, LogWeightTable)")
     return lw
 
 

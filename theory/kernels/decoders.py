@@ -49,7 +49,7 @@ from mlmix.theory.results import EPS, Result
 from mlmix.theory.sources.conditionals import Conditionals
 from mlmix.theory.sources.partial import PartialScoreTable, partial_space_size
 from mlmix.theory.sources.space import StateSpace
-from mlmix.validation import check_int, check_memory, check_real
+from mlmix.validation import check_array_shape, check_int, check_memory, check_real, check_sites
 
 #: The decoders (module doc).
 SAMPLERS = ("any-order", "left-to-right", "parallel", "confidence", "threshold", "schedule")
@@ -101,7 +101,9 @@ def check_schedule(space: StateSpace, schedule: Sequence[Sequence[int]] | str) -
             schedule = [[int(t) for t in part.replace(",", " ").split()] for part in schedule.split("|")]
         except ValueError:
             raise ValueError(f"schedule must be blocks of integers separated by '|', got {schedule!r}") from None
-    blocks = [tuple(space.check_site(int(s)) for s in block) for block in schedule]
+    if isinstance(schedule, (bytes, dict)) or not hasattr(schedule, "__iter__"):
+        raise TypeError(f"schedule must be a sequence of blocks of sites, got {type(schedule).__name__}")
+    blocks = [tuple(check_sites(block, space.length, "schedule block")) for block in schedule]
     flat = [s for b in blocks for s in b]
     if any(not b for b in blocks) or sorted(flat) != list(range(space.length)):
         raise ValueError(f"a schedule is non-empty disjoint blocks covering 0..{space.length - 1}, got {blocks}")
@@ -127,7 +129,8 @@ def decoder_law(source: PartialScoreTable, sampler: str, k: int = 1, order: Sequ
     assignments. ``k``: positions per step of ``parallel`` / ``confidence``; ``order``: the order of
     ``left-to-right``; ``schedule``: the blocks of ``schedule``; ``threshold``: tau of ``threshold``
     (in (0, 1]). The law's ``steps`` is the expected number of steps (exact). ``log_probs``: the table of
-    :func:`partial_log_probs` when already computed (then ``top_k`` / ``top_p`` are ignored)."""
+    :func:`partial_log_probs` when already computed (then ``top_k`` / ``top_p`` are ignored), of shape
+    ((|V|+1)^n, n, |V|) (ValueError otherwise)."""
     if not isinstance(source, PartialScoreTable):
         raise TypeError(f"a decoder needs partial conditionals (a PartialScoreTable), got {type(source).__name__}")
     if sampler not in SAMPLERS:
@@ -136,8 +139,9 @@ def decoder_law(source: PartialScoreTable, sampler: str, k: int = 1, order: Sequ
     n, q = space.length, space.vocab_size
     k = check_int(k, "k", minimum=1, maximum=n)
     Q = q + 1
-    lp_all = partial_log_probs(source, top_k, top_p) if log_probs is None else log_probs
-    M = lp_all.shape[0]
+    M = partial_space_size(space)
+    lp_all = partial_log_probs(source, top_k, top_p) if log_probs is None else \
+        check_array_shape(log_probs, (M, n, q), "log_probs", "(|V|+1)^n partial assignments, n sites, |V| symbols")
     if sampler == "left-to-right":
         schedule = [(s,) for s in check_order(space, order)]
         if len(schedule) != n:

@@ -50,6 +50,7 @@ from typing import Iterator, Sequence
 import numpy as np
 import torch
 
+from mlmix.errors import InputTypeError
 from mlmix.theory.kernels.assembled import check_block_weights, check_blocks, k_subsets
 from mlmix.theory.kernels.representation import OPERATOR_KERNELS, operator_memory
 from mlmix.theory.linalg.distributed import LOCAL, Comm, local_range
@@ -653,8 +654,8 @@ def kernel_operator(source: Conditionals, kernel: str = "glauber", k: int = 2, *
         kind = "conditionals table (n |V|^(n-1) contexts, tabulated once)"
     else:
         if joint is None:
-            raise TypeError(f"{type(source).__name__} has no joint law; block dynamics needs a compatible source "
-                            "(GibbsModel, IsingModel, PottsModel, LogWeightTable)")
+            raise InputTypeError(f"{type(source).__name__} has no joint law; block dynamics needs a compatible source "
+                                 "(GibbsModel, IsingModel, PottsModel, LogWeightTable)")
         log_conds = [_block_log_conditional(joint[0], K, len(digits), q, comm) for K in block_list]
         kind = "conditionals from the joint law (log-sum-exp over each block)"
     description = {"glauber": "Glauber", "k-gibbs": f"{k}-Gibbs", "block": "block dynamics"}[kernel]

@@ -39,7 +39,7 @@ from mlmix.theory.kernels.assembled import _zero_digit_states
 from mlmix.theory.results import EPS, Result
 from mlmix.theory.sources.conditionals import Conditionals
 from mlmix.theory.sources.space import StateSpace
-from mlmix.validation import check_int, check_memory, check_real
+from mlmix.validation import check_int, check_memory, check_real, check_sites
 
 #: Energies of the Metropolis-Hastings samplers.
 ENERGIES = ("logit", "pll")
@@ -124,8 +124,9 @@ def heat_bath_kernel(source: Conditionals, site: int, max_states: int = DEFAULT_
 
 
 def check_order(space: StateSpace, order: Sequence[int] | str | None) -> list[int]:
-    """A scan order: a sequence of sites (a string of integers separated by spaces or commas); default
-    0, 1, ..., n-1. Every site must appear at least once (otherwise the scan never updates it)."""
+    """A scan order: a sequence of sites, ints in [0, n) (bools and floats refused, :func:`check_sites`),
+    or a string of integers separated by spaces or commas; default 0, 1, ..., n-1. Every site must
+    appear at least once (otherwise the scan never updates it)."""
     if order is None:
         return list(range(space.length))
     if isinstance(order, str):
@@ -133,7 +134,7 @@ def check_order(space: StateSpace, order: Sequence[int] | str | None) -> list[in
             order = [int(tok) for tok in order.replace(",", " ").split()]
         except ValueError:
             raise ValueError(f"order must be integers separated by spaces, got {order!r}") from None
-    sites = [space.check_site(int(s)) for s in order]
+    sites = check_sites(order, space.length, "order")
     missing = sorted(set(range(space.length)) - set(sites))
     if missing:
         raise ValueError(f"the scan order must visit every site; missing {missing}")
