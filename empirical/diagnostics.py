@@ -41,6 +41,7 @@ twice the exact one. The coupling bound is *overconfident* when it falls to 1/4 
 from __future__ import annotations
 
 import math
+import zipfile
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Callable
@@ -55,7 +56,7 @@ from mlmix.provenance import stamp
 from mlmix.theory.chain.metastable import metastable_sets
 from mlmix.theory.results import Result
 from mlmix.theory.sources.conditionals import Conditionals
-from mlmix.validation import check_int
+from mlmix.validation import check_draws, check_int
 
 #: R-hat below this says "converged" (Vehtari et al. 2021).
 RHAT_CONVERGED = 1.01
@@ -116,6 +117,33 @@ def parse_function(spec: str, q: int, n: int, tokens: Sequence[str] | None = Non
         a = _symbol(sym, tokens, q, spec)
         return TestFunction(spec, lambda s: (s[..., i] == a).astype(np.float64))
     raise ValueError(f"bad function {spec!r}: use magnetization, count:SYMBOL, site:I=SYMBOL or logpi")
+
+
+def as_function(f: str | Callable[[np.ndarray], np.ndarray], q: int, n: int,
+                tokens: Sequence[str] | None = None, index: int = 0) -> TestFunction:
+    """A test function from a spec (:func:`parse_function`) or from a callable ``f`` that maps an (m, n)
+    integer array of states to m real values (vectorised); its name is ``f.__name__`` (``f<index>`` for
+    a lambda). The callable's values are checked when it is evaluated (:func:`evaluate`)."""
+    if isinstance(f, str):
+        return parse_function(f, q, n, tokens)
+    if not callable(f):
+        raise TypeError(f"a test function is a spec string or a callable on (m, n) states, got {type(f).__name__}")
+    name = getattr(f, "__name__", "") or ""
+    return TestFunction(name if name.isidentifier() else f"f{index}", f)
+
+
+def evaluate(f: TestFunction, states: np.ndarray) -> np.ndarray:
+    """f on states (..., n) -> (...): a callable is called on the flattened (m, n) array and its output
+    checked (one finite real per state)."""
+    flat = states.reshape(-1, states.shape[-1])
+    values = np.asarray(f.evaluate(flat), dtype=np.float64)
+    if values.shape != (flat.shape[0],):
+        raise ValueError(f"test function {f.name}: on an array of {flat.shape[0]} states it returned shape "
+                         f"{values.shape}, not ({flat.shape[0]},)")
+    if not np.isfinite(values).all():
+        raise ValueError(f"test function {f.name}: returned a non-finite value (on state "
+                         f"{flat[np.flatnonzero(~np.isfinite(values))[0]].tolist()})")
+    return values.reshape(states.shape[:-1])
 
 
 def parse_start(spec: str, q: int, n: int, tokens: Sequence[str] | None = None) -> np.ndarray | None:
@@ -358,28 +386,111 @@ def coupling_verdict(bound: Sequence[float] | None, d_start: Sequence[float] | N
     return {"verdict": verdict, "bound_time_to_quarter": t_b, "exact_time_to_quarter": t_e}
 
 
+# --------------------------------------------------------------------------- a user's own draws
+
+def read_draws(path: str) -> np.ndarray:
+    """The ``states`` array of a draws file: a NumPy ``.npz`` (key ``states``, shape (chains, steps, n),
+    read without pickle) or an ArviZ InferenceData netCDF (``.nc``: the posterior variable ``states`` with
+    dimensions (chain, draw, site); needs arviz). Shape and symbols are checked by :func:`diagnose`."""
+    if str(path).endswith(".nc"):
+        try:
+            import arviz  # deferred: optional, only to read InferenceData files
+        except ImportError:
+            raise ValueError(f"{path}: reading an InferenceData netCDF needs arviz (pip install arviz); "
+                             "or save the states with numpy.savez") from None
+        try:
+            posterior = arviz.from_netcdf(path).posterior
+        except (OSError, ValueError, KeyError, AttributeError) as err:
+            raise ValueError(f"{path}: not a readable InferenceData netCDF ({err})") from None
+        if "states" not in posterior:
+            raise ValueError(f"{path}: the posterior group has no variable 'states'")
+        return np.asarray(posterior["states"].values)
+    try:
+        data = np.load(path, allow_pickle=False)
+    except FileNotFoundError:
+        raise ValueError(f"{path}: no such file") from None
+    except (OSError, EOFError, ValueError, zipfile.BadZipFile) as err:
+        raise ValueError(f"{path}: not a readable .npz archive ({err})") from None
+    if not isinstance(data, np.lib.npyio.NpzFile):
+        raise ValueError(f"{path}: not an .npz archive (save the draws with numpy.savez(path, states=...))")
+    with data:
+        if "states" not in data.files:
+            raise ValueError(f"{path}: no array 'states' (it holds {sorted(data.files)})")
+        try:
+            return np.asarray(data["states"])
+        except (OSError, EOFError, ValueError, zipfile.BadZipFile) as err:
+            raise ValueError(f"{path}: the array 'states' cannot be read ({err})") from None
+
+
+def check_transitions(chain, source: Conditionals | None, kernel: str, states: np.ndarray) -> str:
+    """Refuse draws with a transition of probability zero under the chain (ValueError naming the chain,
+    the step and the two states): a sign that the sampler is not the chain it claims. ``states`` is
+    (T, m, n). Assembled chains look every transition up in P; a Glauber chain that is not assembled
+    checks that one site changed at most and that its conditional is positive. Returns how it checked."""
+    T, m, n = states.shape
+    space = source.space if source is not None else chain.space
+    codes = space.encode(states.reshape(-1, n)).reshape(T, m)
+    x, y = codes[:-1].ravel(), codes[1:].ravel()
+    if hasattr(chain, "P") and getattr(chain, "representation", "") in ("dense", "sparse"):
+        P = chain.P
+        probs = np.asarray(P[x, y]).ravel() if sp.issparse(P) else np.asarray(P)[x, y]
+        positive = probs > 0
+        how = "every transition looked up in the assembled kernel"
+    elif kernel == "glauber" and source is not None:
+        a, b = states[:-1].reshape(-1, n), states[1:].reshape(-1, n)
+        changed = a != b
+        positive = changed.sum(axis=1) <= 1
+        site = np.where(changed.any(axis=1), changed.argmax(axis=1), 0)
+        for i in np.unique(site[positive]):
+            rows = np.flatnonzero(positive & (site == i))
+            logp = source.log_conditionals(a[rows], int(i))
+            positive[rows] = np.isfinite(logp[np.arange(len(rows)), b[rows, i]])
+        how = "Glauber moves: at most one site changed, to a symbol of positive conditional probability"
+    else:
+        return "not checked (a matrix-free chain of a kernel other than Glauber)"
+    if not positive.all():
+        k = int(np.flatnonzero(~positive)[0])
+        t, c = divmod(k, m)
+        raise ValueError(f"draws: chain {c}, step {t} -> {t + 1}: the transition {states[t, c].tolist()} -> "
+                         f"{states[t + 1, c].tolist()} has probability 0 under the {kernel} chain (the sampler "
+                         "is not the chain it claims)")
+    return how
+
+
 # --------------------------------------------------------------------------- the whole diagnosis
 
 def _result(r) -> dict | None:
     return None if r is None else r.as_dict() if isinstance(r, Result) else r
 
 
-def diagnose(chain, source: Conditionals | None, *, chains: int = 4, steps: int = 1000,
-             start: str = "uniform", functions: Sequence[str] = ("magnetization",), seed: int = 0,
-             lag: int | None = None, pairs: int | None = None, coupling_budget: int | None = None,
-             warmup: int = 0, metastable: bool = True, tokens: Sequence[str] | None = None,
-             kernel: str | None = None, mixing_limit: int = 2048, inputs: dict | None = None) -> dict:
-    """Run ``chains`` chains of ``chain`` (a :class:`~mlmix.theory.chain.core.Chain` built by
-    ``Chain.from_source``, or an ``OperatorChain``) for ``steps`` steps from ``start`` and report the
-    library diagnostics of each test function, the L-lag coupling bound and the exact values with
-    the verdicts (module docstring). Draws after ``warmup`` steps enter the diagnostics.
+def diagnose(chain, source: Conditionals | None = None, *, draws: np.ndarray | None = None,
+             chains: int | None = None, steps: int | None = None, start: str | None = None,
+             functions: Sequence[str | Callable[[np.ndarray], np.ndarray]] = ("magnetization",),
+             seed: int | None = None, lag: int | None = None, pairs: int | None = None,
+             coupling_budget: int | None = None, warmup: int = 0, metastable: bool = True,
+             tokens: Sequence[str] | None = None, kernel: str | None = None, mixing_limit: int = 2048,
+             inputs: dict | None = None) -> dict:
+    """The library diagnostics of each test function beside the exact truth of ``chain`` (a
+    :class:`~mlmix.theory.chain.core.Chain` built by ``Chain.from_source``, or an ``OperatorChain``), with
+    the verdicts (module docstring). Two ways in:
 
-    ``kernel`` names the sampler when the chain does not (a matrix-free chain). ``lag`` defaults to
-    max(1, steps // 4); ``mixing_limit`` is the largest state count for the exact dense t_mix
-    (``mlmix exact``'s default; larger chains get certified bounds) and for the absolute gap of a
-    non-reversible chain, ``pairs`` to max(chains, 16), ``coupling_budget`` (coupled
-    steps per pair) to 10 * steps. Returns a JSON-ready dict with keys ``exact``, ``diagnostics``,
-    ``coupling``, ``verdicts``, ``metastable``, ``inputs`` and ``mlmix_version``."""
+    * ``draws=None``: simulate ``chains`` chains (default 4) for ``steps`` steps (default 1000) from
+      ``start`` ("uniform", the default, or a state "s_1 ... s_n") with ``seed`` (default 0), and run
+      ``pairs`` L-lag coupled pairs (``lag`` defaults to max(1, steps // 4), ``pairs`` to max(chains, 16),
+      ``coupling_budget`` coupled steps per pair to 10 * steps);
+    * ``draws``: an integer array (chains, steps, n) of states from the user's own sampler, in mlmix's
+      state encoding (:func:`read_draws` reads one from a file). Every draw enters the diagnostics (the
+      first included, as ArviZ does); the start law is the empirical law of the draws' first states,
+      d_mu(t) is exact from it, the chain count and length are the draws', and
+      a transition of probability zero under ``chain`` is refused (:func:`check_transitions`). The
+      coupling bound needs pairs run by mlmix and is not computed; the simulation options are refused.
+
+    ``functions`` are specs (:func:`parse_function`) or callables on an (m, n) array of states returning
+    m reals. Draws after ``warmup`` steps enter the diagnostics. ``kernel`` names the sampler when the
+    chain does not (a matrix-free chain). ``mixing_limit`` is the largest state count for the exact dense
+    t_mix (``mlmix exact``'s default; larger chains get certified bounds) and for the absolute gap of a
+    non-reversible chain. Returns a JSON-ready dict with keys ``exact``, ``diagnostics``, ``coupling``,
+    ``verdicts``, ``metastable``, ``inputs`` and ``mlmix_version``."""
     if source is None:
         source = getattr(chain, "source", None)
     kernel = kernel or getattr(chain, "kernel", None) or "matrix"
@@ -387,29 +498,52 @@ def diagnose(chain, source: Conditionals | None, *, chains: int = 4, steps: int 
         raise ValueError("diagnose needs the chain's source of conditionals (a built-in source or an MLM frame)")
     space = source.space
     n, q = space.length, space.vocab_size
-    chains = check_int(chains, "chains", minimum=2)
-    steps = check_int(steps, "steps", minimum=4)
-    warmup = check_int(warmup, "warmup", minimum=0, maximum=steps - 4)
-    lag = max(1, steps // 4) if lag is None else check_int(lag, "lag", minimum=1)
-    pairs = max(chains, 16) if pairs is None else check_int(pairs, "pairs", minimum=1)
-    budget = 10 * steps if coupling_budget is None else check_int(coupling_budget, "coupling_budget", minimum=1)
-    fns = [parse_function(f, q, n, tokens) for f in functions]
+    fns = [as_function(f, q, n, tokens, k) for k, f in enumerate(functions)]
     if not fns:
         raise ValueError("give at least one test function")
-    state = parse_start(start, q, n, tokens)
     assembled = hasattr(chain, "P") and getattr(chain, "representation", "") in ("dense", "sparse")
     if any(f.needs_pi for f in fns) and not assembled:
         raise ValueError("logpi needs the exact stationary law of an assembled (enumerable) chain")
     P = chain.P if assembled else None
-    rng = np.random.default_rng(np.random.SeedSequence([seed, 0]))
-    draw_start = (lambda k: rng.integers(0, q, size=(k, n))) if state is None else (lambda k: np.tile(state, (k, 1)))
-
-    # simulation
-    x0 = draw_start(chains)
-    states = simulate(source, P, kernel, x0, steps, seed, space)  # (steps + 1, m, n)
-    x_pairs, y_pairs = draw_start(pairs), draw_start(pairs)
-    tau = meeting_times(source, P, kernel, x_pairs, y_pairs, lag, budget, seed, space)
-    coupling = coupling_bound(tau, lag, steps)
+    if draws is not None:
+        given_sim = {k: v for k, v in dict(chains=chains, steps=steps, start=start, seed=seed, lag=lag, pairs=pairs,
+                                           coupling_budget=coupling_budget).items() if v is not None}
+        if given_sim:
+            raise ValueError(f"with draws, {', '.join(sorted(given_sim))} come from the draws or are not used: "
+                             "leave them out")
+        states = np.ascontiguousarray(check_draws(draws, q, n).transpose(1, 0, 2))  # (T, m, n)
+        steps, chains = states.shape[0] - 1, states.shape[1]
+        warmup = check_int(warmup, "warmup", minimum=0, maximum=steps - 4)
+        checked = check_transitions(chain, source, kernel, states)
+        first = np.unique(states[0], axis=0)
+        start = "the draws' first states" + (f" ({len(first)} distinct)" if len(first) > 1 else
+                                             f" ({' '.join(map(str, first[0]))})")
+        state = first[0] if len(first) == 1 else None
+        coupling = {"lag": None, "pairs": 0, "censored": 0, "meeting_times": [], "upper_bound": None,
+                    "lower_estimate": None,
+                    "reason": "not computed for supplied draws: the L-lag coupling needs pairs run by mlmix's sampler"}
+        source_of_draws = {"draws": "supplied", "transitions_checked": checked}
+        mu_codes = space.encode(states[0])
+    else:
+        chains = check_int(4 if chains is None else chains, "chains", minimum=2)
+        steps = check_int(1000 if steps is None else steps, "steps", minimum=4)
+        seed = 0 if seed is None else seed
+        start = "uniform" if start is None else start
+        warmup = check_int(warmup, "warmup", minimum=0, maximum=steps - 4)
+        lag = max(1, steps // 4) if lag is None else check_int(lag, "lag", minimum=1)
+        pairs = max(chains, 16) if pairs is None else check_int(pairs, "pairs", minimum=1)
+        budget = 10 * steps if coupling_budget is None else check_int(coupling_budget, "coupling_budget", minimum=1)
+        state = parse_start(start, q, n, tokens)
+        rng = np.random.default_rng(np.random.SeedSequence([seed, 0]))
+        draw_start = ((lambda k: rng.integers(0, q, size=(k, n))) if state is None else
+                      (lambda k: np.tile(state, (k, 1))))
+        x0 = draw_start(chains)
+        states = simulate(source, P, kernel, x0, steps, seed, space)  # (steps + 1, m, n)
+        x_pairs, y_pairs = draw_start(pairs), draw_start(pairs)
+        tau = meeting_times(source, P, kernel, x_pairs, y_pairs, lag, budget, seed, space)
+        coupling = coupling_bound(tau, lag, steps)
+        source_of_draws = {"draws": "simulated", "seed": seed, "lag": lag, "pairs": pairs, "coupling_budget": budget}
+        mu_codes = None
 
     # exact side
     exact: dict = {"kernel": kernel, "n_states": int(getattr(chain, "n_states", space.size))}
@@ -425,7 +559,9 @@ def diagnose(chain, source: Conditionals | None, *, chains: int = 4, steps: int 
     pi = None
     if assembled:
         pi = np.asarray(chain.stationary, dtype=np.float64)
-        if state is None:
+        if mu_codes is not None:  # the empirical law of the draws' first states
+            mu = np.bincount(mu_codes, minlength=chain.n_states) / len(mu_codes)
+        elif state is None:
             mu = np.full(chain.n_states, 1.0 / chain.n_states)
         else:
             mu = np.zeros(chain.n_states)
@@ -442,21 +578,19 @@ def diagnose(chain, source: Conditionals | None, *, chains: int = 4, steps: int 
     exact.update(mean={}, ess={}, sigma2={}, variance={})
 
     # per function
-    kept = states[warmup + 1:]  # (N - warmup, m, n): the draws after warm-up (the start excluded)
+    # the draws after warm-up: a simulation's start state is not a draw; supplied draws are all draws
+    kept = states[warmup + (0 if draws is not None else 1):]  # (kept, m, n)
     keep_n = kept.shape[0]
     diagnostics, verdicts = {}, {}
     visited = space.encode(states.reshape(-1, n)) if assembled else None
     log_pi = np.asarray(chain.log_stationary, dtype=np.float64) if any(f.needs_pi for f in fns) else None
     for f in fns:
-        if f.needs_pi:
-            draws = log_pi[space.encode(kept)].T
-        else:
-            draws = f.evaluate(kept).T  # (m, N)
-        diag = library_diagnostics(draws)
+        values = log_pi[space.encode(kept)].T if f.needs_pi else evaluate(f, kept).T  # (m, N)
+        diag = library_diagnostics(values)
         diagnostics[f.name] = diag
         ex_mean = ex_se = ess = None
         if assembled:
-            fvec = log_pi if f.needs_pi else f.evaluate(space.all_states())
+            fvec = log_pi if f.needs_pi else evaluate(f, space.all_states())
             ex_mean = float(pi @ fvec)
             var = float(pi @ (fvec - ex_mean) ** 2)
             sigma2 = chain.asymptotic_variance(fvec) if var > 0 else None
@@ -496,8 +630,7 @@ def diagnose(chain, source: Conditionals | None, *, chains: int = 4, steps: int 
                          "chains_visiting": int(s.states[visited.reshape(steps + 1, chains)].any(axis=0).sum()),
                          "contains_start": None if start_idx is None else bool(s.states[start_idx])})
     given = {**(inputs or {}), "chains": chains, "steps": steps, "warmup": warmup, "start": start,
-             "functions": [f.name for f in fns], "seed": seed, "lag": lag, "pairs": pairs, "coupling_budget": budget,
-             "kernel": kernel}
+             "functions": [f.name for f in fns], "kernel": kernel, "kept_per_chain": keep_n, **source_of_draws}
     return stamp("diagnose", {"exact": exact, "diagnostics": diagnostics, "coupling": coupling,
                               "gap_estimate": gap_hat, "verdicts": verdicts,
                               "metastable": sets if assembled else None}, given)

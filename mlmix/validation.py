@@ -516,6 +516,28 @@ def check_memory(nbytes: float, what: str) -> None:
                                f"{format_bytes(limit)} (raise it with --max-memory, or choose a smaller problem)")
 
 
+# ---------------------------------------------------------------------------------------- draws
+
+def check_draws(states: object, vocab_size: int, length: int, name: str = "draws") -> np.ndarray:
+    """Draws of a user's sampler in mlmix's state encoding: an integer array of shape (chains, steps, n)
+    with chains >= 2, steps >= 4 and every symbol in 0..|V|-1 (bools and floats are refused, even
+    integral ones: a float array is a sign of a different encoding). Returns it as int64."""
+    arr = np.asarray(states)
+    if arr.dtype == bool or not np.issubdtype(arr.dtype, np.integer):
+        raise TypeError(f"{name}: states must be an integer array (symbols 0..{vocab_size - 1}), got dtype {arr.dtype}")
+    if arr.ndim != 3 or arr.shape[2] != length:
+        raise ValueError(f"{name}: states must have shape (chains, steps, n = {length}), got {arr.shape}")
+    if arr.shape[0] < 2 or arr.shape[1] < 4:
+        raise ValueError(f"{name}: need at least 2 chains of at least 4 states each, got {arr.shape[0]} x "
+                         f"{arr.shape[1]}")
+    bad = (arr < 0) | (arr >= vocab_size)
+    if bad.any():
+        c, t, i = (int(k) for k in np.argwhere(bad)[0])
+        raise ValueError(f"{name}: chain {c}, step {t}, site {i} holds symbol {int(arr[c, t, i])}, outside "
+                         f"0..{vocab_size - 1}")
+    return arr.astype(np.int64)
+
+
 # ---------------------------------------------------------------------------------------- score tables
 
 #: Format tag of score-table files (docs/samplers.md, "Score files").

@@ -8,12 +8,19 @@ Examples::
     mlmix diagnose --model scores --vocab 3 --length 5 --temperature 0.5 --kernel glauber --json
     mlmix diagnose --model clique --length 6 --kernel k-gibbs --k 2 --function site:0=1
     mlmix diagnose --mlm ./antiberty --frame "E V Q _ _ _ S G" --candidates "A C D" --temperature 0.5
+    mlmix diagnose --model ising --graph cycle:6 --beta 0.8 --draws my_draws.npz --function count:1
 
 The source options are those of ``mlmix exact`` (its ``--seed``, the seed of random scores or Potts
 couplings, is ``--source-seed`` here; ``--seed`` seeds the chains). Glauber chains are simulated
 through the source's conditionals (one batched query per step for all chains); other kernels from
 their assembled matrix. An MLM frame is simulated on its tabulated (cached) conditionals, the same
 table the exact side analyses.
+
+``--draws FILE`` diagnoses a user's own draws instead of simulating: an ``.npz`` with an integer array
+``states`` of shape (chains, steps, n) in mlmix's state encoding (or an ArviZ InferenceData netCDF with
+the posterior variable ``states``, when arviz is installed). The start law is the draws' first states; a
+transition of probability zero under the chain is refused (the sampler is not the chain it claims); the
+simulation options (--chains, --steps, --start, --seed, --lag, --pairs, --coupling-steps) are refused with it.
 """
 
 from __future__ import annotations
@@ -31,15 +38,18 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.epilog = __doc__.split("Examples::", 1)[1]
     add_source_arguments(parser, seed_flag="--source-seed")
     run = parser.add_argument_group("chains and diagnostics")
-    run.add_argument("--chains", type=int, default=4, help="number of chains m (default 4)")
-    run.add_argument("--steps", type=int, default=1000, help="steps N per chain (default 1000)")
+    run.add_argument("--draws", metavar="FILE", default=None,
+                     help="diagnose these draws (.npz with an integer array 'states' (chains, steps, n), or an "
+                          "InferenceData .nc) instead of simulating")
+    run.add_argument("--chains", type=int, default=None, help="number of chains m (default 4)")
+    run.add_argument("--steps", type=int, default=None, help="steps N per chain (default 1000)")
     run.add_argument("--warmup", type=int, default=0, help="steps left out of the diagnostics (default 0)")
-    run.add_argument("--start", default="uniform",
+    run.add_argument("--start", default=None,
                      help="start law: uniform (default) or a state \"s_1 ... s_n\" (symbols or alphabet tokens)")
     run.add_argument("--function", action="append", default=None, metavar="F",
                      help="test function (repeatable): magnetization (default), count:SYMBOL, site:I=SYMBOL, "
                           "logpi")
-    run.add_argument("--seed", dest="chain_seed", type=int, default=0, help="seed of the chains (default 0)")
+    run.add_argument("--seed", dest="chain_seed", type=int, default=None, help="seed of the chains (default 0)")
     run.add_argument("--lag", type=int, default=None, help="lag L of the coupling bound (default N // 4)")
     run.add_argument("--pairs", type=int, default=None, help="coupled pairs (default max(m, 16))")
     run.add_argument("--coupling-steps", type=int, default=None,
@@ -51,21 +61,32 @@ def configure(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     """Simulate, diagnose, compare; print a table (or JSON)."""
     # deferred: torch loads only when the command runs
-    from mlmix.empirical.diagnostics import diagnose
+    from mlmix.empirical.diagnostics import diagnose, read_draws
 
     validate_source(args)
     for name in ("chains", "steps", "warmup"):
-        check_int(getattr(args, name), f"--{name}", minimum=0)
+        if getattr(args, name) is not None:
+            check_int(getattr(args, name), f"--{name}", minimum=0)
     if args.matrix is not None:
         raise ValueError("--matrix: diagnose needs a source over V^n (its test functions are functions of "
                          "sequences); use a built-in source or --mlm")
+    simulation = {"--chains": args.chains, "--steps": args.steps, "--start": args.start, "--seed": args.chain_seed,
+                  "--lag": args.lag, "--pairs": args.pairs, "--coupling-steps": args.coupling_steps}
+    draws = None
+    if args.draws is not None:
+        given = [flag for flag, value in simulation.items() if value is not None]
+        if given:
+            raise ValueError(f"--draws: {', '.join(given)} configure the simulation, which --draws replaces")
+        draws = read_draws(args.draws)
     chain, title, source = build_chain(args)
     functions = args.function or ["magnetization"]
-    report = diagnose(chain, source, chains=args.chains, steps=args.steps, start=args.start, functions=functions,
-                      seed=args.chain_seed, lag=args.lag, pairs=args.pairs, coupling_budget=args.coupling_steps,
-                      warmup=args.warmup, metastable=not args.no_metastable,
-                      tokens=getattr(source, "tokens", None), kernel=args.kernel,
-                      inputs={"chain": title, **_source_inputs(args, source)})
+    inputs = {"chain": title, **_source_inputs(args, source)}
+    if draws is not None:
+        inputs["draws_file"] = args.draws
+    report = diagnose(chain, source, draws=draws, chains=args.chains, steps=args.steps, start=args.start,
+                      functions=functions, seed=args.chain_seed, lag=args.lag, pairs=args.pairs,
+                      coupling_budget=args.coupling_steps, warmup=args.warmup, metastable=not args.no_metastable,
+                      tokens=getattr(source, "tokens", None), kernel=args.kernel, inputs=inputs)
     print(dumps_json(report) if args.json else format_report(report))
     return 0
 
@@ -88,8 +109,10 @@ def format_report(rep: dict) -> str:
     """The diagnostics beside the exact values, the verdicts, the coupling bound and the metastable sets."""
     inp, ex, cp = rep["inputs"], rep["exact"], rep["coupling"]
     N = inp["steps"]
+    origin = (f"supplied draws ({inp['draws_file']})" if inp.get("draws_file")
+              else "supplied draws" if inp.get("draws") == "supplied" else f"seed {inp.get('seed')}")
     lines = [inp.get("chain", ""), f"{inp['chains']} chains x {N} steps from {inp['start']} "
-             f"(warm-up {inp['warmup']}), seed {inp['seed']}", ""]
+             f"(warm-up {inp['warmup']}), {origin}", ""]
     d = ex.get("d_start")
     lines.append(f"exact: t_mix(1/4) worst start = {_interval(ex['t_mix'])}, spectral gap = "
                  f"{_interval(ex['spectral_gap'])}")
@@ -109,7 +132,7 @@ def format_report(rep: dict) -> str:
             se = None
             s2 = ex["sigma2"].get(f)
             if s2 is not None and s2.get("value") is not None:
-                se = (s2["value"] / (inp["chains"] * (N - inp["warmup"]))) ** 0.5
+                se = (s2["value"] / (inp["chains"] * inp["kept_per_chain"])) ** 0.5
             lines.append(f"{'':<16}{'exact':>6}{_num(ex['mean'][f]):>11}{'':>9}{_num(ex['ess'].get(f)):>10}"
                          f"{'':>10}{_num(se):>10}")
     lines += ["", "verdicts:"]
@@ -125,7 +148,8 @@ def format_report(rep: dict) -> str:
             lines.append(f"    R-hat: {rv['reason']}")
     cv = rep["verdicts"]["coupling"]
     ub = cp["upper_bound"]
-    lines += ["", f"L-lag coupling (L = {cp['lag']}, {cp['pairs']} pairs): "
+    lines += ["", (f"L-lag coupling (L = {cp['lag']}, {cp['pairs']} pairs): " if cp["lag"] is not None
+                   else "L-lag coupling: ")
               + (f"bound d(N/2) <= {ub[N // 2]:.3g}, d(N) <= {ub[-1]:.3g}; first t with bound <= 1/4: "
                  f"{_num(cv.get('bound_time_to_quarter'))} (exact {_num(cv.get('exact_time_to_quarter'))}): "
                  f"{cv.get('verdict') or 'undetermined'}" if ub is not None else cp["reason"])]

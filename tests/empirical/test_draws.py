@@ -1,0 +1,185 @@
+"""Diagnostics on a user's own draws (mlmix diagnose --draws, diagnose(chain, draws=...))."""
+
+from __future__ import annotations
+
+import json
+import sys
+import types
+
+import networkx as nx
+import numpy as np
+import pytest
+import torch
+from arviz_stats.base import array_stats
+
+from mlmix.cli import main
+from mlmix.empirical.diagnostics import check_transitions, diagnose, read_draws
+from mlmix.theory.chain.core import Chain
+from mlmix.theory.sources.conditionals import IsingModel
+
+torch.set_num_threads(1)
+
+N_SITES, BETA = 5, 0.7
+
+
+def _source() -> IsingModel:
+    return IsingModel(nx.cycle_graph(N_SITES), beta=BETA)
+
+
+def _plain_glauber(m: int = 4, steps: int = 600, seed: int = 3, start: np.ndarray | None = None) -> np.ndarray:
+    """Heat-bath Glauber on the Ising cycle written from the formula, not with mlmix:
+    p(x_i = 1 | x_-i) = 1 / (1 + exp(-2 beta (s_{i-1} + s_{i+1}))), s = 2x - 1."""
+    rng = np.random.default_rng(seed)
+    n = N_SITES
+    x = rng.integers(0, 2, size=(m, n)) if start is None else np.tile(start, (m, 1))
+    out = np.empty((m, steps, n), dtype=np.int64)
+    rows = np.arange(m)
+    for t in range(steps):
+        out[:, t] = x
+        i = rng.integers(0, n, size=m)
+        s = 2 * x - 1
+        h = BETA * (s[rows, (i - 1) % n] + s[rows, (i + 1) % n])
+        x = x.copy()
+        x[rows, i] = (rng.random(m) < 1 / (1 + np.exp(-2 * h))).astype(np.int64)
+    return out
+
+
+@pytest.fixture(scope="module")
+def chain():
+    return Chain.from_source(_source(), "glauber")
+
+
+def test_the_library_numbers_are_arviz_stats_own(chain):
+    draws = _plain_glauber()
+    rep = diagnose(chain, draws=draws, functions=["count:1"], metastable=False)
+    values = (draws == 1).sum(axis=-1).astype(float)  # (m, N): the draws' own chain axis first
+    kw = dict(chain_axis=0, draw_axis=1)
+    got = rep["diagnostics"]["count:1"]
+    assert got["rhat"] == float(array_stats.rhat(values, method="rank", **kw))
+    assert got["ess_bulk"] == float(array_stats.ess(values, method="bulk", **kw))
+    assert got["ess_tail"] == float(array_stats.ess(values, method="tail", prob=(0.05, 0.95), **kw))
+    assert got["mcse"] == float(array_stats.mcse(values, method="mean", **kw))
+    assert got["mean"] == values.mean()
+    assert rep["inputs"]["chains"] == 4 and rep["inputs"]["steps"] == 599 and rep["inputs"]["draws"] == "supplied"
+
+
+def test_the_start_law_is_the_draws_first_states(chain):
+    draws = _plain_glauber(m=6, seed=11)
+    rep = diagnose(chain, draws=draws, functions=["magnetization"], metastable=False)
+    space = chain.source.space
+    mu = np.bincount(space.encode(draws[:, 0]), minlength=space.size) / draws.shape[0]
+    pi = np.asarray(chain.stationary)
+    P = chain.P.toarray() if hasattr(chain.P, "toarray") else np.asarray(chain.P)
+    d = rep["exact"]["d_start"]
+    for t in (0, 1, 7, 40):
+        law = mu @ np.linalg.matrix_power(P, t)
+        assert d[t] == pytest.approx(0.5 * np.abs(law - pi).sum(), abs=1e-12)
+
+
+def test_exact_ess_from_an_independent_poisson_solve(chain):
+    draws = _plain_glauber()
+    rep = diagnose(chain, draws=draws, functions=["count:1"], metastable=False)
+    space = chain.source.space
+    P = chain.P.toarray() if hasattr(chain.P, "toarray") else np.asarray(chain.P)
+    pi = np.asarray(chain.stationary)
+    f = (space.all_states() == 1).sum(axis=1).astype(float)
+    fbar = f - pi @ f
+    Z = np.linalg.inv(np.eye(len(pi)) - P + np.outer(np.ones(len(pi)), pi))  # fundamental matrix
+    g = Z @ fbar
+    var = pi @ fbar**2
+    sigma2 = 2 * pi @ (fbar * g) - var
+    m, kept = draws.shape[0], draws.shape[1]
+    assert rep["exact"]["ess"]["count:1"] == pytest.approx(m * kept * var / sigma2, rel=1e-8)
+    assert rep["exact"]["mean"]["count:1"] == pytest.approx(pi @ f, rel=1e-12)
+
+
+def test_a_callable_equals_its_spec(chain):
+    draws = _plain_glauber()
+
+    def ones(states):
+        return (states == 1).sum(axis=1)
+
+    by_spec = diagnose(chain, draws=draws, functions=["count:1"], metastable=False)
+    by_callable = diagnose(chain, draws=draws, functions=[ones], metastable=False)
+    assert by_callable["diagnostics"]["ones"] == by_spec["diagnostics"]["count:1"]
+    assert by_callable["exact"]["ess"]["ones"] == by_spec["exact"]["ess"]["count:1"]
+
+
+def test_draws_that_do_not_fit_the_chain_are_refused(chain):
+    draws = _plain_glauber()
+    jump = draws.copy()
+    jump[2, 10] = 1 - jump[2, 9]  # every site flips at once: impossible for Glauber
+    with pytest.raises(ValueError, match=r"chain 2, step 9 -> 10: .* probability 0"):
+        diagnose(chain, draws=jump)
+    with pytest.raises(TypeError, match="integer array"):
+        diagnose(chain, draws=draws.astype(float))
+    with pytest.raises(TypeError, match="integer array"):
+        diagnose(chain, draws=draws.astype(bool))
+    with pytest.raises(ValueError, match="outside 0..1"):
+        diagnose(chain, draws=draws + 1)
+    with pytest.raises(ValueError, match=r"shape \(chains, steps, n = 5\)"):
+        diagnose(chain, draws=draws[..., :4])
+    with pytest.raises(ValueError, match="chains, steps"):
+        diagnose(chain, draws=draws, chains=4, steps=10)
+    with pytest.raises(ValueError, match="returned shape"):
+        diagnose(chain, draws=draws, functions=[lambda s: s.sum()])
+    with pytest.raises(ValueError, match="non-finite"):
+        diagnose(chain, draws=draws, functions=[lambda s: np.where(s[:, 0] == 1, np.nan, 0.0)])
+
+
+def test_a_zero_probability_transition_is_found_on_every_representation():
+    """The same check on the assembled kernel and, for a matrix-free Glauber chain, from the conditionals."""
+    src = _source()
+    dense = Chain.from_source(src, "glauber")
+    draws = _plain_glauber(m=2, steps=50).transpose(1, 0, 2)
+    assert "assembled" in check_transitions(dense, src, "glauber", draws)
+    assert "Glauber moves" in check_transitions(object(), src, "glauber", draws)
+    bad = draws.copy()
+    bad[5, 1] = 1 - bad[4, 1]
+    for chain in (dense, object()):
+        with pytest.raises(ValueError, match="chain 1, step 4 -> 5"):
+            check_transitions(chain, src, "glauber", bad)
+
+
+def test_cli_draws_file(tmp_path, capsys):
+    draws = _plain_glauber()
+    path = tmp_path / "draws.npz"
+    np.savez(path, states=draws)
+    argv = ["diagnose", "--model", "ising", "--graph", f"cycle:{N_SITES}", "--beta", str(BETA), "--draws", str(path),
+            "--function", "count:1", "--no-metastable", "--json"]
+    assert main(argv) == 0
+    rep = json.loads(capsys.readouterr().out)
+    assert rep["inputs"]["draws_file"] == str(path) and rep["coupling"]["upper_bound"] is None
+    values = (draws == 1).sum(axis=-1).astype(float)
+    assert rep["diagnostics"]["count:1"]["rhat"] == float(array_stats.rhat(values, method="rank", chain_axis=0,
+                                                                             draw_axis=1))
+    for extra, match in ((["--chains", "3"], "--chains configure the simulation"),
+                         (["--seed", "1"], "--seed configure the simulation")):
+        assert main(argv + extra) == 2
+        assert match in capsys.readouterr().err
+    for name, payload in (("bad.npz", b"PK\x03\x04 not a zip"), ("none.npz", None)):
+        bad = tmp_path / name
+        if payload is not None:
+            bad.write_bytes(payload)
+        assert main(argv[:7] + ["--draws", str(bad)]) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and str(bad) in err[0]
+    np.savez(tmp_path / "other.npz", x=draws)
+    assert main(argv[:7] + ["--draws", str(tmp_path / "other.npz")]) == 2
+    assert "no array 'states'" in capsys.readouterr().err
+
+
+def test_inference_data_netcdf(tmp_path, monkeypatch):
+    draws = _plain_glauber(m=2, steps=20)
+    path = str(tmp_path / "draws.nc")
+    if "arviz" not in sys.modules:
+        monkeypatch.setitem(sys.modules, "arviz", None)  # not installed: a one-line refusal
+        with pytest.raises(ValueError, match="needs arviz"):
+            read_draws(path)
+    posterior = {"states": types.SimpleNamespace(values=draws)}
+    fake = types.SimpleNamespace(from_netcdf=lambda p: types.SimpleNamespace(posterior=posterior))
+    monkeypatch.setitem(sys.modules, "arviz", fake)
+    assert np.array_equal(read_draws(path), draws)
+    posterior.clear()
+    with pytest.raises(ValueError, match="no variable 'states'"):
+        read_draws(path)
