@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import os
 import re
+import shlex
 import subprocess
 import sys
 import time
@@ -43,6 +44,10 @@ class Check:
     cwd: str = "."
 
 
+#: docs/diagnostics.md's first command: an Ising clique started in its minus mode (about 7 s of CPU).
+TRAP = ('diagnose --model ising --graph complete:8 --beta 0.5 --field 0.3 --chains 4 --steps 2000 '
+        '--start "0 0 0 0 0 0 0 0" --function magnetization --function logpi')
+
 CHECKS = [
     Check("docs/quickstart.md", "exact", r"t_mix\(0\.25\), worst-start TV\s+(\d+)\s+\(exact\)", "24"),
     Check("docs/exact.md", "exact --beta 10", r"^\s*spectral gap\s+(\S+)", "1.41612e-18", rel=1e-5),
@@ -61,6 +66,12 @@ CHECKS = [
     Check("docs/testing-your-bounds.md", "verify --module mybounds.bounds --examples 20",
           r"mybounds\.bounds\.gap_without_n .* caught\s+(\S+) \(best", "1.13", abs_=0.005,
           cwd="tests/verify/user_package"),
+    Check("README.md", TRAP, r"magnetization   sample\s+\S+\s+(\S+)", "1.005", abs_=5e-4),
+    Check("README.md", TRAP, r"d\(N\) = (\S+);", "0.911", abs_=5e-4),
+    Check("README.md", TRAP, r"magnetization   sample\s+\S+\s+\S+\s+(\S+)", "1,090", abs_=5),
+    Check("README.md", TRAP, r"magnetization   sample.*\n\s+exact\s+\S+\s+(\S+)", "0.013", abs_=5e-4),
+    Check("docs/diagnostics.md", TRAP, r"mean exit time (\S+), e\.g\. 1 1 1", "2.79e+06", rel=2e-3),
+    Check("docs/diagnostics.md", TRAP, r"from the paths .*?: (\S+) vs exact", "0.125", abs_=5e-4),
 ]
 
 
@@ -68,7 +79,7 @@ def run(command: str, cwd: str) -> tuple[str, float]:
     """Output (stdout and stderr) of ``python -m mlmix COMMAND`` in ``cwd`` and its wall time."""
     env = dict(os.environ, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")
     start = time.perf_counter()
-    proc = subprocess.run([sys.executable, "-m", "mlmix", *command.split()], cwd=ROOT / cwd, env=env,
+    proc = subprocess.run([sys.executable, "-m", "mlmix", *shlex.split(command)], cwd=ROOT / cwd, env=env,
                           capture_output=True, text=True, timeout=300)
     return proc.stdout + proc.stderr, time.perf_counter() - start
 
@@ -82,7 +93,7 @@ def compare(check: Check, output: str) -> tuple[str, str]:
         return "not printed", "MISMATCH (the command no longer prints this figure)"
     printed = found.group(1)
     try:
-        value, quoted = float(printed), float(check.quoted)
+        value, quoted = float(printed), float(check.quoted.replace(",", ""))
     except ValueError:
         return printed, "ok" if printed == check.quoted else "MISMATCH"
     ok = abs(value - quoted) <= max(check.abs_, check.rel * abs(quoted))
@@ -103,7 +114,8 @@ def main(argv: list[str] | None = None) -> int:
         printed, verdict = compare(check, outputs[key][0])
         failures += verdict != "ok"
         tol = f"+-{check.abs_:g}" if check.abs_ else f"rel {check.rel:g}" if check.rel else "exact"
-        rows.append((check.doc, "mlmix " + check.command, check.quoted, printed, tol, f"{outputs[key][1]:.1f}",
+        shown = "mlmix " + check.command
+        rows.append((check.doc, shown if len(shown) <= 60 else shown[:57] + "...", check.quoted, printed, tol, f"{outputs[key][1]:.1f}",
                      verdict))
     head = ("doc", "command", "quoted", "printed", "tolerance", "s", "verdict")
     widths = [max(len(str(r[i])) for r in [head, *rows]) for i in range(len(head))]

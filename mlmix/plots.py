@@ -46,19 +46,12 @@ FORMATS = style.FORMATS
 
 def chain_title(chain: Any) -> str:
     """The model, frame and parameters of a chain, for figure titles: the source's description
-    (model and frame of a masked LM; the parameters of a toy model), the kernel and T."""
+    (:func:`source_title`), the kernel and T, and the number of states."""
     source = getattr(chain, "source", None)
     parts = [chain.name]
     if source is not None:
-        describe = getattr(source, "describe", None)
-        d = describe() if callable(describe) else {}
-        if d.get("model"):
-            parts = [f"{Path(str(d['model'])).name or d['model']}, frame '{d.get('frame', '?')}'"]
-        else:
-            params = [f"{key}={getattr(source, key):g}" for key in ("beta",) if isinstance(getattr(source, key, None),
-                                                                                         (int, float))]
-            parts = [f"{type(source).__name__} ({', '.join(params + [f'n={source.space.length}'])})"]
-        parts.append(f"{chain.kernel}, T={getattr(source, 'temperature', 1.0):g}")
+        parts = [source_title(source, temperature=False),
+                 f"{chain.kernel}, T={getattr(source, 'temperature', 1.0):g}"]
     parts.append(f"{chain.n_states:,} states")
     return "; ".join(parts)
 
@@ -246,18 +239,17 @@ def plot_influence(source: Any, *, ax: Any = None, title: str | None = None) -> 
     return ax
 
 
-def source_title(source: Any) -> str:
-    """The model, frame and temperature of a source, for figure titles."""
+def source_title(source: Any, temperature: bool = True) -> str:
+    """The model and frame of a masked LM, or the parameters of a toy model (beta, n), and T."""
     describe = getattr(source, "describe", None)
     d = describe() if callable(describe) else {}
-    T = f"T={getattr(source, 'temperature', 1.0):g}"
+    T = [f"T={getattr(source, 'temperature', 1.0):g}"] if temperature else []
     if d.get("model"):
-        return f"{Path(str(d['model'])).name or d['model']}, frame '{d.get('frame', '?')}', {T}"
+        return ", ".join([f"{Path(str(d['model'])).name or d['model']}, frame '{d.get('frame', '?')}'", *T])
     beta = getattr(source, "beta", None)
-    params = ([f"beta={beta:g}"] if isinstance(beta, (int, float)) else []) + [T]
     space = getattr(source, "space", None)
-    if space is not None:
-        params.append(f"n={space.length}")
+    params = ([f"beta={beta:g}"] if isinstance(beta, (int, float)) else []) + \
+        ([f"n={space.length}"] if space is not None else []) + T
     return f"{type(source).__name__} ({', '.join(params)})"
 
 
