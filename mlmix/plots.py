@@ -71,17 +71,25 @@ def plot_distance_curve(chain: Any, t_max: int | None = None, eps: float = 0.25,
     band d(t) +- abs_error (the certified rounding bound of the computed powers), eps as a horizontal
     line and t_mix(eps) (THEOREMS.md section 1) as a vertical line, or its certified interval: shaded
     where it lies on the axis, an arrow at the right edge with the interval written where it lies
-    beyond (:func:`mlmix.plot_style.interval`). Default t_max: twice t_mix when it is resolved, else
-    200 (or the interval's lower end). Beyond :data:`CURVE_STEPS` steps the curve is
+    beyond (:func:`mlmix.plot_style.interval`). Default t_max: twice t_mix when it is resolved, the
+    interval's upper end when that is at most :data:`CURVE_STEPS`, else 200 (or the interval's lower
+    end). Beyond :data:`CURVE_STEPS` steps the curve is
     :data:`CURVE_SAMPLES` points, each d(t) certified by ``chain.tv_distance`` (its enclosure is the
     band)."""
     ax = _axes(ax)
     ax.set_title(style.symbols(title or f"distance to stationarity: {chain_title(chain)}"))
     if chain.n_states > PLOT_DENSE_LIMIT:
-        return _note(ax, f"d(t) needs dense powers: {chain.n_states:,} states exceed {PLOT_DENSE_LIMIT:,}")
+        t_mix, why = _answer(lambda: chain.mixing_time(eps))
+        return _note(ax, f"$d(t)$ needs dense powers: {chain.n_states:,} states exceed {PLOT_DENSE_LIMIT:,}\n"
+                         f"$t_{{\\rm mix}}({eps:g})$: {_short(why) if t_mix is None else _figure(t_mix)}")
     t_mix = chain.mixing_time(eps)
     if t_max is None:
-        t_max = max(10, 2 * int(t_mix.value)) if t_mix.resolved else int(min(200, t_mix.lower or 200))
+        if t_mix.resolved:
+            t_max = max(10, 2 * int(t_mix.value))
+        elif t_mix.upper is not None and t_mix.upper <= CURVE_STEPS:  # the whole interval on the axis
+            t_max = max(10, math.ceil(t_mix.upper))
+        else:
+            t_max = int(min(200, t_mix.lower or 200))
     if t_max <= CURVE_STEPS:  # every step: t_max products with P
         t = np.arange(t_max + 1)
         curve = chain.distance_curve(t_max, progress=False)
@@ -126,8 +134,9 @@ def plot_spectrum(chain: Any, *, ax: Any = None, title: str | None = None) -> An
     ax = _axes(ax, (4.2, 4.0))
     ax.set_title(style.symbols(title or f"spectrum of P: {chain_title(chain)}"))
     if chain.n_states > PLOT_DENSE_LIMIT:
+        gap, why = _answer(lambda: chain.absolute_spectral_gap)
         return _note(ax, f"the full spectrum needs a dense matrix: {chain.n_states:,} states exceed "
-                         f"{PLOT_DENSE_LIMIT:,}")
+                         f"{PLOT_DENSE_LIMIT:,}\nabsolute spectral gap: {_short(why) if gap is None else _figure(gap)}")
     lam = np.linalg.eigvals(chain.to_dense())
     circle = np.exp(2j * np.pi * np.linspace(0, 1, 361))
     ax.plot(circle.real, circle.imag, color="gray", lw=0.6)
@@ -157,6 +166,15 @@ def _answer(get: Any) -> tuple[Any, str | None]:
         return get(), None
     except (ValueError, NumericalError) as err:
         return None, str(err)
+
+
+def _figure(result: Any) -> str:
+    """A certified figure as text: its value, or its interval marked certified."""
+    if result.resolved:
+        return f"${style.sci(float(result.value))}$"
+    lo = "?" if result.lower is None else f"${style.sci(result.lower)}$"
+    hi = "?" if result.upper is None else f"${style.sci(result.upper)}$"
+    return f"in [{lo}, {hi}] (certified)"
 
 
 def _short(text: str, width: int = 48) -> str:

@@ -201,3 +201,24 @@ def test_every_figure_goes_through_the_style_module():
                          r"from mlmix\.files import \([^)]*\bpyplot\b", text):
                 bad.append(str(path.relative_to(ROOT)))
     assert bad == []
+
+
+def test_a_matrix_free_chain_is_plotted_not_refused(tmp_path, monkeypatch, capsys):
+    out = tmp_path / "op.png"
+    assert main(["exact", "--graph", "cycle:6", "--representation", "operator", "--plot", str(out),
+                 "--no-progress"]) == 0
+    assert "t_mix(0.25)" in capsys.readouterr().out and out.stat().st_size > 10_000
+    model = IsingModel(nx.cycle_graph(6), beta=0.5)
+    chain = Chain.from_source(model, representation="operator")
+    t = chain.mixing_time(0.25)
+    ax = plot_distance_curve(chain)  # the certified interval [lower, upper] lies on the axis: shaded
+    assert ax.get_xlim()[1] >= t.upper and not arrows(ax) and ax.patches
+    plt.close(ax.figure)
+    monkeypatch.setattr("mlmix.plots.PLOT_DENSE_LIMIT", 10)  # beyond the dense limit: the figures named
+    ax = plot_distance_curve(chain)
+    text = " ".join(x.get_text() for x in ax.texts)
+    assert "needs dense powers" in text and "certified" in text and f"{t.lower:.3g}" in text
+    plt.close(ax.figure)
+    ax = plot_spectrum(chain)
+    assert "absolute spectral gap" in " ".join(x.get_text() for x in ax.texts)
+    plt.close(ax.figure)
