@@ -153,11 +153,9 @@ def _validate(args: argparse.Namespace) -> None:
 def _check_with_chain(args: argparse.Namespace, chain: Chain, source: Conditionals | None) -> np.ndarray | None:
     """The options that need the chain or its source, checked before anything is written (a refused
     command leaves no file behind); returns the basin of ``--basin`` (None without it)."""
-    if chain.representation == "operator":
-        for flag, given in (("--save-matrix", args.save_matrix), ("--plot", args.plot)):
-            if given is not None:
-                raise InputValueError(f"{flag} needs a matrix: the chain is held as a matrix-free operator "
-                                      "(use --representation sparse)")
+    if chain.representation == "operator" and args.save_matrix is not None:
+        raise InputValueError("--save-matrix needs a matrix: the chain is held as a matrix-free operator "
+                              "(use --representation sparse)")
     if source is None:
         for flag, given, why in (("--save-scores", args.save_scores, "a source of conditionals, not a matrix file"),
                                  ("--basin", args.basin, "a built-in source (it is a pattern over V^n)")):
@@ -296,9 +294,7 @@ def run(args: argparse.Namespace) -> int:
             report["paper_g"] = paper_constants(source, chain, args.eps, basin)
     if source is not None and args.kernel == "mh":
         report.update(mh_acceptance(source, args.energy))
-    if args.plot is not None:
-        # deferred: matplotlib loads only with --plot
-
+    if args.plot is not None:  # what the chain answers is drawn, what it does not is named on its panel
         save_figure(report_figure(chain, source if args.kernel == "glauber" else None, title=title, eps=args.eps),
                     args.plot)
     if args.json:

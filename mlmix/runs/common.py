@@ -38,13 +38,12 @@ from mlmix.empirical.mlm import (
     load_pretrained,
 )
 from mlmix.files import (
-    atomic_save_figure,
     atomic_write_csv,
     atomic_write_json,
     dumps_json,
     jsonable,
-    pyplot,
 )
+from mlmix.plot_style import save
 
 
 def add_common_arguments(parser: argparse.ArgumentParser, many_models: bool = False) -> None:
@@ -139,9 +138,8 @@ def write_csv(path: Path, rows: list[dict]) -> None:
 
 
 def save_figure(fig, path: Path) -> None:
-    """Save a matplotlib figure atomically (PNG) and close it."""
-    atomic_save_figure(fig, path)
-    pyplot().close(fig)
+    """Save a figure atomically (PDF, SVG or PNG by the suffix, :func:`mlmix.plot_style.save`) and close it."""
+    save(fig, path)
 
 
 def _cell(value: object) -> object:

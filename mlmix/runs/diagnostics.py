@@ -37,7 +37,8 @@ from mlmix.empirical.diagnostics import (
 )
 from mlmix.empirical.mlm import DEFAULT_MODEL_DIR
 from mlmix.files import read_json
-from mlmix.runs.common import pyplot, save_figure, write_csv, write_json
+from mlmix.plot_style import legend, pyplot
+from mlmix.runs.common import save_figure, write_csv, write_json
 
 #: One line for ``mlmix run --list``.
 DESCRIPTION = "R-hat and ESS over N against the exact d(t) and ESS: shipped model, Ising traps, score table, AntiBERTy"
@@ -198,34 +199,41 @@ def format_summary(summary: list[list[dict]]) -> str:
 
 
 def figure(results: dict):
-    """Per case: R-hat over N with d_mu(N) (left), ESS bulk and exact ESS over N (right)."""
+    """Per case: R-hat over N with the exact d_mu(N) on a second axis (left), ESS bulk and exact ESS
+    over N (right); every axis labelled, legends beside the panels."""
     plt = pyplot()
     k = len(results)
-    fig, axes = plt.subplots(k, 2, figsize=(11, 2.6 * k), squeeze=False)
+    fig, axes = plt.subplots(k, 2, figsize=(13, 2.8 * k), squeeze=False, layout="constrained")
     for row, (name, res) in enumerate(results.items()):
         ax_r, ax_e = axes[row]
         curves = res["curves"]
         for f in dict.fromkeys(r["function"] for r in curves):
             rs = [r for r in curves if r["function"] == f]
             N = [r["N"] for r in rs]
-            ax_r.plot(N, [np.nan if r["rhat"] is None else r["rhat"] for r in rs], "o-", label=f"R-hat {f}")
-            ax_e.plot(N, [np.nan if r["ess_bulk"] is None else r["ess_bulk"] for r in rs], "o-", label=f"ESS {f}")
+            ax_r.plot(N, [np.nan if r["rhat"] is None else r["rhat"] for r in rs], "o-", label=rf"$\hat{{R}}$ of {f}")
+            ax_e.plot(N, [np.nan if r["ess_bulk"] is None else r["ess_bulk"] for r in rs], "o-", label=f"ESS of {f}")
             ax_e.plot(N, [np.nan if r["exact_ess"] is None else r["exact_ess"] for r in rs], "k--", lw=1)
+        ax_e.plot([], [], "k--", lw=1, label="exact ESS (dashed)")
         rs = [r for r in curves if r["function"] == curves[0]["function"]]
         twin = ax_r.twinx()
-        twin.plot([r["N"] for r in rs], [r["d_start"] for r in rs], "r:", lw=2, label="exact d_mu(N)")
+        twin.plot([r["N"] for r in rs], [r["d_start"] for r in rs], "r:", lw=2, label=r"exact $d_\mu(N)$")
         twin.set_ylim(0, 1.05)
         twin.axhline(MIXED, color="r", lw=0.5)
-        twin.set_ylabel("d_mu(N)", color="r")
+        twin.set_ylabel(r"exact $d_\mu(N)$ (total variation)", color="r")
+        twin.spines["right"].set_visible(True)
         ax_r.axhline(RHAT_CONVERGED, color="k", lw=0.5)
         ax_r.set_xscale("log")
-        ax_r.set_title(name, fontsize=9)
-        ax_r.legend(fontsize=7, loc="upper right")
+        ax_r.set_ylabel(r"split $\hat{R}$ (line: 1.01)")
+        ax_r.set_title(name)
+        handles, labels = ax_r.get_legend_handles_labels()
+        more = twin.get_legend_handles_labels()
+        ax_r.legend(handles + more[0], labels + more[1], loc="upper left", bbox_to_anchor=(1.12, 1.0),
+                    borderaxespad=0.0)
         ax_e.set_xscale("log")
         ax_e.set_yscale("log")
-        ax_e.set_title("ESS bulk (solid) vs exact ESS (dashed)", fontsize=9)
-        ax_e.legend(fontsize=7)
-    axes[-1][0].set_xlabel("N (steps per chain)")
-    axes[-1][1].set_xlabel("N (steps per chain)")
-    fig.tight_layout()
+        ax_e.set_ylabel("effective sample size")
+        ax_e.set_title(f"{name}: ESS bulk (solid) vs exact ESS (dashed)")
+        legend(ax_e)
+        ax_r.set_xlabel("$N$ (steps per chain)")
+        ax_e.set_xlabel("$N$ (steps per chain)")
     return fig

@@ -23,11 +23,11 @@ from pathlib import Path
 
 import numpy as np
 
+from mlmix.plot_style import legend, pyplot
 from mlmix.runs.common import (
     add_common_arguments,
     decoder,
     load_model,
-    pyplot,
     save_figure,
     start_states,
     write_csv,
@@ -101,13 +101,13 @@ def _figure(rows: list[dict], summary: list[dict], path, settings: dict) -> None
     edges = np.histogram_bin_edges([r["drift"] for r in rows], bins=30)
     for s in summary:
         d = [r["drift"] for r in rows if r["temperature"] == s["temperature"]]
-        ax.hist(d, bins=edges, alpha=0.6, label=f"T = {s['temperature']:g} (median {s['median']:.3f})")
+        ax.hist(d, bins=edges, alpha=0.6, label=f"$T$ = {s['temperature']:g} (median {s['median']:.3f})")
     ax.set_title(f"drift of the count of '{settings['token']}' (paper G 5.4): {Path(settings['model']).name}, "
                  f"n = {settings['length']}, k = {settings['k']}, {settings['states']} states, seed {settings['seed']}",
                  fontsize=8)
     ax.axvline(0.0, color="black", lw=0.8)
-    ax.set_xlabel("one-step drift D(x) of the token count")
+    ax.set_xlabel("one-step drift $D(x)$ of the token count")
     ax.set_ylabel("states")
-    ax.legend(fontsize=8)
+    legend(ax)
     save_figure(fig, path)
 

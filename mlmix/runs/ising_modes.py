@@ -25,11 +25,10 @@ from tqdm import tqdm
 
 from mlmix.files import (
     Checkpoint,
-    atomic_save_figure,
     atomic_write_csv,
     atomic_write_json,
-    pyplot,
 )
+from mlmix.plot_style import legend, pyplot, save
 from mlmix.theory.chain.hitting import expected_hitting_times, hitting_time_distribution
 from mlmix.theory.kernels.assembled import independent_parallel_kernel, k_gibbs_kernel
 from mlmix.theory.sources.conditionals import IsingModel
@@ -169,13 +168,12 @@ def plot(entries: list[dict], couplings: list[float], ks: list[int], budget: int
         ax.plot(couplings, [max(e["capped_mean"], 1e-1) for e in rows], "-", color=line[0].get_color(), alpha=0.6)
     ax.axhline(budget, ls=":", color="grey")
     ax.set_yscale("log")
-    ax.set_xlabel("J")
-    ax.set_ylabel(f"steps to reach R_1 (budget {budget})")
-    ax.set_title("N = 10, |C| = 4, h_i = 5: simulated mean ± 0.5 sd (dots), exact E[min(tau, budget)] (lines)",
-                 fontsize=8)
-    ax.legend(fontsize=7, ncol=2)
-    atomic_save_figure(fig, path)
-    plt.close(fig)
+    ax.set_xlabel("coupling $J$")
+    ax.set_ylabel(f"steps to reach $R_1$ (budget {budget})")
+    ax.set_title(r"$N$ = 10, $|C|$ = 4, $h_i$ = 5: simulated mean ± 0.5 sd (dots), exact "
+                 r"$E[\min(\tau, \mathrm{budget})]$ (lines)")
+    legend(ax)
+    save(fig, path)
 
 
 def configure(parser: argparse.ArgumentParser) -> None:

@@ -40,12 +40,12 @@ from mlmix.empirical.drift import (
 )
 from mlmix.empirical.simulation import NOT_COUPLED, run_chains, run_coupled
 from mlmix.empirical.sweep import run_sweep
+from mlmix.plot_style import legend, pyplot
 from mlmix.runs.common import (
     add_common_arguments,
     add_embedder_argument,
     load_model,
     make_embedder,
-    pyplot,
     save_figure,
     start_states,
     write_csv,
@@ -186,10 +186,10 @@ def _figure(hit_rows, fit, cpl_rows, temps, lengths, path: Path) -> None:
     if fit is not None:
         grid = np.linspace(min(lengths), max(lengths), 100)
         ax1.plot(grid, fit["a"] * grid * np.log(grid) + fit["b"], "--",
-                 label=f"{fit['a']:.2f} n log n + {fit['b']:.1f} (R² {fit['r2']:.2f})")
-    ax1.set_xlabel("sequence length n")
+                 label=f"{fit['a']:.2f} $n \\log n$ + {fit['b']:.1f} ($R^2$ {fit['r2']:.2f})")
+    ax1.set_xlabel("sequence length $n$")
     ax1.set_ylabel("steps to embedding distance threshold")
-    ax1.legend(fontsize=8)
+    legend(ax1)
     grid = np.full((len(temps), len(lengths)), np.nan)
     for r in cpl_rows:
         if r["median_coupling_time"] is not None:
@@ -201,9 +201,9 @@ def _figure(hit_rows, fit, cpl_rows, temps, lengths, path: Path) -> None:
                      color="red", fontsize=14)
     ax2.set_xticks(range(len(lengths)), lengths)
     ax2.set_yticks(range(len(temps)), [f"{t:g}" for t in temps])
-    ax2.set_xlabel("sequence length n")
-    ax2.set_ylabel("temperature T")
+    ax2.set_xlabel("sequence length $n$")
+    ax2.set_ylabel("temperature $T$")
     ax2.set_title("median coupling time (× : not within budget)", fontsize=9)
-    fig.colorbar(im, ax=ax2, label="log10 steps")
+    fig.colorbar(im, ax=ax2, label=r"$\log_{10}$ steps")
     save_figure(fig, path)
 

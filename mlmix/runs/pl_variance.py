@@ -27,11 +27,10 @@ from tqdm import tqdm
 
 from mlmix.files import (
     Checkpoint,
-    atomic_save_figure,
     atomic_write_csv,
     atomic_write_json,
-    pyplot,
 )
+from mlmix.plot_style import legend, pyplot, save
 from mlmix.theory.training.exponential_family import IsingFamily
 from mlmix.theory.training.pseudolikelihood import (
     MaskDistribution,
@@ -133,13 +132,12 @@ def plot(summary: list[dict], couplings: list[float], samples: list[int], modes:
                                    marker=marker, capsize=3, label=f"n={n}, {mode} masks")
                 ax.plot(ks, [s["predicted"] for s in rows], "--", color=line[0].get_color(), alpha=0.7)
         ax.set_yscale("log")
-        ax.set_xlabel("k")
+        ax.set_xlabel("block size $k$")
         ax.set_ylabel("squared parameter error")
-        ax.set_title(f"N = |C| = 4, h = 0, J = {J} (dashed: Tr(Gamma^k)/n)")
+        ax.set_title(f"$N = |C| = 4$, $h = 0$, $J = {J}$ (dashed: $\\mathrm{{Tr}}(\\Gamma^k)/n$)")
         ax.set_xticks(range(1, 5))
-        ax.legend(fontsize=7)
-    atomic_save_figure(fig, path)
-    plt.close(fig)
+        legend(ax, where="below")
+    save(fig, path)
 
 
 def configure(parser: argparse.ArgumentParser) -> None:

@@ -28,10 +28,10 @@ import numpy as np
 
 from mlmix.commands.options import set_threads
 from mlmix.empirical.sweep import run_sweep
+from mlmix.plot_style import legend, pyplot
 from mlmix.runs.common import (
     add_common_arguments,
     load_model,
-    pyplot,
     save_figure,
     start_states,
     write_csv,
@@ -154,7 +154,8 @@ def _figure(table: list[dict], path: Path, settings: dict) -> None:
     if paper:
         ax.scatter(*zip(*paper), color="black", marker="D", zorder=3, label="paper G Table 1")
     ax.set_xticks(x, [Path(r["model"]).name or r["model"] for r in table], rotation=20, ha="right", fontsize=8)
-    ax.set_ylabel("mean rectangle statistic R")
-    ax.legend(fontsize=8)
+    ax.set_xlabel("model")
+    ax.set_ylabel("mean rectangle statistic $R$")
+    legend(ax)
     save_figure(fig, path)
 

@@ -24,14 +24,17 @@ from __future__ import annotations
 
 import argparse
 import math
+import textwrap
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
 from mlmix.commands.decode import add_source_arguments, build_partial_source, validate_source_arguments
 from mlmix.errors import MemoryLimitError, ReducibleChainError
-from mlmix.files import atomic_save_figure, atomic_write_csv, atomic_write_json, jsonable, pyplot
+from mlmix.files import atomic_write_csv, atomic_write_json, jsonable
 from mlmix.limits import SYSTEMATIC_LIMIT
+from mlmix.plot_style import save, subplots, symbols
 from mlmix.theory.chain.core import Chain
 from mlmix.theory.kernels.decoders import PartialScoreTable, decoder_law, partial_log_probs, tv_kl
 from mlmix.theory.kernels.scan_and_mh import Truncated, check_order, mh_acceptance
@@ -128,30 +131,42 @@ def run(args: argparse.Namespace) -> int:
     atomic_write_csv(out / "samplers.csv", ["sampler", "kind", "absolute_spectral_gap", "additive_gap", "steps",
                                             "acceptance",
                                             "not_computed"] + [f"tv_to_{b}" for b in names], rows)
-    plt = pyplot()
-    M = np.full((len(names), len(names)), np.nan)
-    for i, a in enumerate(names):
-        for j, b in enumerate(names):
-            if a == b and laws[a]["law"] is not None:
+    save(heatmap(names, laws, dist, f"{description}: {table.space.vocab_size}^{table.space.length} states"),
+         out / "samplers.png")
+    print(format_table(description, names, laws, dist))
+    return 0
+
+
+def heatmap(names: list[str], laws: dict, dist: dict, title: str) -> Any:
+    """TV between the exact laws of the samplers (row a, column b; the upper end where a distance is
+    only enclosed). A sampler whose law was not computed has no row or column: it is named under the
+    heat map with the reason (no blank cross)."""
+    shown = [a for a in names if laws[a]["law"] is not None]
+    M = np.full((len(shown), len(shown)), np.nan)
+    for i, a in enumerate(shown):
+        for j, b in enumerate(shown):
+            if a == b:
                 M[i, j] = 0.0
             elif a in dist and b in dist[a]:
                 r = dist[a][b]["tv"]
                 M[i, j] = r.value if r.value is not None else (r.upper if r.upper is not None else np.nan)
-    fig, ax = plt.subplots(figsize=(1.0 + 0.6 * len(names), 0.8 + 0.6 * len(names)))
+    fig, ax = subplots(figsize=(2.0 + 0.6 * len(shown), 1.4 + 0.6 * len(shown)))
     im = ax.imshow(M, vmin=0, vmax=1, cmap="viridis")
-    ax.set_xticks(range(len(names)), names, rotation=60, ha="right")
-    ax.set_yticks(range(len(names)), names)
-    for i in range(len(names)):
-        for j in range(len(names)):
+    ax.set_xticks(range(len(shown)), shown, rotation=60, ha="right")
+    ax.set_yticks(range(len(shown)), shown)
+    for i in range(len(shown)):
+        for j in range(len(shown)):
             if np.isfinite(M[i, j]):
                 ax.text(j, i, f"{M[i, j]:.2f}", ha="center", va="center", fontsize=7,
                         color="white" if M[i, j] < 0.5 else "black")
-    fig.colorbar(im, ax=ax, label="total variation")
-    ax.set_title(f"exact laws of the samplers, {table.space.vocab_size}^{table.space.length} states", fontsize=9)
-    atomic_save_figure(fig, out / "samplers.png")
-    plt.close(fig)
-    print(format_table(description, names, laws, dist))
-    return 0
+    ax.set_xlabel("sampler $b$")
+    ax.set_ylabel("sampler $a$")
+    fig.colorbar(im, ax=ax, label="total variation TV($a$, $b$) of the exact laws")
+    ax.set_title(textwrap.fill(symbols(f"exact laws of the samplers, {title}"), 70))
+    missing = [f"{a}: not computed ({laws[a].get('reason', 'no law')})" for a in names if laws[a]["law"] is None]
+    if missing:
+        fig.text(0.01, 0.0, textwrap.fill("; ".join(missing), 110), fontsize=7, va="top", ha="left")
+    return fig
 
 
 def _num(r: Result) -> str:

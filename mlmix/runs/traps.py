@@ -31,13 +31,13 @@ from mlmix.empirical.trap_states import (
     trap_table,
     window_drift,
 )
+from mlmix.plot_style import legend, pyplot
 from mlmix.runs.common import (
     add_common_arguments,
     add_embedder_argument,
     decoder,
     load_model,
     make_embedder,
-    pyplot,
     save_figure,
     start_states,
     write_csv,
@@ -112,19 +112,19 @@ def _figure(steps, emb, window, threshold, traps, rows, path: Path) -> None:
     ax1.set_xlabel("step")
     ax1.set_ylabel(f"mean drift over the next {window} steps")
     ax1.set_title("window drift (shaded: detected traps)", fontsize=9)
-    ax1.legend(fontsize=7)
+    legend(ax1)
     if rows:
         dur = np.array([r["duration"] for r in rows], dtype=float)
         exact = np.array([r["expected_stay"] for r in rows], dtype=float)
-        ax2.scatter(dur, exact, marker="o", label="exact expected stay 1/P(x, x^c)")
+        ax2.scatter(dur, exact, marker="o", label="exact expected stay $1/P(x, x^c)$")
         pred = [(d, r["predicted_stay"]) for d, r in zip(dur, rows) if r["predicted_stay"] is not None]
         if pred:
-            ax2.scatter(*zip(*pred), marker="x", color="red", label="Thm 8: e^{γ/T}/(|V|-1) (perfect traps)")
+            ax2.scatter(*zip(*pred), marker="x", color="red", label=r"Thm 8: $e^{\gamma/T}/(|V|-1)$ (perfect traps)")
         ax2.set_xscale("log")
         ax2.set_yscale("log")
         lo, hi = ax2.get_xlim()
         ax2.plot([lo, hi], [lo, hi], color="gray", lw=0.8)
-        ax2.legend(fontsize=7)
+        legend(ax2)
     ax2.set_xlabel("observed trap duration (steps)")
     ax2.set_ylabel("steps")
     save_figure(fig, path)
