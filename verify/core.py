@@ -152,8 +152,8 @@ class Part:
     @property
     def resolved(self) -> bool:
         """Both sides finite, nonzero and resolved above their accuracy."""
-        return (math.isfinite(self.lhs) and math.isfinite(self.rhs) and self.lhs != 0 and self.rhs != 0 and self.lhs_error <= RESOLVED_RTOL * abs(self.lhs)
-                and self.rhs_error <= RESOLVED_RTOL * abs(self.rhs))
+        return (math.isfinite(self.lhs) and math.isfinite(self.rhs) and self.lhs != 0 and self.rhs != 0
+                and self.lhs_error <= RESOLVED_RTOL * abs(self.lhs) and self.rhs_error <= RESOLVED_RTOL * abs(self.rhs))
 
     @property
     def tightness(self) -> float | None:

@@ -133,12 +133,14 @@ def format_table(reports: list[TheoremReport], debug: bool = False) -> str:
                 out.append(f"  stored: {s['description']}: conclusion fails = {s['conclusion_fails']}{flag}")
     for r in reports:
         for e in r.errors:
-            notes = ([f"on {e['more'] + 1} instances"] if e.get("more") else []) + ([] if debug else ["traceback: --debug"])
+            notes = [f"on {e['more'] + 1} instances"] if e.get("more") else []
+            notes += [] if debug else ["traceback: --debug"]
             out += ["", f"{r.id} ({r.number}) ERROR in {e['where']}: {e['error']}"
                         + (f" ({'; '.join(notes)})" if notes else "")]
             if e.get("instance") is not None:
                 shown = e["instance"] if isinstance(e["instance"], str) else dumps_compact(e["instance"])
-                out.append("  " + ("first instance: " if e.get("more") else "instance: ") + shown.replace("\n", "\n  "))
+                label = "first instance: " if e.get("more") else "instance: "
+                out.append("  " + label + shown.replace("\n", "\n  "))
             if debug:
                 out.append(e["traceback"].rstrip())
         for b in r.blind_spots:
