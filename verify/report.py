@@ -141,8 +141,8 @@ def format_table(reports: list[TheoremReport], debug: bool = False) -> str:
                 shown = e["instance"] if isinstance(e["instance"], str) else dumps_compact(e["instance"])
                 label = "first instance: " if e.get("more") else "instance: "
                 out.append("  " + label + shown.replace("\n", "\n  "))
-            if debug:
-                out.append(e["traceback"].rstrip())
+            if debug:  # the frames; the exception's own line is the ERROR line above
+                out.append("\n".join(e["traceback"].rstrip().splitlines()[:-1]))
         for b in r.blind_spots:
             out.append(f"{r.id} ({r.number}) BLIND SPOT: {b}")
     counts = {s: sum(r.status == s for r in reports)

@@ -209,14 +209,16 @@ def check(target: Entry, examples: int | None = None, seed: int = 0) -> TheoremR
 
 def failure_message(report: TheoremReport) -> str | None:
     """Why a report is not a pass (None when it holds and its weakened bound was caught): the
-    ``mlmix verify`` table of the report, with the shrunk counterexample."""
+    ``mlmix verify`` table of the report, with the shrunk counterexample or each error's instance
+    and traceback."""
     if report.status == "holds" and report.weakened == "caught":
         return None
     why = {"fails": "a counterexample was found", "known false": "the theorem is documented as false",
            "error": "the check raised an error (a crash is never a verdict)",
            "not checkable": "it is not checkable", "holds": "the weakened bound was never violated: the search "
            "cannot tell this theorem from a false one (add instances near equality: `attaining`)"}
-    return f"{report.id}: {why.get(report.status, report.status)}\n{format_table([report])}"
+    # a crash carries its traceback: there is no --debug under pytest
+    return f"{report.id}: {why.get(report.status, report.status)}\n{format_table([report], debug=report.crashed)}"
 
 
 def assert_holds(target: Entry, examples: int | None = None, seed: int = 0) -> TheoremReport:

@@ -203,7 +203,9 @@ def test_assert_holds_turns_a_skip_in_a_check_into_a_failure(module):
         pytest.fail(f"escaped assert_holds: {type(err).__name__}: {err}")
     else:
         pytest.fail("assert_holds passed")
-    assert "skipper.skips: the check raised an error" in message and message.count("Skipped: a skip inside") == 1
+    assert "skipper.skips: the check raised an error" in message
+    assert message.count("Skipped: a skip inside") == 1 and "instance: " in message  # once, traceback included
+    assert "Traceback" in message and "--debug" not in message  # no --debug under pytest: the traceback itself
 
 
 # ----------------------------------------------------------------------------------------------
