@@ -5,8 +5,9 @@ A theorem states an inequality ``lhs <= rhs`` (or ``>=``, ``==``) about an *inst
 Hypothesis strategy (:mod:`mlmix.strategies`), under hypotheses; its check computes both sides with
 error bounds (a :class:`~mlmix.theory.results.Result` carries its certified interval), and the search
 reports **holds** (no violation on the instances tried), **fails** (with the smallest counterexample
-Hypothesis could shrink to) or **not checkable**, plus whether the bound **weakened** by a factor 2
-was violated somewhere ("caught": the search can tell the theorem from a false one)::
+Hypothesis could shrink to), **error** (the check raised, whatever it raised, or a side evaluated to
+NaN: never a verdict) or **not checkable**, plus whether the bound **weakened** by a factor 2 was
+violated somewhere ("caught": the search can tell the theorem from a false one)::
 
     from mlmix import strategies as ms
     from mlmix.theorem import inequality, theorem

@@ -30,8 +30,13 @@ Tightness floors and blind spots
 
 Crashes
     A check that raises is an *error*, never a verdict: the instance, the exception and its traceback
-    are kept (:attr:`TheoremReport.errors`), the theorem's status is "error" (whatever the other
-    instances showed, a known-false entry included), and ``mlmix verify`` exits 3.
+    are kept (:attr:`TheoremReport.errors`, one record per distinct error with the first instance that
+    raised it), the theorem's status is "error" (whatever the other instances showed, a known-false
+    entry included), and ``mlmix verify`` exits 3. Every exception counts, ``BaseException`` included
+    (``sys.exit``, ``pytest.skip``, ``GeneratorExit``), except :class:`KeyboardInterrupt`, which stops
+    the run (a ``KeyboardInterrupt`` raised by the check itself cannot be told from Ctrl-C).
+    A side that evaluates to NaN is such an error (:class:`UndefinedSide`, raised when the
+    :class:`Part` is built): NaN is never a verdict, neither holds nor a counterexample.
 
 Regimes
     ``regime(instance)`` describes an instance (n, vocabulary size, temperature, states,
@@ -50,6 +55,7 @@ from typing import Any, Callable, Mapping
 from hypothesis import HealthCheck, Phase, assume, given, settings
 from hypothesis import seed as hypothesis_seed
 from hypothesis import strategies as st
+from hypothesis.errors import StopTest
 
 #: The catalogues, keyed by the prefix of their results' ids (``glauber.thm5``, ``pitfalls.prop5``): one
 #: name per paper in the code, the command line and the JSON; the docs call them paper G and paper P.
@@ -70,6 +76,16 @@ WEAKEN = 0.5
 
 RELATIONS = ("<=", ">=", "==")
 
+#: What a check may raise without being an error of the check: Ctrl-C stops the run (Hypothesis's
+#: internal StopTest is its own control flow, never raised by a check).
+STOPS: tuple[type[BaseException], ...] = (KeyboardInterrupt, StopTest)
+
+
+class UndefinedSide(ArithmeticError):
+    """A side of a comparison (or its error bound) evaluated to NaN: the check is broken on this
+    instance. Raised when the :class:`Part` is built, so the search reports the check's *error* with
+    the instance, never a verdict."""
+
 
 @dataclass(frozen=True)
 class Part:
@@ -77,6 +93,11 @@ class Part:
 
     ``ratio``: whether lhs/rhs is a meaningful looseness factor (positive quantities); identities
     have none.
+
+    A NaN side or error bound raises :class:`UndefinedSide`. An infinite side is a value: a vacuous
+    bound (``lhs <= inf``) holds, an infinite quantity refutes a finite bound, and two equal
+    infinities are equal; it is never *resolved* (no looseness factor, no slack against another
+    infinity).
     """
 
     name: str
@@ -90,8 +111,12 @@ class Part:
     def __post_init__(self) -> None:
         if self.relation not in RELATIONS:
             raise ValueError(f"relation must be one of {RELATIONS}, got {self.relation!r}")
-        object.__setattr__(self, "lhs", float(self.lhs))
-        object.__setattr__(self, "rhs", float(self.rhs))
+        for side in ("lhs", "rhs", "lhs_error", "rhs_error"):
+            value = float(getattr(self, side))
+            if math.isnan(value):
+                what = f"side {side}" if side in ("lhs", "rhs") else f"the error bound of side {side[:3]}"
+                raise UndefinedSide(f"{what} of {self.name!r} ({self.relation}) evaluated to NaN")
+            object.__setattr__(self, side, value)
 
     def bound(self, strength: float = 1.0) -> float:
         """The right-hand side scaled by ``strength`` in the failing direction (1 = as stated)."""
@@ -106,27 +131,29 @@ class Part:
         return self.lhs_error + self.rhs_error / min(strength, 1.0)
 
     def holds(self, strength: float = 1.0) -> bool:
-        """Whether ``lhs relation bound(strength)`` holds within the error bounds."""
-        if math.isnan(self.lhs) or math.isnan(self.rhs):
-            return False
+        """Whether ``lhs relation bound(strength)`` holds within the error bounds (equal infinities
+        are equal)."""
         b, tol = self.bound(strength), self.tolerance(strength)
         if self.relation == "<=":
             return self.lhs <= b + tol
         if self.relation == ">=":
             return self.lhs >= b - tol
-        return abs(self.lhs - b) <= tol
+        return self.lhs == b or abs(self.lhs - b) <= tol
 
     @property
     def slack(self) -> float:
-        """rhs - lhs for '<=', lhs - rhs for '>=', -|lhs - rhs| for '=='; 0 when within the error."""
+        """rhs - lhs for '<=', lhs - rhs for '>=', -|lhs - rhs| for '=='; 0 when within the error
+        (or when the sides are equal, infinities included)."""
+        if self.lhs == self.rhs:
+            return 0.0
         d = {"<=": self.rhs - self.lhs, ">=": self.lhs - self.rhs}.get(self.relation, -abs(self.lhs - self.rhs))
         return 0.0 if abs(d) <= self.tolerance() else d
 
     @property
     def resolved(self) -> bool:
-        """Both sides nonzero and resolved above their accuracy."""
-        return (self.lhs != 0 and self.rhs != 0 and self.lhs_error <= RESOLVED_RTOL * abs(self.lhs)
-                and self.rhs_error <= RESOLVED_RTOL * abs(self.rhs))
+        """Both sides finite, nonzero and resolved above their accuracy."""
+        return (math.isfinite(self.lhs) and math.isfinite(self.rhs) and self.lhs != 0 and self.rhs != 0
+                and self.lhs_error <= RESOLVED_RTOL * abs(self.lhs) and self.rhs_error <= RESOLVED_RTOL * abs(self.rhs))
 
     @property
     def tightness(self) -> float | None:
@@ -147,9 +174,16 @@ class Part:
 
 def part(name: str, lhs: float, rhs: float, relation: str, rtol: float = RTOL, atol: float = 0.0,
          ratio: bool = True) -> Part:
-    """A :class:`Part` whose sides carry error rtol |side| + atol."""
+    """A :class:`Part` whose sides carry error rtol |side| + atol (an infinite side is exact: error 0,
+    not an infinite error that would let it pass every comparison)."""
     lhs, rhs = float(lhs), float(rhs)
-    return Part(name, lhs, rhs, relation, rtol * abs(lhs) + atol, rtol * abs(rhs) + atol, ratio)
+    return Part(name, lhs, rhs, relation, side_error(lhs, rtol, atol), side_error(rhs, rtol, atol), ratio)
+
+
+def side_error(value: float, rtol: float, atol: float = 0.0) -> float:
+    """rtol |value| + atol for a finite value; 0 for an infinity (an exact value: ``inf <= 1`` is
+    refuted, ``1 <= inf`` holds); NaN for NaN (so that :class:`Part` reports it)."""
+    return rtol * abs(value) + atol if not math.isinf(value) else 0.0
 
 
 @dataclass(frozen=True)
@@ -223,8 +257,30 @@ def compare(lhs: float, rhs: float, relation: str, rtol: float = RTOL, atol: flo
 
 def error_record(err: BaseException, where: str, instance: Any = None) -> dict:
     """What a crash leaves in a report: where it happened, the instance, the exception and its traceback."""
-    return {"where": where, "instance": instance, "error": f"{type(err).__name__}: {err}",
+    return {"where": where, "instance": instance, "error": error_line(err),
             "traceback": "".join(traceback.format_exception(type(err), err, err.__traceback__))}
+
+
+def error_line(err: BaseException) -> str:
+    """``Type: message`` on one line (``SystemExit: 0``, ``Skipped: why``; the type alone when the
+    message is empty)."""
+    text = " ".join(str(err).split())
+    return f"{type(err).__name__}: {text}" if text else type(err).__name__
+
+
+def add_error(errors: list[dict], err: BaseException, where: str, instance: Any = None, distinct: int = 3) -> None:
+    """Keep a crash in ``errors``: a repeat of an error already kept (same type and message) only
+    counts (``more``), so each error is reported once, with the first instance that raised it; at
+    most ``distinct`` different errors are kept (the later ones count on the last)."""
+    line = error_line(err)
+    for record in errors:
+        if record["error"] == line and record["where"] == where:
+            record["more"] = record.get("more", 0) + 1
+            return
+    if len(errors) < distinct:
+        errors.append(error_record(err, where, instance))
+    else:
+        errors[-1]["more"] = errors[-1].get("more", 0) + 1
 
 
 @dataclass(frozen=True)
@@ -343,8 +399,7 @@ class Theorem(Entry):
 
     def describe(self, instance: Any) -> Any:
         """A JSON-serialisable description of an instance (for counterexamples)."""
-        describe = getattr(instance, "describe", None)
-        return describe() if callable(describe) else repr(instance)
+        return describe_value(instance)
 
     def regime(self, instance: Any) -> dict:
         """n, vocab, temperature, states and reversible (None when not applicable) of an instance."""
@@ -354,6 +409,20 @@ class Theorem(Entry):
     #: Set when no part can be scaled meaningfully (identities with a side zero by construction):
     #: the check is then shown to fail through ``violations`` / ``counterexamples`` only.
     weaken_by_hypothesis: bool = False
+
+
+def describe_value(value: Any) -> Any:
+    """JSON-able and compact: ``value.describe()`` when it has one, an array as nested lists (one list
+    per row), a list or tuple element by element, else ``repr`` on one line."""
+    describe = getattr(value, "describe", None)
+    if callable(describe):
+        return describe()
+    tolist = getattr(value, "tolist", None)
+    if callable(tolist) and hasattr(value, "shape") and getattr(value, "ndim", 0) > 0:
+        return tolist()
+    if isinstance(value, (list, tuple)) and any(hasattr(v, "shape") or hasattr(v, "describe") for v in value):
+        return [describe_value(v) for v in value]
+    return " ".join(repr(value).split())
 
 
 class OnFirst:
@@ -553,7 +622,9 @@ def _recheck(theorem: Theorem, ce: Counterexample) -> dict:
         out["instance"] = theorem.describe(inst)
         applies = bool(theorem.hypotheses(inst))
         v = theorem.check(inst)
-    except Exception as err:  # a crash is neither a failure of the conclusion nor a confirmation
+    except STOPS:
+        raise
+    except BaseException as err:  # a crash is neither a failure of the conclusion nor a confirmation
         return {**out, "hypotheses_hold": None, "conclusion_fails": None, "as_expected": False,
                 "error": error_record(err, f"stored counterexample: {ce.description}", out.get("instance"))}
     ok = (not v.holds) and (applies == (ce.dropped is None))
@@ -587,11 +658,10 @@ def search(theorem: Theorem, examples: int = 100, seed: int = 0, strategy: st.Se
         try:
             applies = bool(theorem.hypotheses(instance))
             v = theorem.check(instance) if applies else None
-        except Exception as err:  # a crash is an error, never a counterexample: kept, and the search goes on
-            if len(errors) < 3:
-                errors.append(error_record(err, "search", _safe_describe(theorem, instance)))
-            else:
-                errors[-1]["more"] = errors[-1].get("more", 0) + 1
+        except STOPS:
+            raise
+        except BaseException as err:  # a crash is an error, never a counterexample: kept, and the search goes on
+            add_error(errors, err, "search", _safe_describe(theorem, instance))
             return
         assume(applies)
         if on_verdict is not None:
@@ -611,7 +681,9 @@ def search(theorem: Theorem, examples: int = 100, seed: int = 0, strategy: st.Se
             if not applies:
                 raise ValueError(f"the hypotheses fail on the attaining instance: {applies.reason}")
             v = theorem.check(inst)
-        except Exception as err:
+        except STOPS:
+            raise
+        except BaseException as err:
             errors.append(error_record(err, f"attaining instance: {a.description}"))
             continue
         looser = a.looser(v)
@@ -670,8 +742,10 @@ def search(theorem: Theorem, examples: int = 100, seed: int = 0, strategy: st.Se
 def _safe_describe(theorem: Theorem, instance: Any) -> Any:
     try:
         return theorem.describe(instance)
-    except Exception as err:  # the description of a broken instance must not hide the first error
-        return f"(no description: {type(err).__name__}: {err})"
+    except STOPS:
+        raise
+    except BaseException as err:  # the description of a broken instance must not hide the first error
+        return f"(no description: {error_line(err)})"
 
 
 def unchecked_report(entry: NotCheckable) -> TheoremReport:

@@ -4,10 +4,12 @@ per-result instance statistics and the JSON records, shared by the command and b
 
 from __future__ import annotations
 
+import json
 import shutil
 import textwrap
+from typing import Any
 
-from mlmix.files import dumps_json, jsonable
+from mlmix.files import jsonable
 from mlmix.verify.core import PAPERS, Entry, NotCheckable, Theorem, TheoremReport
 
 #: Exit status of ``mlmix verify``, in order of precedence.
@@ -28,6 +30,31 @@ def report_record(report: TheoremReport) -> dict:
     record.update(instances=report.examples, examples=report.examples, holds=report.holds,
                   tightness_median=t.get("median"), tightness_max=t.get("worst"))
     return jsonable({key: record[key] for key in JSON_KEYS})
+
+
+def dumps_compact(value: Any, indent: int = 1, width: int = 160) -> str:
+    """Strict JSON text (non-finite floats as null, as :func:`mlmix.files.dumps_json`) that stays
+    readable for instances: a list of scalars (a vector, a matrix row) is one line, a matrix one row
+    per line, and a dict of scalars one line when it fits in ``width`` characters."""
+    def flat(v: Any) -> bool:
+        children = v.values() if isinstance(v, dict) else v
+        return all(not isinstance(c, (list, dict)) or not c for c in children)
+
+    def render(v: Any, level: int) -> str:
+        if not isinstance(v, (list, dict)) or not v:
+            return json.dumps(v, allow_nan=False)
+        if flat(v):
+            line = json.dumps(v, allow_nan=False)
+            if isinstance(v, list) or len(line) + indent * level <= width:
+                return line
+        pad, end = " " * (indent * (level + 1)), " " * (indent * level)
+        if isinstance(v, dict):
+            items, brackets = [f"{json.dumps(k)}: {render(c, level + 1)}" for k, c in v.items()], "{}"
+        else:
+            items, brackets = [render(c, level + 1) for c in v], "[]"
+        return brackets[0] + "\n" + ",\n".join(pad + i for i in items) + "\n" + end + brackets[1]
+
+    return render(jsonable(value), 0)
 
 
 def list_record(entry: Entry) -> dict:
@@ -99,18 +126,23 @@ def format_table(reports: list[TheoremReport], debug: bool = False) -> str:
         if r.status in ("fails", "known false"):
             known = f" as documented in {r.refuted_in}" if r.status == "known false" else " UNEXPECTEDLY"
             out += ["", f"{r.id} ({r.number}) FAILS{known}; smallest counterexample found:",
-                    dumps_json(r.counterexample, indent=1) if r.counterexample else "(none found by the "
+                    dumps_compact(r.counterexample) if r.counterexample else "(none found by the "
                     "search on this budget; the stored counterexamples below fail)"]
             for s in r.stored:
                 flag = "" if s["as_expected"] else "  <-- NOT AS EXPECTED"
                 out.append(f"  stored: {s['description']}: conclusion fails = {s['conclusion_fails']}{flag}")
     for r in reports:
         for e in r.errors:
+            notes = [f"on {e['more'] + 1} instances"] if e.get("more") else []
+            notes += [] if debug else ["traceback: --debug"]
             out += ["", f"{r.id} ({r.number}) ERROR in {e['where']}: {e['error']}"
-                        + (f" (and {e['more']} more)" if e.get("more") else "")
-                        + ("" if debug else " (traceback: --debug)")]
-            if debug:
-                out.append(e["traceback"].rstrip())
+                        + (f" ({'; '.join(notes)})" if notes else "")]
+            if e.get("instance") is not None:
+                shown = e["instance"] if isinstance(e["instance"], str) else dumps_compact(e["instance"])
+                label = "first instance: " if e.get("more") else "instance: "
+                out.append("  " + label + shown.replace("\n", "\n  "))
+            if debug:  # the frames; the exception's own line is the ERROR line above
+                out.append("\n".join(e["traceback"].rstrip().splitlines()[:-1]))
         for b in r.blind_spots:
             out.append(f"{r.id} ({r.number}) BLIND SPOT: {b}")
     counts = {s: sum(r.status == s for r in reports)

@@ -17,6 +17,7 @@ from hypothesis import HealthCheck, find, settings
 import mlmix.verify.theorems as package
 from mlmix.verify.core import (
     CATALOGUE,
+    STOPS,
     Entry,
     NotCheckable,
     Theorem,
@@ -78,7 +79,9 @@ def run_one(entry: Entry, examples: int, seed: int, violations: bool = False) ->
         return unchecked_report(entry)
     try:
         report = search(entry, examples=examples_for(entry, examples), seed=seed)
-    except Exception as err:  # a crash outside a check (a strategy, the search): an error, and the run goes on
+    except STOPS:
+        raise
+    except BaseException as err:  # a crash outside a check (a strategy, the search): an error, and the run goes on
         return TheoremReport(id=entry.id, paper=entry.paper, number=entry.number, statement=entry.statement,
                              status="error", examples=0, errors=[error_record(err, "search")],
                              refuted_in=entry.refuted_in, conventions=entry.conventions)
@@ -88,7 +91,9 @@ def run_one(entry: Entry, examples: int, seed: int, violations: bool = False) ->
             try:
                 find_violation(entry, v, examples=examples)
                 found[v.hypothesis] = "caught"
-            except Exception:  # NoSuchExample (or a crash): not shown to matter on this budget
+            except STOPS:
+                raise
+            except BaseException:  # NoSuchExample (or a crash): not shown to matter on this budget
                 found[v.hypothesis] = "missed"
         report.weakened_parts = {**report.weakened_parts, **{f"drop: {k}": o for k, o in found.items()}}
         if entry.weaken_by_hypothesis:

@@ -33,6 +33,7 @@ from hypothesis import strategies as st
 
 from mlmix.theory.results import Result
 from mlmix.verify.core import (
+    STOPS,
     Applicability,
     Attaining,
     Counterexample,
@@ -42,6 +43,8 @@ from mlmix.verify.core import (
     Theorem,
     TheoremReport,
     Verdict,
+    error_line,
+    side_error,
     verdict,
 )
 from mlmix.verify.report import format_table
@@ -165,7 +168,7 @@ def _side(value: Result | float, rtol: float) -> tuple[float, float]:
         known = value.lower if value.lower is not None else value.upper
         return (float(known) if known is not None else 0.0), math.inf
     v = float(value)
-    return v, rtol * abs(v)
+    return v, side_error(v, rtol)
 
 
 def inequality(lhs: Result | float, relation: str, rhs: Result | float, name: str = "main",
@@ -173,7 +176,9 @@ def inequality(lhs: Result | float, relation: str, rhs: Result | float, name: st
     """One inequality ``lhs relation rhs`` ("<=", ">=", "==") of a theorem's conclusion. A
     :class:`~mlmix.theory.results.Result` side carries its certified interval as its error (an
     unresolved side with an unknown bound can never produce a counterexample); a float side carries
-    ``rtol`` |x|. A violation is reported only when the sides are separated beyond both errors."""
+    ``rtol`` |x| (an infinite float side is exact). A violation is reported only when the sides are
+    separated beyond both errors. A NaN side raises :class:`~mlmix.verify.core.UndefinedSide`: the
+    check's error on that instance, never a verdict."""
     (a, ea), (b, eb) = _side(lhs, rtol), _side(rhs, rtol)
     return Part(name, a, b, relation, ea, eb)
 
@@ -204,13 +209,16 @@ def check(target: Entry, examples: int | None = None, seed: int = 0) -> TheoremR
 
 def failure_message(report: TheoremReport) -> str | None:
     """Why a report is not a pass (None when it holds and its weakened bound was caught): the
-    ``mlmix verify`` table of the report, with the shrunk counterexample."""
+    ``mlmix verify`` table of the report, with the shrunk counterexample or each error's instance
+    and traceback."""
     if report.status == "holds" and report.weakened == "caught":
         return None
     why = {"fails": "a counterexample was found", "known false": "the theorem is documented as false",
+           "error": "the check raised an error (a crash is never a verdict)",
            "not checkable": "it is not checkable", "holds": "the weakened bound was never violated: the search "
            "cannot tell this theorem from a false one (add instances near equality: `attaining`)"}
-    return f"{report.id}: {why.get(report.status, report.status)}\n{format_table([report])}"
+    # a crash carries its traceback: there is no --debug under pytest
+    return f"{report.id}: {why.get(report.status, report.status)}\n{format_table([report], debug=report.crashed)}"
 
 
 def assert_holds(target: Entry, examples: int | None = None, seed: int = 0) -> TheoremReport:
@@ -227,18 +235,48 @@ def assert_holds(target: Entry, examples: int | None = None, seed: int = 0) -> T
 def load(modules: Iterable[str]) -> list[Entry]:
     """Import each module (the current directory first on ``sys.path``, as ``python -m`` does) and
     return the user theorems it registered (its sub-modules' included), in registration order.
-    ValueError when a module cannot be imported or registers no theorem."""
+    ValueError (one line: the module, the error and where it was raised) when a module cannot be
+    imported, whatever it raises (a syntax error, ``sys.exit``; Ctrl-C still stops), or registers no
+    theorem; the theorems a failed import registered before failing are dropped."""
     if os.getcwd() not in sys.path:
         sys.path.insert(0, os.getcwd())
     chosen: list[Entry] = []
     for name in modules:
         try:
             importlib.import_module(name)
-        except ImportError as err:
-            raise ValueError(f"cannot import module {name!r}: {err}") from None
-        found = [t for t in USER.values()
-                 if (type(t).__module__ == name or type(t).__module__.startswith(name + ".")) and t not in chosen]
+        except STOPS:
+            raise
+        except BaseException as err:
+            for key in [k for k, t in USER.items() if _owned(t, name)]:
+                del USER[key]
+            raise ValueError(f"cannot import module {name!r}: {error_line(err)}{_raised_at(err)}") from err
+        found = [t for t in USER.values() if _owned(t, name) and t not in chosen]
         if not found:
             raise ValueError(f"module {name!r} registers no user theorem (use @mlmix.theorem.theorem or @register)")
         chosen += found
     return chosen
+
+
+def module_file(name: str) -> str | None:
+    """The file an imported module was loaded from (a package's ``__init__.py``), or None."""
+    return getattr(sys.modules.get(name), "__file__", None)
+
+
+def _owned(entry: Entry, module: str) -> bool:
+    owner = type(entry).__module__
+    return owner == module or owner.startswith(module + ".")
+
+
+def _raised_at(err: BaseException) -> str:
+    """`` (at FILE:LINE)``: the innermost frame of the traceback outside the import machinery (none for
+    a syntax error, which names its line itself, or a module that is not found)."""
+    if isinstance(err, SyntaxError):
+        return ""
+    where = ""
+    tb = err.__traceback__
+    while tb is not None:
+        path = tb.tb_frame.f_code.co_filename
+        if not path.startswith("<") and path not in (__file__, importlib.__file__):
+            where = f" (at {path}:{tb.tb_lineno})"
+        tb = tb.tb_next
+    return where

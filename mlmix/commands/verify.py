@@ -21,7 +21,14 @@ documented refutation does not count, but a stored counterexample that stops fai
 check crashed (status "error": a crash is never a counterexample nor a verdict; ``--debug`` (the common
 option) prints the tracebacks); 4 when the check has a blind spot: a weakened bound was violated on no instance, or an
 attaining instance is looser than its recorded looseness factor (a constant of the check became
-looser). The first that applies in this order wins; 2 is bad input.
+looser). The first that applies in this order wins; 2 is bad input (an unknown id, a ``--module``
+that cannot be imported, whatever it raises, or registers no theorem: one line); 130 is Ctrl-C.
+
+A crash is whatever a check raises, ``BaseException`` included (``sys.exit(0)``, ``pytest.skip()``,
+``GeneratorExit``), and a side that evaluates to NaN; each distinct error is printed once, with the
+first instance that raised it. Only :class:`KeyboardInterrupt` stops the run, so one raised by a
+check itself reads as Ctrl-C (exit 130). ``--json`` with ``--module`` names each module and its
+file in ``inputs.modules``.
 """
 
 from __future__ import annotations
@@ -32,7 +39,15 @@ from mlmix.files import dumps_json, jsonable
 from mlmix.progress import steps
 from mlmix.provenance import stamp
 from mlmix.verify.core import Entry
-from mlmix.verify.report import exit_code, format_list, format_stats, format_table, list_record, report_record
+from mlmix.verify.report import (
+    dumps_compact,
+    exit_code,
+    format_list,
+    format_stats,
+    format_table,
+    list_record,
+    report_record,
+)
 from mlmix.verify.runner import PROFILES, run_one, select
 
 #: Rough seconds per Hypothesis instance (the default run: 100 instances of each result, one to two
@@ -69,6 +84,14 @@ def _user_catalogue(modules: list[str]) -> dict[str, Entry]:
     return {t.id: t for t in load(modules)}
 
 
+def _module_records(modules: list[str]) -> list[dict]:
+    """``--module`` in the JSON inputs: each module's name and the file it was imported from."""
+    # deferred: imported with --module only
+    from mlmix.verify.user import module_file
+
+    return [{"name": m, "file": module_file(m)} for m in modules]
+
+
 def run(args: argparse.Namespace) -> int:
     if args.mlm is not None:
         # deferred: torch and transformers load only with --mlm
@@ -95,7 +118,9 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         given = {"source": "Hypothesis-generated instances of each result's hypotheses", "seed": args.seed,
                  "examples": examples, "theorems": args.theorem, "thorough": args.thorough}
-        print(dumps_json(stamp("verify", {"results": [report_record(r) for r in reports]}, given), indent=1))
+        if args.module:
+            given["modules"] = _module_records(args.module)
+        print(dumps_compact(stamp("verify", {"results": [report_record(r) for r in reports]}, given)))
     else:
         print(format_table(reports, debug=args.debug))
         if args.stats:

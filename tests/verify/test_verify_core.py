@@ -11,6 +11,7 @@ from mlmix.verify.core import (
     Observation,
     Part,
     Theorem,
+    UndefinedSide,
     compare,
     part,
     search,
@@ -44,8 +45,9 @@ def test_errors_decide_holding_and_tightness():
     assert summary["resolved"] == 1 and summary["at_floor"] == 1 and summary["best"] == pytest.approx(4.0)
 
 
-def test_nan_never_holds_and_relation_is_checked():
-    assert not Part("x", math.nan, 1.0, "<=").holds()
+def test_nan_is_never_a_verdict_and_relation_is_checked():
+    with pytest.raises(UndefinedSide, match="side lhs of 'x'"):  # an error of the check, not "fails"
+        Part("x", math.nan, 1.0, "<=")
     with pytest.raises(ValueError):
         Part("x", 1.0, 1.0, "<")
 

@@ -278,7 +278,8 @@ class Cor2(GlauberTheorem):
         try:
             res = Chain(P).stationary
         except ReducibleChainError as err:
-            return compare(math.nan, 0.0, "==", closed_classes=len(err.closed_classes))
+            # several closed classes refute uniqueness: their number against the one the corollary gives
+            return compare(len(err.closed_classes), 1.0, "==", name="closed classes == 1")
         pi = res.value
         stat, stat_ok = identity("mu P = mu", pi @ P, pi, CHAIN_RTOL)
         moduli = np.sort(np.abs(np.linalg.eigvals(P)))[::-1]
