@@ -10,14 +10,19 @@ classes of a chain built from a source come from the sign pattern of its exact c
 
 from __future__ import annotations
 
+import json
 import math
 from fractions import Fraction
 
 import networkx as nx
 import numpy as np
+import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
+from mlmix.cli import main
+from mlmix.errors import UnderflowError
+from mlmix.theory.chain.core import Chain
 from mlmix.theory.kernels.decoders import decoder_law, partial_log_probs
 from mlmix.theory.kernels.scan_and_mh import Truncated, truncate_log_probs
 from mlmix.theory.sources.conditionals import IsingModel
@@ -130,10 +135,6 @@ def _ising(n: int, beta: float) -> IsingModel:
 def test_exact_cli_top_p1_same_chain(capsys):
     """`mlmix exact --model ising --graph cycle:6 --beta 20 --top-p 1` is the untruncated chain (it was
     reported as 2 closed classes)."""
-    import json
-
-    from mlmix.cli import main
-
     args = ["exact", "--model", "ising", "--graph", "cycle:6", "--beta", "20", "--json", "--no-progress"]
     assert main(args + ["--top-p", "1"]) == 0
     truncated = json.loads(capsys.readouterr().out)
@@ -154,3 +155,154 @@ def test_decoder_top_p1_keeps_tiny_entries():
     ref = decoder_law(src, "any-order").law
     assert (ref > 0).all() and ref.min() < 1e-16
     assert np.array_equal(law, ref)
+
+
+# ---------------------------------------------------------------------------------------- structure
+def _exact_edges(src, kernel: str) -> np.ndarray:
+    """Reference sign pattern (N, N) of "glauber" or "parallel", state by state, from the
+    log-conditionals > -inf."""
+    space = src.space
+    states = space.all_states()
+    N, n = space.size, space.length
+    L = np.stack([src.log_conditionals(states, i) for i in range(n)], axis=1)  # (N, n, q)
+    live = np.isfinite(L)
+    A = np.zeros((N, N), dtype=bool)
+    for x in range(N):
+        for y in range(N):
+            diff = np.flatnonzero(states[x] != states[y])
+            if kernel == "glauber":
+                A[x, y] = any(live[x, i, states[y, i]] for i in range(n)) if diff.size == 0 else \
+                    diff.size == 1 and live[x, diff[0], states[y, diff[0]]]
+            else:  # parallel
+                A[x, y] = all(live[x, i, states[y, i]] for i in range(n))
+    return A
+
+
+def _sweep_edges(src, order) -> np.ndarray:
+    """Reference pattern of one systematic sweep: the Boolean product of the heat-bath patterns."""
+    H = [_single_site(src, i) for i in order]
+    S = np.eye(src.space.size, dtype=bool)
+    for h in H:
+        S = (S.astype(int) @ h.astype(int)) > 0
+    return S
+
+
+def _single_site(src, i: int) -> np.ndarray:
+    space = src.space
+    states = space.all_states()
+    live = np.isfinite(src.log_conditionals(states, i))
+    N = space.size
+    A = np.zeros((N, N), dtype=bool)
+    for x in range(N):
+        for y in range(N):
+            same = np.delete(states[x], i) == np.delete(states[y], i)
+            A[x, y] = bool(same.all()) and live[x, states[y, i]]
+    return A
+
+
+def _classes(A: np.ndarray) -> tuple[set[frozenset], set[frozenset]]:
+    """(communicating classes, closed classes) of a Boolean adjacency matrix, by transitive closure."""
+    N = A.shape[0]
+    R = A | np.eye(N, dtype=bool)
+    while True:
+        R2 = R | ((R.astype(np.int64) @ R.astype(np.int64)) > 0)
+        if (R2 == R).all():
+            break
+        R = R2
+    classes = {frozenset(np.flatnonzero(R[x] & R[:, x]).tolist()) for x in range(N)}
+    closed = {c for c in classes if not A[sorted(c)][:, [y for y in range(N) if y not in c]].any()}
+    return classes, closed
+
+
+def _chain_classes(chain) -> tuple[set[frozenset], set[frozenset]]:
+    st_ = chain.structure
+    classes = {frozenset(c.tolist()) for c in st_.classes}
+    closed = {frozenset(c.tolist()) for c in st_.closed_classes}
+    return classes, closed
+
+
+@st.composite
+def _tables(draw):
+    """A partial score table on q^n states whose full conditionals have entries -inf (exact zeros) or
+    finite scores up to ``spread`` nats apart (800 and more underflow exp)."""
+    q, n = draw(st.integers(2, 3)), draw(st.integers(2, 3))
+    spread = draw(st.sampled_from([1.0, 50.0, 800.0, 1000.0]))
+    seed = draw(st.integers(0, 2**31 - 1))
+    zeros = draw(st.sampled_from([0.0, 0.2, 0.4]))
+    rng = np.random.default_rng(seed)
+    shape = (n, (q + 1) ** (n - 1), q)
+    table = -spread * (rng.random(shape) < 0.5) - rng.random(shape)  # gaps of about `spread` nats
+    table[rng.random(table.shape) < zeros] = -np.inf
+    dead = ~np.isfinite(table).any(axis=-1)
+    table[dead, 0] = 0.0
+    return PartialScoreTable(StateSpace(q, n), table)
+
+
+@settings(max_examples=60, deadline=None)
+@given(_tables(), st.sampled_from(["glauber", "parallel", "systematic"]))
+def test_classes_come_from_the_exact_sign_pattern(src, kernel):
+    """(d) the communicating and closed classes of a chain built from a source are those of the exact
+    sign pattern (log-conditionals > -inf), also when the conditionals are 800+ nats apart."""
+    order = list(range(src.space.length))[::-1]
+    ref = _sweep_edges(src, order) if kernel == "systematic" else _exact_edges(src, kernel)
+    chain = Chain.from_source(src, kernel, order=order if kernel == "systematic" else None)
+    assert _chain_classes(chain) == _classes(ref)
+    if chain.is_irreducible:
+        R = chain.structure.graph.toarray() > 0
+        assert chain.period == _period_reference(R)
+
+
+def _period_reference(A: np.ndarray) -> int:
+    """gcd of the lengths t <= 2N of the closed walks at state 0 (the period of an irreducible graph)."""
+    N = A.shape[0]
+    M = np.eye(N, dtype=np.int64)
+    d = 0
+    for t in range(1, 2 * N + 1):
+        M = ((M @ A.astype(np.int64)) > 0).astype(np.int64)
+        if M[0, 0]:
+            d = math.gcd(d, t)
+    return d
+
+
+def _underflow_scores() -> PartialScoreTable:
+    """q = 2, n = 2: symbol 1 has score -800 in every context, so every move to a 1 has probability
+    exp(-800) (0 in float64) but the chain is irreducible."""
+    table = np.zeros((2, 3, 2))
+    table[..., 1] = -800.0
+    return PartialScoreTable(StateSpace(2, 2), table)
+
+
+def test_scores_800_apart_are_one_class_not_transient_states():
+    """Scores 800 nats apart: the float matrix makes (0, 0) absorbing and the other states transient
+    with pi = 0; the exact chain is irreducible and its stationary law is not resolved in float64."""
+    chain = Chain.from_source(_underflow_scores())
+    assert chain.is_irreducible and not chain.structure.transient.any()
+    with pytest.raises(UnderflowError, match="underflow"):
+        chain.stationary
+    summary = chain.summary(progress=False)
+    assert summary["irreducible"] and summary["closed_classes"] == 1 and "underflow" in summary["reason"]
+
+
+def test_ising_beta_200_is_irreducible():
+    """Ising cycle:4 at beta = 200: moves of probability exp(-800) underflow; the chain is still one
+    aperiodic class (it was reported as 2 closed classes)."""
+    chain = Chain.from_source(_ising(4, 200.0))
+    assert chain.is_irreducible and len(chain.closed_classes) == 1 and chain.period == 1
+    with pytest.raises(UnderflowError):
+        chain.spectral_gap
+
+
+def test_exact_cli_ising_beta_200(capsys):
+    assert main(["exact", "--model", "ising", "--graph", "cycle:4", "--beta", "200", "--json", "--no-progress"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["irreducible"] and report["closed_classes"] == 1 and report["period"] == 1
+    assert "underflow" in report["reason"] and "closed classes, so no unique" not in report["reason"]
+
+
+def test_support_given_to_a_chain():
+    """A Chain given a support takes its structure from it (P's own zeros may be underflow)."""
+    P = np.array([[1.0, 0.0], [0.5, 0.5]])  # P(0, 1) = exp(-800) in exact arithmetic
+    chain = Chain(P, support=np.ones((2, 2), dtype=bool))
+    assert chain.is_irreducible and not Chain(P).is_irreducible
+    with pytest.raises(ValueError, match="shape"):
+        Chain(P, support=np.ones((3, 3), dtype=bool))

@@ -40,7 +40,7 @@ from typing import Any, Callable
 import numpy as np
 import scipy.sparse as sp
 
-from mlmix.errors import MemoryLimitError, ReducibleChainError
+from mlmix.errors import MemoryLimitError, ReducibleChainError, UnderflowError
 from mlmix.files import atomic_save_npz
 from mlmix.limits import (
     DENSE_LIMIT,
@@ -67,6 +67,7 @@ from mlmix.theory.chain.variance import (
 from mlmix.theory.kernels.assembled import glauber_kernel, independent_parallel_kernel, k_gibbs_kernel
 from mlmix.theory.kernels.representation import choose_representation
 from mlmix.theory.kernels.scan_and_mh import mh_kernel, systematic_kernel
+from mlmix.theory.kernels.support import kernel_support
 from mlmix.theory.linalg.elimination import Elimination, eliminate
 from mlmix.theory.results import (
     DEFAULT_RTOL,
@@ -110,6 +111,10 @@ class Chain:
     name : a description used in reports.
     dense_limit : state count up to which the dense algorithms are used (default :data:`DENSE_LIMIT`,
         and :data:`~mlmix.limits.DENSE_STATIONARY_LIMIT` for the GTH stationary law).
+    support : optional Boolean (N, N) pattern of the transitions that are positive in exact arithmetic
+        (a superset of P's non-zero entries: entries that underflowed to 0 included); the structure
+        (communicating and closed classes, period) is taken from it. :meth:`from_source` computes it
+        from the source's log-conditionals (:func:`~mlmix.theory.kernels.support.kernel_support`).
     """
 
     #: The description saved with a chain read by :meth:`load` (None otherwise).
@@ -119,9 +124,10 @@ class Chain:
     progress: bool = True
 
     def __init__(self, P: Matrix, *, stationary: np.ndarray | None = None, name: str | None = None,
-                 dense_limit: int | None = None) -> None:
+                 dense_limit: int | None = None, support: Matrix | None = None) -> None:
         self.P = check_transition_matrix(P)
         self.n_states = int(self.P.shape[0])
+        self._support_given = None if support is None else _check_support(support, self.P)
         self.name = name or f"chain on {self.n_states} states"
         self._dense_limit_given = dense_limit
         self.dense_limit = DENSE_LIMIT if dense_limit is None else check_int(dense_limit, "dense_limit", minimum=0)
@@ -188,6 +194,7 @@ class Chain:
             limit = P.shape[0] if rep == "dense" else 0
         chain = cls(P, name=name, dense_limit=limit if representation != "auto" else dense_limit)
         chain.source, chain.kernel, chain.representation_reason = source, kernel, why
+        chain._source_kernel = (kernel, k, order)
         return chain
 
     @property
@@ -225,9 +232,60 @@ class Chain:
         return _html_table(f"Chain: {self.name}", self._facts())
 
     # ------------------------------------------------------------------ structure
+    _source_kernel: tuple | None = None
+
+    @cached_property
+    def _float_structure(self) -> Structure:
+        """The structure of P's non-zero entries."""
+        return chain_structure(self.P)
+
+    @cached_property
+    def _support(self) -> sp.csr_array | None:
+        """The exact sign pattern (given, or from the source's log-conditionals), or None where it has
+        P's structure: it equals P's non-zero pattern (nothing underflowed), or, for a chain from a
+        source, P is already irreducible and aperiodic (more edges change neither; the common case,
+        which skips the second pass over the conditionals)."""
+        S = self._support_given
+        if S is None and self._source_kernel is not None:
+            flt = self._float_structure
+            if flt.is_irreducible and flt.period() == 1:
+                return None
+            kernel, k, order = self._source_kernel
+            S = _check_support(kernel_support(self.source, kernel, k=k, order=order), self.P)
+        if S is None or S.nnz == sp.csr_array(self.P).count_nonzero():
+            return None
+        return S
+
     @cached_property
     def structure(self) -> Structure:
-        return chain_structure(self.P)
+        """Communicating and closed classes and the period, from the exact sign pattern of the
+        transitions (:attr:`_support`: a probability below the float range is still positive), else
+        from P's non-zero entries."""
+        return self._float_structure if self._support is None else chain_structure(self._support)
+
+    @cached_property
+    def _underflow(self) -> str | None:
+        """Why the float matrix P cannot stand for the chain, or None: transitions positive in exact
+        arithmetic underflowed to 0 and P has other communicating or closed classes than the exact
+        pattern (then the stationary law, gaps, conductance, Kemeny constant and t_mix raise
+        :class:`~mlmix.errors.UnderflowError` with this reason)."""
+        if self._support is None:
+            return None
+        exact, flt = self.structure, self._float_structure
+        pairs = np.unique(np.stack([exact.labels, flt.labels]), axis=1).shape[1]
+        same = pairs == exact.n_classes == flt.n_classes and \
+            np.array_equal(exact.closed[exact.labels], flt.closed[flt.labels])
+        if same:
+            return None
+        lost = self._support.nnz - sp.csr_array(self.P).count_nonzero()
+        return (f"{lost} transition probabilities are positive but underflow to 0 in float64 (below 5e-324): "
+                f"the exact chain has {exact.n_classes} communicating class(es), {int(exact.closed.sum())} closed, "
+                f"the float64 matrix {flt.n_classes}, {int(flt.closed.sum())} closed; its stationary law and what "
+                "depends on it are not resolved in float64")
+
+    def _check_resolved(self) -> None:
+        if self._underflow is not None:
+            raise UnderflowError(self._underflow)
 
     @property
     def is_irreducible(self) -> bool:
@@ -257,7 +315,8 @@ class Chain:
             return self
         C = self._recurrent
         sub = self.P[C][:, C] if not sp.issparse(self.P) else sp.csr_array(self.P)[C][:, C]
-        return Chain(sub, name=f"closed class of {self.name}", dense_limit=self._dense_limit_given)
+        support = None if self._support is None else self._support[C][:, C]
+        return Chain(sub, name=f"closed class of {self.name}", dense_limit=self._dense_limit_given, support=support)
 
     @property
     def _reducible_given(self) -> bool:
@@ -278,6 +337,7 @@ class Chain:
             res = float(np.abs(self.P.T @ self._given - self._given).sum())
             return VectorResult(NAMES["stationary"], self._given, "given by the caller (residual checked)", None, None,
                                 res, logpi)
+        self._check_resolved()
         limit = DENSE_STATIONARY_LIMIT if self._dense_limit_given is None else self.dense_limit
         return compute_stationary(self.P, self.structure, limit)
 
@@ -354,6 +414,7 @@ class Chain:
             Q = sp.csr_array(self.P).multiply(self._given[:, None])
             return bool(abs(Q - Q.T).max() <= 1e-10 * abs(Q).max())
         self._recurrent  # several closed classes: ReducibleChainError
+        self._check_resolved()
         return log_potential(self._core.P) is not None
 
     # ------------------------------------------------------------------ elimination (dense)
@@ -727,7 +788,7 @@ class Chain:
                 out["eps"] = eps
                 with bar.phase("t_mix"):
                     out["t_mix"] = _guard(lambda: self.mixing_time(eps, mixing_limit), "t_mix")
-            except ReducibleChainError as err:
+            except (ReducibleChainError, UnderflowError) as err:
                 out["reason"] = str(err)
         return results_frame(out) if as_frame else out
 
@@ -814,6 +875,18 @@ _PRIOR_PHASES = {"stationary law": (), "gaps": ("stationary law",), "conductance
                  "hitting times": (), "variance": ("stationary law",),
                  "d(t)": ("stationary law", "gaps", "conductance")}
 _CACHED_PHASES = {"stationary law": "_logpi", "gaps": "_gap_and_mode", "conductance": "conductance"}
+
+
+def _check_support(support: Matrix, P: Matrix) -> sp.csr_array:
+    """A sign pattern (N, N) for P, as a 0/1 CSR array, joined with P's non-zero entries (what is
+    non-zero in P is positive)."""
+    S = sp.csr_array(support, dtype=bool) if sp.issparse(support) else sp.csr_array(np.asarray(support, dtype=bool))
+    if S.shape != P.shape:
+        raise ValueError(f"the support must have the shape of P, {P.shape}, got {S.shape}")
+    S = sp.csr_array(S.astype(np.float64) + (sp.csr_array(P) != 0).astype(np.float64))
+    S.data[:] = 1.0
+    S.eliminate_zeros()
+    return S
 
 
 def _guard(compute: Callable[[], Result], key: str) -> Result:
