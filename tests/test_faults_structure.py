@@ -25,7 +25,7 @@ from mlmix.errors import UnderflowError
 from mlmix.theory.chain.core import Chain
 from mlmix.theory.kernels.decoders import decoder_law, partial_log_probs
 from mlmix.theory.kernels.scan_and_mh import Truncated, truncate_log_probs
-from mlmix.theory.sources.conditionals import IsingModel
+from mlmix.theory.sources.conditionals import IsingModel, LogWeightTable
 from mlmix.theory.sources.partial import PartialScoreTable
 from mlmix.theory.sources.space import StateSpace
 
@@ -262,6 +262,47 @@ def _period_reference(A: np.ndarray) -> int:
         if M[0, 0]:
             d = math.gcd(d, t)
     return d
+
+
+def _mh_edges(src) -> np.ndarray:
+    """Reference pattern of MH with E_logit = -sum_i s_i(x_i | x_{-i}) / T: x -> x^{i<-a} (a != x_i) iff
+    p_i(a | x_{-i}) > 0 and the acceptance is positive, i.e. E(y) < inf and not both energies are inf
+    (min(log p_i(a), E(x) - E(y) + log p_i(x_i)) > -inf); the diagonal: P's (holding mass)."""
+    space = src.space
+    states = space.all_states()
+    N, n = space.size, space.length
+    L = np.stack([src.log_conditionals(states, i) for i in range(n)], axis=1)
+    S = np.stack([src.scores(states, i) for i in range(n)], axis=1) / src.temperature
+    E = -np.array([sum(S[x, i, states[x, i]] for i in range(n)) for x in range(N)])
+    A = np.zeros((N, N), dtype=bool)
+    for x in range(N):
+        for y in range(N):
+            diff = np.flatnonzero(states[x] != states[y])
+            if diff.size == 1:
+                i = diff[0]
+                with np.errstate(invalid="ignore"):  # inf - inf: an undefined ratio is a rejection
+                    back = E[x] - E[y] + L[x, i, states[x, i]]
+                A[x, y] = np.isfinite(L[x, i, states[y, i]]) and back > -np.inf  # NaN > -inf is False
+    return A
+
+
+@settings(max_examples=30, deadline=None)
+@given(_tables())
+def test_mh_classes_come_from_the_exact_sign_pattern(src):
+    chain = Chain.from_source(src, "mh-logit")
+    ref = _mh_edges(src) | (chain.to_dense() > 0)
+    assert _chain_classes(chain) == _classes(ref)
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.integers(2, 3), st.integers(2, 3), st.sampled_from([1.0, 900.0, 2000.0]), st.integers(0, 2**31 - 1))
+def test_block_dynamics_of_a_joint_1000_nats_apart_is_one_class(q, n, spread, seed):
+    """k-Gibbs on a positive joint whose log-weights are up to 2000 nats apart: one aperiodic class."""
+    rng = np.random.default_rng(seed)
+    space = StateSpace(q, n)
+    src = LogWeightTable(space, -spread * (rng.random(space.size) < 0.5) - rng.random(space.size))
+    chain = Chain.from_source(src, "k-gibbs", k=1)
+    assert chain.is_irreducible and chain.period == 1
 
 
 def _underflow_scores() -> PartialScoreTable:

@@ -267,8 +267,9 @@ class Chain:
     def _underflow(self) -> str | None:
         """Why the float matrix P cannot stand for the chain, or None: transitions positive in exact
         arithmetic underflowed to 0 and P has other communicating or closed classes than the exact
-        pattern (then the stationary law, gaps, conductance, Kemeny constant and t_mix raise
-        :class:`~mlmix.errors.UnderflowError` with this reason)."""
+        pattern (then the stationary law and everything computed with it, reversibility, the laws of
+        the closed classes and the absorption quantities raise :class:`~mlmix.errors.UnderflowError`
+        with this reason)."""
         if self._support is None:
             return None
         exact, flt = self.structure, self._float_structure
@@ -689,6 +690,7 @@ class Chain:
 
     def stationary_distributions(self) -> VectorResult:
         """One stationary law per closed class (rows; :mod:`mlmix.theory.chain.absorbing`)."""
+        self._check_resolved()
         return absorbing.stationary_distributions(self.P, self.structure)
 
     def cyclic_classes(self) -> list[np.ndarray]:
@@ -697,6 +699,7 @@ class Chain:
 
     @cached_property
     def _absorption(self) -> absorbing.Absorption:
+        self._check_resolved()
         return absorbing.absorption(self.P, self.structure)
 
     def fundamental_matrix(self) -> VectorResult:
