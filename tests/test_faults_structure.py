@@ -14,6 +14,7 @@ import json
 import math
 from fractions import Fraction
 
+import mpmath as mp
 import networkx as nx
 import numpy as np
 import pytest
@@ -347,3 +348,17 @@ def test_support_given_to_a_chain():
     assert chain.is_irreducible and not Chain(P).is_irreducible
     with pytest.raises(ValueError, match="shape"):
         Chain(P, support=np.ones((3, 3), dtype=bool))
+
+
+@pytest.mark.parametrize("beta", [178.0, 180.0, 183.0, 185.0])
+def test_subnormal_entries_widen_the_gap_claim(beta):
+    """Ising cycle:4 with flip probabilities between 1e-310 and 1e-322 (subnormal: a few significant
+    bits): the gap (1 - tanh(2 beta)) / 4 = 2 / ((e^{4 beta} + 1) 4), in mpmath, lies in the stated
+    enclosure and within the stated relative error (it was claimed to 5e-13 and was off by 3e-11 at
+    beta = 180)."""
+    gap = Chain.from_source(_ising(4, beta)).spectral_gap
+    with mp.workdps(60):
+        exact = 2 / ((mp.exp(4 * mp.mpf(beta)) + 1) * 4)
+        assert gap.lower <= exact <= gap.upper
+        if gap.value is not None:
+            assert abs(mp.mpf(gap.value) / exact - 1) <= gap.rel_error

@@ -288,6 +288,38 @@ class Chain:
         if self._underflow is not None:
             raise UnderflowError(self._underflow)
 
+    @cached_property
+    def _subnormal(self) -> tuple[float, str]:
+        """(eps, note) for the positive entries of P below the normal range (2.2e-308): a subnormal p is
+        a multiple of 2^-1074, so it carries a relative rounding up to delta = 2^-1075 / p (1e-10 at
+        p = 2.5e-314), however accurately it was computed. With every off-diagonal entry moved by a
+        relative delta, rho = (1 + delta) / (1 - delta), the Markov chain tree theorem moves pi (sums of
+        products of N - 1 entries) by a factor within rho^(N-1), and edge measures pi(x) P(x, y), the
+        Dirichlet form and Var_pi (hence the gaps and conductances) and the forest sums of hitting times
+        and the Kemeny constant by factors within rho^(2N); eps = rho^(2N) - 1 (0 when P has no such
+        entry)."""
+        data = np.abs(self.P.data if sp.issparse(self.P) else np.asarray(self.P).ravel())
+        small = data[(data > 0) & (data < np.finfo(np.float64).tiny)]
+        if small.size == 0:
+            return 0.0, ""
+        delta = 0.5 * (2.0**-1074 / float(small.min()))  # half an ulp of the subnormals, relative
+        eps = math.expm1(2 * self.n_states * (math.log1p(delta) - math.log1p(-delta))) if delta < 1 else math.inf
+        return eps, (f"; widened for {small.size} entries of P below the normal range of float64 (relative "
+                     f"rounding up to {delta:.1e})")
+
+    def _rounded_entries(self, r: Result, within: tuple[float, float]) -> Result:
+        """``r`` widened for the rounding of the subnormal entries of P (:attr:`_subnormal`)."""
+        eps, note = self._subnormal
+        return r.widened(eps, note, within=within) if eps else r
+
+    def _rounded_vector(self, v: VectorResult, eps: float) -> VectorResult:
+        """A vector result whose entries move by a relative ``eps`` with the subnormal entries of P."""
+        if not eps:
+            return v
+        rel = (v.rel_error + eps) / (1 - eps) if v.rel_error is not None and eps < 1 else None
+        return VectorResult(v.name, v.value, v.method + self._subnormal[1], rel, v.abs_error, v.residual, v.log_value,
+                            dict(v.details))
+
     @property
     def is_irreducible(self) -> bool:
         return self.structure.is_irreducible
@@ -340,7 +372,11 @@ class Chain:
                                 res, logpi)
         self._check_resolved()
         limit = DENSE_STATIONARY_LIMIT if self._dense_limit_given is None else self.dense_limit
-        return compute_stationary(self.P, self.structure, limit)
+        st = compute_stationary(self.P, self.structure, limit)
+        if not self._subnormal[0]:
+            return st
+        eps, _ = self._subnormal  # pi moves within rho^(N-1) = sqrt(1 + eps)
+        return self._rounded_vector(st, math.sqrt(1 + eps) - 1 if math.isfinite(eps) else math.inf)
 
     @cached_property
     @announced("stationary law")
@@ -428,8 +464,13 @@ class Chain:
     # ------------------------------------------------------------------ gaps
     @cached_property
     def _raw_gap_and_mode(self) -> tuple[Result, np.ndarray]:
-        """The gap of P (reversible) or of (P + P*)/2 built with the computed law, before its error is
-        charged."""
+        """The gap of P (reversible) or of (P + P*)/2 built with the computed law, before pi's error is
+        charged (widened for the subnormal entries of P, :attr:`_subnormal`)."""
+        gap, mode = self._unrounded_gap_and_mode
+        return self._rounded_entries(gap, (0.0, 2.0)), mode
+
+    @cached_property
+    def _unrounded_gap_and_mode(self) -> tuple[Result, np.ndarray]:
         core = self._core
         if self._reducible_given:
             return Result.exact(NAMES["spectral_gap"], 0.0, "several closed classes: the indicator of one has zero "
@@ -476,11 +517,13 @@ class Chain:
         """1 - sigma_2(P)^2: the gap of P* P (Fill's bound)."""
         core = self._core
         if not core.is_dense:
-            return self._charged(spectral.multiplicative_gap_sparse(sp.csr_array(core.P), core._logpi), (0.0, 1.0))
+            return self._charged(self._rounded_entries(spectral.multiplicative_gap_sparse(sp.csr_array(core.P),
+                                                                                          core._logpi), (0.0, 1.0)),
+                                 (0.0, 1.0))
         M = spectral.multiplicative_reversibilization(core.to_dense(), core._logpi)
         # pi(x) (P* P)(x, y) = sum_z pi(z) P(z, x) P(z, y): an edge measure linear in pi, so _charged applies
-        return self._charged(spectral.reversible_gap(M, core._logpi, name=NAMES["multiplicative_gap"], dense=True)[0],
-                             (0.0, 1.0))
+        gap = spectral.reversible_gap(M, core._logpi, name=NAMES["multiplicative_gap"], dense=True)[0]
+        return self._charged(self._rounded_entries(gap, (0.0, 1.0)), (0.0, 1.0))
 
     @cached_property
     @announced("gaps")
@@ -496,7 +539,7 @@ class Chain:
             return _renamed(spectral.modulus_gap(core.P, dense=core.is_dense), NAMES["absolute_spectral_gap"],
                             self._on_core())
         gap = self.spectral_gap
-        bottom = spectral.bottom_gap(core.P, core._logpi, dense=core.is_dense)
+        bottom = self._rounded_entries(spectral.bottom_gap(core.P, core._logpi, dense=core.is_dense), (0.0, 2.0))
         return _minimum(NAMES["absolute_spectral_gap"], gap, bottom)
 
     @cached_property
@@ -515,8 +558,8 @@ class Chain:
             return Result.exact(NAMES["conductance"], 0.0, "several closed classes: one of mass <= 1/2 has no exit flow")
         lp = core._logpi
         if core.n_states <= EXACT_CONDUCTANCE_LIMIT and np.ptp(lp) < 600:
-            return _renamed(self._charged(cond.exact_conductance(core.P, lp), (0.0, 1.0)), NAMES["conductance"],
-                            self._on_core())
+            phi = self._rounded_entries(cond.exact_conductance(core.P, lp), (0.0, 1.0))
+            return _renamed(self._charged(phi, (0.0, 1.0)), NAMES["conductance"], self._on_core())
         gap, mode = self._gap_and_mode  # its lower end is already charged
         return _renamed(self._charged(cond.conductance_interval(core.P, lp, gap, [mode]), (0.0, 1.0)), NAMES["conductance"],
                         self._on_core())
@@ -616,14 +659,14 @@ class Chain:
             return Result.missing("Kemeny constant", "-",
                                   f"needs a dense grounded inverse (<= {self.dense_limit} states)")
         closed = kemeny_constant_dense(core._grounded, np.exp(core._logpi), self._pi_error[0])
-        if core is self:
-            return closed
-        return kemeny_constant_transient(self.P, self.structure.transient, closed)
+        if core is not self:
+            closed = kemeny_constant_transient(self.P, self.structure.transient, closed)
+        return self._rounded_entries(closed, (0.0, math.inf))
 
     @announced("hitting times")
     def hitting_time(self, target: np.ndarray) -> VectorResult:
         """E_x tau_A for every start x (0 on A, inf where A is not hit almost surely)."""
-        return expected_hitting_times(self.P, target)
+        return self._rounded_vector(expected_hitting_times(self.P, target), self._subnormal[0])
 
     @announced("hitting times")
     def hitting_probabilities(self, target: np.ndarray, t: int) -> VectorResult:
