@@ -62,7 +62,7 @@ def _reference_top_p(w: list[int], p: Fraction) -> tuple[set[int], bool]:
     return set(range(len(w))), ambiguous
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=60, deadline=None)
 @given(_weights(), st.integers(0, 2))
 def test_identity_at_p1_and_full_k(w, extra):
     """(a) top_p = 1 and top_k = |V| return the log-probabilities bit for bit, however small the entries."""
@@ -73,7 +73,7 @@ def test_identity_at_p1_and_full_k(w, extra):
         assert out.tobytes() == lp.tobytes()
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=150, deadline=None)
 @given(_weights(), st.fractions(Fraction(1, 1000), Fraction(1)) | st.sampled_from(
     [Fraction(1), Fraction(1) - Fraction(1, 2**53), Fraction(1, 2), Fraction(9, 10)]))
 def test_top_p_set_matches_exact_rationals(w, p):
@@ -89,7 +89,7 @@ def test_top_p_set_matches_exact_rationals(w, p):
         assert abs(math.fsum(np.exp(out[np.isfinite(out)])) - 1) <= 4 * len(w) * EPS
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=100, deadline=None)
 @given(_weights(), st.integers(1, 9))
 def test_top_k_set_is_k_most_probable_with_ties(w, k):
     k = min(k, len(w))
@@ -239,7 +239,7 @@ def _tables(draw):
     return PartialScoreTable(StateSpace(q, n), table)
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=40, deadline=None)
 @given(_tables(), st.sampled_from(["glauber", "parallel", "systematic"]))
 def test_classes_come_from_the_exact_sign_pattern(src, kernel):
     """(d) the communicating and closed classes of a chain built from a source are those of the exact
@@ -287,7 +287,7 @@ def _mh_edges(src) -> np.ndarray:
     return A
 
 
-@settings(max_examples=30, deadline=None)
+@settings(max_examples=20, deadline=None)
 @given(_tables())
 def test_mh_classes_come_from_the_exact_sign_pattern(src):
     chain = Chain.from_source(src, "mh-logit")
@@ -295,7 +295,7 @@ def test_mh_classes_come_from_the_exact_sign_pattern(src):
     assert _chain_classes(chain) == _classes(ref)
 
 
-@settings(max_examples=30, deadline=None)
+@settings(max_examples=20, deadline=None)
 @given(st.integers(2, 3), st.integers(2, 3), st.sampled_from([1.0, 900.0, 2000.0]), st.integers(0, 2**31 - 1))
 def test_block_dynamics_of_a_joint_1000_nats_apart_is_one_class(q, n, spread, seed):
     """k-Gibbs on a positive joint whose log-weights are up to 2000 nats apart: one aperiodic class."""
