@@ -24,8 +24,9 @@ from hypothesis import strategies as st
 from mlmix.cli import main
 from mlmix.errors import UnderflowError
 from mlmix.theory.chain.core import Chain
+from mlmix.theory.chain.stationary import log_space_stationary
 from mlmix.theory.kernels.decoders import decoder_law, partial_log_probs
-from mlmix.theory.kernels.scan_and_mh import Truncated, truncate_log_probs
+from mlmix.theory.kernels.scan_and_mh import Truncated, energy, truncate_log_probs
 from mlmix.theory.sources.conditionals import IsingModel, LogWeightTable
 from mlmix.theory.sources.partial import PartialScoreTable
 from mlmix.theory.sources.space import StateSpace
@@ -316,13 +317,32 @@ def _underflow_scores() -> PartialScoreTable:
 
 def test_scores_800_apart_are_one_class_not_transient_states():
     """Scores 800 nats apart: the float matrix makes (0, 0) absorbing and the other states transient
-    with pi = 0; the exact chain is irreducible and its stationary law is not resolved in float64."""
+    with pi = 0; the exact chain is irreducible. Its conditionals do not depend on the context, so
+    Glauber's law is the product law, log pi(x) = -800 (number of 1s) - n log(1 + e^-800): computed in
+    log space; the gaps, which need P, are not resolved."""
     chain = Chain.from_source(_underflow_scores())
     assert chain.is_irreducible and not chain.structure.transient.any()
+    st_ = chain.log_stationary
+    ref = -800.0 * chain.source.space.all_states().sum(axis=1) - 2 * math.log1p(math.exp(-800.0))
+    assert np.abs(st_.value - ref).max() <= math.log1p(chain.stationary.rel_error)
     with pytest.raises(UnderflowError, match="underflow"):
-        chain.stationary
+        chain.spectral_gap
     summary = chain.summary(progress=False)
     assert summary["irreducible"] and summary["closed_classes"] == 1 and "underflow" in summary["reason"]
+    assert summary["stationary"]["rel_error"] < 1e-6
+
+
+@pytest.mark.parametrize("kernel", ["glauber", "mh-logit", "mh-pll"])
+def test_ising_beta_200_law_in_log_space(kernel):
+    """The law of Ising cycle:4 at beta = 200 (masses exp(-1600) apart) from the log-space elimination:
+    Glauber's is the Gibbs law, MH's the target exp(-E)/Z (module doc of scan_and_mh)."""
+    src = _ising(4, 200.0)
+    chain = Chain.from_source(src, kernel)
+    target = src.log_joint() if kernel == "glauber" else -energy(src, kernel[3:])
+    target = target - np.logaddexp.reduce(target)
+    st_ = chain.stationary
+    assert st_.rel_error < 1e-6 and "log space" in st_.method
+    assert np.abs(st_.log_value - target).max() <= math.log1p(st_.rel_error)
 
 
 def test_ising_beta_200_is_irreducible():
@@ -362,3 +382,21 @@ def test_subnormal_entries_widen_the_gap_claim(beta):
         assert gap.lower <= exact <= gap.upper
         if gap.value is not None:
             assert abs(mp.mpf(gap.value) / exact - 1) <= gap.rel_error
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.integers(2, 12), st.integers(0, 2**31 - 1), st.sampled_from([0.0, 0.5]))
+def test_log_space_elimination_agrees_with_gth(N, seed, sparsity):
+    """log_space_stationary on log P against GTH on P (an independent code path) for random chains
+    with entries down to e^-30 (a ring keeps them irreducible), within both stated bounds."""
+    rng = np.random.default_rng(seed)
+    W = np.exp(-30.0 * rng.random((N, N))) * (rng.random((N, N)) >= sparsity)
+    W[np.arange(N), (np.arange(N) + 1) % N] += 1.0
+    np.fill_diagonal(W, 0.0)
+    P = W / (2 * W.sum(axis=1, keepdims=True))
+    np.fill_diagonal(P, 0.0)
+    P[np.arange(N), np.arange(N)] = 1 - P.sum(axis=1)
+    with np.errstate(divide="ignore"):
+        L = np.log(P)
+    ours, gth = log_space_stationary(L), Chain(P).stationary
+    assert np.abs(ours.value / gth.value - 1).max() <= ours.rel_error + gth.rel_error

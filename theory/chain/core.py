@@ -28,6 +28,12 @@ while d(t), t_mix and the Kemeny constant are the whole chain's (the entrance in
 is bounded in :mod:`mlmix.theory.chain.mixing`; Kemeny in :mod:`mlmix.theory.chain.variance`).
 Several closed classes: stationary-law quantities raise :class:`~mlmix.errors.ReducibleChainError`
 naming them.
+
+The classes come from the exact sign pattern of the transitions (``support``; for a chain from a
+source, the conditionals with log > -inf), not from P's entries, some of which may have underflowed
+to 0. Where that changes the classes, the stationary law of a Glauber or MH chain is computed in log
+space and what needs P raises :class:`~mlmix.errors.UnderflowError`; subnormal entries of P widen the
+stated accuracy (:attr:`Chain._subnormal`).
 """
 
 from __future__ import annotations
@@ -55,7 +61,7 @@ from mlmix.provenance import stamp
 from mlmix.theory.chain import absorbing, mixing, spectral, spectrum
 from mlmix.theory.chain import conductance as cond
 from mlmix.theory.chain.hitting import committor, expected_hitting_times, hitting_probabilities
-from mlmix.theory.chain.stationary import compute_stationary, log_potential
+from mlmix.theory.chain.stationary import compute_stationary, log_potential, log_space_stationary
 from mlmix.theory.chain.structure import Structure, chain_structure
 from mlmix.theory.chain.variance import (
     asymptotic_variance_dense,
@@ -67,7 +73,7 @@ from mlmix.theory.chain.variance import (
 from mlmix.theory.kernels.assembled import glauber_kernel, independent_parallel_kernel, k_gibbs_kernel
 from mlmix.theory.kernels.representation import choose_representation
 from mlmix.theory.kernels.scan_and_mh import mh_kernel, systematic_kernel
-from mlmix.theory.kernels.support import kernel_support
+from mlmix.theory.kernels.support import kernel_log_offdiagonal, kernel_support
 from mlmix.theory.linalg.elimination import Elimination, eliminate
 from mlmix.theory.results import (
     DEFAULT_RTOL,
@@ -267,9 +273,10 @@ class Chain:
     def _underflow(self) -> str | None:
         """Why the float matrix P cannot stand for the chain, or None: transitions positive in exact
         arithmetic underflowed to 0 and P has other communicating or closed classes than the exact
-        pattern (then the stationary law and everything computed with it, reversibility, the laws of
-        the closed classes and the absorption quantities raise :class:`~mlmix.errors.UnderflowError`
-        with this reason)."""
+        pattern. Then the stationary law is computed in log space where the kernel's logarithms are
+        at hand (:meth:`_log_space_law`), and what is computed from P with it (gaps, conductance,
+        Kemeny constant, t_mix, ...), reversibility, the laws of the closed classes and the absorption
+        quantities raise :class:`~mlmix.errors.UnderflowError` with this reason."""
         if self._support is None:
             return None
         exact, flt = self.structure, self._float_structure
@@ -281,8 +288,8 @@ class Chain:
         lost = self._support.nnz - sp.csr_array(self.P).count_nonzero()
         return (f"{lost} transition probabilities are positive but underflow to 0 in float64 (below 5e-324): "
                 f"the exact chain has {exact.n_classes} communicating class(es), {int(exact.closed.sum())} closed, "
-                f"the float64 matrix {flt.n_classes}, {int(flt.closed.sum())} closed; its stationary law and what "
-                "depends on it are not resolved in float64")
+                f"the float64 matrix {flt.n_classes}, {int(flt.closed.sum())} closed; what is computed from the float64 "
+                "matrix (gaps, conductance, Kemeny constant, t_mix) is not resolved")
 
     def _check_resolved(self) -> None:
         if self._underflow is not None:
@@ -370,7 +377,8 @@ class Chain:
             res = float(np.abs(self.P.T @ self._given - self._given).sum())
             return VectorResult(NAMES["stationary"], self._given, "given by the caller (residual checked)", None, None,
                                 res, logpi)
-        self._check_resolved()
+        if self._underflow is not None:
+            return self._log_space_law()
         limit = DENSE_STATIONARY_LIMIT if self._dense_limit_given is None else self.dense_limit
         st = compute_stationary(self.P, self.structure, limit)
         if not self._subnormal[0]:
@@ -400,7 +408,32 @@ class Chain:
 
     @cached_property
     def _logpi(self) -> np.ndarray:
+        """log pi for the algorithms on P (UnderflowError where P cannot stand for the chain)."""
+        self._check_resolved()
         return self._stationary.log_value
+
+    def _log_space_law(self) -> VectorResult:
+        """The stationary law of a chain whose float matrix underflows (:attr:`_underflow`): GTH in log
+        space on the logarithms of its transition probabilities, taken from the source (a Glauber or
+        MH kernel, whose entries are single conditionals), on the exact closed class; UnderflowError
+        where those logarithms are not at hand or the bound is not below 1."""
+        reason = self._underflow or ""
+        L = None
+        if self._source_kernel is not None and self.n_states <= DENSE_STATIONARY_LIMIT:
+            L = kernel_log_offdiagonal(self.source, self._source_kernel[0])
+        if L is None:
+            raise UnderflowError(reason + " (the law in log space needs a Glauber or MH chain from a source, "
+                                 f"of at most {DENSE_STATIONARY_LIMIT} states)")
+        C = self.structure.recurrent_class()
+        inner = log_space_stationary(L[np.ix_(C, C)])
+        if inner.rel_error is None:
+            raise UnderflowError(reason + f" (the log-space elimination's bound on {C.size} states is not below 1)")
+        N = self.n_states
+        logpi = np.full(N, -np.inf)
+        logpi[C] = inner.log_value
+        where = f"; zero on the {N - C.size} transient states" if C.size < N else ""
+        return VectorResult(NAMES["stationary"], np.exp(logpi), f"{inner.method}{where} (transition probabilities "
+                            "underflow float64)", inner.rel_error, None, None, logpi)
 
     @cached_property
     def _pi_error(self) -> tuple[float, str]:
@@ -821,7 +854,7 @@ class Chain:
                 out["closed_classes"] = len(self.closed_classes)
                 out["period"] = self.period if len(self.closed_classes) == 1 else None
                 with bar.phase("stationary law"):
-                    out["reversible"] = self.is_reversible
+                    out["reversible"] = None if self._underflow else self.is_reversible
                     out["stationary"] = self.stationary.as_dict(values=include_stationary)
                 with bar.phase("gaps"):
                     for key in ("spectral_gap", "absolute_spectral_gap", "relaxation_time", "additive_gap",

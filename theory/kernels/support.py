@@ -27,6 +27,7 @@ import scipy.sparse as sp
 from mlmix.theory.kernels.assembled import _joint_log_weights, block_fibres, k_subsets
 from mlmix.theory.kernels.scan_and_mh import _energy_vector, _mh_logs, _site_fibres, check_order
 from mlmix.theory.sources.conditionals import Conditionals
+from mlmix.validation import check_memory
 
 #: The kernels whose pattern :func:`kernel_support` knows.
 SUPPORTED = ("glauber", "k-gibbs", "parallel", "systematic", "mh-logit", "mh-pll")
@@ -101,3 +102,30 @@ def kernel_support(source: Conditionals, kernel: str, *, k: int | None = None,
         rows.append(np.broadcast_to(members[:, :, None], (m, q, q))[ok])
         cols.append(np.broadcast_to(members[:, None, :], (m, q, q))[ok])
     return _pattern(N, rows, cols)
+
+
+def kernel_log_offdiagonal(source: Conditionals, kernel: str) -> np.ndarray | None:
+    """log P(x, y) for x != y, dense (N, N) with -inf off the support, for the single-site kernels whose
+    entries are one conditional each: "glauber", log p_i(a | x_{-i}) - log n, and "mh-logit" /
+    "mh-pll", min(log p_i(a | x_{-i}), E(x) - E(x^{i<-a}) + log p_i(x_i | x_{-i})) - log n; None for the
+    other kernels (their entries are sums of products of conditionals)."""
+    if kernel not in ("glauber", "mh-logit", "mh-pll"):
+        return None
+    space = source.space
+    N, n, q = space.size, space.length, space.vocab_size
+    check_memory(8.0 * N * N, f"the log transition probabilities on {N} states")
+    L = np.full((N, N), -np.inf)
+    off = ~np.eye(q, dtype=bool)
+    E = None if kernel == "glauber" else _energy_vector(source, kernel[3:])
+    for i in range(n):
+        if E is None:
+            base, members = _site_fibres(space, i)
+            lc = source.log_conditionals(space.decode(base), i)  # (N/q, q)
+            logs = np.broadcast_to(lc[:, None, :], (members.shape[0], q, q))
+        else:
+            members, _, logs = _mh_logs(source, E, i)
+        m = members.shape[0]
+        rows = np.broadcast_to(members[:, :, None], (m, q, q))[:, off]
+        cols = np.broadcast_to(members[:, None, :], (m, q, q))[:, off]
+        L[rows, cols] = logs[:, off] - np.log(n)
+    return L
