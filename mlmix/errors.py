@@ -38,6 +38,13 @@ class UnresolvedError(NumericalError):
     """A result is not known to its accuracy (only bounds, or nothing): raised by ``float(result)``."""
 
 
+class UnderflowError(NumericalError):
+    """Transition probabilities that are positive in exact arithmetic underflow to 0 in float64 and
+    change the chain's structure (its float matrix has other communicating or closed classes), so
+    what depends on the float matrix (its stationary law, gaps, ...) cannot be computed from it; the
+    message says what the exact pattern and the float matrix give."""
+
+
 class ReducibleChainError(InputValueError):
     """A chain with several closed classes has no unique stationary law; ``closed_classes`` lists
     them as arrays of state indices."""

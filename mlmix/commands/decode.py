@@ -33,7 +33,7 @@ from mlmix.commands.options import (
     mlm_partial_source_from_args,
     validate_toy_model_arguments,
 )
-from mlmix.errors import MemoryLimitError, ReducibleChainError
+from mlmix.errors import MemoryLimitError, ReducibleChainError, UnderflowError
 from mlmix.files import dumps_json
 from mlmix.theory.chain.core import Chain
 from mlmix.theory.kernels.decoders import (
@@ -140,7 +140,7 @@ def references(table: PartialScoreTable, joint: Conditionals | None, top_k: int 
         st = Chain.from_source(full, "glauber").stationary
         rel = st.rel_error if st.rel_error is not None else math.inf
         refs["glauber"] = (np.asarray(st.value), rel, st.method)
-    except (ReducibleChainError, MemoryLimitError, ValueError) as err:
+    except (ReducibleChainError, UnderflowError, MemoryLimitError, ValueError) as err:
         refs["glauber"] = (None, math.inf, f"not computed: {err}")
     for kind in ENERGIES:
         E = energy(full, kind)

@@ -31,7 +31,7 @@ from typing import Any
 import numpy as np
 
 from mlmix.commands.decode import add_source_arguments, build_partial_source, validate_source_arguments
-from mlmix.errors import MemoryLimitError, ReducibleChainError
+from mlmix.errors import MemoryLimitError, ReducibleChainError, UnderflowError
 from mlmix.files import atomic_write_csv, atomic_write_json, jsonable
 from mlmix.limits import SYSTEMATIC_LIMIT
 from mlmix.plot_style import save, subplots, symbols
@@ -79,7 +79,7 @@ def sampler_laws(table: PartialScoreTable, joint: Conditionals | None = None, *,
                          additive_gap=chain.additive_gap)
             if name.startswith("mh-"):
                 entry.update(mh_acceptance(full, name[3:]))
-        except (ReducibleChainError, MemoryLimitError) as err:
+        except (ReducibleChainError, UnderflowError, MemoryLimitError) as err:
             entry.update(law=None, rel_error=math.inf, reason=str(err))
         out[name] = entry
     lp = partial_log_probs(table, top_k, top_p)

@@ -28,6 +28,12 @@ while d(t), t_mix and the Kemeny constant are the whole chain's (the entrance in
 is bounded in :mod:`mlmix.theory.chain.mixing`; Kemeny in :mod:`mlmix.theory.chain.variance`).
 Several closed classes: stationary-law quantities raise :class:`~mlmix.errors.ReducibleChainError`
 naming them.
+
+The classes come from the exact sign pattern of the transitions (``support``; for a chain from a
+source, the conditionals with log > -inf), not from P's entries, some of which may have underflowed
+to 0. Where that changes the classes, the stationary law of a Glauber or MH chain is computed in log
+space and what needs P raises :class:`~mlmix.errors.UnderflowError`; subnormal entries of P widen the
+stated accuracy (:attr:`Chain._subnormal`).
 """
 
 from __future__ import annotations
@@ -40,7 +46,7 @@ from typing import Any, Callable
 import numpy as np
 import scipy.sparse as sp
 
-from mlmix.errors import MemoryLimitError, ReducibleChainError
+from mlmix.errors import MemoryLimitError, ReducibleChainError, UnderflowError
 from mlmix.files import atomic_save_npz
 from mlmix.limits import (
     DENSE_LIMIT,
@@ -63,7 +69,7 @@ from mlmix.provenance import stamp
 from mlmix.theory.chain import absorbing, mixing, spectral, spectrum
 from mlmix.theory.chain import conductance as cond
 from mlmix.theory.chain.hitting import committor, expected_hitting_times, hitting_probabilities
-from mlmix.theory.chain.stationary import compute_stationary, log_potential
+from mlmix.theory.chain.stationary import compute_stationary, log_potential, log_space_stationary
 from mlmix.theory.chain.structure import Structure, chain_structure
 from mlmix.theory.chain.variance import (
     asymptotic_variance_dense,
@@ -75,6 +81,7 @@ from mlmix.theory.chain.variance import (
 from mlmix.theory.kernels.assembled import glauber_kernel, independent_parallel_kernel, k_gibbs_kernel
 from mlmix.theory.kernels.representation import choose_representation
 from mlmix.theory.kernels.scan_and_mh import mh_kernel, systematic_kernel
+from mlmix.theory.kernels.support import kernel_log_offdiagonal, kernel_support
 from mlmix.theory.linalg.elimination import Elimination, eliminate
 from mlmix.theory.results import (
     DEFAULT_RTOL,
@@ -118,6 +125,10 @@ class Chain:
     name : a description used in reports.
     dense_limit : state count up to which the dense algorithms are used (default :data:`DENSE_LIMIT`,
         and :data:`~mlmix.limits.DENSE_STATIONARY_LIMIT` for the GTH stationary law).
+    support : optional Boolean (N, N) pattern of the transitions that are positive in exact arithmetic
+        (a superset of P's non-zero entries: entries that underflowed to 0 included); the structure
+        (communicating and closed classes, period) is taken from it. :meth:`from_source` computes it
+        from the source's log-conditionals (:func:`~mlmix.theory.kernels.support.kernel_support`).
     """
 
     #: The description saved with a chain read by :meth:`load` (None otherwise).
@@ -127,9 +138,10 @@ class Chain:
     progress: bool = True
 
     def __init__(self, P: Matrix, *, stationary: np.ndarray | None = None, name: str | None = None,
-                 dense_limit: int | None = None) -> None:
+                 dense_limit: int | None = None, support: Matrix | None = None) -> None:
         self.P = check_transition_matrix(P)
         self.n_states = int(self.P.shape[0])
+        self._support_given = None if support is None else _check_support(support, self.P)
         self.name = name or f"chain on {self.n_states} states"
         self._dense_limit_given = dense_limit
         self.dense_limit = DENSE_LIMIT if dense_limit is None else check_int(dense_limit, "dense_limit", minimum=0)
@@ -196,6 +208,7 @@ class Chain:
             limit = P.shape[0] if rep == "dense" else 0
         chain = cls(P, name=name, dense_limit=limit if representation != "auto" else dense_limit)
         chain.source, chain.kernel, chain.representation_reason = source, kernel, why
+        chain._source_kernel = (kernel, k, order)
         return chain
 
     @property
@@ -233,9 +246,94 @@ class Chain:
         return _html_table(f"Chain: {self.name}", self._facts())
 
     # ------------------------------------------------------------------ structure
+    _source_kernel: tuple | None = None
+
+    @cached_property
+    def _float_structure(self) -> Structure:
+        """The structure of P's non-zero entries."""
+        return chain_structure(self.P)
+
+    @cached_property
+    def _support(self) -> sp.csr_array | None:
+        """The exact sign pattern (given, or from the source's log-conditionals), or None where it has
+        P's structure: it equals P's non-zero pattern (nothing underflowed), or, for a chain from a
+        source, P is already irreducible and aperiodic (more edges change neither; the common case,
+        which skips the second pass over the conditionals)."""
+        S = self._support_given
+        if S is None and self._source_kernel is not None:
+            flt = self._float_structure
+            if flt.is_irreducible and flt.period() == 1:
+                return None
+            kernel, k, order = self._source_kernel
+            S = _check_support(kernel_support(self.source, kernel, k=k, order=order), self.P)
+        if S is None or S.nnz == sp.csr_array(self.P).count_nonzero():
+            return None
+        return S
+
     @cached_property
     def structure(self) -> Structure:
-        return chain_structure(self.P)
+        """Communicating and closed classes and the period, from the exact sign pattern of the
+        transitions (:attr:`_support`: a probability below the float range is still positive), else
+        from P's non-zero entries."""
+        return self._float_structure if self._support is None else chain_structure(self._support)
+
+    @cached_property
+    def _underflow(self) -> str | None:
+        """Why the float matrix P cannot stand for the chain, or None: transitions positive in exact
+        arithmetic underflowed to 0 and P has other communicating or closed classes than the exact
+        pattern. Then the stationary law is computed in log space where the kernel's logarithms are
+        at hand (:meth:`_log_space_law`), and what is computed from P with it (gaps, conductance,
+        Kemeny constant, t_mix, ...), reversibility, the laws of the closed classes and the absorption
+        quantities raise :class:`~mlmix.errors.UnderflowError` with this reason."""
+        if self._support is None:
+            return None
+        exact, flt = self.structure, self._float_structure
+        pairs = np.unique(np.stack([exact.labels, flt.labels]), axis=1).shape[1]
+        same = pairs == exact.n_classes == flt.n_classes and \
+            np.array_equal(exact.closed[exact.labels], flt.closed[flt.labels])
+        if same:
+            return None
+        lost = self._support.nnz - sp.csr_array(self.P).count_nonzero()
+        return (f"{lost} transition probabilities are positive but underflow to 0 in float64 (below 5e-324): "
+                f"the exact chain has {exact.n_classes} communicating class(es), {int(exact.closed.sum())} closed, "
+                f"the float64 matrix {flt.n_classes}, {int(flt.closed.sum())} closed; what is computed from the float64 "
+                "matrix (gaps, conductance, Kemeny constant, t_mix) is not resolved")
+
+    def _check_resolved(self) -> None:
+        if self._underflow is not None:
+            raise UnderflowError(self._underflow)
+
+    @cached_property
+    def _subnormal(self) -> tuple[float, str]:
+        """(eps, note) for the positive entries of P below the normal range (2.2e-308): a subnormal p is
+        a multiple of 2^-1074, so it carries a relative rounding up to delta = 2^-1075 / p (1e-10 at
+        p = 2.5e-314), however accurately it was computed. With every off-diagonal entry moved by a
+        relative delta, rho = (1 + delta) / (1 - delta), the Markov chain tree theorem moves pi (sums of
+        products of N - 1 entries) by a factor within rho^(N-1), and edge measures pi(x) P(x, y), the
+        Dirichlet form and Var_pi (hence the gaps and conductances) and the forest sums of hitting times
+        and the Kemeny constant by factors within rho^(2N); eps = rho^(2N) - 1 (0 when P has no such
+        entry)."""
+        data = np.abs(self.P.data if sp.issparse(self.P) else np.asarray(self.P).ravel())
+        small = data[(data > 0) & (data < np.finfo(np.float64).tiny)]
+        if small.size == 0:
+            return 0.0, ""
+        delta = 0.5 * (2.0**-1074 / float(small.min()))  # half an ulp of the subnormals, relative
+        eps = math.expm1(2 * self.n_states * (math.log1p(delta) - math.log1p(-delta))) if delta < 1 else math.inf
+        return eps, (f"; widened for {small.size} entries of P below the normal range of float64 (relative "
+                     f"rounding up to {delta:.1e})")
+
+    def _rounded_entries(self, r: Result, within: tuple[float, float]) -> Result:
+        """``r`` widened for the rounding of the subnormal entries of P (:attr:`_subnormal`)."""
+        eps, note = self._subnormal
+        return r.widened(eps, note, within=within) if eps else r
+
+    def _rounded_vector(self, v: VectorResult, eps: float) -> VectorResult:
+        """A vector result whose entries move by a relative ``eps`` with the subnormal entries of P."""
+        if not eps:
+            return v
+        rel = (v.rel_error + eps) / (1 - eps) if v.rel_error is not None and eps < 1 else None
+        return VectorResult(v.name, v.value, v.method + self._subnormal[1], rel, v.abs_error, v.residual, v.log_value,
+                            dict(v.details))
 
     @property
     def is_irreducible(self) -> bool:
@@ -265,7 +363,8 @@ class Chain:
             return self
         C = self._recurrent
         sub = self.P[C][:, C] if not sp.issparse(self.P) else sp.csr_array(self.P)[C][:, C]
-        return Chain(sub, name=f"closed class of {self.name}", dense_limit=self._dense_limit_given)
+        support = None if self._support is None else self._support[C][:, C]
+        return Chain(sub, name=f"closed class of {self.name}", dense_limit=self._dense_limit_given, support=support)
 
     @property
     def _reducible_given(self) -> bool:
@@ -286,8 +385,14 @@ class Chain:
             res = float(np.abs(self.P.T @ self._given - self._given).sum())
             return VectorResult(NAMES["stationary"], self._given, "given by the caller (residual checked)", None, None,
                                 res, logpi)
+        if self._underflow is not None:
+            return self._log_space_law()
         limit = DENSE_STATIONARY_LIMIT if self._dense_limit_given is None else self.dense_limit
-        return compute_stationary(self.P, self.structure, limit)
+        st = compute_stationary(self.P, self.structure, limit)
+        if not self._subnormal[0]:
+            return st
+        eps, _ = self._subnormal  # pi moves within rho^(N-1) = sqrt(1 + eps)
+        return self._rounded_vector(st, math.sqrt(1 + eps) - 1 if math.isfinite(eps) else math.inf)
 
     @cached_property
     @announced("stationary law")
@@ -311,7 +416,32 @@ class Chain:
 
     @cached_property
     def _logpi(self) -> np.ndarray:
+        """log pi for the algorithms on P (UnderflowError where P cannot stand for the chain)."""
+        self._check_resolved()
         return self._stationary.log_value
+
+    def _log_space_law(self) -> VectorResult:
+        """The stationary law of a chain whose float matrix underflows (:attr:`_underflow`): GTH in log
+        space on the logarithms of its transition probabilities, taken from the source (a Glauber or
+        MH kernel, whose entries are single conditionals), on the exact closed class; UnderflowError
+        where those logarithms are not at hand or the bound is not below 1."""
+        reason = self._underflow or ""
+        L = None
+        if self._source_kernel is not None and self.n_states <= DENSE_STATIONARY_LIMIT:
+            L = kernel_log_offdiagonal(self.source, self._source_kernel[0])
+        if L is None:
+            raise UnderflowError(reason + " (the law in log space needs a Glauber or MH chain from a source, "
+                                 f"of at most {DENSE_STATIONARY_LIMIT} states)")
+        C = self.structure.recurrent_class()
+        inner = log_space_stationary(L[np.ix_(C, C)])
+        if inner.rel_error is None:
+            raise UnderflowError(reason + f" (the log-space elimination's bound on {C.size} states is not below 1)")
+        N = self.n_states
+        logpi = np.full(N, -np.inf)
+        logpi[C] = inner.log_value
+        where = f"; zero on the {N - C.size} transient states" if C.size < N else ""
+        return VectorResult(NAMES["stationary"], np.exp(logpi), f"{inner.method}{where} (transition probabilities "
+                            "underflow float64)", inner.rel_error, None, None, logpi)
 
     @cached_property
     def _pi_error(self) -> tuple[float, str]:
@@ -362,6 +492,7 @@ class Chain:
             Q = sp.csr_array(self.P).multiply(self._given[:, None])
             return bool(abs(Q - Q.T).max() <= 1e-10 * abs(Q).max())
         self._recurrent  # several closed classes: ReducibleChainError
+        self._check_resolved()
         return log_potential(self._core.P) is not None
 
     # ------------------------------------------------------------------ elimination (dense)
@@ -374,8 +505,13 @@ class Chain:
     # ------------------------------------------------------------------ gaps
     @cached_property
     def _raw_gap_and_mode(self) -> tuple[Result, np.ndarray]:
-        """The gap of P (reversible) or of (P + P*)/2 built with the computed law, before its error is
-        charged."""
+        """The gap of P (reversible) or of (P + P*)/2 built with the computed law, before pi's error is
+        charged (widened for the subnormal entries of P, :attr:`_subnormal`)."""
+        gap, mode = self._unrounded_gap_and_mode
+        return self._rounded_entries(gap, (0.0, 2.0)), mode
+
+    @cached_property
+    def _unrounded_gap_and_mode(self) -> tuple[Result, np.ndarray]:
         core = self._core
         if self._reducible_given:
             return Result.exact(NAMES["spectral_gap"], 0.0, "several closed classes: the indicator of one has zero "
@@ -422,11 +558,13 @@ class Chain:
         """1 - sigma_2(P)^2: the gap of P* P (Fill's bound)."""
         core = self._core
         if not core.is_dense:
-            return self._charged(spectral.multiplicative_gap_sparse(sp.csr_array(core.P), core._logpi), (0.0, 1.0))
+            return self._charged(self._rounded_entries(spectral.multiplicative_gap_sparse(sp.csr_array(core.P),
+                                                                                          core._logpi), (0.0, 1.0)),
+                                 (0.0, 1.0))
         M = spectral.multiplicative_reversibilization(core.to_dense(), core._logpi)
         # pi(x) (P* P)(x, y) = sum_z pi(z) P(z, x) P(z, y): an edge measure linear in pi, so _charged applies
-        return self._charged(spectral.reversible_gap(M, core._logpi, name=NAMES["multiplicative_gap"], dense=True)[0],
-                             (0.0, 1.0))
+        gap = spectral.reversible_gap(M, core._logpi, name=NAMES["multiplicative_gap"], dense=True)[0]
+        return self._charged(self._rounded_entries(gap, (0.0, 1.0)), (0.0, 1.0))
 
     @cached_property
     @announced("gaps")
@@ -442,7 +580,7 @@ class Chain:
             return _renamed(spectral.modulus_gap(core.P, dense=core.is_dense), NAMES["absolute_spectral_gap"],
                             self._on_core())
         gap = self.spectral_gap
-        bottom = spectral.bottom_gap(core.P, core._logpi, dense=core.is_dense)
+        bottom = self._rounded_entries(spectral.bottom_gap(core.P, core._logpi, dense=core.is_dense), (0.0, 2.0))
         return _minimum(NAMES["absolute_spectral_gap"], gap, bottom)
 
     @cached_property
@@ -461,8 +599,8 @@ class Chain:
             return Result.exact(NAMES["conductance"], 0.0, "several closed classes: one of mass <= 1/2 has no exit flow")
         lp = core._logpi
         if core.n_states <= EXACT_CONDUCTANCE_LIMIT and np.ptp(lp) < 600:
-            return _renamed(self._charged(cond.exact_conductance(core.P, lp), (0.0, 1.0)), NAMES["conductance"],
-                            self._on_core())
+            phi = self._rounded_entries(cond.exact_conductance(core.P, lp), (0.0, 1.0))
+            return _renamed(self._charged(phi, (0.0, 1.0)), NAMES["conductance"], self._on_core())
         gap, mode = self._gap_and_mode  # its lower end is already charged
         return _renamed(self._charged(cond.conductance_interval(core.P, lp, gap, [mode]), (0.0, 1.0)), NAMES["conductance"],
                         self._on_core())
@@ -562,14 +700,14 @@ class Chain:
             return Result.missing("Kemeny constant", "-",
                                   f"needs a dense grounded inverse (<= {self.dense_limit} states)")
         closed = kemeny_constant_dense(core._grounded, np.exp(core._logpi), self._pi_error[0])
-        if core is self:
-            return closed
-        return kemeny_constant_transient(self.P, self.structure.transient, closed)
+        if core is not self:
+            closed = kemeny_constant_transient(self.P, self.structure.transient, closed)
+        return self._rounded_entries(closed, (0.0, math.inf))
 
     @announced("hitting times")
     def hitting_time(self, target: np.ndarray) -> VectorResult:
         """E_x tau_A for every start x (0 on A, inf where A is not hit almost surely)."""
-        return expected_hitting_times(self.P, target)
+        return self._rounded_vector(expected_hitting_times(self.P, target), self._subnormal[0])
 
     @announced("hitting times")
     def hitting_probabilities(self, target: np.ndarray, t: int) -> VectorResult:
@@ -636,6 +774,7 @@ class Chain:
 
     def stationary_distributions(self) -> VectorResult:
         """One stationary law per closed class (rows; :mod:`mlmix.theory.chain.absorbing`)."""
+        self._check_resolved()
         return absorbing.stationary_distributions(self.P, self.structure)
 
     def cyclic_classes(self) -> list[np.ndarray]:
@@ -644,6 +783,7 @@ class Chain:
 
     @cached_property
     def _absorption(self) -> absorbing.Absorption:
+        self._check_resolved()
         return absorbing.absorption(self.P, self.structure)
 
     def fundamental_matrix(self) -> VectorResult:
@@ -722,7 +862,7 @@ class Chain:
                 out["closed_classes"] = len(self.closed_classes)
                 out["period"] = self.period if len(self.closed_classes) == 1 else None
                 with bar.phase("stationary law"):
-                    out["reversible"] = self.is_reversible
+                    out["reversible"] = None if self._underflow else self.is_reversible
                     out["stationary"] = self.stationary.as_dict(values=include_stationary)
                 with bar.phase("gaps"):
                     for key in ("spectral_gap", "absolute_spectral_gap", "relaxation_time", "additive_gap",
@@ -735,7 +875,7 @@ class Chain:
                 out["eps"] = eps
                 with bar.phase("t_mix"):
                     out["t_mix"] = _guard(lambda: self.mixing_time(eps, mixing_limit), "t_mix")
-            except ReducibleChainError as err:
+            except (ReducibleChainError, UnderflowError) as err:
                 out["reason"] = str(err)
         return results_frame(out) if as_frame else out
 
@@ -825,6 +965,18 @@ _PRIOR_PHASES = {"stationary law": (), "gaps": ("stationary law",), "conductance
                  "hitting times": (), "variance": ("stationary law",),
                  "d(t)": ("stationary law", "gaps", "conductance")}
 _CACHED_PHASES = {"stationary law": "_logpi", "gaps": "_gap_and_mode", "conductance": "conductance"}
+
+
+def _check_support(support: Matrix, P: Matrix) -> sp.csr_array:
+    """A sign pattern (N, N) for P, as a 0/1 CSR array, joined with P's non-zero entries (what is
+    non-zero in P is positive)."""
+    S = sp.csr_array(support, dtype=bool) if sp.issparse(support) else sp.csr_array(np.asarray(support, dtype=bool))
+    if S.shape != P.shape:
+        raise ValueError(f"the support must have the shape of P, {P.shape}, got {S.shape}")
+    S = sp.csr_array(S.astype(np.float64) + (sp.csr_array(P) != 0).astype(np.float64))
+    S.data[:] = 1.0
+    S.eliminate_zeros()
+    return S
 
 
 def _guard(compute: Callable[[], Result], key: str) -> Result:

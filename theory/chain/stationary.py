@@ -316,3 +316,41 @@ def _iterative(P: sp.csr_array) -> VectorResult:
     return VectorResult("stationary law", pi, method, None, None, res, logpi,
                         {"accuracy": "normwise: residual ||pi P - pi||_1 (the entrywise certificate failed: "
                                      "entries far below it are not resolved relatively)"})
+
+
+def log_space_stationary(L: np.ndarray) -> VectorResult:
+    """The stationary law of an irreducible chain given by the logarithms of its off-diagonal entries
+    L (N, N; -inf where P(x, y) = 0; the diagonal is ignored, as the holding probability is 1 minus
+    the row's moves), by GTH state elimination carried out in log space, so that entries far below
+    the float64 range (exp(-800)) keep their weight:
+
+        for k = N-1, ..., 1:  s_k = logsumexp_{j<k} L[k, j],
+                              L[i, j] <- logaddexp(L[i, j], L[i, k] + L[k, j] - s_k)   (i, j < k),
+        log x_0 = 0,  log x_k = logsumexp_{i<k}(log x_i + L[i, k]) - s_k,   log pi = log x - logsumexp(log x).
+
+    Subtraction-free like GTH (O'Cinneide's entrywise bound 8 N^3 u), with each product or quotient
+    an addition of logarithms whose magnitude stays below N (1 + max|L|) (the eliminated entries are
+    transition probabilities of censored chains, at least min P^N), so the relative error of every
+    entry of pi is at most expm1(8 N^3 eps N (2 + max|L|)) (None when that is not below 1). ``value``
+    underflows where pi does; ``log_value`` does not."""
+    A = np.array(L, dtype=np.float64)
+    N = A.shape[0]
+    check_memory(16.0 * N * N, f"log-space elimination on {N} states")
+    np.fill_diagonal(A, -np.inf)
+    s = np.zeros(N)
+    with np.errstate(invalid="ignore"):
+        for k in range(N - 1, 0, -1):
+            s[k] = logsumexp(A[k, :k])
+            if not np.isfinite(s[k]):
+                raise ValueError("log-space elimination needs an irreducible chain")
+            A[:k, :k] = np.logaddexp(A[:k, :k], A[:k, k:k + 1] + A[k:k + 1, :k] - s[k])
+    logx = np.zeros(N)
+    for k in range(1, N):
+        logx[k] = logsumexp(logx[:k] + A[:k, k]) - s[k]
+    logpi = logx - logsumexp(logx)
+    finite = np.abs(np.asarray(L)[np.isfinite(L)])
+    delta = 8.0 * N**3 * EPS * N * (2.0 + float(finite.max(initial=0.0)))
+    rel = float(np.expm1(delta)) if delta < 0.5 else None
+    return VectorResult("stationary law", np.exp(logpi), "GTH state elimination in log space on the logarithms of "
+                        f"the transition probabilities (N = {N}); relative error <= expm1(8 N^4 eps (2 + max|log P|))",
+                        rel, None, None, logpi)

@@ -28,11 +28,12 @@ conditionals.
 
 from __future__ import annotations
 
+import math
 from typing import Sequence
 
 import numpy as np
 import scipy.sparse as sp
-from scipy.special import log_softmax
+from scipy.special import log_softmax, logsumexp
 
 from mlmix.limits import DEFAULT_MAX_STATES, SYSTEMATIC_LIMIT
 from mlmix.theory.kernels.assembled import _zero_digit_states
@@ -48,31 +49,64 @@ ENERGIES = ("logit", "pll")
 
 # ---------------------------------------------------------------------------------------- truncation
 def truncate_log_probs(log_probs: np.ndarray, top_k: int | None = None, top_p: float | None = None) -> np.ndarray:
-    """Top-k then top-p truncation of log-probabilities along the last axis, renormalised.
+    """Top-k then top-p truncation of log-probabilities along the last axis, renormalised in log space.
 
-    top-k keeps every symbol whose probability is at least the k-th largest (ties at the boundary are
-    all kept); top-p keeps symbol v when the mass of the symbols strictly more probable than v is
-    below p (the smallest set of mass >= p, ties included). Removed symbols get -inf."""
+    Symbols are ranked by their log-probability; *ties* are symbols whose log-probabilities are equal
+    floats, and a tie group is always kept or removed whole, so the kept set is never split by the
+    order of equal entries.
+
+    * top-k keeps the symbols whose log-probability is >= the k-th largest: the k most probable and
+      every symbol tied with the k-th (possibly more than k).
+    * top-p (applied to what top-k kept) keeps the smallest set of most probable symbols whose mass is
+      >= p, together with every symbol tied with its least probable member. With the symbols sorted
+      by decreasing probability, head_j = mass of the first j + 1 and tail_j = the mass after them, the
+      set ends at the first j with head_j >= p (head_j + tail_j), i.e. (1 - p) head_j >= p tail_j. Both
+      sides are computed in log space (log1p(-p) + logsumexp of the head against log p + logsumexp
+      of the tail, cumulated with logaddexp), so probabilities 1000 nats apart, or a tail of 1e-300,
+      are compared to a relative accuracy of a few (|V| + 2) ulps. A comparison within that rounding
+      bound counts as reached (the boundary case "mass = p" keeps the smaller set).
+
+    A row from which nothing is removed is returned unchanged, bit for bit: top_k = |V| and top_p = 1
+    are the identity (a probability is removed only when the kept mass is >= p without it, so no
+    positive probability, however small, is dropped at p = 1). A row that loses symbols gets -inf on
+    them and the kept log-probabilities minus their logsumexp (the kept law sums to 1 within a few
+    ulps)."""
     lp = np.asarray(log_probs, dtype=np.float64)
     q = lp.shape[-1]
+    keep = np.ones(lp.shape, dtype=bool)
     if top_k is not None:
         k = check_int(top_k, "top_k", minimum=1, maximum=q)
         kth = -np.sort(-lp, axis=-1)[..., k - 1:k]
-        lp = np.where(lp >= kth, lp, -np.inf)
-        lp = log_softmax(lp, axis=-1)
+        keep = lp >= kth
     if top_p is not None:
         p_cut = check_real(top_p, "top_p", minimum=0.0, maximum=1.0, open_min=True)
-        order = np.argsort(-lp, axis=-1, kind="stable")
-        s = np.take_along_axis(np.exp(lp), order, axis=-1)  # descending
-        before = np.cumsum(s, axis=-1) - s  # mass of the symbols sorted before each one
-        pos = np.broadcast_to(np.arange(q), s.shape)
-        first = np.concatenate([np.ones(s.shape[:-1] + (1,), bool), s[..., 1:] != s[..., :-1]], axis=-1)
-        start = np.maximum.accumulate(np.where(first, pos, 0), axis=-1)  # first member of each tie group
-        above = np.empty_like(s)
-        np.put_along_axis(above, order, np.take_along_axis(before, start, axis=-1), axis=-1)  # strictly more probable
-        lp = np.where(above < p_cut, lp, -np.inf)
-        lp = log_softmax(lp, axis=-1)
-    return lp
+        if p_cut < 1.0:
+            keep &= lp >= _top_p_level(np.where(keep, lp, -np.inf), p_cut)
+    if keep.all():
+        return lp
+    with np.errstate(divide="ignore", invalid="ignore"):
+        kept = np.where(keep, lp, -np.inf)
+        renormalised = kept - logsumexp(kept, axis=-1, keepdims=True)
+    return np.where(keep.all(axis=-1, keepdims=True), lp, renormalised)
+
+
+def _top_p_level(lp: np.ndarray, p: float) -> np.ndarray:
+    """The log-probability of the last symbol of the top-p set of every row, (..., 1), for 0 < p < 1
+    (:func:`truncate_log_probs`): the first j in decreasing order with
+    log1p(-p) + log head_j >= log p + log tail_j - tol, tol the rounding bound of the two cumulations."""
+    q = lp.shape[-1]
+    s = -np.sort(-lp, axis=-1)  # decreasing; -inf last
+    with np.errstate(divide="ignore", invalid="ignore"):
+        head = np.logaddexp.accumulate(s, axis=-1)
+        tail = np.concatenate([np.flip(np.logaddexp.accumulate(np.flip(s[..., 1:], axis=-1), axis=-1), axis=-1),
+                               np.full(s.shape[:-1] + (1,), -np.inf)], axis=-1)
+        lhs = math.log1p(-p) + head
+        rhs = math.log(p) + tail
+        scale = np.where(np.isfinite(s), np.abs(s), 0.0).max(axis=-1, keepdims=True)
+        tol = 4.0 * (q + 2) * EPS * (2.0 + scale + abs(math.log(p)) + abs(math.log1p(-p)))
+        reached = (lhs >= rhs - tol) | np.isneginf(rhs)  # an empty tail: everything is kept
+    first = np.argmax(reached, axis=-1)[..., None]
+    return np.take_along_axis(s, first, axis=-1)
 
 
 class Truncated(Conditionals):
