@@ -219,7 +219,7 @@ def exact_inputs(args: argparse.Namespace, source: Conditionals | None) -> dict:
     """The structured inputs of an ``mlmix exact`` report (:func:`mlmix.provenance.inputs`)."""
     if args.matrix is not None:
         return {"source": {"kind": "matrix", "path": str(args.matrix), "sha256": file_sha256(args.matrix)}}
-    given = {"kernel": args.kernel, "temperature": 1.0 if args.temperature is None else args.temperature,
+    given = {"kernel": args.kernel, "temperature": source.temperature,  # the T used (a score file's own unless overridden)
              **({"k": args.k} if args.kernel == "k-gibbs" else {}),
              **({"order": args.order} if args.kernel == "systematic" and args.order is not None else {}),
              **({"energy": args.energy} if args.kernel == "mh" else {}),
@@ -238,6 +238,11 @@ def exact_inputs(args: argparse.Namespace, source: Conditionals | None) -> dict:
         values.update(beta=None, field=None)
     return {**given, "seed": values["seed"] if args.model in ("scores", "potts") else None,
             "source": {"kind": args.model, **{key: values[key] for key in _MODEL_PARAMETERS[args.model]}}}
+
+
+def _has_zeros(source: Conditionals) -> bool:
+    """Whether a score table has zero conditionals (-inf scores)."""
+    return isinstance(source, ScoreTable) and not np.isfinite(source.table).all()
 
 
 def run(args: argparse.Namespace) -> int:
@@ -263,7 +268,8 @@ def run(args: argparse.Namespace) -> int:
                             **({} if chain.representation == "operator" else {"progress": not args.no_progress}))
     report = stamp("exact", {"chain": title, **summary}, exact_inputs(args, source))
     if source is not None and args.kernel == "glauber" and "reason" not in report and not isinstance(source, Truncated):
-        report["paper_g"] = paper_constants(source, chain, args.eps, basin)
+        report["paper_g"] = paper_constants(source, chain, args.eps, basin) if not _has_zeros(source) else \
+            {"reason": "the source has zero conditionals (-inf scores); paper G's constants assume positive ones"}
     if source is not None and args.kernel == "mh":
         report.update(mh_acceptance(source, args.energy))
     if args.plot is not None:
