@@ -224,19 +224,26 @@ def exact_inputs(args: argparse.Namespace, source: Conditionals | None) -> dict:
              **({"order": args.order} if args.kernel == "systematic" and args.order is not None else {}),
              **({"energy": args.energy} if args.kernel == "mh" else {}),
              **{key: getattr(args, key) for key in ("top_k", "top_p") if getattr(args, key, None) is not None}}
+    return {**given, **source_inputs(args, source)}
+
+
+def source_inputs(args: argparse.Namespace, source: Conditionals) -> dict:
+    """The ``source`` of the structured inputs (a score file with its SHA-256, a masked LM over a frame, or a
+    built-in model with its parameters) and, where they apply, ``seed``, ``frame`` and ``model_hash``:
+    shared by ``mlmix exact``, ``decode`` and ``verify --mlm``."""
     if getattr(args, "scores", None) is not None:
-        return {**given, "source": {"kind": "scores-file", "path": str(args.scores), "sha256": file_sha256(args.scores)}}
+        return {"source": {"kind": "scores-file", "path": str(args.scores), "sha256": file_sha256(args.scores)}}
     if args.mlm is not None:
         base = getattr(source, "base", source)
         d = base.describe()
-        return {**given, "source": {"kind": "mlm", "model": d["model"], "architecture": d["architecture"],
-                                    "alphabet": base.tokens}, "frame": d["frame"], "model_hash": d.get("model_sha256")}
+        return {"source": {"kind": "mlm", "model": d["model"], "architecture": d["architecture"],
+                           "alphabet": base.tokens}, "frame": d["frame"], "model_hash": d.get("model_sha256")}
     values = {**vars(args), "beta": 0.5 if args.beta is None else args.beta}
     if args.model == "scores" and args.seed is None:
         values["seed"] = 0
     if args.model == "potts" and args.seed is not None:  # random couplings: the seed and scale replace beta, J, h
         values.update(beta=None, field=None)
-    return {**given, "seed": values["seed"] if args.model in ("scores", "potts") else None,
+    return {"seed": values["seed"] if args.model in ("scores", "potts") else None,
             "source": {"kind": args.model, **{key: values[key] for key in _MODEL_PARAMETERS[args.model]}}}
 
 
