@@ -507,6 +507,15 @@ def table_entries(length: int, base: int, vocab_size: int) -> float:
         return math.inf
 
 
+def array_nbytes(shape: tuple, itemsize: float) -> float:
+    """Bytes of an array of ``shape`` and ``itemsize`` as a float (inf when it overflows): an estimate for
+    :func:`check_memory` from a file header's claimed shape, however large."""
+    try:
+        return float(itemsize) * float(math.prod(int(d) for d in shape))
+    except OverflowError:
+        return math.inf
+
+
 def check_table_shape(shape: tuple, length: int, base: int, vocab_size: int, what: str) -> None:
     """``shape`` must be (n, base^(n-1), |V|): a score table of n sites over base^(n-1) contexts (base |V|
     for full contexts, |V|+1 for partial ones). base^(n-1) is formed only when its bit length is within one

@@ -124,6 +124,23 @@ def test_table_beyond_the_memory_limit_is_refused_before_its_data_is_read(tmp_pa
         load_scores(small)
 
 
+def test_headers_claiming_more_than_a_float_can_count_are_refused(tmp_path):
+    """A consistent claim of |V| = 2, n = 1200 (2^1199 contexts: beyond 1e308 bytes) and a tokens array of
+    10^400 entries: refused by the memory estimate (inf), not an OverflowError traceback."""
+    meta = {"mlmix_format": SCORES_FORMAT, "kind": "full", "vocab_size": 2, "length": 1200}
+    f = _claiming_header(tmp_path / "huge.npz", (1200, 2**1199, 2), meta)
+    with pytest.raises(MemoryLimitError) as info:
+        load_scores(f)
+    one_line(info.value, "the score table needs about")
+    head = io.BytesIO()
+    np.lib.format.write_array_header_1_0(head, {"descr": "<U1", "fortran_order": False, "shape": (10**400,)})
+    g = tmp_path / "tokens.npz"
+    with zipfile.ZipFile(g, "w") as zf:
+        zf.writestr("tokens.npy", head.getvalue())
+    with pytest.raises(MemoryLimitError, match="metadata arrays"):
+        load_scores(g)
+
+
 def test_honest_table_over_the_limit_is_refused(tmp_path):
     f = write(tmp_path / "ok.npz", arrays("full", q=2, n=10))
     with memory_limit("64KiB"), pytest.raises(MemoryLimitError, match="needs about"):

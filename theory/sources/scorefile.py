@@ -16,7 +16,6 @@ reads a file back as a :class:`~mlmix.theory.sources.conditionals.ScoreTable` or
 
 from __future__ import annotations
 
-import math
 import zipfile
 import zlib
 from pathlib import Path
@@ -27,7 +26,14 @@ from mlmix.files import atomic_save_npz
 from mlmix.theory.sources.conditionals import Conditionals, ScoreTable
 from mlmix.theory.sources.partial import PartialScoreTable
 from mlmix.theory.sources.space import StateSpace
-from mlmix.validation import SCORES_FORMAT, check_memory, check_score_arrays, check_score_metadata, npz_headers
+from mlmix.validation import (
+    SCORES_FORMAT,
+    array_nbytes,
+    check_memory,
+    check_score_arrays,
+    check_score_metadata,
+    npz_headers,
+)
 
 #: What reading a member of a damaged .npz can raise once its header was read (truncated or corrupt data).
 _FILE_ERRORS = (OSError, ValueError, EOFError, zipfile.BadZipFile, zlib.error)
@@ -61,14 +67,14 @@ def load_scores(path: str | Path, temperature: float | None = None) -> ScoreTabl
     heads = npz_headers(path, "score file")
     shape, dtype = heads.get("table", ((), np.dtype(np.float64)))
     small = {key: head for key, head in heads.items() if key != "table"}
-    check_memory(sum(dtype.itemsize * math.prod(s) for s, dtype in small.values()), f"{where}: the metadata arrays")
+    check_memory(sum(array_nbytes(s, d.itemsize) for s, d in small.values()), f"{where}: the metadata arrays")
     try:
         with np.load(path, allow_pickle=False) as z:
             meta = {key: z[key] for key in small}
     except _FILE_ERRORS as err:
         raise ValueError(f"{path} is not a readable .npz score file ({type(err).__name__}: {err})") from None
     check_score_metadata({**meta, **({"table_shape": shape, "table_dtype": dtype} if "table" in heads else {})}, where)
-    check_memory((dtype.itemsize + 8.0) * math.prod(shape), f"{where}: the score table")
+    check_memory(array_nbytes(shape, dtype.itemsize + 8.0), f"{where}: the score table")
     try:
         with np.load(path, allow_pickle=False) as z:
             arrays = {**meta, "table": z["table"]}
