@@ -176,15 +176,17 @@ def test_metadata_cli_refusal_is_one_line(tmp_path, capsys):
     assert len(err) == 1 and "vocab_size" in err[0]
 
 
-_VALUES = st.one_of(st.integers(-3, 10**15), st.floats(allow_nan=True, allow_infinity=True), st.booleans(),
-                    st.text(max_size=3), st.sampled_from(["full", "partial", SCORES_FORMAT]),
-                    st.lists(st.integers(0, 4), min_size=0, max_size=3))
+#: Near-valid values (the right number in the wrong type: 2.0, "2", True) and arbitrary ones.
+_VALUES = st.one_of(st.sampled_from([1, 2, 3, 2.0, 3.0, 2.5, 0.5, "2", "3", True, False, float("nan"), -2, 10**12,
+                                     "full", "partial", SCORES_FORMAT]),
+                    st.integers(-3, 10**15), st.floats(allow_nan=True, allow_infinity=True), st.booleans(),
+                    st.text(max_size=3), st.lists(st.integers(0, 4), min_size=0, max_size=3))
 _FIELDS = ["mlmix_format", "kind", "vocab_size", "length", "temperature", "tokens", "table"]
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(kind=st.sampled_from(["full", "partial"]), q=st.integers(2, 3), n=st.integers(1, 3),
-       corrupt=st.lists(st.tuples(st.sampled_from(_FIELDS), _VALUES), min_size=1, max_size=3),
+       corrupt=st.lists(st.tuples(st.sampled_from(_FIELDS), _VALUES), min_size=1, max_size=2),
        shape=st.lists(st.integers(0, 5), min_size=0, max_size=4), via_file=st.booleans())
 def test_corrupted_metadata_is_refused_or_consistent(kind, q, n, corrupt, shape, via_file):
     """Whatever the metadata claims, loading refuses with a one-line ValueError/TypeError or returns a
@@ -207,9 +209,13 @@ def test_corrupted_metadata_is_refused_or_consistent(kind, q, n, corrupt, shape,
     Q, N = got["vocab_size"], got["length"]
     base = Q if got["kind"] == "full" else Q + 1
     assert got["table"].shape == stored.shape == (N, base ** (N - 1), Q)
-    assert int(np.asarray(data["vocab_size"])) == Q and int(np.asarray(data["length"])) == N
-    assert got["tokens"] is None or len(got["tokens"]) == Q
+    for key, value in (("vocab_size", Q), ("length", N)):  # stored as integers, not truncated from 2.7 or "2"
+        stored_value = np.asarray(data[key])
+        assert stored_value.shape == () and stored_value.dtype.kind in "iu" and stored_value.item() == value
+    T = np.asarray(data["temperature"])
+    assert T.shape == () and T.dtype.kind in "iuf" and T.item() == got["temperature"]
     assert math.isfinite(got["temperature"]) and got["temperature"] > 0
+    assert got["tokens"] is None or len(got["tokens"]) == Q == np.asarray(data["tokens"]).shape[0]
 
 
 # ----------------------------------------------------------------------------- -inf: zero conditionals
