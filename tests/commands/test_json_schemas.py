@@ -151,3 +151,21 @@ def test_the_shared_definitions_do_not_drift():
     for key in ("result", "inputs", "number_or_null"):
         assert all(d[key] == defs[0][key] for d in defs), key
     assert all(d["source"] == defs[0]["source"] for d in defs if "source" in d)
+
+
+def test_decode_of_a_masked_lm_names_model_frame_and_weights(tmp_path, capsys, monkeypatch, validators):
+    import torch
+    from mlm_fixtures import save_model, tiny_masked_lm
+
+    from mlmix.empirical.tabulate import weights_hash
+
+    torch.set_num_threads(1)
+    monkeypatch.setenv("MLMIX_CACHE", str(tmp_path / "cache"))
+    model, tok = tiny_masked_lm("bert", seed=3)
+    folder = save_model(model, tok, tmp_path / "m")
+    doc = check(validators, "decode", run_json(capsys, "decode", "--mlm", str(folder), "--frame", "a _ _ !",
+                                               "--candidates", "a b c", "--temperature", "0.8", "--no-progress"))
+    inputs = doc["inputs"]
+    assert inputs["source"] == {"kind": "mlm", "model": str(folder), "architecture": "BertForMaskedLM",
+                                "alphabet": ["a", "b", "c"]}
+    assert inputs["frame"] == "a _ _ !" and inputs["temperature"] == 0.8 and inputs["model_hash"] == weights_hash(model)

@@ -309,7 +309,7 @@ class ScoreTable(Conditionals):
                temperature: float = 1.0) -> "ScoreTable":
         """Scores i.i.d. N(0, scale^2) for every (site, context, symbol)."""
         space = StateSpace(vocab_size, length)
-        check_memory(8.0 * table_entries(length, vocab_size, vocab_size), f"a score table of {vocab_size}^{length} contexts")
+        check_memory(8.0 * table_entries(length, vocab_size, vocab_size), f"a score table of {vocab_size}^{length - 1} contexts")
         rng = np.random.default_rng(seed)
         shape = (length, vocab_size ** (length - 1), vocab_size)
         return cls(space, scale * rng.standard_normal(shape), temperature)
