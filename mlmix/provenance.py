@@ -1,11 +1,11 @@
 """Which mlmix made an output, and from which inputs: the one header of every JSON output.
 
-Every JSON document mlmix writes (``mlmix exact --json``, ``mlmix estimate --json``,
-``mlmix verify --json``, the ``run.json`` manifest of ``mlmix run``) starts with
+Every JSON document mlmix writes (``--json`` of ``mlmix exact``, ``decode``, ``diagnose``, ``estimate``
+and ``verify``, the ``run.json`` manifest of ``mlmix run``) starts with
 
 * ``mlmix_version``: the installed version (:data:`mlmix.__version__`);
 * ``schema``: ``"mlmix.<kind>/<version>"``, the layout of the document (:data:`SCHEMA_VERSION`;
-  ``docs/schema/exact.schema.json`` publishes the one of ``mlmix exact --json``);
+  ``docs/schema/<command>.schema.json`` publishes those of the commands, see its README);
 * ``inputs``: the structured inputs, always with the keys of :data:`INPUT_KEYS` (None where they do
   not apply): ``source`` (what defines the chain: a built-in model with its parameters, a matrix
   file with its SHA-256, or a masked LM), ``kernel``, ``temperature``, ``seed``, ``frame`` and

@@ -263,6 +263,31 @@ def load_arrays(path: str | os.PathLike, what: str) -> dict[str, np.ndarray]:
         raise InputValueError(f"{name} is not a readable {what} ({type(err).__name__}: {err})") from None
 
 
+def npz_headers(path: str | os.PathLike, what: str) -> dict[str, tuple[tuple[int, ...], np.dtype]]:
+    """The shape and dtype of every array of a ``.npz`` file, read from the ``.npy`` headers of its members
+    without reading (or decompressing) their data: what a file claims is checked before anything of that
+    size is allocated. A missing or malformed file is a one-line ValueError naming ``what``."""
+    name = os.fspath(path)
+    if not os.path.isfile(name):
+        raise InputValueError(f"{what} {name} does not exist")
+    heads = {}
+    try:
+        with zipfile.ZipFile(name) as zf:
+            for member in zf.namelist():
+                with zf.open(member) as fh:
+                    version = np.lib.format.read_magic(fh)
+                    if version == (1, 0):
+                        shape, _, dtype = np.lib.format.read_array_header_1_0(fh)
+                    elif version == (2, 0):
+                        shape, _, dtype = np.lib.format.read_array_header_2_0(fh)
+                    else:
+                        raise InputValueError(f"member {member}: .npy format version {version} is not supported")
+                heads[member.removesuffix(".npy")] = (tuple(int(d) for d in shape), np.dtype(dtype))
+    except _ARRAY_FILE_ERRORS as err:
+        raise InputValueError(f"{name} is not a readable {what} ({type(err).__name__}: {err})") from None
+    return heads
+
+
 def matrix_from_arrays(arrays: dict[str, np.ndarray]) -> Matrix:
     """The matrix stored in the arrays of a file: a ``.npy`` array, :meth:`Chain.save`'s layout
     (``mlmix_format``, ``kind`` dense/csr) or ``scipy.sparse.save_npz``'s (csr, csc, coo); the structure
@@ -524,16 +549,16 @@ def check_draws(states: object, vocab_size: int, length: int, name: str = "draws
     integral ones: a float array is a sign of a different encoding). Returns it as int64."""
     arr = np.asarray(states)
     if arr.dtype == bool or not np.issubdtype(arr.dtype, np.integer):
-        raise TypeError(f"{name}: states must be an integer array (symbols 0..{vocab_size - 1}), got dtype {arr.dtype}")
+        raise InputTypeError(f"{name}: states must be an integer array (symbols 0..{vocab_size - 1}), got dtype {arr.dtype}")
     if arr.ndim != 3 or arr.shape[2] != length:
-        raise ValueError(f"{name}: states must have shape (chains, steps, n = {length}), got {arr.shape}")
+        raise InputValueError(f"{name}: states must have shape (chains, steps, n = {length}), got {arr.shape}")
     if arr.shape[0] < 2 or arr.shape[1] < 4:
-        raise ValueError(f"{name}: need at least 2 chains of at least 4 states each, got {arr.shape[0]} x "
+        raise InputValueError(f"{name}: need at least 2 chains of at least 4 states each, got {arr.shape[0]} x "
                          f"{arr.shape[1]}")
     bad = (arr < 0) | (arr >= vocab_size)
     if bad.any():
         c, t, i = (int(k) for k in np.argwhere(bad)[0])
-        raise ValueError(f"{name}: chain {c}, step {t}, site {i} holds symbol {int(arr[c, t, i])}, outside "
+        raise InputValueError(f"{name}: chain {c}, step {t}, site {i} holds symbol {int(arr[c, t, i])}, outside "
                          f"0..{vocab_size - 1}")
     return arr.astype(np.int64)
 
@@ -544,40 +569,113 @@ def check_draws(states: object, vocab_size: int, length: int, name: str = "draws
 SCORES_FORMAT = "mlmix-scores-1"
 
 
-def check_score_arrays(arrays: dict, where: str = "score file") -> dict:
-    """The arrays of a score-table file, checked: ``mlmix_format`` = :data:`SCORES_FORMAT`, ``kind`` "full"
-    or "partial", integers ``vocab_size`` >= 2 and ``length`` >= 1, ``table`` float of shape
-    (n, |V|^(n-1), |V|) (full: finite) or (n, (|V|+1)^(n-1), |V|) (partial: finite or -inf, a finite entry
-    in every row), optional ``temperature`` > 0 and ``tokens`` (|V| strings). Returns them in canonical
-    form (kind, vocab_size, length, table float64, temperature, tokens or None)."""
-    missing = {"mlmix_format", "kind", "vocab_size", "length", "table"} - set(arrays)
+def table_entries(length: int, base: int, vocab_size: int) -> float:
+    """n * base^(n-1) * |V|, the entries of a score table over base^(n-1) contexts, as a float (inf when it
+    overflows): an estimate for :func:`check_memory` that never forms a huge integer."""
+    try:
+        return float(length) * float(base) ** (length - 1) * float(vocab_size)
+    except OverflowError:
+        return math.inf
+
+
+def array_nbytes(shape: tuple, itemsize: float) -> float:
+    """Bytes of an array of ``shape`` and ``itemsize`` as a float (inf when it overflows): an estimate for
+    :func:`check_memory` from a file header's claimed shape, however large."""
+    try:
+        return float(itemsize) * float(math.prod(int(d) for d in shape))
+    except OverflowError:
+        return math.inf
+
+
+def check_table_shape(shape: tuple, length: int, base: int, vocab_size: int, what: str) -> None:
+    """``shape`` must be (n, base^(n-1), |V|): a score table of n sites over base^(n-1) contexts (base |V|
+    for full contexts, |V|+1 for partial ones). base^(n-1) is formed only when its bit length is within one
+    of the stored dimension's, so metadata claiming n = 10^12 is refused at once (ValueError)."""
+    shape = tuple(int(d) for d in shape)
+    small = (length - 1) * math.log2(base) < 63
+    middle = base ** (length - 1) if small else f"{base}^{length - 1}"
+    fits = (len(shape) == 3 and shape[0] == length and shape[2] == vocab_size and shape[1] >= 1
+            and (length - 1) * math.log2(base) <= math.log2(shape[1]) + 1 and base ** (length - 1) == shape[1])
+    if not fits:
+        raise InputValueError(f"{what} has shape ({length}, {middle}, {vocab_size}), got {shape}")
+
+
+def _score_scalar(arrays: dict, key: str, where: str, kinds: str, kind_name: str) -> object:
+    """The single value stored under ``key``: a 0-d array whose dtype kind is one of ``kinds`` (numpy's
+    codes: i/u integers, f floats, U/S strings); TypeError naming the field otherwise."""
+    arr = np.asarray(arrays[key])
+    if arr.ndim != 0:
+        raise InputValueError(f"{where}: {key} must be a single value, got an array of shape {arr.shape}")
+    if arr.dtype.kind not in kinds:
+        raise InputTypeError(f"{where}: {key} must be {kind_name}, got {arr.dtype} value {arr.item()!r}")
+    value = arr.item()
+    if isinstance(value, bytes):
+        try:
+            value = value.decode("ascii")
+        except UnicodeDecodeError:
+            raise InputValueError(f"{where}: {key} is not an ASCII string") from None
+    return value
+
+
+def check_score_metadata(arrays: dict, where: str = "score file") -> dict:
+    """The metadata of a score-table file (everything but the table's values), checked before the table is
+    used: ``mlmix_format`` = :data:`SCORES_FORMAT` and ``kind`` "full" or "partial" (strings), ``vocab_size``
+    >= 2 and ``length`` >= 1 (integers: not floats, bools or strings), optional ``temperature`` (a finite
+    real > 0, not a bool) and ``tokens`` (|V| strings), and the table's shape (n, base^(n-1), |V|) (base
+    |V| full, |V|+1 partial) with a floating dtype. ``arrays`` may hold the table or only its shape and
+    dtype (``table_shape``, ``table_dtype``: read from the file's header before its data). Each refusal
+    is one line naming the field. Returns kind, vocab_size, length, temperature and tokens (or None)."""
+    missing = {"mlmix_format", "kind", "vocab_size", "length"} - set(arrays)
+    if "table" not in arrays and "table_shape" not in arrays:
+        missing.add("table")
     if missing:
         raise InputValueError(f"{where}: missing arrays {sorted(missing)} (see docs/samplers.md, score files)")
-    fmt = str(np.asarray(arrays["mlmix_format"]))
+    fmt = _score_scalar(arrays, "mlmix_format", where, "US", "a string")
     if fmt != SCORES_FORMAT:
         raise InputValueError(f"{where}: format {fmt!r} is not {SCORES_FORMAT!r}")
-    kind = str(np.asarray(arrays["kind"]))
+    kind = _score_scalar(arrays, "kind", where, "US", "a string")
     if kind not in ("full", "partial"):
         raise InputValueError(f"{where}: kind must be 'full' or 'partial', got {kind!r}")
-    q = check_int(int(np.asarray(arrays["vocab_size"])), f"{where}: vocab_size", minimum=2)
-    n = check_int(int(np.asarray(arrays["length"])), f"{where}: length", minimum=1)
-    table = np.asarray(arrays["table"])
-    if not np.issubdtype(table.dtype, np.floating):
-        raise InputTypeError(f"{where}: table must hold floats, got {table.dtype}")
-    table = table.astype(np.float64)
-    base = q if kind == "full" else q + 1
-    shape = (n, base ** (n - 1), q)
-    if table.shape != shape:
-        raise InputValueError(f"{where}: a {kind} table of |V| = {q}, n = {n} has shape {shape}, got {table.shape}")
-    if np.isnan(table).any() or np.isposinf(table).any() or (kind == "full" and not np.isfinite(table).all()):
-        raise InputValueError(f"{where}: table entries must be finite" + (" or -inf" if kind == "partial" else ""))
-    if not np.isfinite(table).any(axis=-1).all():
-        raise InputValueError(f"{where}: every row of the table needs a finite score")
-    T = check_temperature(float(np.asarray(arrays["temperature"])), f"{where}: temperature") \
-        if "temperature" in arrays else 1.0
+    q = check_int(_score_scalar(arrays, "vocab_size", where, "iu", "an integer"), f"{where}: vocab_size", minimum=2)
+    n = check_int(_score_scalar(arrays, "length", where, "iu", "an integer"), f"{where}: length", minimum=1)
+    T = check_temperature(_score_scalar(arrays, "temperature", where, "iuf", "a real number"),
+                          f"{where}: temperature") if "temperature" in arrays else 1.0
     tokens = None
     if "tokens" in arrays:
-        tokens = [str(t) for t in np.asarray(arrays["tokens"]).ravel()]
-        if len(tokens) != q:
-            raise InputValueError(f"{where}: {len(tokens)} tokens for |V| = {q}")
-    return {"kind": kind, "vocab_size": q, "length": n, "table": table, "temperature": T, "tokens": tokens}
+        tok = np.asarray(arrays["tokens"])
+        if tok.ndim != 1 or tok.dtype.kind not in "US":
+            raise InputTypeError(f"{where}: tokens must be a 1-d array of strings, got {tok.dtype} of shape {tok.shape}")
+        if tok.shape[0] != q:
+            raise InputValueError(f"{where}: {tok.shape[0]} tokens for |V| = {q}")
+        tokens = [t.decode("ascii", "replace") if isinstance(t, bytes) else str(t) for t in tok.tolist()]
+    if "table" in arrays:
+        table = np.asarray(arrays["table"])
+        shape, dtype = table.shape, table.dtype
+    else:
+        shape, dtype = arrays["table_shape"], np.dtype(arrays["table_dtype"])
+    if dtype.kind != "f":
+        raise InputTypeError(f"{where}: table must hold floats, got {dtype}")
+    check_table_shape(shape, n, q if kind == "full" else q + 1, q, f"{where}: a {kind} table of |V| = {q}, n = {n}")
+    return {"kind": kind, "vocab_size": q, "length": n, "temperature": T, "tokens": tokens}
+
+
+def check_score_values(table: np.ndarray, what: str) -> np.ndarray:
+    """Score table entries: finite or -inf (a zero conditional), never NaN or +inf, and a finite entry in
+    every row (each context keeps a symbol of positive probability). Returns the table as float64."""
+    tab = np.asarray(table, dtype=np.float64)
+    if np.isnan(tab).any() or np.isposinf(tab).any():
+        raise InputValueError(f"{what}: entries must be finite or -inf (NaN or +inf found)")
+    if tab.size and not np.isfinite(tab).any(axis=-1).all():
+        raise InputValueError(f"{what}: every row of the table needs a finite score")
+    return tab
+
+
+def check_score_arrays(arrays: dict, where: str = "score file") -> dict:
+    """The arrays of a score-table file, checked: the metadata by :func:`check_score_metadata` (before the
+    table's values are looked at; the float64 copy is checked against the memory limit), then the table
+    by :func:`check_score_values`. Returns them in canonical form (kind, vocab_size, length, table
+    float64, temperature, tokens or None)."""
+    meta = check_score_metadata(arrays, where)
+    table = np.asarray(arrays["table"])
+    check_memory(8.0 * table.size, f"{where}: the score table")
+    return {**meta, "table": check_score_values(table, where)}

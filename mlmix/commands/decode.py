@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from mlmix.commands.exact import MODELS, build_source
+from mlmix.commands.exact import MODELS, build_source, source_inputs
 from mlmix.commands.options import (
     add_mlm_arguments,
     add_threads_argument,
@@ -35,6 +35,7 @@ from mlmix.commands.options import (
 )
 from mlmix.errors import MemoryLimitError, ReducibleChainError, UnderflowError
 from mlmix.files import dumps_json
+from mlmix.provenance import stamp
 from mlmix.theory.chain.core import Chain
 from mlmix.theory.kernels.decoders import (
     SAMPLERS,
@@ -195,8 +196,22 @@ def run(args: argparse.Namespace) -> int:
         save_scores(args.save_scores, table, getattr(table, "tokens", None))
     if not args.law:
         report.pop("law")
-    print(dumps_json(report) if args.json else format_report(report))
+    print(dumps_json(stamp("decode", report, decode_inputs(args, table, joint))) if args.json else format_report(report))
     return 0
+
+
+def decode_inputs(args: argparse.Namespace, table: PartialScoreTable, joint: Conditionals | None) -> dict:
+    """The structured inputs of an ``mlmix decode`` report (:func:`mlmix.provenance.inputs`): the decoder as
+    ``kernel`` with its own parameters, the temperature used (a score file's own unless overridden) and
+    the source as ``mlmix exact`` records it."""
+    k = min(args.k, table.space.length) if args.sampler in ("parallel", "confidence") else None
+    threshold = (0.9 if args.threshold is None else args.threshold) if args.sampler == "threshold" else None
+    params = {"k": k, "order": args.order if args.sampler == "left-to-right" else None,
+              "schedule": args.schedule if args.sampler == "schedule" else None, "threshold": threshold,
+              "top_k": args.top_k, "top_p": args.top_p}
+    return {"kernel": args.sampler, "temperature": (joint if joint is not None else table).temperature,
+            **{key: value for key, value in params.items() if value is not None},
+            **source_inputs(args, joint if joint is not None else table)}
 
 
 def _fmt(r: Result) -> str:

@@ -253,25 +253,37 @@ def exact_inputs(args: argparse.Namespace, source: Conditionals | None) -> dict:
     """The structured inputs of an ``mlmix exact`` report (:func:`mlmix.provenance.inputs`)."""
     if args.matrix is not None:
         return {"source": {"kind": "matrix", "path": str(args.matrix), "sha256": file_sha256(args.matrix)}}
-    given = {"kernel": args.kernel, "temperature": 1.0 if args.temperature is None else args.temperature,
+    given = {"kernel": args.kernel, "temperature": source.temperature,  # the T used (a score file's own unless overridden)
              **({"k": args.k} if args.kernel == "k-gibbs" else {}),
              **({"order": args.order} if args.kernel == "systematic" and args.order is not None else {}),
              **({"energy": args.energy} if args.kernel == "mh" else {}),
              **{key: getattr(args, key) for key in ("top_k", "top_p") if getattr(args, key, None) is not None}}
+    return {**given, **source_inputs(args, source)}
+
+
+def source_inputs(args: argparse.Namespace, source: Conditionals) -> dict:
+    """The ``source`` of the structured inputs (a score file with its SHA-256, a masked LM over a frame, or a
+    built-in model with its parameters) and, where they apply, ``seed``, ``frame`` and ``model_hash``:
+    shared by ``mlmix exact``, ``decode`` and ``verify --mlm``."""
     if getattr(args, "scores", None) is not None:
-        return {**given, "source": {"kind": "scores-file", "path": str(args.scores), "sha256": file_sha256(args.scores)}}
+        return {"source": {"kind": "scores-file", "path": str(args.scores), "sha256": file_sha256(args.scores)}}
     if args.mlm is not None:
         base = getattr(source, "base", source)
         d = base.describe()
-        return {**given, "source": {"kind": "mlm", "model": d["model"], "architecture": d["architecture"],
-                                    "alphabet": base.tokens}, "frame": d["frame"], "model_hash": d.get("model_sha256")}
+        return {"source": {"kind": "mlm", "model": d["model"], "architecture": d["architecture"],
+                           "alphabet": base.tokens}, "frame": d["frame"], "model_hash": d.get("model_sha256")}
     values = {**vars(args), "beta": 0.5 if args.beta is None else args.beta}
     if args.model == "scores" and args.seed is None:
         values["seed"] = 0
     if args.model == "potts" and args.seed is not None:  # random couplings: the seed and scale replace beta, J, h
         values.update(beta=None, field=None)
-    return {**given, "seed": values["seed"] if args.model in ("scores", "potts") else None,
+    return {"seed": values["seed"] if args.model in ("scores", "potts") else None,
             "source": {"kind": args.model, **{key: values[key] for key in _MODEL_PARAMETERS[args.model]}}}
+
+
+def _has_zeros(source: Conditionals) -> bool:
+    """Whether a score table has zero conditionals (-inf scores)."""
+    return isinstance(source, ScoreTable) and not np.isfinite(source.table).all()
 
 
 def run(args: argparse.Namespace) -> int:
@@ -287,11 +299,15 @@ def run(args: argparse.Namespace) -> int:
                             **({} if chain.representation == "operator" else {"progress": not args.no_progress}))
     report = stamp("exact", {"chain": title, **summary}, exact_inputs(args, source))
     if source is not None and args.kernel == "glauber" and "reason" not in report and not isinstance(source, Truncated):
-        phase = "paper G constants"
-        with Progress(f"{phase} of {chain.name}", [(phase, paper_constants_seconds(source.space))],
-                      cost=f"{chain.n_states:,} states, n = {source.space.length}",
-                      enabled=not args.no_progress) as bar, bar.phase(phase):
-            report["paper_g"] = paper_constants(source, chain, args.eps, basin)
+        if _has_zeros(source):
+            report["paper_g"] = {"reason": "the source has zero conditionals (-inf scores); paper G's constants "
+                                           "assume positive ones"}
+        else:
+            phase = "paper G constants"
+            with Progress(f"{phase} of {chain.name}", [(phase, paper_constants_seconds(source.space))],
+                          cost=f"{chain.n_states:,} states, n = {source.space.length}",
+                          enabled=not args.no_progress) as bar, bar.phase(phase):
+                report["paper_g"] = paper_constants(source, chain, args.eps, basin)
     if source is not None and args.kernel == "mh":
         report.update(mh_acceptance(source, args.energy))
     if args.plot is not None:  # what the chain answers is drawn, what it does not is named on its panel

@@ -202,6 +202,9 @@ def mlm_partial_source_from_args(args: argparse.Namespace) -> tuple[Any, str]:
     """The partial table of the masked LM that ``mlmix decode --mlm MODEL ...`` describes, and a title."""
     # deferred: torch and transformers load only when a model is given
     from mlmix.empirical.partial import tabulate_partial  # deferred: torch
+    from mlmix.empirical.tabulate import cached_weights_hash  # deferred: torch
 
-    table = tabulate_partial(_load_mlm(args), max_passes=args.max_passes, progress=not args.no_progress)
+    mlm = _load_mlm(args)
+    table = tabulate_partial(mlm, max_passes=args.max_passes, progress=not args.no_progress)
+    table.info["model_sha256"] = cached_weights_hash(mlm)  # the provenance header's model_hash
     return table, _title(table, "partial table")

@@ -28,10 +28,12 @@ from typing import Any
 
 import numpy as np
 
+from mlmix.commands.exact import source_inputs
 from mlmix.commands.options import add_mlm_arguments, add_threads_argument, mlm_source_from_args
 from mlmix.empirical.estimate import constants, uniform_contexts
 from mlmix.files import dumps_json, jsonable
 from mlmix.limits import CONSTANTS_LIMIT, REPORT_MIXING_LIMIT
+from mlmix.provenance import stamp
 from mlmix.testing import UndecidedError, assert_at_least, assert_at_most
 from mlmix.theory.chain.core import Chain
 from mlmix.theory.local.constants import paper_constants, parse_basin
@@ -259,7 +261,9 @@ def run(args: argparse.Namespace) -> int:
         basin = parse_token_basin(args.basin, list(table.tokens), table.space.length)
     report = model_report(table, args.eps, basin, args.seed)
     if args.json:
-        print(dumps_json(jsonable({"frame": title, **report}), indent=1))
+        given = {"kernel": "glauber", "temperature": table.temperature, "seed": args.seed, "eps": args.eps,
+                 "basin": args.basin, **source_inputs(args, table)}
+        print(dumps_json(stamp("verify-mlm", jsonable({"frame": title, **report}), given), indent=1))
     else:
         print(format_model_report(title, report))
     return 1 if any(r.get("conclusion") == "violated" for r in report["results"]) else 0

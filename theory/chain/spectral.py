@@ -50,7 +50,8 @@ def time_reversal(P: Matrix, logpi: np.ndarray) -> Matrix:
     stationary masses spanning hundreds of decades do not overflow."""
     if sp.issparse(P):
         T = sp.coo_array(P).T.tocoo()  # entry (x, y) holds P(y, x)
-        data = np.exp(np.log(T.data) + logpi[T.col] - logpi[T.row])
+        with np.errstate(divide="ignore"):  # explicit zeros (zero conditionals) stay 0
+            data = np.exp(np.log(T.data) + logpi[T.col] - logpi[T.row])
         return sp.csr_array((data, (T.row, T.col)), shape=P.shape)
     Pt = np.asarray(P).T
     with np.errstate(divide="ignore"):

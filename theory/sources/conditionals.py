@@ -22,7 +22,7 @@ import numpy as np
 from scipy.special import log_softmax
 
 from mlmix.theory.sources.space import StateSpace
-from mlmix.validation import check_temperature
+from mlmix.validation import check_memory, check_score_values, check_table_shape, check_temperature, table_entries
 
 
 class Conditionals(ABC):
@@ -285,18 +285,16 @@ class ScoreTable(Conditionals):
     """Local scores s_i(v | x_{-i}) stored for every site and context (generally incompatible).
 
     ``table[i, c, v]`` with c the index of x_{-i} in V^{n-1} (mixed radix, remaining sites in
-    order). Shape (n, |V|^(n-1), |V|).
+    order). Shape (n, |V|^(n-1), |V|). Entries are finite or -inf (p_i(v | x_{-i}) = 0: the chain may
+    then be reducible, which the analysis reports), never NaN or +inf, with a finite entry in every row.
     """
 
     def __init__(self, space: StateSpace, table: np.ndarray, temperature: float = 1.0) -> None:
         super().__init__(space, temperature)
-        tab = np.asarray(table, dtype=np.float64)
-        shape = (space.length, space.vocab_size ** (space.length - 1), space.vocab_size)
-        if tab.shape != shape:
-            raise ValueError(f"score table must have shape {shape}, got {tab.shape}")
-        if not np.isfinite(tab).all():
-            raise ValueError("score table contains NaN or infinite entries")
-        self.table = tab
+        tab = np.asarray(table)
+        check_table_shape(tab.shape, space.length, space.vocab_size, space.vocab_size,
+                          f"a score table of |V| = {space.vocab_size}, n = {space.length}")
+        self.table = check_score_values(tab, "score table")
 
     def _context_index(self, contexts: np.ndarray, site: int) -> np.ndarray:
         rest = np.delete(contexts, site, axis=1).astype(np.int64)
@@ -311,6 +309,7 @@ class ScoreTable(Conditionals):
                temperature: float = 1.0) -> "ScoreTable":
         """Scores i.i.d. N(0, scale^2) for every (site, context, symbol)."""
         space = StateSpace(vocab_size, length)
+        check_memory(8.0 * table_entries(length, vocab_size, vocab_size), f"a score table of {vocab_size}^{length - 1} contexts")
         rng = np.random.default_rng(seed)
         shape = (length, vocab_size ** (length - 1), vocab_size)
         return cls(space, scale * rng.standard_normal(shape), temperature)

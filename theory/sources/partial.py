@@ -14,7 +14,7 @@ from scipy.special import log_softmax, logsumexp
 
 from mlmix.theory.sources.conditionals import Conditionals, ScoreTable
 from mlmix.theory.sources.space import StateSpace
-from mlmix.validation import check_memory
+from mlmix.validation import check_memory, check_score_values, check_table_shape, table_entries
 
 
 def partial_space_size(space: StateSpace) -> int:
@@ -34,16 +34,10 @@ class PartialScoreTable(Conditionals):
 
     def __init__(self, space: StateSpace, table: np.ndarray, temperature: float = 1.0) -> None:
         super().__init__(space, temperature)
-        tab = np.asarray(table, dtype=np.float64)
+        tab = np.asarray(table)
         n, q = space.length, space.vocab_size
-        shape = (n, (q + 1) ** (n - 1), q)
-        if tab.shape != shape:
-            raise ValueError(f"partial score table must have shape {shape}, got {tab.shape}")
-        if np.isnan(tab).any() or np.isposinf(tab).any():
-            raise ValueError("partial score table contains NaN or +inf entries")
-        if not np.isfinite(tab).any(axis=-1).all():
-            raise ValueError("every row of the partial score table needs a finite score")
-        self.table = tab
+        check_table_shape(tab.shape, n, q + 1, q, f"a partial score table of |V| = {q}, n = {n}")
+        self.table = check_score_values(tab, "partial score table")
 
     @property
     def mask(self) -> int:
@@ -75,20 +69,20 @@ class PartialScoreTable(Conditionals):
         return log_softmax(self.partial_scores(partial, site) / self.temperature, axis=-1)
 
     def full_table(self) -> ScoreTable:
-        """The full conditionals s_i(. | x_{-i}) (contexts without a mask) as a :class:`ScoreTable`."""
+        """The full conditionals s_i(. | x_{-i}) (contexts without a mask) as a :class:`ScoreTable`; -inf
+        entries (zero conditionals) are kept, so its chains may be reducible."""
         n, q = self.space.length, self.space.vocab_size
         rest = StateSpace(q, n - 1).all_states() if n > 1 else np.zeros((1, 0), np.int64)
         idx = rest @ ((q + 1) ** np.arange(n - 2, -1, -1, dtype=np.int64))
-        tab = self.table[:, idx]
-        if not np.isfinite(tab).all():
-            raise ValueError("the full conditionals have zeros (-inf scores); a ScoreTable needs finite scores")
-        return ScoreTable(self.space, tab, self.temperature)
+        return ScoreTable(self.space, self.table[:, idx], self.temperature)
 
     @classmethod
     def random(cls, vocab_size: int, length: int, seed: int | None = None, scale: float = 1.0,
                temperature: float = 1.0) -> "PartialScoreTable":
         """Scores i.i.d. N(0, scale^2) for every (site, partial context, symbol): a toy source."""
         space = StateSpace(vocab_size, length)
+        check_memory(8.0 * table_entries(length, vocab_size + 1, vocab_size),
+                     f"a partial score table of {vocab_size + 1}^{length - 1} contexts")
         rng = np.random.default_rng(seed)
         shape = (length, (vocab_size + 1) ** (length - 1), vocab_size)
         return cls(space, scale * rng.standard_normal(shape), temperature)

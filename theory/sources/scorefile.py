@@ -17,6 +17,7 @@ reads a file back as a :class:`~mlmix.theory.sources.conditionals.ScoreTable` or
 from __future__ import annotations
 
 import zipfile
+import zlib
 from pathlib import Path
 
 import numpy as np
@@ -25,7 +26,17 @@ from mlmix.files import atomic_save_npz
 from mlmix.theory.sources.conditionals import Conditionals, ScoreTable
 from mlmix.theory.sources.partial import PartialScoreTable
 from mlmix.theory.sources.space import StateSpace
-from mlmix.validation import SCORES_FORMAT, check_score_arrays
+from mlmix.validation import (
+    SCORES_FORMAT,
+    array_nbytes,
+    check_memory,
+    check_score_arrays,
+    check_score_metadata,
+    npz_headers,
+)
+
+#: What reading a member of a damaged .npz can raise once its header was read (truncated or corrupt data).
+_FILE_ERRORS = (OSError, ValueError, EOFError, zipfile.BadZipFile, zlib.error)
 
 
 def save_scores(path: str | Path, source: Conditionals, tokens: list[str] | None = None) -> str:
@@ -48,16 +59,28 @@ def save_scores(path: str | Path, source: Conditionals, tokens: list[str] | None
 
 
 def load_scores(path: str | Path, temperature: float | None = None) -> ScoreTable | PartialScoreTable:
-    """Read a score file; ``temperature`` overrides the file's. One-line ValueError on a bad file."""
-    path = Path(path)
-    if not path.is_file():
-        raise ValueError(f"score file {path} does not exist")
+    """Read a score file; ``temperature`` overrides the file's. The metadata and the table's shape are
+    checked from the file's headers (:func:`mlmix.validation.check_score_metadata`) and the table's memory
+    against the limit in force before its data is read, so a small file claiming n = 10^12 or a
+    decompression bomb is refused at once. One-line ValueError (TypeError for a wrong kind of field)."""
+    where = str(path)
+    heads = npz_headers(path, "score file")
+    shape, dtype = heads.get("table", ((), np.dtype(np.float64)))
+    small = {key: head for key, head in heads.items() if key != "table"}
+    check_memory(sum(array_nbytes(s, d.itemsize) for s, d in small.values()), f"{where}: the metadata arrays")
     try:
         with np.load(path, allow_pickle=False) as z:
-            arrays = {key: z[key] for key in z.files}
-    except (OSError, ValueError, EOFError, zipfile.BadZipFile) as err:
-        raise ValueError(f"{path} is not a readable .npz score file: {err}") from None
-    a = check_score_arrays(arrays, str(path))
+            meta = {key: z[key] for key in small}
+    except _FILE_ERRORS as err:
+        raise ValueError(f"{path} is not a readable .npz score file ({type(err).__name__}: {err})") from None
+    check_score_metadata({**meta, **({"table_shape": shape, "table_dtype": dtype} if "table" in heads else {})}, where)
+    check_memory(array_nbytes(shape, dtype.itemsize + 8.0), f"{where}: the score table")
+    try:
+        with np.load(path, allow_pickle=False) as z:
+            arrays = {**meta, "table": z["table"]}
+    except _FILE_ERRORS as err:
+        raise ValueError(f"{path} is not a readable .npz score file ({type(err).__name__}: {err})") from None
+    a = check_score_arrays(arrays, where)
     space = StateSpace(a["vocab_size"], a["length"])
     T = a["temperature"] if temperature is None else temperature
     src = PartialScoreTable(space, a["table"], T) if a["kind"] == "partial" else ScoreTable(space, a["table"], T)
