@@ -522,7 +522,7 @@ def diagnose(chain, source: Conditionals | None = None, *, draws: np.ndarray | N
         coupling = {"lag": None, "pairs": 0, "censored": 0, "meeting_times": [], "upper_bound": None,
                     "lower_estimate": None,
                     "reason": "not computed for supplied draws: the L-lag coupling needs pairs run by mlmix's sampler"}
-        source_of_draws = {"draws": "supplied", "transitions_checked": checked}
+        source_of_draws = {"draws": "supplied", "seed": None, "transitions_checked": checked}
         mu_codes = space.encode(states[0])
     else:
         chains = check_int(4 if chains is None else chains, "chains", minimum=2)

@@ -5,6 +5,9 @@ from __future__ import annotations
 import json
 import sys
 import types
+from pathlib import Path
+
+import jsonschema
 
 import networkx as nx
 import numpy as np
@@ -150,6 +153,8 @@ def test_cli_draws_file(tmp_path, capsys):
     assert main(argv) == 0
     rep = json.loads(capsys.readouterr().out)
     assert rep["inputs"]["draws_file"] == str(path) and rep["coupling"]["upper_bound"] is None
+    schema = json.loads((Path(__file__).resolve().parents[2] / "docs" / "schema" / "diagnose.schema.json").read_text())
+    jsonschema.Draft202012Validator(schema).validate(rep)
     values = (draws == 1).sum(axis=-1).astype(float)
     assert rep["diagnostics"]["count:1"]["rhat"] == float(array_stats.rhat(values, method="rank", chain_axis=0,
                                                                              draw_axis=1))
