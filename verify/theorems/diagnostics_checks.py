@@ -126,7 +126,7 @@ class ExactESS(OnFirst, _Diagnostic):
                  "Var_pi(f), Z = (I - P + 1 pi)^{-1}; pi(f), Var_pi(f) and d_mu(t) = TV(mu P^t, pi) by dense "
                  "solves and products on the Glauber kernel built from the conditionals")
     extras = ("function", "start", "sim_seed")
-    budget = 0.1
+    budget = 0.15
 
     def strategy(self) -> st.SearchStrategy:
         return ess_instances()
@@ -253,7 +253,7 @@ class RankRhat(_Diagnostic):
     statement = ("library_diagnostics' R-hat (arviz-stats) = max(R(z(split x)), R(z(|split x - median|))), "
                  "R = sqrt(((N-1)/N W + B/N) / W), z = Phi^{-1}((rank - 3/8)/(S + 1/4)), on draws of known "
                  "within/between structure; compared as R-hat - 1")
-    budget = 0.2
+    budget = 0.3
 
     def strategy(self) -> st.SearchStrategy:
         return constructed_draws()
@@ -402,7 +402,7 @@ class LagCoupling(OnFirst, _Diagnostic):
                  "from the pair chain's meeting-time law; the library's estimate of B on its meeting times = "
                  "the counting form; its simulated mean meeting time = E[tau] within 5 standard errors")
     extras = ("lag", "start", "sim_seed")
-    budget = 0.06
+    budget = 0.08
 
     def strategy(self) -> st.SearchStrategy:
         return coupling_instances()

@@ -84,7 +84,7 @@ class Representations(OnFirst, Theorem):
                  "E_x tau_A lie inside the dense chain's certified enclosures, and the dense exact t_mix(1/4) lies "
                  "inside the operator's certified interval")
     extras = ("kernel", "draw_seed")
-    budget = 0.08
+    budget = 0.12
 
     def strategy(self) -> st.SearchStrategy:
         return representation_instances()
