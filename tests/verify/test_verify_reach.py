@@ -113,6 +113,8 @@ def test_rhat_over_the_wrong_axis_is_caught(monkeypatch):
     monkeypatch.setattr(array_stats, "rhat", lambda x, **kw: real(x, **{**kw, "chain_axis": 1, "draw_axis": 0}))
     x = np.random.default_rng(1).standard_normal((4, 40)) + np.arange(4)[:, None] * 0.5
     assert not REGISTRY["diagnostics.rhat"].check((x, {})).holds
+    # two chains read as 40 chains of 2 draws: arviz-stats says undefined (None), a wrong answer, not a crash
+    assert not REGISTRY["diagnostics.rhat"].check((x[:2], {})).holds
 
 
 def test_exact_ess_with_a_wrong_sigma2_is_caught(monkeypatch):
@@ -149,6 +151,18 @@ def test_meeting_time_off_by_one_is_caught(monkeypatch):
     real = diag.meeting_times
     monkeypatch.setattr(diag, "meeting_times", lambda *a, **kw: real(*a, **kw) + 1)
     assert not REGISTRY["diagnostics.coupling"].check(coupling_instance(2)).holds
+
+
+def test_pairs_that_start_together_meeting_at_lag_is_caught(monkeypatch):
+    """tau = L + max(1, M): a pair with X_L = Y_0 meets at L + 1, never at L."""
+    real = diag.meeting_times
+
+    def at_lag(source, P, kernel, x0, y0, lag, *rest):
+        tau = real(source, P, kernel, x0, y0, lag, *rest)
+        return np.where(tau == lag + 1, lag, tau)
+
+    monkeypatch.setattr(diag, "meeting_times", at_lag)
+    assert not REGISTRY["diagnostics.coupling"].check(coupling_instance(1, "0 1 0")).holds
 
 
 def test_a_loose_exact_bound_is_seen_by_the_attaining_instance():

@@ -17,6 +17,8 @@ bounds are loose by design).
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 from hypothesis import strategies as st
 
@@ -47,9 +49,9 @@ def representation_instances(draw) -> tuple:
 
 
 def _mid(r: Result) -> tuple[float, float]:
-    """(centre, half-width) of a Result's enclosure, widened by a few ulps."""
+    """(centre, half-width) of a Result's enclosure, widened by a few ulps; (nan, inf) without one."""
     if r.lower is None or r.upper is None:
-        raise ValueError(f"{r.name} has no enclosure: {r.reason}")
+        return math.nan, math.inf
     lo, hi = float(r.lower), float(r.upper)
     mid = (lo + hi) / 2
     return mid, (hi - lo) / 2 + 4 * U * abs(mid)
@@ -61,13 +63,21 @@ def _interval_part(name: str, a: Result, b: Result) -> Part:
     return Part(name, ma, mb, "==", ea, eb, False)
 
 
-def _vector_part(name: str, a, b, weights: np.ndarray | None = None) -> Part:
-    """The entry where two VectorResults differ most relative to their errors (entrywise relative errors,
-    or the l1 bound ``abs_error`` on each entry)."""
+def _errors(v) -> np.ndarray:
+    """Entrywise error bounds of a VectorResult (relative, or the l1 bound on each entry); inf if none."""
+    x = np.abs(np.asarray(v.value, dtype=float))
+    if v.rel_error is not None:
+        return x * v.rel_error + 4 * U * x
+    return np.full(x.shape, math.inf if v.abs_error is None else float(v.abs_error)) + 4 * U * x
+
+
+def _vector_part(name: str, a, b) -> Part:
+    """The entry where two VectorResults differ most relative to their error bounds (a side without a bound
+    compares as NaN: a number with no stated accuracy fails the part)."""
     va, vb = np.asarray(a.value, dtype=float), np.asarray(b.value, dtype=float)
-    ea = np.abs(va) * a.rel_error if a.rel_error is not None else np.full(va.shape, float(a.abs_error))
-    eb = np.abs(vb) * b.rel_error if b.rel_error is not None else np.full(vb.shape, float(b.abs_error))
-    ea, eb = ea + 4 * U * np.abs(va), eb + 4 * U * np.abs(vb)
+    ea, eb = _errors(a), _errors(b)
+    if not (np.isfinite(ea).all() and np.isfinite(eb).all()):
+        return Part(name, math.nan, float(vb.sum()), "==", 0.0, 0.0, False)
     score = np.abs(va - vb) / np.maximum(ea + eb, 1e-300)
     score = np.where(np.abs(vb) > 0, score, -1.0)
     k = int(np.argmax(score))
