@@ -44,6 +44,24 @@ def test_rank_rhat_agrees_with_arviz_and_grows_with_a_shifted_chain():
     assert D.rank_rhat(shifted) > D.rank_rhat(draws)
 
 
+def test_bulk_ess_agrees_with_arviz_and_of_independent_draws_is_near_the_draw_count():
+    rng = np.random.default_rng(2)
+    draws = rng.standard_normal((4, 500))
+    ess = D.bulk_ess(draws)
+    assert ess == pytest.approx(diag.library_diagnostics(draws)["ess_bulk"], rel=1e-9)
+    assert 0.8 * draws.size < ess < 1.2 * draws.size
+
+
+def test_bulk_ess_with_the_mean_method_is_caught(monkeypatch):
+    from arviz_stats.base import array_stats
+
+    real = array_stats.ess
+    monkeypatch.setattr(array_stats, "ess", lambda x, method="bulk", **kw: real(x, method="mean" if method == "bulk"
+                                                                                 else method, **kw))
+    x = np.random.default_rng(3).standard_normal((3, 80)).cumsum(axis=1)
+    assert not REGISTRY["diagnostics.rhat"].check((x, {})).holds
+
+
 def test_glauber_dense_and_stationary_match_the_joint():
     inst = joint_instance()
     P = D.glauber_dense(inst.source)
