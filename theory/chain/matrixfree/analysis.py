@@ -700,7 +700,7 @@ class OperatorChain(Chain):
         """sigma^2(f) through the Poisson equation (:func:`mlmix.theory.chain.matrixfree.solves.asymptotic_variance`)."""
 
         f = check_vector(f, self.n_states, "f")
-        return asymptotic_variance(self.op, f, self._pi_t, self.additive_gap)
+        return asymptotic_variance(self.op, f, self._pi_t, self.additive_gap, self._pi_rel_error)
 
     @cached_property
     def kemeny_constant(self) -> Result:

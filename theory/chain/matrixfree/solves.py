@@ -236,8 +236,11 @@ def hitting_probabilities(op: KernelOperator, A: np.ndarray, t: int) -> VectorRe
 
 # ------------------------------------------------------------------------------------------ averages
 
-def asymptotic_variance(op: KernelOperator, f: np.ndarray, pi: torch.Tensor, gap: Result) -> Result:
-    """sigma^2(f) through the Poisson equation (module docstring), on one process or sharded."""
+def asymptotic_variance(op: KernelOperator, f: np.ndarray, pi: torch.Tensor, gap: Result,
+                        pi_rel_error: float | None = None) -> Result:
+    """sigma^2(f) through the Poisson equation (module docstring), on one process or sharded. The error
+    bound adds the effect of pi's entrywise relative error ``pi_rel_error`` on 2 <f_bar, g>_pi - Var_pi(f),
+    3 rel (2 <|f_bar g|>_pi + Var_pi f), as on the dense route."""
     ft = _local(op, f).to(op.dtype)
     fbar = ft - global_total(op, pi * ft)
     if op.reversible:  # D^1/2 (I - P + 1 pi^T) D^-1/2 = I - B + sqrt(pi) sqrt(pi)^T: positive definite
@@ -266,6 +269,7 @@ def asymptotic_variance(op: KernelOperator, f: np.ndarray, pi: torch.Tensor, gap
     g_lo = gap.lower or 0.0
     err = 2.0 * math.sqrt(var * global_total(op, pi * res.square())) / g_lo if g_lo > 0 else math.inf
     err += 8 * EPS * op.n_states ** 0.5 * (abs(sigma2) + var)  # the inner products
+    err += 3.0 * (pi_rel_error or 0.0) * (2.0 * global_total(op, pi * (fbar * g).abs()) + var)  # pi's own error
     return Result.checked(NAMES["asymptotic_variance"], sigma2, err, how + "; error <= 2 ||f_bar||_pi ||r||_pi / gap "
                           "(r with its rounding)", lower=0.0)
 
