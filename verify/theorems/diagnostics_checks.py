@@ -309,8 +309,8 @@ class RankRhat(_Diagnostic):
 
         x = instance[0]
         out = library_diagnostics(x)
-        # undefined (None) where the closed form is defined: a wrong answer, not a crash
-        lib, ess = (math.nan if out[k] is None else out[k] for k in ("rhat", "ess_bulk"))
+        # undefined (None) where the closed form is defined: a wrong answer (compared as +inf), not a crash
+        lib, ess = (math.inf if out[k] is None else out[k] for k in ("rhat", "ess_bulk"))
         mine, mine_ess = rank_rhat(x), bulk_ess(x)
         err = 1e-10 * mine
         ess_err = 1e-9 * mine_ess * x.shape[1]  # FFT against direct sums of N products

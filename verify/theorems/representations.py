@@ -48,19 +48,22 @@ def representation_instances(draw) -> tuple:
     return inst, kernel, draw(st.integers(0, 2**16))
 
 
-def _mid(r: Result) -> tuple[float, float]:
-    """(centre, half-width) of a Result's enclosure, widened by a few ulps; (nan, inf) without one."""
+def _mid(r: Result) -> tuple[float, float] | None:
+    """(centre, half-width) of a Result's enclosure, widened by a few ulps; None without one."""
     if r.lower is None or r.upper is None:
-        return math.nan, math.inf
+        return None
     lo, hi = float(r.lower), float(r.upper)
     mid = (lo + hi) / 2
     return mid, (hi - lo) / 2 + 4 * U * abs(mid)
 
 
 def _interval_part(name: str, a: Result, b: Result) -> Part:
-    ma, ea = _mid(a)
-    mb, eb = _mid(b)
-    return Part(name, ma, mb, "==", ea, eb, False)
+    """The two enclosures must intersect; a side without an enclosure fails the part (compared as +inf
+    against 0: a number with no stated accuracy is not a verdict of agreement)."""
+    ma, mb = _mid(a), _mid(b)
+    if ma is None or mb is None:
+        return Part(name, math.inf, 0.0, "==", 0.0, 0.0, False)
+    return Part(name, ma[0], mb[0], "==", ma[1], mb[1], False)
 
 
 def _errors(v) -> np.ndarray:
@@ -73,11 +76,11 @@ def _errors(v) -> np.ndarray:
 
 def _vector_part(name: str, a, b) -> Part:
     """The entry where two VectorResults differ most relative to their error bounds (a side without a bound
-    compares as NaN: a number with no stated accuracy fails the part)."""
+    compares as +inf: a number with no stated accuracy fails the part)."""
     va, vb = np.asarray(a.value, dtype=float), np.asarray(b.value, dtype=float)
     ea, eb = _errors(a), _errors(b)
     if not (np.isfinite(ea).all() and np.isfinite(eb).all()):
-        return Part(name, math.nan, float(vb.sum()), "==", 0.0, 0.0, False)
+        return Part(name, math.inf, 0.0, "==", 0.0, 0.0, False)
     score = np.abs(va - vb) / np.maximum(ea + eb, 1e-300)
     score = np.where(np.abs(vb) > 0, score, -1.0)
     k = int(np.argmax(score))
