@@ -5,11 +5,13 @@ off by one, one-ulp inward rounding) failing its check."""
 import math
 from fractions import Fraction
 
+import mpmath as mp
 import numpy as np
 import pytest
 
 from mlmix.theory import results
 from mlmix.theory.chain import core, mixing
+from mlmix.theory.local.constants import thm5_bound
 from mlmix.theory.results import Result
 from mlmix.verify.core import search
 from mlmix.verify.theorems import intervals as I
@@ -121,3 +123,22 @@ def test_one_ulp_inward_rounding_is_caught(monkeypatch, end):
     assert not v.holds
     resolved = I.Arithmetic(Result.exact("a", 0.1, "t"), Result.exact("b", 0.2, "t"), "+")
     assert not I.IntervalArithmetic().check(resolved).holds  # the constructor refuses: a failed check, no crash
+
+
+# ------------------------------------------------------------------------------ Theorem 5's integer bound
+
+
+def test_theorem5_bound_is_the_ceiling_over_the_enclosure_of_rho():
+    """ceil(n/(1-rho) log(n/eps)): exact when rho's enclosure decides the ceiling; when f(rho) = 23 lies
+    inside f(enclosure), both 23 and 24 are possible and the result is the interval [23, 24]; its upper end
+    is at least the real f(rho.upper) (mpmath, 50 digits)."""
+    n, eps = 4, 0.25
+    f = lambda r: mp.mpf(n) / (1 - mp.mpf(r)) * mp.log(mp.mpf(n) / mp.mpf(eps))
+    assert thm5_bound(n, Result.exact("rho", 0.5, "t"), eps) == 23  # 8 log 16 = 22.18
+    r = 1 - 4 * math.log(16) / 23  # f(r) = 23 up to rounding
+    b = thm5_bound(n, Result.approximate("rho", r, 1e-9, "t"), eps)
+    assert (b.value, b.lower, b.upper) == (None, 23, 24)
+    with mp.workdps(50):
+        assert b.upper >= f(Result.approximate("rho", r, 1e-9, "t").upper)
+        assert b.lower <= mp.ceil(f(Result.approximate("rho", r, 1e-9, "t").lower))
+    assert thm5_bound(n, Result.interval("rho", 0.5, None, "t", "sampled"), eps).value is None
