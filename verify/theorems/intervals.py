@@ -346,7 +346,7 @@ class KemenyEnds(EngineTheorem):
                  "(N - 2 + tr P <= K <= chord; non-reversible (N - 1)/2 <= K)")
     attaining = (Attaining("P = J/4: both ends of the trace-and-gap interval equal K = 3", lambda: uniform_jump(4),
                            (1.000001, 1.000001, 1.000001, 1.000001)),)
-    budget = 0.4
+    budget = 0.3
 
     def strategy(self) -> st.SearchStrategy:
         return _mixed({"zero": zero_conditional_cases(), "sampler": sampler_cases(), "matrix": transient_cases()},
