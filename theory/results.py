@@ -10,6 +10,10 @@ Every quantity mlmix computes comes back as a :class:`Result` (a number) or a
   the size limit was exceeded, the quantity is infinite, ...), and ``lower`` / ``upper`` give
   whatever enclosure is known (None for an unknown side).
 
+Every result satisfies ``lower <= value <= upper`` (the sides that are known) and has no NaN in
+its value or ends: the constructor raises ValueError otherwise, so an enclosure that excludes its own
+value, or is empty, is a bug caught where it is made.
+
 ``float(result)`` returns the value or raises :class:`~mlmix.errors.UnresolvedError` with the
 reason; ``numpy.asarray(vector_result)`` gives the vector.
 
@@ -18,7 +22,13 @@ Results behave like numbers where their enclosure decides (:class:`Result`): a c
 and raises :class:`~mlmix.errors.UnresolvedError` when the intervals overlap - an undecided
 comparison is never hidden; ``+ - * /`` propagate the enclosures by interval arithmetic, every end
 rounded outward by one ulp (``math.nextafter``), so the true value of the combination lies in the
-result's ``[lower, upper]``; ``round(r, k)`` is the rounding both ends agree on. ``to_json`` /
+result's ``[lower, upper]``. A NaN operand, or a combination without a value (``0 * inf``,
+``inf - inf``), gives an *unresolved* result with both sides unknown and the reason - never a
+resolved NaN. ``==`` is True only when both enclosures are the same single point (an approximate
+value is never certified equal to a number, its enclosure being wider than a point: the
+constructors round its ends outward); ``bool(r)`` is ``r != 0``: False for a certified 0, True
+when the enclosure excludes 0, UnresolvedError otherwise. ``round(r, k)`` is the rounding both ends
+agree on. ``to_json`` /
 ``from_json`` (and :func:`dumps_results` / :func:`loads_results` for nested reports such as
 ``Chain.summary()``) round-trip results exactly, infinities included. ``as_dict()`` is the JSON form used by
 the CLI: ``{"value", "lower", "upper", "rel_error", "method", "reason", ...details}``.
@@ -31,7 +41,9 @@ from __future__ import annotations
 
 import json
 import math
+import sys
 from dataclasses import dataclass, field
+from fractions import Fraction
 from html import escape
 from typing import Any, Mapping
 
@@ -93,6 +105,23 @@ class Result:
     reason: str | None = None
     details: Mapping[str, Any] = field(default_factory=dict)
 
+    def __post_init__(self) -> None:
+        """The invariant ``lower <= value <= upper`` (known sides), no NaN, a non-negative rel_error."""
+        for label, x in (("value", self.value), ("lower", self.lower), ("upper", self.upper),
+                         ("rel_error", self.rel_error)):
+            if x is not None and isinstance(x, (float, np.floating)) and math.isnan(x):
+                raise ValueError(f"result {self.name!r}: {label} is NaN (an unknown side is None; an uncomputable "
+                                 "value is an unresolved result with its reason)")
+        if self.rel_error is not None and self.rel_error < 0:
+            raise ValueError(f"result {self.name!r}: negative rel_error {self.rel_error!r}")
+        lo = -math.inf if self.lower is None else self.lower
+        hi = math.inf if self.upper is None else self.upper
+        v = self.value
+        if not (lo <= hi) or (v is not None and not (lo <= v <= hi)):
+            raise ValueError(f"result {self.name!r}: enclosure [{_fmt(self.lower)}, {_fmt(self.upper)}] "
+                             + ("is empty" if not lo <= hi else f"does not contain its value {v!r}")
+                             + " (lower <= value <= upper is required)")
+
     # ---------------------------------------------------------------- constructors
     @classmethod
     def exact(cls, name: str, value: float | int, method: str, **details: Any) -> "Result":
@@ -101,10 +130,16 @@ class Result:
 
     @classmethod
     def approximate(cls, name: str, value: float, rel_error: float, method: str, **details: Any) -> "Result":
-        """A value with a bound on its relative error (the enclosure follows from it)."""
+        """A value with a bound on its relative error: the enclosure v (1 -+ r), each end rounded
+        outward where its floating-point product is not exact (so it never excludes a true value
+        the bound allows, and r > 0 never gives a single point)."""
         v, r = float(value), float(rel_error)
-        lo, hi = sorted((v * (1 - r), v * (1 + r)))
-        return cls(name, v, method, r, lo, hi, None, details)
+        if not math.isfinite(v) or not math.isfinite(r) or r == 0:
+            ends = (v, v) if r == 0 else (v * (1 - r), v * (1 + r))
+            lo, hi = sorted(ends) if not any(map(math.isnan, ends)) else (None, None)
+            return cls(name, v, method, r, lo, hi, None, details)
+        ends = sorted((Fraction(v) * (1 - Fraction(r)), Fraction(v) * (1 + Fraction(r))))
+        return cls(name, v, method, r, _float_below(ends[0]), _float_above(ends[1]), None, details)
 
     @classmethod
     def checked(cls, name: str, value: float, abs_error: float, method: str, *, rtol: float = DEFAULT_RTOL,
@@ -183,6 +218,8 @@ class Result:
         if isinstance(other, (bool, np.bool_)) or not isinstance(other, (int, float, np.integer, np.floating)):
             return None
         x = float(other)
+        if math.isnan(x):
+            return Result.missing("nan", "a given number", "the operand is NaN")
         return Result.exact(repr(x) if not x.is_integer() else str(int(x)) if abs(x) < 1e15 else repr(x), x,
                             "a given number")
 
@@ -192,8 +229,6 @@ class Result:
             return NotImplemented
         a_lo, a_hi = self._ends()
         b_lo, b_hi = o._ends()
-        if math.isnan(a_lo) or math.isnan(a_hi) or math.isnan(b_lo) or math.isnan(b_hi):
-            raise UnresolvedError(f"{self.name} {op} {o.name}: NaN in an enclosure")
         decided = {  # (certainly true, certainly false) for true values a in [a_lo, a_hi], b in [b_lo, b_hi]
             "<": (a_hi < b_lo, a_lo >= b_hi),
             "<=": (a_hi <= b_lo, a_lo > b_hi),
@@ -231,6 +266,11 @@ class Result:
         equal = self.__eq__(other)
         return equal if equal is NotImplemented else not equal
 
+    def __bool__(self) -> bool:
+        """``r != 0``: False for a certified 0, True when the enclosure excludes 0, UnresolvedError
+        otherwise (``if gap:`` never treats an undecided or zero result as true)."""
+        return self != 0
+
     __hash__ = object.__hash__
 
     def _combine(self, other: Any, op: str, reflected: bool = False) -> "Result":
@@ -252,6 +292,8 @@ class Result:
             ends = [_times(x, y) if op == "*" else _quotient(x, y) for x in (a_lo, a_hi) for y in (b_lo, b_hi)]
             lo, hi = min(ends), max(ends)
         lo, hi = _down(lo), _up(hi)
+        if math.isnan(lo) or math.isnan(hi):  # inf - inf at an end: that side is not known
+            lo, hi = (-math.inf if math.isnan(lo) else lo), (math.inf if math.isnan(hi) else hi)
         lower = None if lo == -math.inf else lo
         upper = None if hi == math.inf else hi
         if a.value is None or b.value is None:
@@ -259,6 +301,9 @@ class Result:
             return Result(name, None, method, None, lower, upper, f"an operand is not resolved ({reasons})")
         v = {"+": lambda: a.value + b.value, "-": lambda: a.value - b.value, "*": lambda: a.value * b.value,
              "/": lambda: a.value / b.value}[op]()
+        if math.isnan(v):
+            return Result(name, None, method, None, None, None,
+                          f"{_fmt(a.value)} {op} {_fmt(b.value)} has no value (an indeterminate form)")
         if lower is None or upper is None or (v == 0 and lo != hi):
             return Result(name, None, method, None, lower, upper,
                           "the enclosure is not bounded relative to the value")
@@ -413,6 +458,11 @@ class VectorResult(NDArrayOperatorsMixin):
     log_value: np.ndarray | None = None
     details: Mapping[str, Any] = field(default_factory=dict)
 
+    def __post_init__(self) -> None:
+        for label, x in (("rel_error", self.rel_error), ("abs_error", self.abs_error), ("residual", self.residual)):
+            if x is not None and not x >= 0:
+                raise ValueError(f"vector result {self.name!r}: {label} must be a number >= 0, got {x!r}")
+
     def __array__(self, dtype: Any = None, copy: bool | None = None) -> np.ndarray:
         arr = self.value if dtype is None else self.value.astype(dtype)
         return arr.copy() if copy else arr
@@ -480,6 +530,20 @@ def _up(x: float) -> float:
 
 def _down(x: float) -> float:
     return math.nextafter(x, -math.inf) if math.isfinite(x) else x
+
+
+def _float_below(q: Fraction) -> float:
+    """The largest float <= the rational q (-inf below the float range)."""
+    try:
+        x = float(q)
+    except OverflowError:
+        return -math.inf if q < 0 else sys.float_info.max
+    return math.nextafter(x, -math.inf) if Fraction(x) > q else x
+
+
+def _float_above(q: Fraction) -> float:
+    """The smallest float >= the rational q (inf above the float range)."""
+    return -_float_below(-q)
 
 
 def _times(x: float, y: float) -> float:

@@ -63,8 +63,9 @@ PAPERS = {"glauber": "Mixing Times of Glauber Dynamics on Masked Language Models
           "pitfalls": "Promises and Pitfalls of Generative Masked Language Modeling",
           "facts": "Standard Markov-chain facts the proofs and the exact engine use (THEOREMS.md 2C)",
           "samplers": "Samplers run on masked LMs: scan orders, MH targets, masked-diffusion decoders",
-          "user": "Theorems of the user's own package (mlmix.theorem, mlmix verify --module)",
-          "diagnostics": "Convergence diagnostics and dense, CSR and matrix-free chains against closed forms"}
+          "engine": "mlmix's exact engine (interval ends)",
+          "diagnostics": "Convergence diagnostics and dense, CSR and matrix-free chains against closed forms",
+          "user": "Theorems of the user's own package (mlmix.theorem, mlmix verify --module)"}
 
 #: Default relative error assumed for each side of a comparison when a check gives none.
 RTOL = 1e-9

@@ -34,7 +34,7 @@ def test_scaling_the_engine_conductance_breaks_the_cheeger_check(monkeypatch):
 
     def scaled(self):
         r = original.func(self)
-        return dataclasses.replace(r, value=1.1 * r.value)
+        return dataclasses.replace(r, value=1.1 * r.value, lower=1.1 * r.lower, upper=1.1 * r.upper)
 
     monkeypatch.setattr(Chain, "conductance", property(scaled))
     v = THEOREMS["facts.cheeger"].check(_three_site_chain())

@@ -67,7 +67,10 @@ def asymptotic_variance_dense(el: Elimination, P: Matrix, f: np.ndarray, pi: np.
         if scale > 0 and np.isfinite(scale):  # ||r||_pi without overflow; an infinite bound just loses the min
             with np.errstate(over="ignore"):
                 err_res = 2.0 * np.sqrt(var) * scale * np.sqrt(float(pi @ ((r / scale) ** 2))) / gap.lower
-    err = err_pi + min(err_gth, err_res)
+    # + the square of the centring's rounding: f_bar off by a constant d = pi(f_bar) adds d^2 to pi(f_bar^2)
+    # (a constant f gives sigma2 = -d^2, not 0)
+    shift = abs(float(pi @ fbar)) + 2 * N * EPS * float(pi @ np.abs(fbar))
+    err = err_pi + min(err_gth, err_res) + 2.0 * shift**2
     method = ("Poisson equation grounded at the heaviest state, GTH factors; error bounded a posteriori (solve with "
               "|f - pi(f)|, or residual / gap)")
     return Result.checked("asymptotic variance", sigma2, err, method, rtol=rtol, lower=0.0, upper=None)
@@ -88,7 +91,8 @@ def asymptotic_variance_sparse(P: Matrix, f: np.ndarray, pi: np.ndarray, gap: Re
     var = float(pi @ fbar**2)
     sigma2 = 2.0 * float(pi @ (fbar * g)) - var
     g_lo = gap.lower or 0.0
-    err = (2.0 * np.sqrt(var * float(pi @ r**2)) / g_lo) if g_lo > 0 else np.inf
+    shift = abs(float(pi @ fbar)) + 2 * N * EPS * float(pi @ np.abs(fbar))  # the centring's rounding (dense case)
+    err = (2.0 * np.sqrt(var * float(pi @ r**2)) / g_lo + 2.0 * shift**2) if g_lo > 0 else np.inf
     return Result.checked("asymptotic variance", sigma2, err, method + "; error <= 2 ||f||_pi ||residual||_pi / gap",
                           rtol=rtol, lower=0.0)
 

@@ -63,6 +63,22 @@ def paper_constants_seconds(space: Any) -> float:
         return 0.0
     return seconds_for(3000.0 * space.size * space.length**2 * space.vocab_size**2)
 
+def thm5_bound(n: int, rho: Result, eps: float) -> Result:
+    """Theorem 5's t_mix bound ceil(n / (1 - rho) log(n / eps)) from the enclosure of rho: the real
+    f(r) = n / (1 - r) log(n / eps) increases in r, so the integer lies in [ceil f(rho.lower),
+    ceil f(rho.upper)], each f evaluated with its few roundings (relative 8 u) taken outward. Exact when
+    both ends agree; missing unless rho's upper end is below 1 (and n > 1)."""
+    if n <= 1 or rho.upper is None or rho.upper >= 1:
+        return Result.missing("Theorem 5 bound", "-", "needs rho < 1 (its certified upper end)")
+    f = lambda r: n / (1 - r) * math.log(n / eps)
+    lo = math.ceil(f(max(rho.lower or 0.0, 0.0)) * (1 - 8 * EPS))
+    hi = math.ceil(f(rho.upper) * (1 + 8 * EPS))
+    method = "ceil(n/(1-rho) log(n/eps)) over the enclosure of rho, rounding outward"
+    if lo == hi:
+        return Result.exact("Theorem 5 bound", hi, method)
+    return Result.interval("Theorem 5 bound", lo, hi, method,
+                           "the enclosure of rho straddles a step of the ceiling: the bound is one of these integers")
+
 
 def paper_constants(source: Any, chain: Chain, eps: float, basin: np.ndarray | None = None) -> dict[str, Any]:
     """The constants of the module docstring as JSON-ready Results (chain = the source's Glauber chain)."""
@@ -72,12 +88,7 @@ def paper_constants(source: Any, chain: Chain, eps: float, basin: np.ndarray | N
         return {"reason": f"|V|^n = {space.size} exceeds {CONSTANTS_LIMIT}: the exact local constants are not computed"}
     check_memory(8.0 * space.size * n * q * 3, "the exact local constants (score table of all contexts)")
     out: dict[str, Any] = {k: v for k, v in local_constants(source).items() if k not in ("rho_ij", "delta_ij", "pairs")}
-    rho = out["rho"].value
-    if rho < 1 and n > 1:
-        bound = math.ceil(n / (1 - rho) * math.log(n / eps))
-        out["thm5_t_mix_bound"] = Result.exact("Theorem 5 bound", bound, "ceil(n/(1-rho) log(n/eps))")
-    else:
-        out["thm5_t_mix_bound"] = Result.missing("Theorem 5 bound", "-", "needs rho < 1")
+    out["thm5_t_mix_bound"] = thm5_bound(n, out["rho"], eps)
     out["rectangle"] = {**rectangle_summary(source, max_states=CONSTANTS_LIMIT).as_dict(),
                         "note": "R = 0 on every rectangle iff the conditionals are compatible (Prop 4), iff the "
                                 "chain is reversible"}
