@@ -24,7 +24,7 @@ from types import TracebackType
 
 from mlmix import __version__
 from mlmix.commands.options import OneLineParser
-from mlmix.errors import InputError, NumericalError
+from mlmix.errors import InputError, InvalidResultError, NumericalError
 from mlmix.progress import write_stderr
 from mlmix.validation import memory_limit, parse_size
 
@@ -127,6 +127,8 @@ def _main(argv: list[str] | None) -> int:
 def refused_input(err: BaseException) -> bool:
     """Whether ``err`` refuses the input (exit status 2) rather than reveals a bug (module doc): an
     :class:`InputError`, an :class:`OSError`, or a plain :class:`ValueError` raised in mlmix's own code."""
+    if isinstance(err, InvalidResultError):  # an invariant of a computed Result broke: a bug
+        return False
     if isinstance(err, (InputError, OSError)):
         return True
     return isinstance(err, ValueError) and _raised_in_mlmix(err.__traceback__)

@@ -26,6 +26,12 @@ class InputTypeError(InputError, TypeError):
     """An input of the wrong kind of object."""
 
 
+class InvalidResultError(ValueError):
+    """A :class:`~mlmix.theory.results.Result` that would break ``lower <= value <= upper``, hold a NaN or a
+    negative error bound: a bug of the computation that built it, never refused input (on the command line
+    an internal error, exit status 3)."""
+
+
 class NumericalError(RuntimeError):
     """A computation could not deliver its result to the stated accuracy."""
 

@@ -50,7 +50,7 @@ from typing import Any, Mapping
 import numpy as np
 from numpy.lib.mixins import NDArrayOperatorsMixin
 
-from mlmix.errors import UnresolvedError
+from mlmix.errors import InvalidResultError, UnresolvedError
 
 #: Relative accuracy a number must reach to be reported as a value (otherwise: an interval).
 DEFAULT_RTOL = 1e-6
@@ -110,15 +110,15 @@ class Result:
         for label, x in (("value", self.value), ("lower", self.lower), ("upper", self.upper),
                          ("rel_error", self.rel_error)):
             if x is not None and isinstance(x, (float, np.floating)) and math.isnan(x):
-                raise ValueError(f"result {self.name!r}: {label} is NaN (an unknown side is None; an uncomputable "
+                raise InvalidResultError(f"result {self.name!r}: {label} is NaN (an unknown side is None; an uncomputable "
                                  "value is an unresolved result with its reason)")
         if self.rel_error is not None and self.rel_error < 0:
-            raise ValueError(f"result {self.name!r}: negative rel_error {self.rel_error!r}")
+            raise InvalidResultError(f"result {self.name!r}: negative rel_error {self.rel_error!r}")
         lo = -math.inf if self.lower is None else self.lower
         hi = math.inf if self.upper is None else self.upper
         v = self.value
         if not (lo <= hi) or (v is not None and not (lo <= v <= hi)):
-            raise ValueError(f"result {self.name!r}: enclosure [{_fmt(self.lower)}, {_fmt(self.upper)}] "
+            raise InvalidResultError(f"result {self.name!r}: enclosure [{_fmt(self.lower)}, {_fmt(self.upper)}] "
                              + ("is empty" if not lo <= hi else f"does not contain its value {v!r}")
                              + " (lower <= value <= upper is required)")
 
@@ -461,7 +461,7 @@ class VectorResult(NDArrayOperatorsMixin):
     def __post_init__(self) -> None:
         for label, x in (("rel_error", self.rel_error), ("abs_error", self.abs_error), ("residual", self.residual)):
             if x is not None and not x >= 0:
-                raise ValueError(f"vector result {self.name!r}: {label} must be a number >= 0, got {x!r}")
+                raise InvalidResultError(f"vector result {self.name!r}: {label} must be a number >= 0, got {x!r}")
 
     def __array__(self, dtype: Any = None, copy: bool | None = None) -> np.ndarray:
         arr = self.value if dtype is None else self.value.astype(dtype)

@@ -278,3 +278,16 @@ def test_the_sparse_cost_counts_products_timed_on_the_chain(monkeypatch):
         monkeypatch.setattr("mlmix.theory.chain.core.product_seconds", lambda P, t=product: t)
         phases = dict(chain._summary_cost(2048)[0])
         assert sum(phases.values()) == pytest.approx(1650 * product)
+
+
+def test_a_broken_result_invariant_is_an_internal_error(monkeypatch, capsys):
+    """A Result built with lower > upper is a bug of mlmix (exit 3), though it is a ValueError raised in mlmix."""
+    from mlmix.commands import exact
+    from mlmix.theory.results import Result
+
+    def broken(args):
+        Result("gap", 0.5, "planted", lower=0.6, upper=0.4)
+
+    monkeypatch.setattr(exact, "run", broken)
+    assert main(["exact", "--model", "ising", "--graph", "cycle:3"]) == 3
+    assert "internal error: InvalidResultError" in capsys.readouterr().err
