@@ -36,6 +36,7 @@ from typing import Any, Callable
 import numpy as np
 from hypothesis import strategies as st
 
+from mlmix.errors import InvalidResultError
 from mlmix.theory.chain.core import Chain
 from mlmix.theory.results import EPS, Result
 from mlmix.verify import strategies as S
@@ -197,12 +198,12 @@ def _end(x: float | None, default: float) -> float:
 
 def _refused(err: ValueError) -> bool:
     """Whether a ValueError is the Result constructor refusing a broken enclosure."""
-    return str(err).startswith("result ") and ("enclosure" in str(err) or "NaN" in str(err))
+    return isinstance(err, InvalidResultError)
 
 
 def _refusal(names: tuple[str, ...], err: ValueError) -> Verdict:
-    """A failing verdict: the engine could not build its own interval."""
-    return verdict(*(Part(n, math.nan, 0.0, "<=") for n in names), refused=str(err))
+    """A failing verdict: the engine could not build its own interval (each part compared as +inf <= 0)."""
+    return verdict(*(Part(n, math.inf, 0.0, "<=") for n in names), refused=str(err))
 
 
 def _is_integer_end(x: float | None) -> bool:
