@@ -169,13 +169,16 @@ def test_conjugate_gradient_flags():
 def test_lanczos_on_a_metastable_spectrum():
     """Top eigenvalue 1 - 1e-13 (the deflated operator of a metastable chain: gap 1e-13), the rest in
     [-0.5, 0.9], on a diagonal operator so the eigenvalues are exact floats (Lanczos sees only matvecs):
-    the Ritz value is right to a few ulps of 1 (a Ritz value's error is ~ r^2 / 0.1), so 1 - theta, the
-    gap, is resolved to the float spacing near 1 over 1e-13 (a few 1e-3 relative) and no better."""
+    the Ritz value is right to a few ulps of 1 (a Ritz value's error is ~ r^2 / 0.1, plus the rounding of
+    the k-step recurrence, O(k eps ||A||): 7.5 eps measured with numpy 2.4 and torch 2.13, 4 eps with
+    earlier builds), so 1 - theta, the gap, is resolved to 16 float spacings near 1 over 1e-13 (a few
+    1e-2 relative) and no better."""
     n = 60
     lam = np.r_[np.linspace(-0.5, 0.9, n - 1), 1 - 1e-13]
     pair = lanczos(operator(np.diag(lam)), start(n, 5), tol=lambda theta: max(1e-3 * (1 - theta), 1e-15))
-    assert pair.converged and abs(pair.value - lam[-1]) <= 4 * np.finfo(float).eps
-    assert (1 - pair.value) == pytest.approx(1e-13, rel=5e-3)
+    eps = np.finfo(float).eps
+    assert pair.converged and abs(pair.value - lam[-1]) <= 16 * eps
+    assert (1 - pair.value) == pytest.approx(1e-13, abs=16 * eps)
     assert abs(abs(float(pair.vector[-1])) - 1) < 1e-12
 
 
