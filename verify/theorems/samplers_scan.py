@@ -54,6 +54,14 @@ def _log_conditional_table(source: Conditionals) -> np.ndarray:
     return np.stack([source.log_conditionals(states, i) for i in range(space.length)], axis=1)
 
 
+def _probability_rows(log_probs: np.ndarray) -> bool:
+    """Whether every row of log-probabilities (last axis) is a probability vector: no NaN, a finite entry,
+    mass 1 within 1e-9 (a truncation that keeps nothing or forgets to renormalise fails here, not in a crash)."""
+    if np.isnan(log_probs).any() or not np.isfinite(log_probs).any(axis=-1).all():
+        return False
+    return bool(np.abs(np.exp(log_probs).sum(axis=-1) - 1.0).max() <= 1e-9)
+
+
 def reference_sweep(source: Conditionals, order: list[int]) -> np.ndarray:
     """P_sys for ``order``, assembled from the conditionals: start from the identity (rows x, columns y
     on the cube V^n) and for each site i in turn sum each row over the values of y_i and multiply by
@@ -106,9 +114,11 @@ class SystematicSweep(OnFirst, Theorem):
 
     def check(self, instance: tuple) -> Verdict:
         inst, order = instance
+        L = _log_conditional_table(inst.source)
+        if not _probability_rows(L):
+            return verdict(conditions={"every conditional is a probability vector": False}, order=order)
         lib = systematic_kernel(inst.source, order)
         ref = reference_sweep(inst.source, order)
-        L = _log_conditional_table(inst.source)
         finite = np.abs(L[np.isfinite(L)])
         rel = 16 * EPS * len(order) * (2 + float(finite.max()) + inst.space.vocab_size)
         parts, conditions = _ratio_parts("P_sys", lib, ref, rel)

@@ -26,7 +26,7 @@ from mlmix.theory.sources.partial import PartialScoreTable
 from mlmix.verify import strategies as S
 from mlmix.verify.core import Part, Verdict, register, verdict
 from mlmix.verify.theorems.samplers_decoders import MAX_STATES, References, _DecoderTheorem, decoder_tables
-from mlmix.verify.theorems.samplers_scan import _ratio_parts
+from mlmix.verify.theorems.samplers_scan import _probability_rows, _ratio_parts
 
 #: A context whose top-p mass lies within this relative distance of p is decided by rounding.
 AMBIGUOUS = 1e-9
@@ -74,7 +74,7 @@ def _truncation_instances(draw) -> tuple:
     return inst, p, k, top_p
 
 
-def _full_contexts(table, top_k, top_p) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def _full_contexts(table, top_k, top_p, reference=reference_truncate) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(library truncated log-probabilities, reference, ambiguous rows) at every site and full context."""
     space = table.space
     states = space.all_states()
@@ -82,21 +82,21 @@ def _full_contexts(table, top_k, top_p) -> tuple[np.ndarray, np.ndarray, np.ndar
     lib, ref, amb = [], [], []
     for i in range(space.length):
         exact = log_softmax(table.scores(states, i) / table.temperature, axis=-1)
-        r, a = reference_truncate(exact, top_k, top_p)
+        r, a = reference(exact, top_k, top_p)
         lib.append(trunc.log_conditionals(states, i))
         ref.append(r)
         amb.append(a)
     return np.concatenate(lib), np.concatenate(ref), np.concatenate(amb)
 
 
-def _truncation_parts(inst, top_k: int | None, top_p: float | None, tails: bool = False
-                      ) -> tuple[list[Part], dict[str, bool], dict]:
+def _truncation_parts(inst, top_k: int | None, top_p: float | None, tails: bool = False,
+                      reference=reference_truncate) -> tuple[list[Part], dict[str, bool], dict]:
     table = inst.source
     n, q = inst.space.length, inst.space.vocab_size
     rel = 16 * EPS * (n + 2) * (2 + float(np.abs(table.table).max()) / table.temperature + 60.0 * tails)
     parts: list[Part] = []
     conditions: dict[str, bool] = {}
-    lib, ref, amb = _full_contexts(table, top_k, top_p)
+    lib, ref, amb = _full_contexts(table, top_k, top_p, reference)
     ok = ~amb
     new, cond = _ratio_parts("truncated p_i(. | x_{-i})", np.exp(lib[ok]), np.exp(ref[ok]), 4 * rel)
     parts += new
@@ -113,19 +113,20 @@ def _truncation_parts(inst, top_k: int | None, top_p: float | None, tails: bool 
     flags: list[bool] = []
 
     def cut(partial: np.ndarray, site: int) -> np.ndarray:
-        out, a = reference_truncate(table.partial_log_conditionals(partial, site), top_k, top_p)
+        out, a = reference(table.partial_log_conditionals(partial, site), top_k, top_p)
         flags.append(bool(a.any()))
         return out
 
     ref_laws = References(inst.space, cut)
     want_any, want_one = ref_laws.any_order(), ref_laws.blocks([list(range(n))])
     details = {"ambiguous_contexts": int(amb.sum())}
-    if not any(flags):
-        lp = partial_log_probs(table, top_k, top_p)
-        law_rel = 0.0
+    lp = partial_log_probs(table, top_k, top_p)
+    conditions["every truncated partial conditional is a probability vector"] = _probability_rows(lp)
+    if not conditions["every truncated partial conditional is a probability vector"]:
+        details["decoders"] = "skipped: the library's truncated partial conditionals are not probability vectors"
+    elif not any(flags):
         for name, sampler, kk, want in (("any-order", "any-order", 1, want_any), ("one step", "parallel", n, want_one)):
             law = decoder_law(table, sampler, k=kk, log_probs=lp)
-            law_rel = max(law_rel, law.rel_error)
             new, cond = _ratio_parts(f"truncated {name} law", law.law, want, 2 * law.rel_error + 4 * rel)
             parts += new
             conditions.update(cond)
@@ -153,9 +154,51 @@ class TruncationLaws(_DecoderTheorem):
         return verdict(*parts, conditions=conditions, **details)
 
 
+#: Denominator of the dyadic conditionals of the boundary instances (every probability is w / 16).
+DYADIC = 16
+
+
+def dyadic_truncate(log_probs: np.ndarray, top_k: int | None, top_p: float | None) -> tuple[np.ndarray, np.ndarray]:
+    """The truncation in exact integer arithmetic for conditionals w / 16 (w positive integers, recovered by
+    rounding 16 p): top-k keeps w >= the k-th largest; top-p keeps v when 
+    sum_{kept u: w_u > w_v} w_u < p sum_{kept} w (p dyadic, so both sides are exact)."""
+    w = np.rint(np.exp(np.asarray(log_probs, dtype=np.float64)) * DYADIC).astype(np.int64)
+    keep = w > 0
+    if top_k is not None:
+        kth = np.sort(w, axis=-1)[:, ::-1][:, top_k - 1:top_k]
+        keep &= w >= kth
+    if top_p is not None and top_p < 1.0:
+        kept = np.where(keep, w, 0)
+        above = (kept[:, None, :] * (kept[:, None, :] > kept[:, :, None])).sum(axis=-1)
+        keep &= above < top_p * kept.sum(axis=-1, keepdims=True)
+    with np.errstate(divide="ignore"):
+        out = np.where(keep, np.log(w) - np.log(np.where(keep, w, 0).sum(axis=-1, keepdims=True)), -np.inf)
+    return out, np.zeros(w.shape[0], dtype=bool)
+
+
+@st.composite
+def dyadic_tables(draw) -> tuple:
+    """Partial tables whose every conditional is w / 16 (a composition of 16 into |V| positive parts drawn
+    from a seed), at T = 1, with a dyadic top-p: the mass above a symbol often equals p exactly, where the
+    strict < decides (n in {2, 3}, |V| in {3, 4})."""
+    q, n = draw(st.sampled_from(((3, 2), (4, 2), (3, 3), (4, 3))))
+    seed = draw(S.seeds())
+    rng = np.random.default_rng(seed)
+    rows = n * (q + 1) ** (n - 1)
+    cuts = np.sort(np.stack([rng.choice(np.arange(1, DYADIC), q - 1, replace=False) for _ in range(rows)]), axis=1)
+    w = np.diff(np.concatenate([np.zeros((rows, 1), np.int64), cuts, np.full((rows, 1), DYADIC)], axis=1), axis=1)
+    table = PartialScoreTable(S.StateSpace(q, n), np.log(w.astype(np.float64)).reshape(n, -1, q))
+    k = draw(st.sampled_from((None, None) + tuple(range(1, q + 1))))
+    top_p = draw(st.sampled_from((0.25, 0.375, 0.5, 0.625, 0.75, 0.875)))
+    return S.Instance(table, "dyadic-partial", {"seed": seed}), None, k, top_p
+
+
 @st.composite
 def _tail_instances(draw) -> tuple:
-    """Partial tables at a temperature with spread/T in [40, 80] (probabilities down to ~1e-35)."""
+    """Partial tables at a temperature with spread/T in [40, 80] (probabilities down to ~1e-35) with
+    p = 1 or k = |V|, or dyadic tables (:func:`dyadic_tables`) one time in three."""
+    if draw(st.sampled_from((False, False, True))):
+        return draw(dyadic_tables())
     inst, p = draw(decoder_tables())
     table = inst.source
     spread = float((table.table.max(axis=-1) - table.table.min(axis=-1)).max())
@@ -168,10 +211,11 @@ def _tail_instances(draw) -> tuple:
 @register
 class TruncationTails(_DecoderTheorem):
     id = "samplers.truncation-tails"
-    number = "Top-p = 1 and top-k = |V| keep symbols of probability below 1e-16"
+    number = "Truncation at the edges of floating point: probabilities below 1e-16, a mass exactly p"
     statement = ("top-p with p = 1 and top-k with k = |V| are the identity on conditionals with probabilities far below the "
-                 "double-precision unit roundoff (spread/T in [40, 80]): no symbol is dropped, at full contexts and in "
-                 "the decoders' partial conditionals")
+                 "double-precision unit roundoff (spread/T in [40, 80]): no symbol is dropped; on dyadic conditionals "
+                 "w / 16 the top-p set is the smallest of mass >= p also when a mass equals p exactly (integer "
+                 "arithmetic in the check); at full contexts and in the decoders' partial conditionals")
     extras = ("top_k", "top_p")
 
     def strategy(self) -> st.SearchStrategy:
@@ -179,5 +223,6 @@ class TruncationTails(_DecoderTheorem):
 
     def check(self, instance: tuple) -> Verdict:
         inst, _, top_k, top_p = instance
-        parts, conditions, details = _truncation_parts(inst, top_k, top_p, tails=True)
+        reference = dyadic_truncate if inst.kind == "dyadic-partial" else reference_truncate
+        parts, conditions, details = _truncation_parts(inst, top_k, top_p, tails=True, reference=reference)
         return verdict(*parts, conditions=conditions, **details)
