@@ -45,7 +45,8 @@ def _exact_truncation(lp, top_k=None, top_p=None):
     lp = np.asarray(lp, dtype=np.float64)
     rows = lp.reshape(-1, lp.shape[-1])
     w = np.exp(rows) * ST.DYADIC
-    exact = ST.dyadic_truncate if np.allclose(w, np.rint(w), rtol=0, atol=1e-9) else ST.reference_truncate
+    dyadic = np.allclose(w, np.rint(w), rtol=0, atol=1e-9) and (w >= 0.5).all()
+    exact = ST.dyadic_truncate if dyadic else ST.reference_truncate
     return exact(rows, top_k, top_p)[0].reshape(lp.shape)
 
 
@@ -209,3 +210,30 @@ def test_reference_sweep_is_the_product_formula():
                 prob *= np.exp(src.log_conditionals(z[None, :], i))[0, states[y, i]]
                 z[i] = states[y, i]
             assert np.isclose(P[x, y], prob, rtol=1e-12)
+
+
+def _through_the_boundary(lp, top_k=None, top_p=None):
+    """An exact truncation with the planted bug 'keep v when the mass above v is <= p' (not < p)."""
+    lp = np.asarray(lp, dtype=np.float64)
+    rows = lp.reshape(-1, lp.shape[-1])
+    w = np.rint(np.exp(rows) * ST.DYADIC)
+    keep = w > 0
+    if top_p is not None and top_p < 1.0:
+        above = (w[:, None, :] * (w[:, None, :] > w[:, :, None])).sum(axis=-1)
+        keep &= above <= top_p * w.sum(axis=-1, keepdims=True)
+    out = np.where(keep, np.log(np.where(keep, w, 1.0)) - np.log(np.where(keep, w, 0.0).sum(axis=-1, keepdims=True)),
+                   -np.inf)
+    return out.reshape(lp.shape)
+
+
+def test_top_p_mass_equal_to_p_is_decided_exactly(monkeypatch):
+    """Conditionals (2, 2, 12) / 16 and p = 3/4: the most probable symbol alone has mass p, so only it is kept."""
+    w = np.broadcast_to(np.array([2.0, 2.0, 12.0]), (2, 4, 3))
+    inst = (S.Instance(PartialScoreTable(S.StateSpace(3, 2), np.log(w)), "dyadic-partial", {}), None, None, 0.75)
+    theorem = REGISTRY["samplers.truncation-tails"]
+    monkeypatch.setattr(M, "truncate_log_probs", _exact_truncation)
+    monkeypatch.setattr(D, "truncate_log_probs", _exact_truncation)
+    assert theorem.check(inst).holds
+    monkeypatch.setattr(M, "truncate_log_probs", _through_the_boundary)
+    monkeypatch.setattr(D, "truncate_log_probs", _through_the_boundary)
+    assert not theorem.check(inst).holds

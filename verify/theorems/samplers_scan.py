@@ -116,7 +116,10 @@ class SystematicSweep(OnFirst, Theorem):
         inst, order = instance
         L = _log_conditional_table(inst.source)
         if not _probability_rows(L):
-            return verdict(conditions={"every conditional is a probability vector": False}, order=order)
+            mass = np.exp(L).sum(axis=-1).ravel()
+            worst = float("nan") if np.isnan(mass).any() else float(mass[np.argmax(np.abs(mass - 1.0))])
+            return verdict(Part("conditional mass = 1 (worst row)", worst, 1.0, "==", 1e-9, 0.0, ratio=False),
+                           conditions={"every conditional is a probability vector": False}, order=order)
         lib = systematic_kernel(inst.source, order)
         ref = reference_sweep(inst.source, order)
         finite = np.abs(L[np.isfinite(L)])
