@@ -40,6 +40,7 @@ from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
 
 from mlmix.theory.chain.core import Chain
+from mlmix.theory.kernels.scan_and_mh import Truncated
 from mlmix.theory.local.influence import contraction_temperature, influence_matrix, score_oscillation
 from mlmix.theory.local.margins import basin_margin
 from mlmix.theory.local.rectangles import is_compatible
@@ -393,6 +394,27 @@ def instances(draw, sources: st.SearchStrategy | None = None, max_states: int = 
     level = draw(st.sampled_from([0.25, 0.1, 0.01])) if eps else 0.25
     return Instance(tempered(src, T, max_ratio), kind, params, eps=level)
 
+
+
+@st.composite
+def truncation_levels(draw, q: int) -> tuple[int | None, float | None]:
+    """(top_k, top_p) for a vocabulary of q symbols: each absent, an edge (k = |V|, k = 1, p = 1) or in
+    between (p in {0.3, 0.5, 0.7, 0.9, 0.95, 0.99}), never both absent."""
+    k = draw(st.sampled_from((None, None, q, 1) + tuple(range(2, q))))
+    p = draw(st.sampled_from((None, 1.0, 0.3, 0.5, 0.7, 0.9, 0.95, 0.99)))
+    return (q, p) if k is None and p is None else (k, p)
+
+
+@st.composite
+def truncated_instances(draw, max_states: int = MAX_STATES, sources: st.SearchStrategy | None = None) -> Instance:
+    """A source from ``sources`` (default: :func:`any_sources`, half-integer score tables, whose conditionals
+    tie, among them) at a temperature with spread/T <= 30, then truncated by top-k / top-p
+    (:class:`~mlmix.theory.kernels.scan_and_mh.Truncated`: conditionals with zeros)."""
+    base = draw(instances(sources if sources is not None else st.one_of(
+        any_sources(max_states), score_table_sources(min(max_states, SHRINKABLE_STATES))), max_states))
+    k, p = draw(truncation_levels(base.space.vocab_size))
+    return Instance(Truncated(base.source, top_k=k, top_p=p), f"truncated-{base.kind}",
+                    dict(base.params, top_k=k, top_p=p))
 
 # ----------------------------------------------------------------------------------------------
 # Exact rational instances (T = 1, conditionals w / sum w)
