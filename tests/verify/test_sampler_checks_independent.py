@@ -32,9 +32,9 @@ def test_holds_and_weakened_is_caught(theorem_id):
     assert report.nontrivial == report.examples
 
 
-@pytest.mark.xfail(strict=False, reason="fixed on branch structure: top-p = 1 drops probabilities below ~1e-16 "
-                                        "and a mass equal to p is decided by rounding")
 def test_top_p_one_keeps_tiny_probabilities():
+    """The library's log-space truncation keeps probabilities below 1e-16 at p = 1 and decides a mass equal
+    to p exactly (the float truncation before it failed this check)."""
     report = search(REGISTRY["samplers.truncation-tails"], examples=6, seed=3)
     assert report.status == "holds", report.counterexample
 
@@ -51,7 +51,8 @@ def _exact_truncation(lp, top_k=None, top_p=None):
 
 
 def test_tails_hold_with_an_exact_truncation(monkeypatch):
-    """The tails check fails today only through the truncation: with an exact one it holds."""
+    """The tails check depends on the library only through the truncation: with the check's own exact
+    truncation patched in, it holds too."""
     monkeypatch.setattr(M, "truncate_log_probs", _exact_truncation)
     monkeypatch.setattr(D, "truncate_log_probs", _exact_truncation)
     report = search(REGISTRY["samplers.truncation-tails"], examples=6, seed=3)

@@ -10,7 +10,7 @@ from mlmix.verify.theorems import sampler_laws as SM
 
 load_theorems()
 IDS = [i for i, t in REGISTRY.items() if t.paper == SM.PAPER]
-#: Checked in tests/verify/test_sampler_checks_independent.py (truncation-tails fails until the exact truncation).
+#: Checked in tests/verify/test_sampler_checks_independent.py.
 INDEPENDENT = {"samplers.systematic-sweep", "samplers.mh-energies", "samplers.decoder-sequential",
                "samplers.decoder-parallel", "samplers.truncation", "samplers.truncation-tails"}
 
