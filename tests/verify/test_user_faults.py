@@ -15,6 +15,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from mlmix.cli import main
+from mlmix.errors import InvalidResultError
 from mlmix.theorem import assert_holds, compare, inequality
 from mlmix.theory.results import Result
 from mlmix.verify import user
@@ -70,11 +71,11 @@ def test_a_nan_side_is_an_error_for_every_relation_and_finite_other_side(relatio
     lhs, rhs = (math.nan, other) if nan_left else (other, math.nan)
     side = "lhs" if nan_left else "rhs"
     for build in (lambda: Part("p", lhs, rhs, relation), lambda: compare(lhs, rhs, relation, name="p"),
-                  lambda: inequality(lhs, relation, rhs, name="p"),
-                  lambda: inequality(Result.exact("g", lhs, "test") if nan_left else lhs, relation,
-                                     rhs if nan_left else Result.exact("g", rhs, "test"), name="p")):
+                  lambda: inequality(lhs, relation, rhs, name="p")):
         with pytest.raises(UndefinedSide, match=f"side {side} of 'p' .* evaluated to NaN"):
             build()
+    with pytest.raises(InvalidResultError, match="NaN"):  # nor can a NaN reach a verdict inside a Result
+        Result.exact("g", math.nan, "test")
     with pytest.raises(UndefinedSide, match="error bound of side lhs"):
         Part("p", other, other, relation, math.nan, 0.0)
 
