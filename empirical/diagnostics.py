@@ -41,7 +41,6 @@ twice the exact one. The coupling bound is *overconfident* when it falls to 1/4 
 from __future__ import annotations
 
 import math
-import zipfile
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Callable
@@ -56,7 +55,7 @@ from mlmix.provenance import stamp
 from mlmix.theory.chain.metastable import metastable_sets
 from mlmix.theory.results import Result
 from mlmix.theory.sources.conditionals import Conditionals
-from mlmix.validation import check_draws, check_int
+from mlmix.validation import check_draws, check_int, load_arrays
 
 #: R-hat below this says "converged" (Vehtari et al. 2021).
 RHAT_CONVERGED = 1.01
@@ -405,21 +404,11 @@ def read_draws(path: str) -> np.ndarray:
         if "states" not in posterior:
             raise ValueError(f"{path}: the posterior group has no variable 'states'")
         return np.asarray(posterior["states"].values)
-    try:
-        data = np.load(path, allow_pickle=False)
-    except FileNotFoundError:
-        raise ValueError(f"{path}: no such file") from None
-    except (OSError, EOFError, ValueError, zipfile.BadZipFile) as err:
-        raise ValueError(f"{path}: not a readable .npz archive ({err})") from None
-    if not isinstance(data, np.lib.npyio.NpzFile):
-        raise ValueError(f"{path}: not an .npz archive (save the draws with numpy.savez(path, states=...))")
-    with data:
-        if "states" not in data.files:
-            raise ValueError(f"{path}: no array 'states' (it holds {sorted(data.files)})")
-        try:
-            return np.asarray(data["states"])
-        except (OSError, EOFError, ValueError, zipfile.BadZipFile) as err:
-            raise ValueError(f"{path}: the array 'states' cannot be read ({err})") from None
+    arrays = load_arrays(path, "draws file")
+    if "states" not in arrays:
+        raise ValueError(f"{path}: no array 'states' (it holds {sorted(arrays) or 'no arrays'}); save the draws "
+                         "with numpy.savez(path, states=...)")
+    return np.asarray(arrays["states"])
 
 
 def check_transitions(chain, source: Conditionals | None, kernel: str, states: np.ndarray) -> str:
