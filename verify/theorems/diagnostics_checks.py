@@ -118,6 +118,13 @@ def _diagnose(chain: Chain, spec: str, start: str, seed: int, steps: int = 12, w
                     pairs=2, coupling_budget=4, metastable=False)
 
 
+def _diagnose_draws(chain: Chain, spec: str, draws: np.ndarray, warmup: int) -> dict:
+    # deferred: the diagnostics import torch and arviz-stats, which only these checks need
+    from mlmix.empirical.diagnostics import diagnose
+
+    return diagnose(chain, None, draws=draws, warmup=warmup, functions=(spec,), metastable=False)
+
+
 @register
 class ExactESS(OnFirst, _Diagnostic):
     id = "diagnostics.ess"
@@ -176,7 +183,24 @@ class ExactESS(OnFirst, _Diagnostic):
             mu = mu @ P
         lib_d = np.asarray(exact["d_start"])
         d_err = (steps + 1) * (exact["d_start_abs_error"] + 4 * N * (steps + 1) * cond * U)
+        # supplied draws (diagnose --draws): m chains held at states with P(x, x) > 0, so every draw is a
+        # transition of the chain; the start law is the law of their first states and every draw is kept
+        held = np.flatnonzero(np.diag(P) > 0)
+        firsts = held[np.random.default_rng(seed).integers(0, held.size, size=m)]
+        draws = np.repeat(space.decode(firsts)[:, None, :], steps + 1, axis=1)
+        supplied = _diagnose_draws(chain, spec, draws, warmup)["exact"]
+        mu = np.bincount(firsts, minlength=N) / m
+        d_sup = np.empty(steps + 1)
+        for t in range(steps + 1):
+            d_sup[t] = 0.5 * float(np.abs(mu - pi).sum())
+            mu = mu @ P
+        ess_sup = m * (steps + 1 - warmup) * var / sigma2
         return verdict(
+            Part("ESS of supplied draws (diagnose --draws) = m N' Var_pi f / sigma^2, every draw kept",
+                 supplied["ess"][spec], ess_sup, "==", abs(supplied["ess"][spec]) * (lib_s2_err / lib_s2["value"] + 1e-9),
+                 ess_sup * (rel + s2_err / sigma2), False),
+            Part("sum_t d_mu(t) of supplied draws: mu = the law of their first states", float(np.sum(supplied["d_start"])),
+                 float(d_sup.sum()), "==", d_err, d_err, False),
             Part("ESS (diagnose) = m N Var_pi f / sigma^2 (fundamental matrix)", exact["ess"][spec], ess, "==",
                  abs(exact["ess"][spec]) * (lib_s2_err / lib_s2["value"] + 1e-9), ess * (rel + s2_err / sigma2),
                  False),
