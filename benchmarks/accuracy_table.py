@@ -16,7 +16,7 @@ import mpmath as mp
 import networkx as nx
 import numpy as np
 
-from mlmix.theory.chain.core import Chain
+from mlmix.theory.chain.markov_chain import Chain
 from mlmix.theory.kernels.assembled import glauber_kernel
 from mlmix.theory.reference import birth_death, mp_additive, mp_chain, mp_gap, mp_stationary, noisy_ferromagnet
 from mlmix.theory.sources.conditionals import IsingModel

@@ -24,7 +24,7 @@ import time
 
 
 def torch_import_cost() -> dict:
-    code = ("import resource, time, mlmix.theory.chain.core\n"
+    code = ("import resource, time, mlmix.theory.chain.markov_chain\n"
             "r0 = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss; t = time.perf_counter()\n"
             "import torch\n"
             "print(time.perf_counter() - t, (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - r0) / 1024)")

@@ -43,7 +43,7 @@ ANTIBERTY_CONTEXT = "E V Q L V E S G G G L V Q P G G S L R L S C A A S G F T F S
 def antiberty() -> tuple[torch.nn.Module, object, list[str]]:
     """The converted AntiBERTy (fetched and converted once into ~/.cache/mlmix)."""
     from mlmix.empirical.antiberty import AMINO_ACIDS, VERSION, fetch
-    from mlmix.empirical.convert import convert
+    from mlmix.empirical.checkpoint_copy import convert
     from mlmix.empirical.mlm import load_pretrained
 
     root = Path.home() / ".cache" / "mlmix"

@@ -20,7 +20,7 @@ the logits), so any temperature reuses it. The cache folder is ``tables/`` in ml
 The result, :class:`MLMTable`, is a :class:`~mlmix.theory.sources.conditionals.ScoreTable`: every exact
 quantity (kernels, the chain, influence, rectangles, margins) works on it without the model.
 All of the above is one routine, :meth:`TableKind.tabulate`, of which the exact table (:data:`EXACT`) and
-the partial table of :mod:`mlmix.empirical.partial` are two kinds.
+the partial table of :mod:`mlmix.empirical.partial_tables` are two kinds.
 """
 
 from __future__ import annotations
@@ -133,7 +133,7 @@ def cost_line(passes: int, rate: float, device: torch.device, what: str = "maske
 class Tabulated:
     """The alphabet's tokens (:meth:`decode`) and the provenance (:meth:`describe`) of a table tabulated
     from a masked LM over a frame; mixed into :class:`MLMTable` and
-    :class:`~mlmix.empirical.partial.MLMPartialTable`."""
+    :class:`~mlmix.empirical.partial_tables.MLMPartialTable`."""
 
     def __init__(self, space: StateSpace, table: np.ndarray, temperature: float = 1.0, *,
                  tokens: Sequence[str], info: dict) -> None:

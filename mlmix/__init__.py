@@ -19,7 +19,7 @@ except PackageNotFoundError:  # running from a source tree that was never instal
     __version__ = "0.0.0+unknown"
 
 _LAZY = {
-    "Chain": "mlmix.theory.chain.core",
+    "Chain": "mlmix.theory.chain.markov_chain",
     "OperatorChain": "mlmix.theory.chain.matrixfree.analysis",
     "Result": "mlmix.theory.results",
     "VectorResult": "mlmix.theory.results",

@@ -32,7 +32,7 @@ import numpy as np
 from mlmix import plot_style as style
 from mlmix.errors import NumericalError
 from mlmix.limits import PLOT_DENSE_LIMIT
-from mlmix.theory.chain.core import Chain
+from mlmix.theory.chain.markov_chain import Chain
 from mlmix.theory.kernels.scan_and_mh import Truncated
 from mlmix.theory.local.influence import aggregate_influence, influence_matrix
 

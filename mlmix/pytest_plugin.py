@@ -94,7 +94,7 @@ def metastable_chain() -> Any:
     # deferred: the plugin loads in every pytest session where mlmix is installed
     import numpy as np
 
-    from mlmix.theory.chain.core import Chain
+    from mlmix.theory.chain.markov_chain import Chain
 
     a, b = 1e-12, 2e-12
     return Chain(np.array([[1 - a, a], [b, 1 - b]]))
@@ -103,9 +103,9 @@ def metastable_chain() -> Any:
 @pytest.fixture
 def exact_chain() -> Any:
     """A factory: ``exact_chain(source, kernel="glauber", **options)`` is
-    :meth:`mlmix.theory.chain.core.Chain.from_source` (exact, with certified accuracy)."""
+    :meth:`mlmix.theory.chain.markov_chain.Chain.from_source` (exact, with certified accuracy)."""
     # deferred: the plugin loads in every pytest session where mlmix is installed
-    from mlmix.theory.chain.core import Chain
+    from mlmix.theory.chain.markov_chain import Chain
 
     def build(source: Any, kernel: str = "glauber", **options: Any) -> Chain:
         return Chain.from_source(source, kernel, **options)

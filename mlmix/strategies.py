@@ -5,7 +5,7 @@ Use them in your own tests like any Hypothesis strategy::
 
     from hypothesis import given
     from mlmix import strategies as ms
-    from mlmix.theory.chain.core import Chain
+    from mlmix.theory.chain.markov_chain import Chain
 
     @given(ms.metastable_matrices(gap=(1e-12, 1e-8)))
     def test_my_bound(m):
@@ -52,10 +52,10 @@ from __future__ import annotations
 import networkx as nx
 from hypothesis import strategies as st
 
+from mlmix.verify import instances as _S
 from mlmix.verify import pitfalls_strategies as _P
-from mlmix.verify import strategies as _S
-from mlmix.verify.strategies import Instance as SourceInstance
-from mlmix.verify.strategies import (
+from mlmix.verify.instances import Instance as SourceInstance
+from mlmix.verify.instances import (
     MatrixInstance,
     frames,
     metastable_matrices,

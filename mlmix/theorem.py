@@ -1,5 +1,5 @@
 """Write your own theorems and let mlmix search them for counterexamples: the stable, public face of
-mlmix's theorem objects (:mod:`mlmix.verify.core`, :mod:`mlmix.verify.user`).
+mlmix's theorem objects (:mod:`mlmix.verify.verdicts`, :mod:`mlmix.verify.user`).
 
 A theorem states an inequality ``lhs <= rhs`` (or ``>=``, ``==``) about an *instance* drawn by a
 Hypothesis strategy (:mod:`mlmix.strategies`), under hypotheses; its check computes both sides with
@@ -11,7 +11,7 @@ violated somewhere ("caught": the search can tell the theorem from a false one):
 
     from mlmix import strategies as ms
     from mlmix.theorem import inequality, theorem
-    from mlmix.theory.chain.core import Chain
+    from mlmix.theory.chain.markov_chain import Chain
     from mlmix.theory.local.influence import influence_matrix
 
     @theorem(statement="rho < 1 => absolute spectral gap of Glauber >= (1 - rho) / n",
@@ -25,18 +25,6 @@ Run them with ``mlmix verify --module mypkg.bounds`` (``--json`` for CI), or fro
 See ``docs/testing-your-bounds.md``.
 """
 
-from mlmix.verify.core import (
-    Applicability,
-    Attaining,
-    Counterexample,
-    Part,
-    TheoremReport,
-    Verdict,
-    Violation,
-    compare,
-    part,
-    verdict,
-)
 from mlmix.verify.user import (
     UserTheorem,
     assert_holds,
@@ -47,6 +35,18 @@ from mlmix.verify.user import (
     not_checkable,
     register,
     theorem,
+)
+from mlmix.verify.verdicts import (
+    Applicability,
+    Attaining,
+    Counterexample,
+    Part,
+    TheoremReport,
+    Verdict,
+    Violation,
+    compare,
+    part,
+    verdict,
 )
 
 __all__ = [

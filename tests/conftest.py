@@ -54,7 +54,7 @@ def converted(wheel, request):
     model_dir, vocab = wheel
     dest = _cache(request, f"antiberty-{ab.VERSION}-converted") / "model"
     if not (dest / "config.json").is_file():
-        from mlmix.empirical.convert import convert  # deferred: transformers loads only for the real model
+        from mlmix.empirical.checkpoint_copy import convert  # deferred: transformers loads only for the real model
 
         convert(model_dir, dest, vocab=vocab, overwrite=True)
     return dest

@@ -23,7 +23,7 @@ from hypothesis import strategies as st
 
 from mlmix.cli import main
 from mlmix.errors import MemoryLimitError
-from mlmix.theory.chain.core import Chain
+from mlmix.theory.chain.markov_chain import Chain
 from mlmix.theory.sources.conditionals import ScoreTable
 from mlmix.theory.sources.partial import PartialScoreTable
 from mlmix.theory.sources.scorefile import load_scores

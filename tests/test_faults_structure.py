@@ -23,7 +23,7 @@ from hypothesis import strategies as st
 
 from mlmix.cli import main
 from mlmix.errors import UnderflowError
-from mlmix.theory.chain.core import Chain
+from mlmix.theory.chain.markov_chain import Chain
 from mlmix.theory.chain.stationary import log_space_stationary
 from mlmix.theory.kernels.decoders import decoder_law, partial_log_probs
 from mlmix.theory.kernels.scan_and_mh import Truncated, energy, truncate_log_probs

@@ -4,7 +4,7 @@ Used by the tests and by ``benchmarks/accuracy_table.py`` (docs/accuracy.md) to 
 float64 results independently. Each function works at the current mpmath precision
 (``mpmath.workdps``): a gap of 1e-k needs more than k digits, since the eigensolver's error is
 ~10^-dps on entries of size 1. The reference chain is always the one mlmix analyses: the float
-off-diagonal entries, with holding probability 1 minus their sum (:mod:`mlmix.theory.chain.core`).
+off-diagonal entries, with holding probability 1 minus their sum (:mod:`mlmix.theory.chain.markov_chain`).
 """
 
 from __future__ import annotations

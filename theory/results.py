@@ -60,7 +60,7 @@ EPS = float(np.finfo(np.float64).eps) / 2
 
 
 #: The one name of each quantity a chain reports (``Result.name`` / ``VectorResult.name``), keyed by
-#: the attribute of :class:`~mlmix.theory.chain.core.Chain` that returns it and by its key in
+#: the attribute of :class:`~mlmix.theory.chain.markov_chain.Chain` that returns it and by its key in
 #: ``Chain.summary()`` (the JSON of ``mlmix exact``): identical on every representation and size.
 NAMES: dict[str, str] = {
     "stationary": "stationary law",

@@ -10,7 +10,7 @@ import textwrap
 from typing import Any
 
 from mlmix.files import jsonable
-from mlmix.verify.core import PAPERS, Entry, NotCheckable, Theorem, TheoremReport
+from mlmix.verify.verdicts import PAPERS, Entry, NotCheckable, Theorem, TheoremReport
 
 #: Exit status of ``mlmix verify``, in order of precedence.
 EXIT_CODES = {"fails": 1, "error": 3, "blind spot": 4}

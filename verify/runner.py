@@ -1,7 +1,7 @@
 """Loading, selecting and running the catalogued results; searching for hypothesis violations.
 
 Every module of the :mod:`mlmix.verify.theorems` package is imported (so a new paper's module registers
-itself by existing). :func:`run_one` searches a theorem with :func:`mlmix.verify.core.search` (or
+itself by existing). :func:`run_one` searches a theorem with :func:`mlmix.verify.verdicts.search` (or
 reports a not-checkable result); :func:`find_violation` asks Hypothesis for the smallest instance
 that breaks one hypothesis of a theorem and on which its conclusion fails.
 """
@@ -15,7 +15,7 @@ from typing import Any, Iterable
 from hypothesis import HealthCheck, find, settings
 
 import mlmix.verify.theorems as package
-from mlmix.verify.core import (
+from mlmix.verify.verdicts import (
     CATALOGUE,
     STOPS,
     Entry,

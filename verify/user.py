@@ -1,6 +1,6 @@
 """Theorems defined in a user's own package, searched by the same machinery as the papers' results.
 
-A user theorem is a :class:`mlmix.verify.core.Theorem` (statement, hypotheses, a check computing
+A user theorem is a :class:`mlmix.verify.verdicts.Theorem` (statement, hypotheses, a check computing
 both sides of each inequality with error bounds, attaining instances, stored counterexamples) whose
 ``paper`` is ``"user"``; it lives in :data:`USER`, not in the papers' catalogue, so ``mlmix verify``
 runs it only when asked (``--module mypkg.bounds``). Two ways to write one:
@@ -32,7 +32,9 @@ from typing import Any, Callable, Iterable
 from hypothesis import strategies as st
 
 from mlmix.theory.results import Result
-from mlmix.verify.core import (
+from mlmix.verify.report import format_table
+from mlmix.verify.runner import PROFILES, run_one
+from mlmix.verify.verdicts import (
     STOPS,
     Applicability,
     Attaining,
@@ -47,8 +49,6 @@ from mlmix.verify.core import (
     side_error,
     verdict,
 )
-from mlmix.verify.report import format_table
-from mlmix.verify.runner import PROFILES, run_one
 
 #: The user theorems (and not-checkable user results) registered so far, by id, in registration order.
 USER: dict[str, Entry] = {}
@@ -177,7 +177,7 @@ def inequality(lhs: Result | float, relation: str, rhs: Result | float, name: st
     :class:`~mlmix.theory.results.Result` side carries its certified interval as its error (an
     unresolved side with an unknown bound can never produce a counterexample); a float side carries
     ``rtol`` |x| (an infinite float side is exact). A violation is reported only when the sides are
-    separated beyond both errors. A NaN side raises :class:`~mlmix.verify.core.UndefinedSide`: the
+    separated beyond both errors. A NaN side raises :class:`~mlmix.verify.verdicts.UndefinedSide`: the
     check's error on that instance, never a verdict."""
     (a, ea), (b, eb) = _side(lhs, rtol), _side(rhs, rtol)
     return Part(name, a, b, relation, ea, eb)

@@ -36,7 +36,7 @@ from mlmix.commands.options import (
 from mlmix.errors import MemoryLimitError, ReducibleChainError, UnderflowError
 from mlmix.files import dumps_json
 from mlmix.provenance import stamp
-from mlmix.theory.chain.core import Chain
+from mlmix.theory.chain.markov_chain import Chain
 from mlmix.theory.kernels.decoders import (
     SAMPLERS,
     PartialScoreTable,

@@ -1,6 +1,6 @@
 """``torchrun ... -m mlmix.commands.distributed``: the matrix-free analysis of a built-in model's chain
 with the state vector sharded over ``torch.distributed`` processes (the communicator is
-:mod:`mlmix.theory.linalg.distributed`; docs/distributed.md).
+:mod:`mlmix.theory.linalg.sharding`; docs/distributed.md).
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from mlmix.commands.exact import build_source, configure, validate_source
 from mlmix.files import atomic_save_npz, dumps_json
 from mlmix.theory.chain.matrixfree.analysis import analyse_operator, summary_dict
 from mlmix.theory.kernels.operators import DTYPES, kernel_operator
-from mlmix.theory.linalg.distributed import init_from_environment, local_range
+from mlmix.theory.linalg.sharding import init_from_environment, local_range
 
 
 def main(argv: Sequence[str] | None = None) -> int:

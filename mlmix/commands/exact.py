@@ -40,7 +40,7 @@ from mlmix.limits import MIXING_LIMIT, REPORT_MIXING_LIMIT
 from mlmix.plots import report_figure, save_figure
 from mlmix.progress import Progress
 from mlmix.provenance import file_sha256, stamp
-from mlmix.theory.chain.core import Chain
+from mlmix.theory.chain.markov_chain import Chain
 from mlmix.theory.kernels.decoders import PartialScoreTable
 from mlmix.theory.kernels.representation import REPRESENTATIONS
 from mlmix.theory.kernels.scan_and_mh import ENERGIES, Truncated, check_order, mh_acceptance

@@ -201,7 +201,7 @@ def mlm_source_from_args(args: argparse.Namespace) -> tuple[Any, str]:
 def mlm_partial_source_from_args(args: argparse.Namespace) -> tuple[Any, str]:
     """The partial table of the masked LM that ``mlmix decode --mlm MODEL ...`` describes, and a title."""
     # deferred: torch and transformers load only when a model is given
-    from mlmix.empirical.partial import tabulate_partial  # deferred: torch
+    from mlmix.empirical.partial_tables import tabulate_partial  # deferred: torch
     from mlmix.empirical.tabulate import cached_weights_hash  # deferred: torch
 
     mlm = _load_mlm(args)

@@ -38,7 +38,6 @@ import argparse
 from mlmix.files import dumps_json, jsonable
 from mlmix.progress import steps
 from mlmix.provenance import stamp
-from mlmix.verify.core import Entry
 from mlmix.verify.report import (
     dumps_compact,
     exit_code,
@@ -49,6 +48,7 @@ from mlmix.verify.report import (
     report_record,
 )
 from mlmix.verify.runner import PROFILES, run_one, select
+from mlmix.verify.verdicts import Entry
 
 #: Rough seconds per Hypothesis instance (the default run: 100 instances of each result, one to two
 #: minutes on 2 cores), for the expected time printed before a run.

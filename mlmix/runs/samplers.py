@@ -3,7 +3,7 @@
 For a source of partial conditionals (a masked LM over a frame with ``--mlm``, a score file, a random
 toy table or a joint law) it computes the law of each sampler on V^n:
 
-* chains (stationary laws, :class:`~mlmix.theory.chain.core.Chain`): random-scan Glauber, systematic scan
+* chains (stationary laws, :class:`~mlmix.theory.chain.markov_chain.Chain`): random-scan Glauber, systematic scan
   (one sweep in ``--order``; its kernel is dense, so up to
   :data:`~mlmix.theory.kernels.scan_and_mh.SYSTEMATIC_LIMIT` states), MH with the logit and the PLL energies
   (with their acceptance and move rates at stationarity); each with its absolute spectral gap and the
@@ -35,7 +35,7 @@ from mlmix.errors import MemoryLimitError, ReducibleChainError, UnderflowError
 from mlmix.files import atomic_write_csv, atomic_write_json, jsonable
 from mlmix.limits import SYSTEMATIC_LIMIT
 from mlmix.plot_style import save, subplots, symbols
-from mlmix.theory.chain.core import Chain
+from mlmix.theory.chain.markov_chain import Chain
 from mlmix.theory.kernels.decoders import PartialScoreTable, decoder_law, partial_log_probs, tv_kl
 from mlmix.theory.kernels.scan_and_mh import Truncated, check_order, mh_acceptance
 from mlmix.theory.results import Result

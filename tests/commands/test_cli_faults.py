@@ -21,7 +21,7 @@ from mlmix.commands.decode import SAMPLER_OPTIONS
 from mlmix.commands.exact import KERNEL_OPTIONS, KERNELS
 from mlmix.errors import InputError, InputTypeError, InputValueError, MemoryLimitError, ReducibleChainError
 from mlmix.progress import Progress
-from mlmix.theory.chain.core import Chain
+from mlmix.theory.chain.markov_chain import Chain
 from mlmix.theory.kernels.decoders import SAMPLERS, check_schedule, decoder_law, partial_log_probs
 from mlmix.theory.kernels.scan_and_mh import check_order, systematic_kernel
 from mlmix.theory.local.constants import paper_constants_seconds
@@ -275,7 +275,7 @@ def test_the_sparse_cost_counts_products_timed_on_the_chain(monkeypatch):
     chain = Chain.from_source(IsingModel(nx.cycle_graph(10), beta=0.5), representation="sparse")
     monkeypatch.setitem(sys.modules, "torch", sys.modules.get("torch", object()))  # no start-up term
     for product in (1e-3, 2e-3):
-        monkeypatch.setattr("mlmix.theory.chain.core.product_seconds", lambda P, t=product: t)
+        monkeypatch.setattr("mlmix.theory.chain.markov_chain.product_seconds", lambda P, t=product: t)
         phases = dict(chain._summary_cost(2048)[0])
         assert sum(phases.values()) == pytest.approx(1650 * product)
 

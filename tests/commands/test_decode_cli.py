@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from mlmix.cli import main
-from mlmix.theory.chain.core import Chain
+from mlmix.theory.chain.markov_chain import Chain
 from mlmix.theory.kernels.decoders import PartialScoreTable, decoder_law
 from mlmix.theory.sources.conditionals import IsingModel, ScoreTable
 from mlmix.theory.sources.scorefile import load_scores, save_scores

@@ -11,7 +11,7 @@ from helpers import two_state
 
 from mlmix.cli import main
 from mlmix.commands.exact import parse_graph
-from mlmix.theory.chain.core import Chain
+from mlmix.theory.chain.markov_chain import Chain
 from mlmix.theory.local.influence import aggregate_influence, influence_matrix
 from mlmix.theory.reference import ising_cycle_gap
 from mlmix.theory.sources.conditionals import IsingModel, ScoreTable

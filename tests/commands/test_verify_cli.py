@@ -7,9 +7,9 @@ import pytest
 from hypothesis import strategies as st
 
 from mlmix.cli import main
-from mlmix.verify.core import CATALOGUE, Applicability, Theorem, compare, register, unregister
 from mlmix.verify.report import JSON_KEYS
 from mlmix.verify.runner import load_theorems, select
+from mlmix.verify.verdicts import CATALOGUE, Applicability, Theorem, compare, register, unregister
 
 
 def run_cli(capsys, *argv):

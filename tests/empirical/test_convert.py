@@ -10,7 +10,7 @@ import torch
 from mlm_fixtures import WORDS, save_model, tiny_masked_lm
 
 from mlmix.cli import main
-from mlmix.empirical.convert import convert
+from mlmix.empirical.checkpoint_copy import convert
 from mlmix.empirical.mlm import MaskedLMConditionals
 from mlmix.empirical.vocab import tokenizer_from_vocab
 

@@ -8,7 +8,6 @@ import types
 from pathlib import Path
 
 import jsonschema
-
 import networkx as nx
 import numpy as np
 import pytest
@@ -16,8 +15,8 @@ import torch
 from arviz_stats.base import array_stats
 
 from mlmix.cli import main
-from mlmix.empirical.diagnostics import check_transitions, diagnose, read_draws
-from mlmix.theory.chain.core import Chain
+from mlmix.empirical.convergence import check_transitions, diagnose, read_draws
+from mlmix.theory.chain.markov_chain import Chain
 from mlmix.theory.sources.conditionals import IsingModel
 
 torch.set_num_threads(1)

@@ -15,7 +15,7 @@ from helpers import FR1, NEXT
 from scipy.special import softmax
 
 from mlmix.empirical import antiberty as ab
-from mlmix.empirical import partial as pt
+from mlmix.empirical import partial_tables as pt
 from mlmix.empirical.mlm import MaskedLMConditionals
 from mlmix.theory.kernels.decoders import PartialScoreTable, decoder_law
 

@@ -12,7 +12,7 @@ import pytest
 import torch
 from mlm_fixtures import tiny_masked_lm
 
-from mlmix.empirical import partial as pt
+from mlmix.empirical import partial_tables as pt
 from mlmix.empirical import tabulate as tab
 from mlmix.empirical.mlm import MaskedLMConditionals
 from mlmix.files import atomic_save_npz

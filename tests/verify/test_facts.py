@@ -4,10 +4,10 @@ and closed forms on two-state chains where the facts are attained."""
 import numpy as np
 import pytest
 
-from mlmix.theory.chain.core import Chain
-from mlmix.verify.core import REGISTRY, search
+from mlmix.theory.chain.markov_chain import Chain
 from mlmix.verify.runner import load_theorems
 from mlmix.verify.theorems import facts
+from mlmix.verify.verdicts import REGISTRY, search
 
 load_theorems()
 FACTS = [i for i, t in REGISTRY.items() if t.paper == "facts"]

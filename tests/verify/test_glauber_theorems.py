@@ -17,10 +17,10 @@ from mlmix.theory.linalg.matrices import to_dense
 from mlmix.theory.local.influence import influence_matrix
 from mlmix.theory.sources.conditionals import IsingModel, ScoreTable
 from mlmix.theory.sources.space import StateSpace
-from mlmix.verify import strategies as S
-from mlmix.verify.core import REGISTRY, search
+from mlmix.verify import instances as S
 from mlmix.verify.runner import find_violation, load_theorems
 from mlmix.verify.theorems import glauber as G
+from mlmix.verify.verdicts import REGISTRY, search
 from mlmix.verify.wasserstein import hamming_w1
 
 load_theorems()

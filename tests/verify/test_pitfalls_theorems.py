@@ -21,9 +21,9 @@ from mlmix.theory.training.modes import (
     clique_kernel,
 )
 from mlmix.theory.training.pseudolikelihood import MaskDistribution
-from mlmix.verify.core import REGISTRY, UNCHECKED, search
 from mlmix.verify.exact_laws import empirical_tv_law, upper_quantile
 from mlmix.verify.pitfalls_strategies import BernoulliSum, EmpiricalLaw, ModesInstance, PLInstance
+from mlmix.verify.verdicts import REGISTRY, UNCHECKED, search
 
 PAPER_P = [tid for tid, th in REGISTRY.items() if th.paper == "pitfalls"]
 CHECKED = [tid for tid in PAPER_P if REGISTRY[tid].refuted_in is None]

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import HealthCheck, given, seed, settings
 
 from mlmix import strategies as ms
-from mlmix.theory.chain.core import Chain
+from mlmix.theory.chain.markov_chain import Chain
 from mlmix.theory.chain.structure import chain_structure
 from mlmix.theory.kernels.assembled import glauber_kernel
 from mlmix.theory.sources.conditionals import ScoreTable

@@ -12,12 +12,12 @@ from mlmix.theory.kernels import decoders as D
 from mlmix.theory.kernels import scan_and_mh as M
 from mlmix.theory.sources.conditionals import ScoreTable
 from mlmix.theory.sources.partial import PartialScoreTable
-from mlmix.verify import strategies as S
-from mlmix.verify.core import REGISTRY, search
+from mlmix.verify import instances as S
 from mlmix.verify.runner import load_theorems
 from mlmix.verify.theorems import samplers_decoders as SD
 from mlmix.verify.theorems import samplers_scan as SS
 from mlmix.verify.theorems import samplers_truncation as ST
+from mlmix.verify.verdicts import REGISTRY, search
 
 load_theorems()
 HOLDING = ["samplers.systematic-sweep", "samplers.mh-energies", "samplers.decoder-sequential",

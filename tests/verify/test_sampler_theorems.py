@@ -4,9 +4,9 @@ is caught; stored counterexamples fail; dropped hypotheses are found to matter."
 import numpy as np
 import pytest
 
-from mlmix.verify.core import REGISTRY, UNCHECKED, search
 from mlmix.verify.runner import find_violation, load_theorems
 from mlmix.verify.theorems import sampler_laws as SM
+from mlmix.verify.verdicts import REGISTRY, UNCHECKED, search
 
 load_theorems()
 IDS = [i for i, t in REGISTRY.items() if t.paper == SM.PAPER]

@@ -19,8 +19,8 @@ from mlmix.errors import InvalidResultError
 from mlmix.theorem import assert_holds, compare, inequality
 from mlmix.theory.results import Result
 from mlmix.verify import user
-from mlmix.verify.core import RELATIONS, Part, UndefinedSide, describe_value, search, verdict
 from mlmix.verify.report import dumps_compact, format_table
+from mlmix.verify.verdicts import RELATIONS, Part, UndefinedSide, describe_value, search, verdict
 
 HEADER = """\
 import math

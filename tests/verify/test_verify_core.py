@@ -6,7 +6,7 @@ import math
 import pytest
 from hypothesis import strategies as st
 
-from mlmix.verify.core import (
+from mlmix.verify.verdicts import (
     Applicability,
     Observation,
     Part,

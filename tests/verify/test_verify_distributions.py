@@ -1,6 +1,6 @@
 """The instance distributions of the searches match the strategies' docstrings: measured on the
 theorems' own strategies (seeded Hypothesis runs, no checks), with the shares `mlmix verify --stats`
-prints (mlmix.verify.core.regime_shares).
+prints (mlmix.verify.verdicts.regime_shares).
 
 The shares are measured in a fresh interpreter, as `mlmix verify` runs: Hypothesis biases its draws with
 constants it collects from the modules already imported, so inside a long pytest session the same seeded
@@ -15,9 +15,9 @@ from functools import cache
 import pytest
 from hypothesis import strategies as st
 
-from mlmix.verify import strategies as S
-from mlmix.verify.core import Theorem, part, regime_shares, search, verdict
+from mlmix.verify import instances as S
 from mlmix.verify.runner import PROFILES, examples_for, load_theorems
+from mlmix.verify.verdicts import Theorem, part, regime_shares, search, verdict
 
 THEOREMS = load_theorems()
 LARGE = "n>=4 and |V|>=3"

@@ -14,7 +14,6 @@ from scipy.stats import chi2
 from mlmix.theory.sources.conditionals import LogWeightTable
 from mlmix.theory.training.block_poincare import tensorization_ratio
 from mlmix.theory.training.pseudolikelihood import MaskDistribution
-from mlmix.verify.core import search
 from mlmix.verify.exact_laws import weighted_chi2_cdf
 from mlmix.verify.runner import load_theorems
 from mlmix.verify.theorems.pitfalls_errata import (
@@ -24,6 +23,7 @@ from mlmix.verify.theorems.pitfalls_errata import (
     light_symbol_ratio,
     refresh_law,
 )
+from mlmix.verify.verdicts import search
 
 THEOREMS = load_theorems()
 

@@ -8,16 +8,16 @@ import math
 import numpy as np
 import pytest
 
-import mlmix.empirical.diagnostics as diag
-from mlmix.theory.chain.core import Chain
+import mlmix.empirical.convergence as diag
+from mlmix.theory.chain.markov_chain import Chain
 from mlmix.theory.kernels.operators import KernelOperator
 from mlmix.theory.results import Result
 from mlmix.theory.sources.conditionals import LogWeightTable, ScoreTable
 from mlmix.theory.sources.space import StateSpace
-from mlmix.verify import strategies as S
-from mlmix.verify.core import REGISTRY
+from mlmix.verify import instances as S
 from mlmix.verify.runner import load_theorems
 from mlmix.verify.theorems import diagnostics_checks as D
+from mlmix.verify.verdicts import REGISTRY
 
 load_theorems()
 

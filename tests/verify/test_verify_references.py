@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 
 import mlmix.verify.theorems.pitfalls as pitfalls_module
-from mlmix.theory.chain.core import Chain
-from mlmix.verify import strategies as S
+from mlmix.theory.chain.markov_chain import Chain
+from mlmix.verify import instances as S
 from mlmix.verify.runner import load_theorems
 from mlmix.verify.theorems.facts import brute_force_conductance
 from mlmix.verify.theorems.pitfalls import product_joint, subset_resampling_gap

@@ -10,7 +10,9 @@ import pytest
 from hypothesis import strategies as st
 
 from mlmix.cli import main
-from mlmix.verify.core import (
+from mlmix.verify.report import EXIT_CODES
+from mlmix.verify.runner import load_theorems
+from mlmix.verify.verdicts import (
     Attaining,
     Counterexample,
     Part,
@@ -21,8 +23,6 @@ from mlmix.verify.core import (
     unregister,
     verdict,
 )
-from mlmix.verify.report import EXIT_CODES
-from mlmix.verify.runner import load_theorems
 
 
 def run_cli(capsys, *argv):

@@ -113,7 +113,7 @@ def _vertex_committors(chain, vertices: np.ndarray) -> np.ndarray:
 
 
 def metastable_sets(chain, k_max: int = 6) -> list[MetastableSet]:
-    """The metastable sets of ``chain`` (a dense or sparse :class:`~mlmix.theory.chain.core.Chain`), by
+    """The metastable sets of ``chain`` (a dense or sparse :class:`~mlmix.theory.chain.markov_chain.Chain`), by
     the eigenvalue-gap choice of k and crisp inner-simplex PCCA (module docstring); largest mass first.
     A chain whose largest gap is after the first eigenvalue (no slow structure) gives one set."""
     pi = np.asarray(chain.stationary, dtype=np.float64)

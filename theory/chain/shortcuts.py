@@ -1,4 +1,4 @@
-"""Float conveniences over :class:`~mlmix.theory.chain.core.Chain` for scripts and tests.
+"""Float conveniences over :class:`~mlmix.theory.chain.markov_chain.Chain` for scripts and tests.
 
 Each function builds ``Chain(P, stationary=pi)`` and returns one figure as a plain number; a figure that
 is only certified as an interval raises :class:`~mlmix.errors.UnresolvedError` instead of returning
@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 import scipy.sparse as sp
 
-from mlmix.theory.chain.core import Chain
+from mlmix.theory.chain.markov_chain import Chain
 from mlmix.validation import Matrix, check_transition_matrix, check_vector
 
 
@@ -62,21 +62,21 @@ def is_reversible(P: Matrix, pi: np.ndarray | None = None, rtol: float = 1e-10) 
 
 
 def mixing_time(P: Matrix, eps: float = 0.25, pi: np.ndarray | None = None) -> int:
-    """t_mix(eps) as an int (:meth:`mlmix.theory.chain.core.Chain.mixing_time`; UnresolvedError when only
+    """t_mix(eps) as an int (:meth:`mlmix.theory.chain.markov_chain.Chain.mixing_time`; UnresolvedError when only
     an interval is certified). ``pi``: a known stationary law."""
     return int(Chain(P, stationary=pi).mixing_time(eps))
 
 
 def tv_distance(P: Matrix, t: int, pi: np.ndarray | None = None) -> float:
-    """d(t) as a float (:meth:`mlmix.theory.chain.core.Chain.tv_distance`)."""
+    """d(t) as a float (:meth:`mlmix.theory.chain.markov_chain.Chain.tv_distance`)."""
     return float(Chain(P, stationary=pi).tv_distance(t))
 
 
 def distance_curve(P: Matrix, t_max: int, pi: np.ndarray | None = None) -> np.ndarray:
-    """d(0), ..., d(t_max) from the worst start (:meth:`mlmix.theory.chain.core.Chain.distance_curve`)."""
+    """d(0), ..., d(t_max) from the worst start (:meth:`mlmix.theory.chain.markov_chain.Chain.distance_curve`)."""
     return np.asarray(Chain(P, stationary=pi).distance_curve(t_max))
 
 
 def set_conductance(P: Matrix, S: np.ndarray, pi: np.ndarray | None = None) -> float:
-    """Phi(S) as a float (:meth:`mlmix.theory.chain.core.Chain.set_conductance`); ``pi``: a known law."""
+    """Phi(S) as a float (:meth:`mlmix.theory.chain.markov_chain.Chain.set_conductance`); ``pi``: a known law."""
     return float(Chain(P, stationary=pi).set_conductance(S))

@@ -88,7 +88,7 @@ def stationary_law(P: Matrix, structure: Structure | None = None) -> VectorResul
 
 
 def stationary_distribution(P: Matrix) -> np.ndarray:
-    """The stationary law as a plain array (:attr:`mlmix.theory.chain.core.Chain.stationary`)."""
+    """The stationary law as a plain array (:attr:`mlmix.theory.chain.markov_chain.Chain.stationary`)."""
     return np.asarray(stationary_law(P))
 
 

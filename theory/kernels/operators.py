@@ -27,7 +27,7 @@ Where c_K comes from (computed once, stored in float64 or the requested dtype):
 * any other source: tabulated once through :meth:`ScoreTable.from_conditionals`.
 
 Numbers are torch tensors (CPU or CUDA, one code path). The state tensor may be sharded over
-processes (:mod:`mlmix.theory.linalg.distributed`): then the first d sites are fixed per process and a
+processes (:mod:`mlmix.theory.linalg.sharding`): then the first d sites are fixed per process and a
 block that touches them sums its fibre with a group all-reduce.
 
 Speed: a broadcast whose innermost contiguous run is short is slow, so blocks whose sites sit near
@@ -53,7 +53,7 @@ import torch
 from mlmix.errors import InputTypeError
 from mlmix.theory.kernels.assembled import check_block_weights, check_blocks, k_subsets
 from mlmix.theory.kernels.representation import OPERATOR_KERNELS, operator_memory
-from mlmix.theory.linalg.distributed import LOCAL, Comm, local_range
+from mlmix.theory.linalg.sharding import LOCAL, Comm, local_range
 from mlmix.theory.sources.conditionals import (
     Conditionals,
     GibbsModel,

@@ -3,7 +3,7 @@
 A transition probability built from conditionals (a product or sum of them) is positive exactly when
 the conditionals it is made of are, i.e. when their logarithms are > -inf; its float value may still
 underflow to 0 (a conditional of exp(-800)). The communicating classes of a chain are a property of
-this pattern, so :class:`~mlmix.theory.chain.core.Chain` takes its structure from it
+this pattern, so :class:`~mlmix.theory.chain.markov_chain.Chain` takes its structure from it
 (:mod:`mlmix.theory.chain.structure`), never from the float entries.
 
 Per kernel (definitions in :mod:`mlmix.theory.kernels.assembled` and

@@ -4,7 +4,7 @@ and linear systems (restarted GMRES, BiCGSTAB, conjugate gradients, each optiona
 Every solver takes anything :func:`~mlmix.theory.linalg.operator.as_operator` accepts: an assembled
 matrix (dense or CSR: the chains below the matrix-free size) or a matrix-free, possibly sharded,
 operator. Vectors are torch tensors; every inner product goes through the operator's communicator
-(:mod:`mlmix.theory.linalg.distributed`), so the same code runs on one process or on a sharded state
+(:mod:`mlmix.theory.linalg.sharding`), so the same code runs on one process or on a sharded state
 vector. No solver certifies anything by itself: they return what the caller needs to do so (the
 Ritz vectors, whose residuals the caller recomputes with the operator; a solve's true residual).
 
@@ -29,8 +29,8 @@ from typing import Callable
 import numpy as np
 import torch
 
-from mlmix.theory.linalg.distributed import Comm
 from mlmix.theory.linalg.operator import Operator, OperatorLike, as_operator
+from mlmix.theory.linalg.sharding import Comm
 
 #: Columns updated at a time when the kept Ritz vectors overwrite the basis in place.
 _CHUNK = 1 << 14

@@ -2,7 +2,7 @@
 
 An :class:`Operator` is a linear map A on R^N, possibly sharded over processes: ``apply(v, out)``
 writes A v into ``out`` (torch tensors of this process's ``n`` entries) and returns it; ``comm``
-sums inner products over processes (:mod:`mlmix.theory.linalg.distributed`). Every solver of
+sums inner products over processes (:mod:`mlmix.theory.linalg.sharding`). Every solver of
 :mod:`mlmix.theory.linalg.krylov` takes anything :func:`as_operator` accepts, so the assembled
 chains (dense ndarray, scipy CSR, a ``scipy.sparse.linalg.LinearOperator``) and the matrix-free
 ones (:class:`~mlmix.theory.kernels.operators.KernelOperator` products, sharded or on a GPU) run
@@ -23,7 +23,7 @@ import scipy.sparse as sp
 import scipy.sparse.linalg as spla
 import torch
 
-from mlmix.theory.linalg.distributed import LOCAL, Comm
+from mlmix.theory.linalg.sharding import LOCAL, Comm
 
 ApplyFn = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
 

@@ -24,7 +24,7 @@ import numpy as np
 
 from mlmix.limits import CONSTANTS_LIMIT
 from mlmix.progress import seconds_for
-from mlmix.theory.chain.core import Chain
+from mlmix.theory.chain.markov_chain import Chain
 from mlmix.theory.local.influence import aggregate_influence, contraction_temperature, influence_and_oscillation
 from mlmix.theory.local.margins import basin_margin, escape_bound, mixing_lower_bound
 from mlmix.theory.local.rectangles import rectangle_summary

@@ -1,6 +1,6 @@
 """The standard Markov-chain facts the proofs and the exact engine rely on (THEOREMS.md section 2C),
 checked on non-reversible Glauber chains of score tables and on metastable two-well chains (spectral
-gaps down to ~1e-30, computed to relative accuracy by :class:`mlmix.theory.chain.core.Chain`).
+gaps down to ~1e-30, computed to relative accuracy by :class:`mlmix.theory.chain.markov_chain.Chain`).
 
 1. Dirichlet form: E(f, f) = <f, (I - P) f>_pi = (1/2) sum pi(x) P(x, y) (f(x) - f(y))^2, the same for P
    and its additive reversibilization (two formulas).
@@ -22,11 +22,11 @@ import math
 import numpy as np
 from hypothesis import strategies as st
 
-from mlmix.theory.chain.core import Chain
+from mlmix.theory.chain.markov_chain import Chain
 from mlmix.theory.kernels.assembled import glauber_kernel
-from mlmix.verify import strategies as S
-from mlmix.verify.core import Applicability, Attaining, OnFirst, Part, Theorem, Verdict, part, register, verdict
+from mlmix.verify import instances as S
 from mlmix.verify.theorems.glauber import mixing_part, two_spin_ising
+from mlmix.verify.verdicts import Applicability, Attaining, OnFirst, Part, Theorem, Verdict, part, register, verdict
 
 PAPER = "facts"
 

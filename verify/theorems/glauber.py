@@ -27,7 +27,7 @@ from hypothesis import strategies as st
 from scipy.special import log_softmax, softmax
 
 from mlmix.errors import ReducibleChainError
-from mlmix.theory.chain.core import Chain
+from mlmix.theory.chain.markov_chain import Chain
 from mlmix.theory.chain.structure import communicating_classes
 from mlmix.theory.kernels.assembled import glauber_kernel
 from mlmix.theory.linalg.matrices import to_dense
@@ -44,8 +44,8 @@ from mlmix.theory.local.rectangles import all_rectangles, compatible_joint, is_c
 from mlmix.theory.sources.conditionals import IsingModel, ScoreTable
 from mlmix.theory.sources.contexts import score_table
 from mlmix.theory.sources.space import StateSpace
-from mlmix.verify import strategies as S
-from mlmix.verify.core import (
+from mlmix.verify import instances as S
+from mlmix.verify.verdicts import (
     Applicability,
     Attaining,
     Counterexample,
@@ -110,7 +110,7 @@ def identity(name: str, a: np.ndarray, b: np.ndarray, rtol: float, atol: float =
 def mixing_part(name: str, P: np.ndarray, eps: float, pi: np.ndarray, bound: float, relation: str) -> Part:
     """t_mix(eps) against ``bound``: exact when the chain's powers resolve it, else its certified
     interval, whose width becomes the error of the side (a violation is then reported only when the
-    whole interval violates the bound) (:meth:`mlmix.theory.chain.core.Chain.mixing_time`)."""
+    whole interval violates the bound) (:meth:`mlmix.theory.chain.markov_chain.Chain.mixing_time`)."""
     if pi.min() < 1e-300:  # the stationary law underflows: t_mix is not resolvable here (an unknown side)
         return Part(name, bound, bound, relation, math.inf, 0.0)
     t = Chain(P, stationary=pi).mixing_time(eps)
@@ -1225,7 +1225,7 @@ class DriftBand(GlauberTheorem):
 
 def count_levels(f: tuple[float, ...]) -> tuple[np.ndarray, np.ndarray]:
     """Up and down probabilities of N on levels 0..n for the binary count chain of
-    :func:`mlmix.verify.strategies.count_table`: N is itself a birth-death chain (sites are
+    :func:`mlmix.verify.instances.count_table`: N is itself a birth-death chain (sites are
     exchangeable), up from m with ((n-m)/n) f(m), down with (m/n)(1 - f(m-1))."""
     n = len(f)
     m = np.arange(n + 1)

@@ -37,10 +37,10 @@ import numpy as np
 from hypothesis import strategies as st
 
 from mlmix.errors import InvalidResultError
-from mlmix.theory.chain.core import Chain
+from mlmix.theory.chain.markov_chain import Chain
 from mlmix.theory.results import EPS, Result
-from mlmix.verify import strategies as S
-from mlmix.verify.core import Attaining, Part, Theorem, Verdict, register, verdict
+from mlmix.verify import instances as S
+from mlmix.verify.verdicts import Attaining, Part, Theorem, Verdict, register, verdict
 
 PAPER = "engine"
 

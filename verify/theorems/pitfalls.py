@@ -63,19 +63,6 @@ from mlmix.theory.training.pseudolikelihood import (
     asymptotic_covariance,
     fit_pseudolikelihood,
 )
-from mlmix.verify.core import (
-    Applicability,
-    Attaining,
-    Counterexample,
-    OnFirst,
-    Part,
-    Theorem,
-    Verdict,
-    not_checkable,
-    part,
-    register,
-    verdict,
-)
 from mlmix.verify.exact_laws import bernoulli_sum_law, compositions, empirical_tv_law, upper_quantile
 from mlmix.verify.pitfalls_strategies import (
     BernoulliSum,
@@ -98,6 +85,19 @@ from mlmix.verify.pitfalls_strategies import (
     symmetric_cliques,
 )
 from mlmix.verify.theorems.glauber import identity
+from mlmix.verify.verdicts import (
+    Applicability,
+    Attaining,
+    Counterexample,
+    OnFirst,
+    Part,
+    Theorem,
+    Verdict,
+    not_checkable,
+    part,
+    register,
+    verdict,
+)
 
 PAPER = "pitfalls"
 

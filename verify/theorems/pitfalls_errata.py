@@ -39,10 +39,10 @@ from mlmix.theory.sources.space import StateSpace
 from mlmix.theory.training.block_poincare import block_dynamics_kernel, tensorization_ratio
 from mlmix.theory.training.exponential_family import IsingFamily
 from mlmix.theory.training.pseudolikelihood import MaskDistribution, asymptotic_covariance
-from mlmix.verify.core import Applicability, Attaining, Counterexample, Part, Theorem, Verdict, register, verdict
 from mlmix.verify.exact_laws import weighted_chi2_cdf
 from mlmix.verify.pitfalls_strategies import PLInstance, pl_instances, thetas
 from mlmix.verify.theorems.pitfalls import PAPER, _well_conditioned
+from mlmix.verify.verdicts import Applicability, Attaining, Counterexample, Part, Theorem, Verdict, register, verdict
 
 #: Relative accuracy of a KL computed in double precision from laws with entries >= 1e-300 (a few
 #: hundred roundings of terms of size <= KL(r || q) + log(1/q_min)).

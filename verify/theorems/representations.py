@@ -3,7 +3,7 @@
 :mod:`mlmix.theory.kernels.operators`) and of the CSR chain must lie inside the dense chain's certified
 enclosure (paper key ``diagnostics``).
 
-The instances are those of the papers' chain theorems (:func:`mlmix.verify.strategies.instances`: any
+The instances are those of the papers' chain theorems (:func:`mlmix.verify.instances.instances`: any
 source, incompatible two times in three, half of them n >= 4 and |V| >= 3, up to 243 states), the
 sampler Glauber or, on sources with a joint law, 2-Gibbs. ``Chain.from_source(source, kernel,
 representation=...)`` builds the dense chain (GTH, dense eigensolvers, exact t_mix), the CSR chain (sparse
@@ -23,10 +23,10 @@ import numpy as np
 from hypothesis import strategies as st
 
 from mlmix.errors import ConvergenceError
-from mlmix.theory.chain.core import Chain
+from mlmix.theory.chain.markov_chain import Chain
 from mlmix.theory.results import Result
-from mlmix.verify import strategies as S
-from mlmix.verify.core import Applicability, OnFirst, Part, Theorem, Verdict, register, verdict
+from mlmix.verify import instances as S
+from mlmix.verify.verdicts import Applicability, OnFirst, Part, Theorem, Verdict, register, verdict
 
 PAPER = "diagnostics"
 

@@ -23,7 +23,7 @@ import numpy as np
 from hypothesis import strategies as st
 from scipy.special import logsumexp
 
-from mlmix.theory.chain.core import Chain
+from mlmix.theory.chain.markov_chain import Chain
 from mlmix.theory.kernels import scan_and_mh as smp
 from mlmix.theory.kernels.assembled import glauber_kernel
 from mlmix.theory.kernels.decoders import PartialScoreTable, decoder_law, expected_conditional_tc, schedule_tc
@@ -31,8 +31,8 @@ from mlmix.theory.kernels.scan_and_mh import mh_acceptance, mh_kernel, systemati
 from mlmix.theory.results import EPS
 from mlmix.theory.sources.conditionals import LogWeightTable
 from mlmix.theory.sources.space import StateSpace
-from mlmix.verify import strategies as S
-from mlmix.verify.core import (
+from mlmix.verify import instances as S
+from mlmix.verify.verdicts import (
     Applicability,
     Attaining,
     Counterexample,

@@ -31,10 +31,10 @@ from mlmix.theory.kernels.decoders import decoder_law, partial_log_probs
 from mlmix.theory.results import EPS
 from mlmix.theory.sources.partial import PartialScoreTable
 from mlmix.theory.sources.space import StateSpace
-from mlmix.verify import strategies as S
-from mlmix.verify.core import Part, Theorem, Verdict, register, verdict
+from mlmix.verify import instances as S
 from mlmix.verify.theorems.sampler_laws import parallel_schedules
 from mlmix.verify.theorems.samplers_scan import _ratio_parts
+from mlmix.verify.verdicts import Part, Theorem, Verdict, register, verdict
 
 PAPER = "samplers"
 

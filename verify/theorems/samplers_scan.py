@@ -26,8 +26,8 @@ from hypothesis import strategies as st
 from mlmix.theory.kernels.scan_and_mh import mh_kernel, systematic_kernel, target_law
 from mlmix.theory.results import EPS
 from mlmix.theory.sources.conditionals import Conditionals, ScoreTable
-from mlmix.verify import strategies as S
-from mlmix.verify.core import OnFirst, Part, Theorem, Verdict, register, verdict
+from mlmix.verify import instances as S
+from mlmix.verify.verdicts import OnFirst, Part, Theorem, Verdict, register, verdict
 
 PAPER = "samplers"
 

@@ -23,10 +23,10 @@ from mlmix.theory.kernels.decoders import decoder_law, partial_log_probs
 from mlmix.theory.kernels.scan_and_mh import Truncated
 from mlmix.theory.results import EPS
 from mlmix.theory.sources.partial import PartialScoreTable
-from mlmix.verify import strategies as S
-from mlmix.verify.core import Part, Verdict, register, verdict
+from mlmix.verify import instances as S
 from mlmix.verify.theorems.samplers_decoders import MAX_STATES, References, _DecoderTheorem, decoder_tables
 from mlmix.verify.theorems.samplers_scan import _probability_rows, _ratio_parts
+from mlmix.verify.verdicts import Part, Verdict, register, verdict
 
 #: A context whose top-p mass lies within this relative distance of p is decided by rounding.
 AMBIGUOUS = 1e-9

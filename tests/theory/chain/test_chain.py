@@ -11,7 +11,7 @@ from helpers import two_state
 
 import mlmix
 from mlmix.errors import UnresolvedError
-from mlmix.theory.chain.core import Chain
+from mlmix.theory.chain.markov_chain import Chain
 from mlmix.theory.kernels.assembled import glauber_kernel, independent_parallel_kernel, k_gibbs_kernel
 from mlmix.theory.results import Result, VectorResult
 from mlmix.theory.sources.conditionals import IsingModel, ScoreTable, clique_ising

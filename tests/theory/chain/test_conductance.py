@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from mlmix.theory.chain.conductance import conductance_interval, exact_conductance, log_set_conductance, sweep_profile
-from mlmix.theory.chain.core import Chain
+from mlmix.theory.chain.markov_chain import Chain
 from mlmix.theory.chain.shortcuts import set_conductance
 from mlmix.theory.kernels.assembled import glauber_kernel
 from mlmix.theory.reference import birth_death

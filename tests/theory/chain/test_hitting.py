@@ -10,13 +10,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from mlmix.theory.chain import hitting
-from mlmix.theory.chain.core import Chain
 from mlmix.theory.chain.hitting import (
     committor,
     expected_hitting_times,
     hitting_probabilities,
     hitting_time_distribution,
 )
+from mlmix.theory.chain.markov_chain import Chain
 from mlmix.theory.kernels.assembled import glauber_kernel
 from mlmix.theory.sources.conditionals import IsingModel, PottsModel, ScoreTable
 

@@ -10,11 +10,12 @@ import numpy as np
 import pytest
 
 from mlmix.theory import results
-from mlmix.theory.chain import core, mixing
+from mlmix.theory.chain import markov_chain as core
+from mlmix.theory.chain import mixing
 from mlmix.theory.local.constants import thm5_bound
 from mlmix.theory.results import Result
-from mlmix.verify.core import search
 from mlmix.verify.theorems import intervals as I
+from mlmix.verify.verdicts import search
 
 
 def two_state(a: float, b: float) -> np.ndarray:

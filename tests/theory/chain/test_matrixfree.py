@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from mlmix.files import dumps_json
-from mlmix.theory.chain.core import Chain
+from mlmix.theory.chain.markov_chain import Chain
 from mlmix.theory.chain.matrixfree.analysis import (
     analyse_operator,
     hash_uniform,

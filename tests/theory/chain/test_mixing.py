@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from mlmix.errors import UnresolvedError
-from mlmix.theory.chain.core import Chain
+from mlmix.theory.chain.markov_chain import Chain
 from mlmix.theory.chain.shortcuts import distance_curve, mixing_time, tv_distance
 from mlmix.theory.kernels.assembled import glauber_kernel
 from mlmix.theory.sources.conditionals import IsingModel, ScoreTable

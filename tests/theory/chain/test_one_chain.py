@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 import torch
 
-from mlmix.theory.chain.core import Chain
+from mlmix.theory.chain.markov_chain import Chain
 from mlmix.theory.chain.matrixfree.analysis import OperatorChain
 from mlmix.theory.kernels.assembled import glauber_kernel
 from mlmix.theory.kernels.operators import kernel_operator

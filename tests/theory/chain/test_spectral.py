@@ -13,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from mlmix.errors import ReducibleChainError, UnresolvedError
-from mlmix.theory.chain.core import Chain
+from mlmix.theory.chain.markov_chain import Chain
 from mlmix.theory.chain.shortcuts import (
     additive_gap,
     is_reversible,

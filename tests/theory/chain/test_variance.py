@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from mlmix.errors import ConvergenceError
-from mlmix.theory.chain.core import Chain
+from mlmix.theory.chain.markov_chain import Chain
 from mlmix.theory.chain.variance import kemeny_interval
 from mlmix.theory.kernels.assembled import glauber_kernel
 from mlmix.theory.linalg.matrices import krylov_solve

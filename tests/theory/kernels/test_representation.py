@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from mlmix.cli import main
-from mlmix.theory.chain.core import Chain
+from mlmix.theory.chain.markov_chain import Chain
 from mlmix.theory.chain.matrixfree.analysis import OperatorChain
 from mlmix.theory.kernels.representation import csr_memory
 from mlmix.theory.sources.conditionals import IsingModel, ScoreTable

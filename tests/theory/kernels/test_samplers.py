@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import sympy
 
-from mlmix.theory.chain.core import Chain
+from mlmix.theory.chain.markov_chain import Chain
 from mlmix.theory.kernels.assembled import glauber_kernel
 from mlmix.theory.kernels.scan_and_mh import (
     Truncated,

@@ -21,7 +21,7 @@ from mlmix.theory.chain.matrixfree.solves import (
     hitting_times,
 )
 from mlmix.theory.kernels.operators import kernel_operator
-from mlmix.theory.linalg.distributed import LOCAL, Comm
+from mlmix.theory.linalg.sharding import LOCAL, Comm
 from mlmix.theory.sources.conditionals import IsingModel, LogWeightTable, ScoreTable
 from mlmix.theory.sources.space import StateSpace
 
@@ -62,7 +62,7 @@ def _figures(comm: Comm, name: str) -> dict[str, np.ndarray]:
 def _worker(rank: int, world: int, port: int, folder: str) -> None:
     import torch.distributed as dist
 
-    from mlmix.theory.linalg.distributed import DistributedComm
+    from mlmix.theory.linalg.sharding import DistributedComm
 
     torch.set_num_threads(1)
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
@@ -121,7 +121,7 @@ def test_torchrun_entry_point_reports_like_mlmix_exact(tmp_path):
     import subprocess
     import sys
 
-    from mlmix.theory.chain.core import Chain
+    from mlmix.theory.chain.markov_chain import Chain
 
     torchrun = [sys.executable, "-m", "torch.distributed.run"]  # the torchrun script, from any environment
     cmd = [*torchrun, "--standalone", "--nproc-per-node=2", "-m", "mlmix.commands.distributed", "--backend", "gloo",

@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 import torch
 
-from mlmix.theory.linalg.distributed import LOCAL
 from mlmix.theory.linalg.krylov import conjugate_gradient, gmres, inner, lanczos, norm
+from mlmix.theory.linalg.sharding import LOCAL
 
 
 def operator(A: np.ndarray):

@@ -8,9 +8,9 @@ import scipy.sparse as sp
 import scipy.sparse.linalg as spla
 import torch
 
-from mlmix.theory.linalg.distributed import LOCAL, Comm
 from mlmix.theory.linalg.krylov import gmres, lanczos
 from mlmix.theory.linalg.operator import Operator, as_operator
+from mlmix.theory.linalg.sharding import LOCAL, Comm
 
 
 def forms(A: np.ndarray) -> dict:

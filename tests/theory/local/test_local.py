@@ -47,7 +47,7 @@ from mlmix.theory.sources.conditionals import (
 from mlmix.theory.sources.contexts import TopK
 from mlmix.theory.sources.space import StateSpace
 from mlmix.validation import memory_limit
-from mlmix.verify import strategies as S
+from mlmix.verify import instances as S
 
 
 def brute_influence(src):

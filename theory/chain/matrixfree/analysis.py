@@ -51,7 +51,7 @@ from mlmix.limits import MFPT_LIMIT
 from mlmix.progress import Convergence
 from mlmix.theory.chain.absorbing import Absorption, absorption_probabilities, expected_steps, fundamental_matrix
 from mlmix.theory.chain.conductance import sweep_profile
-from mlmix.theory.chain.core import Chain
+from mlmix.theory.chain.markov_chain import Chain
 from mlmix.theory.chain.matrixfree.solves import (
     asymptotic_variance,
     certify_stationary,
@@ -427,7 +427,7 @@ class _Positive(Structure):
 
 
 class OperatorChain(Chain):
-    """:class:`mlmix.theory.chain.core.Chain` on a matrix-free kernel: what ``Chain.from_source(...,
+    """:class:`mlmix.theory.chain.markov_chain.Chain` on a matrix-free kernel: what ``Chain.from_source(...,
     representation="operator")`` returns. Every member of ``Chain`` is defined here (a test checks
     it): gaps, conductance and t_mix bounds (module docstring), and the solves of
     :mod:`mlmix.theory.chain.matrixfree.solves` (hitting times, committors, the asymptotic variance, distances
@@ -435,7 +435,7 @@ class OperatorChain(Chain):
     ``to_dense``, the derived chains of a non-reversible kernel, the worst-start d(t) curve) builds
     it from the source when it fits the memory limit and otherwise raises the one-line
     MemoryLimitError of the builder when called. ``op`` may be sharded
-    (:mod:`mlmix.theory.linalg.distributed`): vectors are then this process's slice."""
+    (:mod:`mlmix.theory.linalg.sharding`): vectors are then this process's slice."""
 
     representation = "operator"
 

@@ -8,7 +8,7 @@ the 1/n is the deliberately wrong version.
 
 from mlmix import strategies as ms
 from mlmix.theorem import inequality, not_checkable, theorem
-from mlmix.theory.chain.core import Chain
+from mlmix.theory.chain.markov_chain import Chain
 from mlmix.theory.local.influence import influence_matrix
 
 

@@ -39,7 +39,7 @@ from hypothesis import assume
 from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
 
-from mlmix.theory.chain.core import Chain
+from mlmix.theory.chain.markov_chain import Chain
 from mlmix.theory.kernels.scan_and_mh import Truncated
 from mlmix.theory.local.influence import contraction_temperature, influence_matrix, score_oscillation
 from mlmix.theory.local.margins import basin_margin
@@ -932,7 +932,7 @@ def metastable_matrices(draw, gap: tuple[float, float] = (1e-12, 1e-6), max_stat
     1..4 from each well to the next one (cyclically; symmetric when the blocks are reversible, so
     that P is reversible too), escape probabilities O(eps). eps is drawn log-uniform so that the spectral gap lands in ``gap``, then rescaled once by the ratio of
     the target to the certified gap; the instance's ``gap`` is that certified value
-    (:attr:`mlmix.theory.chain.core.Chain.additive_gap`: the spectral gap of (P + P*)/2, which is P's own
+    (:attr:`mlmix.theory.chain.markov_chain.Chain.additive_gap`: the spectral gap of (P + P*)/2, which is P's own
     gap when P is reversible) and instances outside the range are rejected
     (Hypothesis draws again; the gap is linear in eps to first order, so one rescaling
     nearly always lands inside)."""

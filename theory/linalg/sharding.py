@@ -82,7 +82,7 @@ class DistributedComm(Comm):
 
         if not dist.is_available() or not dist.is_initialized():
             raise RuntimeError("torch.distributed is not initialised: launch with torchrun and call "
-                               "mlmix.theory.linalg.distributed.init_from_environment() first")
+                               "mlmix.theory.linalg.sharding.init_from_environment() first")
         self._dist = dist
         self.world_size = dist.get_world_size()
         self.rank = dist.get_rank()

@@ -16,7 +16,7 @@ Monte Carlo standard error of the mean. Beside them:
   conditionals, :func:`mlmix.empirical.simulation.run_coupled`); chains simulated from an assembled
   kernel use a maximal coupling of the two rows P(x, .) and P(y, .). Both are faithful: a pair that
   has met never separates.
-- the exact values of the same chain (:class:`~mlmix.theory.chain.core.Chain`): d_mu(t) for t = 0..N by
+- the exact values of the same chain (:class:`~mlmix.theory.chain.markov_chain.Chain`): d_mu(t) for t = 0..N by
   propagating mu, the worst-start t_mix(1/4), the stationary mean pi(f), the asymptotic variance
   sigma^2(f) (Poisson equation) and the exact effective sample size of the m N kept draws at
   stationarity,
@@ -460,7 +460,7 @@ def diagnose(chain, source: Conditionals | None = None, *, draws: np.ndarray | N
              tokens: Sequence[str] | None = None, kernel: str | None = None, mixing_limit: int = 2048,
              inputs: dict | None = None) -> dict:
     """The library diagnostics of each test function beside the exact truth of ``chain`` (a
-    :class:`~mlmix.theory.chain.core.Chain` built by ``Chain.from_source``, or an ``OperatorChain``), with
+    :class:`~mlmix.theory.chain.markov_chain.Chain` built by ``Chain.from_source``, or an ``OperatorChain``), with
     the verdicts (module docstring). Two ways in:
 
     * ``draws=None``: simulate ``chains`` chains (default 4) for ``steps`` steps (default 1000) from
