@@ -3,6 +3,8 @@
 - :mod:`mlmix.empirical.mlm` — :class:`~mlmix.empirical.mlm.MaskedLMConditionals` (any ``AutoModelForMaskedLM``),
   batched masked forward passes on CPU or CUDA; the shipped default model lives in
   ``empirical/default_model/`` (:data:`~mlmix.empirical.mlm.DEFAULT_MODEL_DIR`).
+- :mod:`mlmix.empirical.sceptr` — :class:`~mlmix.empirical.sceptr.SceptrConditionals`, SCEPTR (a small
+  pretrained TCR masked LM read from its PyPI wheel, forward pass re-implemented), ``--mlm sceptr[:VARIANT]``.
 - :mod:`mlmix.empirical.causal` — :class:`~mlmix.empirical.causal.CausalLMConditionals`, the compatible control
   (conditionals of an autoregressive joint, rectangle statistic 0).
 - :mod:`mlmix.empirical.constants` — rho, Delta, rectangle R, drift and margins from sampled contexts,

@@ -44,6 +44,30 @@ class IndexUnreachable(RuntimeError):
     """pip could not reach the package index (no network): the caller may skip, not fail."""
 
 
+def download_wheel(package: str, version: str, wheel: str, sha256: str, dest: str | Path) -> Path:
+    """``dest/wheel``: ``pip download package==version --no-deps --only-binary=:all:`` into ``dest``
+    unless the file is already there, then checked against the pinned ``sha256``.
+
+    Raises :class:`IndexUnreachable` when pip cannot reach the index, ValueError for any other
+    failure (a wheel with another hash, a pip error).
+    """
+    dest = Path(dest).expanduser()
+    path = dest / wheel
+    if not path.is_file():
+        dest.mkdir(parents=True, exist_ok=True)
+        done = subprocess.run([sys.executable, "-m", "pip", "download", f"{package}=={version}", "--no-deps",
+                               "--only-binary=:all:", "-d", str(dest)], capture_output=True, text=True, check=False)
+        if done.returncode != 0:
+            text = done.stdout + done.stderr
+            if any(mark in text for mark in _OFFLINE):
+                raise IndexUnreachable(f"pip could not reach the package index: {text.strip().splitlines()[-1]}")
+            raise ValueError(f"pip download {package}=={version} failed: {text.strip().splitlines()[-1]}")
+    digest = hashlib.sha256(path.read_bytes()).hexdigest()
+    if digest != sha256:
+        raise ValueError(f"{path} has SHA-256 {digest}, not the pinned {sha256}")
+    return path
+
+
 def fetch(dest: str | Path) -> tuple[Path, Path]:
     """Download the wheel into ``dest`` (once; checked against :data:`WHEEL_SHA256`) and unpack the
     model folder; returns (model folder with config.json + pytorch_model.bin, vocab.txt).
@@ -55,19 +79,7 @@ def fetch(dest: str | Path) -> tuple[Path, Path]:
     model_dir, vocab = dest / MODEL_MEMBER, dest / VOCAB_MEMBER
     if (model_dir / "pytorch_model.bin").is_file() and (model_dir / "config.json").is_file() and vocab.is_file():
         return model_dir, vocab
-    wheel = dest / WHEEL
-    if not wheel.is_file():
-        dest.mkdir(parents=True, exist_ok=True)
-        done = subprocess.run([sys.executable, "-m", "pip", "download", f"antiberty=={VERSION}", "--no-deps",
-                               "--only-binary=:all:", "-d", str(dest)], capture_output=True, text=True, check=False)
-        if done.returncode != 0:
-            text = done.stdout + done.stderr
-            if any(mark in text for mark in _OFFLINE):
-                raise IndexUnreachable(f"pip could not reach the package index: {text.strip().splitlines()[-1]}")
-            raise ValueError(f"pip download antiberty=={VERSION} failed: {text.strip().splitlines()[-1]}")
-    digest = hashlib.sha256(wheel.read_bytes()).hexdigest()
-    if digest != WHEEL_SHA256:
-        raise ValueError(f"{wheel} has SHA-256 {digest}, not the pinned {WHEEL_SHA256}")
+    wheel = download_wheel("antiberty", VERSION, WHEEL, WHEEL_SHA256, dest)
     with zipfile.ZipFile(wheel) as archive:
         for member in archive.namelist():
             if member in (MODEL_MEMBER + "config.json", MODEL_MEMBER + "pytorch_model.bin", VOCAB_MEMBER):

@@ -5,6 +5,7 @@ contexts and, when |V|^n is small (the shipped default model), computed exactly 
     mlmix estimate --json --convergence             # + exact values and convergence with N
     mlmix estimate --model bert-base-uncased --length 16 --contexts 64 --device cuda:0 --json
     mlmix estimate --model ./my-model --candidates "the a of ! ." --length 8
+    mlmix estimate --model sceptr:tiny --frame "C A S S _ _ _ E Q F F"    # SCEPTR from its PyPI wheel
 
 A hub id is only looked up offline when HF_HUB_OFFLINE is set; give a local folder (config,
 tokenizer files, *.safetensors) otherwise.
@@ -18,7 +19,13 @@ from pathlib import Path
 
 import numpy as np
 
-from mlmix.commands.options import add_frame_arguments, add_model_arguments, add_threads_argument, set_threads
+from mlmix.commands.options import (
+    add_frame_arguments,
+    add_model_arguments,
+    add_threads_argument,
+    masked_lm_class,
+    set_threads,
+)
 from mlmix.empirical import constants as est
 from mlmix.files import atomic_write_text, dumps_json
 from mlmix.limits import CONSTANTS_LIMIT
@@ -35,7 +42,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
     """Arguments of ``mlmix estimate``."""
     model = parser.add_argument_group("model")
     model.add_argument("--model", default=None, metavar="ID_OR_PATH",
-                       help="Hugging Face id or local folder of a masked LM (default: the shipped model)")
+                       help="Hugging Face id or local folder of a masked LM, or sceptr[:VARIANT] (SCEPTR from "
+                            "its PyPI wheel; default: the shipped model)")
     model.add_argument("--causal", action="store_true",
                        help="the model is an autoregressive LM: use the compatible causal control (R = 0)")
     model.add_argument("--temperature", type=float, default=1.0, help="T > 0 (default 1)")
@@ -85,7 +93,7 @@ def load_source(args: argparse.Namespace):
     """The conditionals object described by the model and frame arguments."""
     # deferred: torch and transformers load only when the command runs
     from mlmix.empirical.causal import CausalLMConditionals
-    from mlmix.empirical.mlm import DEFAULT_MODEL_DIR, MaskedLMConditionals
+    from mlmix.empirical.mlm import DEFAULT_MODEL_DIR
 
     model = args.model if args.model is not None else str(DEFAULT_MODEL_DIR)
     length = args.length
@@ -94,7 +102,7 @@ def load_source(args: argparse.Namespace):
         from mlmix.empirical.shipped_model import law_spec
 
         length = law_spec(model)["length"] if (Path(model) / "law.json").is_file() else DEFAULT_LENGTH
-    cls = CausalLMConditionals if args.causal else MaskedLMConditionals
+    cls = CausalLMConditionals if args.causal else masked_lm_class(model)
     return cls.from_pretrained(model, length, trust_remote_code=args.trust_remote_code,
                                allow_pickle=args.allow_pickle, frame=args.frame, candidates=args.candidates,
                                prefix=args.prefix, suffix=args.suffix, temperature=args.temperature,

@@ -146,8 +146,9 @@ def add_mlm_arguments(parser: argparse.ArgumentParser) -> None:
     its default is ignored: the frame's blanks give n)."""
     group = parser.add_argument_group("masked language model (--mlm): its exact chain over a frame")
     group.add_argument("--mlm", default=None, metavar="ID_OR_PATH",
-                       help="Hugging Face id or local folder of a masked LM: tabulate its conditionals over the "
-                            "frame (n |V|^(n-1) masked passes, cached) and analyse the exact chain")
+                       help="Hugging Face id or local folder of a masked LM, or sceptr[:VARIANT] (SCEPTR from its "
+                            "PyPI wheel): tabulate its conditionals over the frame (n |V|^(n-1) masked passes, "
+                            "cached) and analyse the exact chain")
     add_frame_arguments(group, length=False)
     add_model_arguments(group)
     group.add_argument("--max-passes", type=int, default=None,
@@ -158,14 +159,22 @@ def add_mlm_arguments(parser: argparse.ArgumentParser) -> None:
     parser.set_defaults(mlm_length_default=parser.get_default("length"))
 
 
+def masked_lm_class(model: str) -> type:
+    """The source class of a masked LM named on the command line: ``sceptr`` / ``sceptr:VARIANT`` (no
+    folder of that name) is SCEPTR read from its PyPI wheel (:mod:`mlmix.empirical.sceptr`), anything
+    else a Hugging Face masked LM (:class:`~mlmix.empirical.mlm.MaskedLMConditionals`)."""
+    # deferred: torch and transformers load only when a model is given
+    from mlmix.empirical.mlm import MaskedLMConditionals
+    from mlmix.empirical.sceptr import SceptrConditionals, is_sceptr
+
+    return SceptrConditionals if is_sceptr(model) else MaskedLMConditionals
+
+
 def _load_mlm(args: argparse.Namespace) -> Any:
     """The masked LM of ``--mlm MODEL`` over the frame and alphabet the options describe (quiet
     transformers, ``--threads`` set)."""
     # deferred: torch and transformers load only when --mlm is used
     from transformers.utils import logging as hf_logging
-
-    # deferred: torch and transformers load only when a model is given
-    from mlmix.empirical.mlm import MaskedLMConditionals
 
     hf_logging.disable_progress_bar()
     hf_logging.set_verbosity_error()
@@ -173,7 +182,7 @@ def _load_mlm(args: argparse.Namespace) -> Any:
     length = args.length
     if args.frame is not None and length == getattr(args, "mlm_length_default", None):
         length = None  # the frame's blanks give n; --length was left at the parser's default
-    return MaskedLMConditionals.from_pretrained(
+    return masked_lm_class(args.mlm).from_pretrained(
         args.mlm, length, frame=args.frame, prefix=args.prefix, suffix=args.suffix, candidates=args.candidates,
         temperature=1.0 if args.temperature is None else args.temperature, device=args.device, dtype=args.dtype,
         batch_size=args.batch_size, allow_pickle=args.allow_pickle, trust_remote_code=args.trust_remote_code)
