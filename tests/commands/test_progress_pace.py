@@ -25,13 +25,24 @@ def test_eta_follows_the_measured_pace(monkeypatch):
     with progress.Progress("job", [("a", 1.0), ("b", 2.0), ("c", 3.0)]) as bar:
         with bar.phase("a"):
             pass
-        assert bar.pace() == pytest.approx(4.0)
+        assert bar.pace() == pytest.approx((4.0 + 1.5) / (1.0 + 1.5))  # shrunk by a quarter of the 6 s
         with bar.phase("b"):
             pass
     a, b = said[1:3]
     assert a == "job: a (expected 1 s)"
-    # b: 4 x 2 s expected; the rest (b and c): 4 x 5 s = 20 s
-    assert b == "job: b (expected 8 s at the pace so far, 4.0x the estimate; ETA 20 s)"
+    # b: 2.2 x 2 s expected; the rest (b and c): 2.2 x 5 s = 11 s
+    assert b == "job: b (expected 4 s at the pace so far, 2.2x the estimate; ETA 11 s)"
+
+
+def test_one_short_misestimated_phase_barely_moves_the_pace(monkeypatch):
+    said = _lines(monkeypatch)
+    monkeypatch.setattr(progress, "flop_rate", lambda: 1e9)
+    clock = iter([0.0, 0.1, 1.0, 1.0])  # a 17 s phase done in 0.1 s, before a 600 s one
+    monkeypatch.setattr(progress.time, "perf_counter", lambda: next(clock))
+    with progress.Progress("job", [("a", 17.0), ("b", 600.0), ("c", 100.0)]) as bar:
+        with bar.phase("a"):
+            pass
+        assert 0.9 < bar.pace() < 1.0
 
 
 def test_pace_unknown_until_a_phase_worth_measuring_has_finished(monkeypatch):
