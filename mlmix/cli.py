@@ -25,7 +25,7 @@ from types import TracebackType
 from mlmix import __version__
 from mlmix.commands.options import OneLineParser
 from mlmix.errors import InputError, InvalidResultError, NumericalError
-from mlmix.files import recording_writes
+from mlmix.files import describe_written, recording_writes
 from mlmix.progress import write_stderr
 from mlmix.validation import memory_limit, parse_size
 
@@ -104,7 +104,7 @@ def _main(argv: list[str] | None) -> int:
             code = int(importlib.import_module(SUBCOMMANDS[args.command][0]).run(args) or 0)
         sys.stdout.flush()  # a closed pipe shows here, inside the handlers below
         if written:
-            write_stderr(f"mlmix {args.command}: wrote {', '.join(map(str, written))}")
+            write_stderr(f"mlmix {args.command}: wrote {describe_written(written)}")
         return code
     except BrokenPipeError:
         raise

@@ -97,6 +97,22 @@ def recording_writes() -> Iterator[list[Path]]:
             result.append(path)
 
 
+def describe_written(paths: list[Path]) -> str:
+    """The files of :func:`recording_writes` in a few words: one path as it is; several as their
+    common folder and the names in it, a sub-folder of more than three as ``sub/ (k files)``
+    (``runs/d: diagnostics.json, diagnostics.png, cases/ (7 files)``)."""
+    if len(paths) == 1:
+        return str(paths[0])
+    common = Path(os.path.commonpath([str(p.parent) for p in paths]))
+    groups: dict[str, list[str]] = {}
+    for p in paths:
+        rel = p.relative_to(common)
+        key = rel.parts[0] + "/" if len(rel.parts) > 1 else str(rel)
+        groups.setdefault(key, []).append(str(rel))
+    names = [", ".join(rels) if len(rels) <= 3 else f"{key} ({len(rels)} files)" for key, rels in groups.items()]
+    return f"{common}: {', '.join(names)}"
+
+
 _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 
 

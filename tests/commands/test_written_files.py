@@ -6,6 +6,7 @@ import json
 import pytest
 
 from mlmix.cli import main
+from mlmix.files import describe_written
 
 
 def _run(capsys, *argv):
@@ -19,7 +20,15 @@ def test_run_names_its_result_files_once(tmp_path, capsys):
     code, _, err = _run(capsys, "run", "samplers", "--out", out, "--model", "scores", "--vocab", "2", "--length", "3")
     assert code == 0
     wrote = [line for line in err if "wrote" in line]
-    assert wrote == [f"mlmix run: wrote {out / 'samplers.json'}, {out / 'samplers.csv'}, {out / 'samplers.png'}"]
+    assert wrote == [f"mlmix run: wrote {out}: samplers.json, samplers.csv, samplers.png"]
+
+
+def test_many_files_in_a_sub_folder_are_counted(tmp_path):
+    paths = [tmp_path / "d.json", tmp_path / "d.png"] + [tmp_path / "cases" / f"{k}.json" for k in range(7)]
+    assert describe_written(paths) == f"{tmp_path}: d.json, d.png, cases/ (7 files)"
+    assert describe_written(paths[:1]) == str(tmp_path / "d.json")
+    few = [tmp_path / "a" / "x.json", tmp_path / "b.csv"]
+    assert describe_written(few) == f"{tmp_path}: a/x.json, b.csv"
 
 
 def test_run_records_a_built_in_source_as_what_it_is(tmp_path, capsys):
