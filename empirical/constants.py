@@ -28,6 +28,7 @@ from scipy.stats import t as student_t
 from tqdm.auto import tqdm
 
 from mlmix.limits import CONSTANTS_LIMIT
+from mlmix.progress import Counter, say, threshold
 from mlmix.theory.local.constants import local_constants, sampled_supremum
 from mlmix.theory.local.influence import (
     contraction_temperature,
@@ -313,14 +314,17 @@ def estimate(source: Conditionals, *, contexts: int | np.ndarray = DEFAULT_CONTE
              replacements: Replacements | str = "auto", drift_symbols: Sequence[int] | None = None,
              drift_k: int | None = None, drift_states: int = DEFAULT_DRIFT_STATES, state: np.ndarray | None = None,
              exact: bool | None = None, exact_limit: int = CONSTANTS_LIMIT, with_convergence: bool = False,
-             records: bool = True, progress: bool = False) -> dict:
+             records: bool = True, progress: bool = True, rate: float | None = None) -> dict:
     """The full report: estimates from ``contexts`` (a count of uniform contexts or an array), the
     exact values next to them when |V|^n <= ``exact_limit`` (``exact=None``) or when asked, the
     margins of ``state``, and optionally the convergence of the estimates with the context count.
 
     At the source's temperature; ``seed`` fixes contexts, rectangles and drift states. With
-    ``progress``, a language-model source shows a bar over its forward passes (:func:`query_rows`,
-    with an ETA), any other source a bar over the stages. Give an MLM's exact values by passing its
+    ``progress`` (the default; quiet below :func:`mlmix.progress.threshold` seconds), a language-model
+    source first prints the cost line of its forward passes (:func:`query_rows`, at ``rate`` passes/s,
+    measured on 64 passes when not given) and then counts them with an ETA
+    (:class:`mlmix.progress.Counter`); any other source shows a bar over the stages once it has run
+    for the threshold. Give an MLM's exact values by passing its
     tabulated table (:func:`mlmix.empirical.tabulate.tabulate`) as ``source``: every number then
     comes from the table, without a forward pass.
     """
@@ -342,12 +346,11 @@ def estimate(source: Conditionals, *, contexts: int | np.ndarray = DEFAULT_CONTE
                            drift_states=None if drift_symbols is None else drift_states, state=state is not None,
                            with_convergence=with_convergence)
         total += space.length * space.vocab_size ** (space.length - 1) if do_exact else 0
-        bar = tqdm(total=total, desc="mlmix estimate", unit=" passes", disable=not progress, leave=False,
-                   smoothing=0.05)
+        bar = _passes_counter(source, total, ctx.shape[0], do_exact, progress, rate)
         source.on_rows, step_bar = bar.update, None
     else:
         bar = step_bar = tqdm(total=5 * (1 + do_exact) + bool(with_convergence), desc="mlmix estimate",
-                              disable=not progress, leave=False)  # five step() calls per constants()
+                              disable=not progress, leave=False, delay=threshold())  # five step() calls per constants()
     try:
         report = constants(source, ctx, rng, replacements=rule, records=records, progress=step_bar, **options)
         report["replacements"] = _describe_replacements(rule)
@@ -370,6 +373,23 @@ def estimate(source: Conditionals, *, contexts: int | np.ndarray = DEFAULT_CONTE
     report.update({"temperature": source.temperature, "vocab_size": space.vocab_size, "length": space.length})
     report["seconds"] = time.perf_counter() - start
     return report
+
+
+def _passes_counter(source, total: int, contexts: int, exact: bool, progress: bool, rate: float | None) -> Counter:
+    """The cost line of :func:`estimate`'s ``total`` forward passes (at ``rate``, measured here when None)
+    when they are expected to take :func:`mlmix.progress.threshold` seconds or more, and the
+    :class:`~mlmix.progress.Counter` that follows them (disabled otherwise)."""
+    # deferred: torch loads only for a language-model source
+    from mlmix.empirical.tabulate import cost_line, measure_rate
+
+    if not progress:
+        return Counter("mlmix estimate", total, unit="passes", enabled=False)
+    rate = measure_rate(source) if rate is None else rate
+    shown = total / rate >= threshold()
+    if shown:
+        say(f"estimate: {cost_line(total, rate, source.device, 'forward passes')} for {contexts:,} contexts"
+            f"{' and the exact values' if exact else ''}")
+    return Counter("mlmix estimate", total, unit="passes", enabled=shown)
 
 
 def _describe_replacements(rule: Replacements) -> str:

@@ -25,6 +25,7 @@ from types import TracebackType
 from mlmix import __version__
 from mlmix.commands.options import OneLineParser
 from mlmix.errors import InputError, InvalidResultError, NumericalError
+from mlmix.files import describe_written, recording_writes
 from mlmix.progress import write_stderr
 from mlmix.validation import memory_limit, parse_size
 
@@ -99,9 +100,11 @@ def _main(argv: list[str] | None) -> int:
     args.debug, args.max_memory = debug, max_memory
     try:
         limit = None if args.max_memory is None else parse_size(args.max_memory)
-        with memory_limit(limit):
+        with memory_limit(limit), recording_writes() as written:
             code = int(importlib.import_module(SUBCOMMANDS[args.command][0]).run(args) or 0)
         sys.stdout.flush()  # a closed pipe shows here, inside the handlers below
+        if written:
+            write_stderr(f"mlmix {args.command}: wrote {describe_written(written)}")
         return code
     except BrokenPipeError:
         raise

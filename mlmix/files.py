@@ -10,10 +10,14 @@
   parameters is refused (or must ask to overwrite) instead of mixing its results with the old ones.
 * :class:`Checkpoint`: finished records of a long run, kept in the output folder so that a rerun
   with the same settings resumes where it stopped.
+* :func:`recording_writes`: the result files one command wrote, which the command line names in
+  one line at the end (``mlmix: wrote out/samplers.json, out/samplers.png``).
 """
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import csv
 import dataclasses
 import errno
@@ -24,7 +28,7 @@ import os
 import shutil
 import tempfile
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Iterable, Iterator
 
 import numpy as np
 
@@ -59,6 +63,54 @@ def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> None:
         if os.path.exists(tmp):
             os.unlink(tmp)
         raise
+    written = _WRITTEN.get()
+    if written is not None:
+        written.append(path)
+
+
+#: The paths :func:`atomic_write_bytes` wrote inside a :func:`recording_writes` block (None outside one).
+_WRITTEN: contextvars.ContextVar[list[Path] | None] = contextvars.ContextVar("mlmix_written", default=None)
+
+
+@contextlib.contextmanager
+def recording_writes() -> Iterator[list[Path]]:
+    """Collect the result files written inside the block: the list it yields is filled, when the
+    block ends, with every path written through this module, once each in the order first written,
+    less the bookkeeping (the run manifest and lock, hidden files, checkpoints in ``*.partial``
+    folders, anything in mlmix's cache folder, :func:`mlmix.cache.cache_dir`)."""
+    # deferred: the cache module reads the environment only when asked
+    from mlmix.cache import cache_dir
+
+    paths: list[Path] = []
+    token = _WRITTEN.set(paths)
+    result: list[Path] = []
+    try:
+        yield result
+    finally:
+        _WRITTEN.reset(token)
+        cache = cache_dir().resolve()
+        for path in dict.fromkeys(paths):
+            full = path.resolve()
+            if (path.name in (MANIFEST, LOCK) or path.name.startswith(".") or full.is_relative_to(cache)
+                    or any(part.endswith(".partial") for part in full.parent.parts)):
+                continue
+            result.append(path)
+
+
+def describe_written(paths: list[Path]) -> str:
+    """The files of :func:`recording_writes` in a few words: one path as it is; several as their
+    common folder and the names in it, a sub-folder of more than three as ``sub/ (k files)``
+    (``runs/d: diagnostics.json, diagnostics.png, cases/ (7 files)``)."""
+    if len(paths) == 1:
+        return str(paths[0])
+    common = Path(os.path.commonpath([str(p.parent) for p in paths]))
+    groups: dict[str, list[str]] = {}
+    for p in paths:
+        rel = p.relative_to(common)
+        key = rel.parts[0] + "/" if len(rel.parts) > 1 else str(rel)
+        groups.setdefault(key, []).append(str(rel))
+    names = [", ".join(rels) if len(rels) <= 3 else f"{key} ({len(rels)} files)" for key, rels in groups.items()]
+    return f"{common}: {', '.join(names)}"
 
 
 _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)

@@ -62,18 +62,34 @@ def late_after() -> float:
 _SMALL = 1e8
 
 
+#: Seconds over which :func:`flop_rate` times its products: long enough that other processes on a
+#: loaded machine take their share of the cores during the measurement, as they will during the work.
+RATE_WINDOW = 0.2
+
+
 @functools.lru_cache(maxsize=1)
 def flop_rate() -> float:
     """Floating-point operations per second of a dense float64 product on this machine, measured once
-    per process (a 512 x 512 product, best of two: a few hundredths of a second)."""
+    per process: 2 * 512^3 over the median time of the 512 x 512 products of :func:`product_times`.
 
+    The median, not the best: on a loaded machine the best of two short products caught the cores
+    idle and announced a check at 10 s that took 62 s; the median over a fifth of a second sees
+    the load the computation will share (calibration in docs/benchmarks.md, "Cost lines")."""
+    return 2 * 512**3 / max(float(np.median(product_times())), 1e-9)
+
+
+def product_times(window: float = RATE_WINDOW, most: int = 25) -> list[float]:
+    """Seconds of each of at least 3 and at most ``most`` 512 x 512 float64 products, repeated for
+    ``window`` seconds, after one untimed warm-up product (thread start-up)."""
     A = np.random.default_rng(0).random((512, 512))
-    best = float("inf")
-    for _ in range(2):
-        start = time.perf_counter()
+    A @ A
+    times: list[float] = []
+    start = time.perf_counter()
+    while len(times) < most and (len(times) < 3 or time.perf_counter() - start < window):
+        t0 = time.perf_counter()
         A @ A
-        best = min(best, time.perf_counter() - start)
-    return 2 * 512**3 / max(best, 1e-9)
+        times.append(time.perf_counter() - t0)
+    return times
 
 
 def seconds_for(operations: float) -> float:
@@ -189,6 +205,7 @@ class Progress:
         self._late: threading.Timer | None = None
         self._lock = threading.Lock()
         self._token: contextvars.Token | None = None
+        self._done_expected = self._done_seconds = 0.0
         if not self.shown:
             if enabled:  # the estimate may be short of the truth (an iterative solver's count of steps)
                 self._late = threading.Timer(late_after(), self._announce_late)
@@ -215,19 +232,46 @@ class Progress:
             say(f"{self.title}: {self.cost + ', ' if self.cost else ''}still running after "
                 f"{format_seconds(late_after())} (about {format_seconds(total)} expected)")
             if self.current is not None:
-                say(f"{self.title}: {self.current} (expected {format_seconds(self.expected.get(self.current, 0.0))})")
+                say(f"{self.title}: {self.current} {self._expected_line(self.current)}")
+
+    def pace(self) -> float | None:
+        """Measured seconds per expected second so far, shrunk towards 1 until a good share of the work
+        is done: (s + w) / (e + w) over the finished phases (s measured seconds, e expected), with w a
+        quarter of the whole estimate, so that one mis-estimated short phase does not swing the ETA of
+        the rest (a stationary law expected at 17 s and done in 0.1 s leaves the pace at 0.9, not 0).
+        None before a phase worth a tenth of a second has finished."""
+        if self._done_expected < 0.1:
+            return None
+        w = 0.25 * sum(self.expected.values())
+        return (self._done_seconds + w) / (self._done_expected + w)
+
+    def _expected_line(self, name: str) -> str:
+        """'(expected 40 s)' before the first phase ends; afterwards the expectation of this phase and
+        of the rest scaled by :meth:`pace`, so that the ETA follows the measured progress."""
+        expected = self.expected.get(name, 0.0)
+        pace = self.pace()
+        if pace is None:
+            return f"(expected {format_seconds(expected)})"
+        names = list(self.expected)
+        rest = sum(self.expected[n] for n in names[names.index(name):]) if name in self.expected else expected
+        return (f"(expected {format_seconds(pace * expected)} at the pace so far, {pace:.1f}x the estimate; "
+                f"ETA {format_seconds(pace * rest)})")
 
     @contextlib.contextmanager
     def phase(self, name: str) -> Iterator[None]:
         with self._lock:
             self.current = name
             if self.shown and self.bar is None:
-                say(f"{self.title}: {name} (expected {format_seconds(self.expected.get(name, 0.0))})")
+                say(f"{self.title}: {name} {self._expected_line(name)}")
         if self.bar is not None:
             self.bar.set_description_str(f"{self.title}: {name}")
+        start = time.perf_counter()
         try:
             yield
         finally:
+            with self._lock:
+                self._done_seconds += time.perf_counter() - start
+                self._done_expected += self.expected.get(name, 0.0)
             if self.bar is not None:
                 self.bar.update(self.expected.get(name, 0.0))
 
@@ -279,13 +323,16 @@ class Counter:
         say(f"{self.title}: {self.done:,}/{self.total:,} {self.unit} ({100 * self.done / self.total:.0f}%), "
             f"{format_seconds(elapsed)} elapsed, ETA {format_seconds(left)}")
 
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.close()
+            self.bar = None
+
     def __enter__(self) -> "Counter":
         return self
 
     def __exit__(self, *exc: object) -> None:
-        if self.bar is not None:
-            self.bar.close()
-            self.bar = None
+        self.close()
 
 
 class Convergence:

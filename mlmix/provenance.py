@@ -74,9 +74,19 @@ def inputs_from_params(params: Mapping[str, Any]) -> dict[str, Any]:
     """The structured inputs of a run from its parameters (``mlmix run NAME`` options): the model
     (with the hash of a local model folder; a list for runs over several models), kernel,
     temperature, seed and frame where the run has them."""
+    given = {"kernel": params.get("kernel"), "temperature": params.get("temperature"), "seed": params.get("seed"),
+             "frame": params.get("frame")}
+    if "mlm" in params:  # the source options of ``mlmix decode``: --mlm MODEL, --scores FILE or a built-in --model
+        if params["mlm"] is not None:
+            return {**given, "source": {"kind": "mlm", "model": str(params["mlm"])},
+                    "model_hash": folder_model_hash(params["mlm"])}
+        if params.get("scores") is not None:
+            path = Path(params["scores"])
+            return {**given, "source": {"kind": "scores-file", "path": str(path),
+                                        "sha256": file_sha256(path) if path.is_file() else None}, "model_hash": None}
+        return {**given, "source": {"kind": params.get("model")}, "model_hash": None}
     model = params.get("model")
     models = model if isinstance(model, list) else [model] if model is not None else []
     hashes = [folder_model_hash(m) for m in models]
-    return {"source": None if model is None else {"kind": "mlm", "model": model},
-            "kernel": params.get("kernel"), "temperature": params.get("temperature"), "seed": params.get("seed"),
-            "frame": params.get("frame"), "model_hash": hashes if isinstance(model, list) else (hashes or [None])[0]}
+    return {**given, "source": None if model is None else {"kind": "mlm", "model": model},
+            "model_hash": hashes if isinstance(model, list) else (hashes or [None])[0]}

@@ -201,8 +201,6 @@ def plan(source, args: argparse.Namespace, replacements, drift: list[int] | None
     if args.batch_size is None and source.device.type == "cpu":  # about one batch per second: a live ETA
         source.batch_size = int(min(source.batch_size, max(8, rate)))
     out.update(contexts=contexts, passes=rows(contexts), passes_per_second=rate)
-    say(f"{cost_line(out['passes'], rate, source.device, 'forward passes')} for {contexts} contexts"
-        f"{' and the exact table' if out['exact'] else ''} (budget {format_duration(budget)})")
     return {**out, "conditionals": source}
 
 
@@ -230,7 +228,7 @@ def run(args: argparse.Namespace) -> int:
         top_k=args.top_k or None, replacements=replacements, drift_symbols=drift,
         drift_k=args.drift_k, drift_states=args.drift_states, state=state, exact=route["exact"],
         exact_limit=args.exact_limit, with_convergence=args.convergence, records=not args.no_records,
-        progress=not args.no_progress)
+        progress=not args.no_progress, rate=route.get("passes_per_second"))
     # deferred: torch and transformers load only when the command runs
     from mlmix.empirical.tabulate import weights_hash
 

@@ -35,6 +35,7 @@ from mlmix.errors import MemoryLimitError, ReducibleChainError, UnderflowError
 from mlmix.files import atomic_write_csv, atomic_write_json, jsonable
 from mlmix.limits import SYSTEMATIC_LIMIT
 from mlmix.plot_style import save, subplots, symbols
+from mlmix.progress import Progress, dense_seconds, seconds_for
 from mlmix.theory.chain.markov_chain import Chain
 from mlmix.theory.kernels.decoders import PartialScoreTable, decoder_law, partial_log_probs, tv_kl
 from mlmix.theory.kernels.scan_and_mh import Truncated, check_order, mh_acceptance
@@ -64,36 +65,66 @@ def sampler_laws(table: PartialScoreTable, joint: Conditionals | None = None, *,
     if top_k is not None or top_p is not None:
         full = Truncated(full, top_k, top_p)
     out: dict[str, dict] = {}
-    for name in ("glauber", "systematic", "mh-logit", "mh-pll"):
-        entry: dict = {"kind": "chain"}
-        if name == "systematic" and table.space.size > SYSTEMATIC_LIMIT:
-            out[name] = {**entry, "law": None, "rel_error": math.inf,
-                         "reason": f"the sweep kernel is dense: computed up to {SYSTEMATIC_LIMIT} states, "
-                                   f"this frame has {table.space.size}"}
-            continue
-        try:
-            chain = Chain.from_source(full, name, order=order)
-            st = chain.stationary
-            entry.update(law=np.asarray(st.value), rel_error=st.rel_error if st.rel_error is not None else math.inf,
-                         stationary_method=st.method, absolute_spectral_gap=chain.absolute_spectral_gap,
-                         additive_gap=chain.additive_gap)
-            if name.startswith("mh-"):
-                entry.update(mh_acceptance(full, name[3:]))
-        except (ReducibleChainError, UnderflowError, MemoryLimitError) as err:
-            entry.update(law=None, rel_error=math.inf, reason=str(err))
-        out[name] = entry
-    lp = partial_log_probs(table, top_k, top_p)
-    for name, sampler, kk in (("any-order", "any-order", 1), ("left-to-right", "left-to-right", 1),
-                              (f"parallel-{k}", "parallel", k), (f"confidence-{k}", "confidence", k),
-                              ("fully-parallel", "parallel", n), (f"threshold-{threshold:g}", "threshold", 1)):
-        d = decoder_law(table, sampler, k=kk, order=order, log_probs=lp, threshold=threshold)
-        out[name] = {"kind": "decoder", "law": d.law, "rel_error": d.rel_error, "steps": d.steps, "method": d.method}
+    with _announce(table.space, k, threshold) as bar:
+        for name in CHAINS:
+            with bar.phase(name):
+                out[name] = _chain_entry(full, name, order)
+        lp = partial_log_probs(table, top_k, top_p)
+        for name, sampler, kk in _decoders(n, k, threshold):
+            with bar.phase(name):
+                d = decoder_law(table, sampler, k=kk, order=order, log_probs=lp, threshold=threshold)
+            out[name] = {"kind": "decoder", "law": d.law, "rel_error": d.rel_error, "steps": d.steps,
+                         "method": d.method}
     if joint is not None:
         lw = joint.log_joint()
         p = np.exp(lw - lw.max())
         out["joint"] = {"kind": "joint", "law": p / p.sum(), "rel_error": 4 * 2.0**-53 * (2 + float(np.ptp(lw)))
                         + lw.size * 2.0**-53}
     return out
+
+
+#: The chains of :func:`sampler_laws`, in the order they are computed and reported.
+CHAINS = ("glauber", "systematic", "mh-logit", "mh-pll")
+
+
+def _decoders(n: int, k: int, threshold: float) -> list[tuple[str, str, int]]:
+    """(report name, decoder, positions per step) of every decoder of :func:`sampler_laws`."""
+    return [("any-order", "any-order", 1), ("left-to-right", "left-to-right", 1), (f"parallel-{k}", "parallel", k),
+            (f"confidence-{k}", "confidence", k), ("fully-parallel", "parallel", n),
+            (f"threshold-{threshold:g}", "threshold", 1)]
+
+
+def _announce(space, k: int, threshold: float) -> Progress:
+    """One phase per sampler, for :func:`mlmix.progress.Progress`: a chain about 20 N^3 operations
+    densely (stationary law, its gaps; 3 N^3 for the systematic sweep's product), a decoder's dynamic
+    programme about 50 N 2^n (a mask pattern per subset of positions); announced with a line per
+    sampler when the sum reaches the threshold, or once it has run that long."""
+    N, n = space.size, space.length
+    chain = dense_seconds(N, 20.0) if N <= SYSTEMATIC_LIMIT else seconds_for(2000.0 * N * n * space.vocab_size)
+    phases = [(name, chain) for name in CHAINS] + \
+        [(name, seconds_for(50.0 * N * 2.0**n)) for name, _, _ in _decoders(n, k, threshold)]
+    return Progress(f"the samplers' exact laws on {N:,} states", phases, cost=f"{len(phases)} samplers")
+
+
+def _chain_entry(full: Conditionals, name: str, order) -> dict:
+    """The stationary law of one chain of :func:`sampler_laws` with its gaps (and MH's acceptance), or
+    the reason it was not computed."""
+    entry: dict = {"kind": "chain"}
+    if name == "systematic" and full.space.size > SYSTEMATIC_LIMIT:
+        return {**entry, "law": None, "rel_error": math.inf,
+                "reason": f"the sweep kernel is dense: computed up to {SYSTEMATIC_LIMIT} states, "
+                          f"this frame has {full.space.size}"}
+    try:
+        chain = Chain.from_source(full, name, order=order)
+        st = chain.stationary
+        entry.update(law=np.asarray(st.value), rel_error=st.rel_error if st.rel_error is not None else math.inf,
+                     stationary_method=st.method, absolute_spectral_gap=chain.absolute_spectral_gap,
+                     additive_gap=chain.additive_gap)
+        if name.startswith("mh-"):
+            entry.update(mh_acceptance(full, name[3:]))
+    except (ReducibleChainError, UnderflowError, MemoryLimitError) as err:
+        entry.update(law=None, rel_error=math.inf, reason=str(err))
+    return entry
 
 
 def pairwise(laws: dict[str, dict]) -> dict[str, dict[str, dict[str, Result]]]:

@@ -70,8 +70,10 @@ def test_a_property_read_on_its_own_announces_its_phases():
     assert small == "" and quiet == ""
     cost, *phases = big.splitlines()
     assert cost.startswith("mlmix: conductance of chain on 256 states: 256 states") and "expected" in cost
-    assert phases == [f"mlmix: conductance of chain on 256 states: {name} (expected < 1 s)"
-                      for name in ("stationary law", "gaps", "conductance")]
+    names = ("stationary law", "gaps", "conductance")
+    assert len(phases) == len(names)  # the later phases may add the measured pace (test_progress_pace.py)
+    assert all(line.startswith(f"mlmix: conductance of chain on 256 states: {name} (expected < 1 s")
+               for name, line in zip(names, phases))
 
 
 def test_cli_exact_and_verify_in_a_log():
