@@ -35,7 +35,7 @@ def test_eta_follows_the_measured_pace(monkeypatch):
 
 
 def test_one_short_misestimated_phase_barely_moves_the_pace(monkeypatch):
-    said = _lines(monkeypatch)
+    _lines(monkeypatch)
     monkeypatch.setattr(progress, "flop_rate", lambda: 1e9)
     clock = iter([0.0, 0.1, 1.0, 1.0])  # a 17 s phase done in 0.1 s, before a 600 s one
     monkeypatch.setattr(progress.time, "perf_counter", lambda: next(clock))
