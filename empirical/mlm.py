@@ -341,7 +341,7 @@ class TokenConditionals(Conditionals):
 
     def to_tensor(self, contexts: np.ndarray) -> torch.Tensor:
         """Validated (B, n) symbols as a long tensor on the model's device."""
-        return torch.as_tensor(self.check_contexts(contexts), dtype=torch.long, device=self.device)
+        return torch.as_tensor(np.ascontiguousarray(self.check_contexts(contexts)), dtype=torch.long, device=self.device)
 
     def token_ids(self, symbols: torch.Tensor, validate: bool = True) -> torch.Tensor:
         """Full model inputs (B, L): the frame with the tokens of ``symbols`` at its free positions.

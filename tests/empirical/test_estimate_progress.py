@@ -46,3 +46,4 @@ def test_rate_measured_when_not_given(monkeypatch, mlm):
     said = _said(monkeypatch, "0")
     estimate(mlm, contexts=2, rectangles=2, exact=False, state=np.array([0, 1, 0]))
     assert said and "passes/s on cpu" in said[0]
+

@@ -245,3 +245,12 @@ def test_out_of_memory_halves_the_batch_and_keeps_every_row():
     mlm._encoder = lambda input_ids: small_memory(torch.zeros((4, 1)))
     with pytest.raises(torch.cuda.OutOfMemoryError):
         mlm.scores(ctx, sites)
+
+
+def test_contexts_with_negative_strides_are_read():
+    """A reversed view (x[:, ::-1]) is a valid array of contexts: torch.as_tensor refuses negative
+    strides, so the contexts are made contiguous first."""
+    model, tok = tiny_masked_lm("bert", seed=11)
+    mlm = MaskedLMConditionals(model, tok, 3, device="cpu")
+    x = np.array([[0, 1, 2], [2, 1, 0]])
+    assert np.array_equal(mlm.all_log_conditionals(x[:, ::-1]), mlm.all_log_conditionals(x[:, ::-1].copy()))
