@@ -3,11 +3,11 @@ then a count with an ETA (one line per tenth in a log), quiet when short or with
 
 import numpy as np
 import pytest
+from mlm_fixtures import tiny_masked_lm
 
 from mlmix import progress
 from mlmix.empirical.constants import estimate
 from mlmix.empirical.mlm import MaskedLMConditionals
-from tests.mlm_fixtures import tiny_masked_lm
 
 
 @pytest.fixture(scope="module")
