@@ -299,9 +299,13 @@ def reciprocal(x: Affine, floor: float) -> Affine:
     return out
 
 
-def rsqrt(x: Affine, floor: float) -> Affine:
-    """1 / sqrt(x) for a form known to take values >= ``floor`` > 0."""
+def rsqrt(x: Affine, floor: float, known_lo: torch.Tensor | None = None,
+          known_hi: torch.Tensor | None = None) -> Affine:
+    """1 / sqrt(x) for a form known to take values >= ``floor`` > 0 (and, where given, in
+    [known_lo, known_hi]: ranges proven otherwise, intersected with the form's own)."""
     lo, hi = x.bounds()
+    if known_lo is not None:
+        lo, hi = torch.maximum(lo, known_lo), torch.minimum(hi, known_hi)
     lo = lo.clamp(min=floor)
     hi = torch.maximum(hi, lo)
     alpha, beta, delta = _convex_line(torch.rsqrt, lambda t: -0.5 * t ** -1.5,
@@ -352,16 +356,25 @@ def layer_norm(x: Affine, weight: torch.Tensor, bias: torch.Tensor, eps: float, 
     """LayerNorm over the last axis: (x - mean) / sqrt(var + eps) * weight + bias, biased variance.
 
     The centred part is exact; var = mean(z^2) is a bilinear form (so it keeps its relations), and
-    the product z * rsqrt(var + eps) another; the rsqrt is linearised on [max(var_lo, 0) + eps, var_hi + eps].
+    the product z * rsqrt(var + eps) another; the rsqrt is linearised on [max(var_lo, 0) + eps, var_hi + eps],
+    the range of var intersected with (rms(c + g . eps) -+ rms(r))^2 (Minkowski's inequality).
     """
     d = x.c.shape[-1]
     z = center(x)
     var = scale(bilinear(z, z, "...d,...d->...", d), 1.0 / d)
     v_lo, v_hi = var.bounds()
+    # Minkowski: rms(z) lies within rms(affine part) +- rms(r), a tighter range than 2 |z| r when r is wide
+    exact = Affine(z.c, z.g, torch.zeros_like(z.r), z.groups)
+    a_lo, a_hi = scale(bilinear(exact, exact, "...d,...d->...", d), 1.0 / d).bounds()
+    rms_r = torch.sqrt((z.r * z.r).mean(-1)) * (1 + _gamma(d))
+    root_lo = torch.sqrt(a_lo.clamp(min=0)) * (1 - _gamma(4)) - rms_r
+    v_lo = torch.maximum(v_lo, torch.where(root_lo > 0, root_lo * root_lo * (1 - _gamma(4)), torch.zeros_like(v_lo)))
+    v_hi = torch.minimum(v_hi, (torch.sqrt(a_hi.clamp(min=0)) * (1 + _gamma(4)) + rms_r) ** 2 * (1 + _gamma(4)))
     if stats is not None:
         stats.setdefault("var_lower", []).append(float(v_lo.clamp(min=0).min()))
         stats.setdefault("var_upper", []).append(float(v_hi.max()))
-    s = rsqrt(scale(var, 1.0, float(eps)), float(eps) * (1 - 4 * _U))
+    s = rsqrt(scale(var, 1.0, float(eps)), float(eps) * (1 - 4 * _U), (v_lo + float(eps)) * (1 - 4 * _U),
+              (v_hi + float(eps)) * (1 + 4 * _U))
     y = bilinear(z, s, "...d,...->...d", 1)
     return scale(y, weight.to(torch.float64), bias.to(torch.float64))
 
@@ -457,8 +470,8 @@ def _one_hot_form(word: torch.Tensor, extra: torch.Tensor, ids: torch.Tensor, sy
     v_b = value at token t_b, value = v_0 + sum_{b >= 1} lambda_b (v_b - v_0) = c + g . eps with
     c = v_0 + sum_b (v_b - v_0) / 2, g_b = (v_b - v_0) / 2. Only rounding goes to the remainder:
     gamma(m + 8) |.| for the sums plus, for the LayerNorm, the error of the computed z = x - mean
-    (gamma_d 2 max|x|), of 1/sqrt(var + eps) (relative gamma_2d (4 max|x|^2 / (var + eps) + 1) + FUNC_REL)
-    and of the last product and sum."""
+    (dz = gamma_d 2 max|x|), of var (2 gamma_d var + 2 dz rms(z) + dz^2), hence of 1/sqrt(var + eps)
+    (relative dvar / (var + eps - dvar), + FUNC_REL) and of the last product and sum."""
 
     def value(tokens: torch.Tensor, positions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         x = word[tokens] + extra[positions]
@@ -472,7 +485,11 @@ def _one_hot_form(word: torch.Tensor, extra: torch.Tensor, ids: torch.Tensor, sy
         d = x.shape[-1]
         big = x.abs().amax(-1, keepdim=True)
         dz = _gamma(d) * 2 * big  # error of the computed z
-        rel_s = _gamma(2 * d) * (4 * big * big / (float(ln.eps) + (z * z).mean(-1, keepdim=True)) + 1) + FUNC_REL
+        var = (z * z).mean(-1, keepdim=True)  # of the computed z: the true one differs by at most
+        rms = torch.sqrt(var * (1 + _gamma(d))) + dz  # ... 2 dz rms + dz^2 (Cauchy-Schwarz)
+        dvar = 2 * _gamma(d) * var + 2 * dz * rms + dz * dz
+        room = var + float(ln.eps) - dvar
+        rel_s = torch.where(room > dvar, dvar / room.clamp(min=1e-300), torch.full_like(room, math.inf)) + FUNC_REL
         zsw = (z * s * w).abs()
         return y, zsw * rel_s + dz * s * w.abs() * (1 + rel_s) + _gamma(4) * (zsw + b.abs())
 
@@ -674,7 +691,7 @@ def _source_call(source, site: int, allowed_symbols: Mapping[int, Sequence[int]]
     site = source.space.check_site(int(site))
     slots = [int(s) for s in source.slots.tolist()]
     support = [int(t) for t in source.support_ids.tolist()]
-    tokens = [int(t) for t in source._template.tolist()]
+    tokens = [int(t) for t in source.token_ids(torch.zeros((1, n), dtype=torch.long))[0].tolist()]
     tokens[slots[site]] = int(source.mask_id)
     allowed_symbols = {} if allowed_symbols is None else allowed_symbols
     allowed = {}
