@@ -279,3 +279,25 @@ def test_bad_input_is_a_one_line_error():
     roberta, _ = tiny_masked_lm("roberta")
     with pytest.raises(ValueError, match="BertForMaskedLM"):
         rx.conditional_bounds(roberta, frame, SITE, {1: [5]}, 1.0, alphabet=alphabet)
+
+
+def test_linear_steps_pass_the_whole_remainder_on():
+    """A remainder pattern e = r sign(W_i) reaches output i at distance exactly (|W| r)_i from the
+    centre: a linear step that passed on less (e.g. half) of the remainder would exclude it."""
+    x = _random_form(5, (2, 5), 1.0, 0.3)
+    w = torch.randn((4, 5), generator=torch.Generator().manual_seed(6), dtype=torch.float64)
+    b = torch.randn(4, generator=torch.Generator().manual_seed(7), dtype=torch.float64)
+    out = rx.linear(x, w, b)
+    cen = rx.center(x)
+    for eps in FEASIBLE:
+        base = x.evaluate(eps)
+        for i in range(4):
+            value = (base + x.r * torch.sign(w[i])) @ w[i] + b[i]
+            assert bool(((value - out.evaluate(eps)[:, i]).abs() <= out.r[:, i]).all())
+            assert bool(((value - out.evaluate(eps)[:, i]).abs() >= out.r[:, i] * 0.999).all())
+        for k in range(5):  # centring: e_k = r_k, the others -r: distance r_k + mean(r) - 2 r_k / d
+            e = -x.r.clone()
+            e[:, k] = x.r[:, k]
+            z = base + e
+            value = z[:, k] - z.mean(-1)
+            assert bool(((value - cen.evaluate(eps)[:, k]).abs() <= cen.r[:, k]).all())
