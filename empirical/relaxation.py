@@ -11,8 +11,10 @@ v(t_0) + sum_{b >= 1} lambda_b (v(t_b) - v(t_0)) with lambda_b = 1{x_k = t_b} = 
 eps of a context are known (eps_b = +1 for its token, -1 for the others), and a form is only ever
 claimed at those points: each eps_b is +-1 and at most one symbol of a position is +1. So a form
 holds *pointwise* (value(x) lies in c + g . eps(x) +- r), its range is the exact range of the
-affine part over those points, widened by r, and products of symbols of one position are exact. Relations between positions, heads and layers are kept in g;
-only the errors of the nonlinear steps go to the interval remainder r (one per coordinate).
+affine part over those points, widened by r, and products of symbols of one position are exact.
+Relations between positions, heads and layers are kept in g; only the errors of the nonlinear steps,
+the products of symbols of two positions and the rounding go to the interval remainder r (one per
+coordinate). The embeddings and their LayerNorm are functions of one position each, hence exact.
 
 The operations (each sound in real arithmetic, then widened for float64 rounding):
 
@@ -27,9 +29,11 @@ The operations (each sound in real arithmetic, then widened for float64 rounding
   and a bound delta >= max |f(x) - alpha x - beta| on [l, u]. For the convex ones (exp, 1/x,
   1/sqrt) alpha is the chord's slope, the error's maximum sits at an end and its minimum is bounded
   below by the tangent at the (computed) touching point, so any rounding of alpha or of that point
-  stays sound. For GELU = x Phi(x): the tangent at the midpoint, delta = M2 w^2 / 8 with
-  M2 >= max |f''| = phi(x) |2 - x^2| on the interval, or the interval bound when that is smaller
-  (GELU decreases to its minimum > -0.17 at x ~ -0.75 and increases after);
+  stays sound. For GELU = x Phi(x): the tangent at the midpoint m, delta = M2 h^2 / 2 with
+  h = max |x - m| and M2 >= max |f''| = phi(x) |2 - x^2| on the interval, or the interval bound
+  when that is smaller (GELU decreases to its minimum > -0.17 at x ~ -0.75 and increases after);
+* LayerNorm: x - mean exact, var = mean(z^2) bilinear, its range also intersected with
+  (rms(c + g . eps) -+ rms(r))^2 (Minkowski), then z * rsqrt(var + eps) bilinear;
 * softmax over keys (and over the alphabet at the end) as p_k = 1 / sum_j exp(s_j - s_k): the
   differences keep the scores' relations, sum_j >= 1 (the j = k term is exactly 1).
 
@@ -59,6 +63,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import torch
+
+from mlmix.validation import check_temperature
 
 #: Unit roundoff of float64.
 _U = 2.0 ** -53
@@ -597,13 +603,6 @@ def probability_bounds(logits: Affine, temperature: float) -> tuple[np.ndarray, 
     return lo[0].clamp(0.0, 1.0).numpy(), hi[0].clamp(0.0, 1.0).numpy()
 
 
-def _check_temperature(temperature: float) -> float:
-    t = float(temperature)
-    if not math.isfinite(t) or t <= 0:
-        raise ValueError(f"temperature must be a positive finite number, got {temperature!r}")
-    return t
-
-
 def conditional_bounds(model, frame_tokens: Sequence[int], site: int, allowed: Mapping[int, Sequence[int]],
                        temperature: float = 1.0, *, alphabet: Sequence[int]) -> tuple[np.ndarray, np.ndarray]:
     """Sound (lower, upper) arrays over the alphabet: lower[a] <= p_site(a | x) <= upper[a] for every
@@ -612,7 +611,7 @@ def conditional_bounds(model, frame_tokens: Sequence[int], site: int, allowed: M
     (as :class:`~mlmix.empirical.mlm.MaskedLMConditionals` computes it). ``frame_tokens`` are the
     full input ids (specials included) with [MASK] at ``site``; positions are input positions."""
     prop = propagate(model, frame_tokens, site, allowed, alphabet)
-    return probability_bounds(prop.logits, _check_temperature(temperature))
+    return probability_bounds(prop.logits, check_temperature(temperature))
 
 
 def _osc_upper(logits: Affine, cols: slice) -> float:
@@ -641,7 +640,7 @@ def influence_upper(model, frame_tokens: Sequence[int], site: int, other: int, a
       (TV = sum_a (p_a - q_a)^+ = 1 - sum_a min(p_a, q_a));
     * 1.
     """
-    T = _check_temperature(temperature)
+    T = check_temperature(temperature)
     if other == site:
         raise ValueError("rho_ij needs two different positions i != j")
     prop = propagate(model, frame_tokens, site, allowed, alphabet)
