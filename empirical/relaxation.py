@@ -1,0 +1,722 @@
+"""Certified bounds on a BERT masked LM's conditionals over a set of contexts, by affine arithmetic.
+
+The set: every input x whose free positions k take a token of ``allowed[k]`` (the other positions
+fixed, the site i holding [MASK]). Each value the network computes is carried as an *affine form*
+
+    v(x) = c + sum_a g_a eps_a(x) + e(x),   |e(x)| <= r,
+
+with one noise symbol eps_b per (free position, token beyond its first): for a position with
+allowed tokens t_0 .. t_{s-1}, any function of x_k alone (its embedding, their LayerNorm) is
+v(t_0) + sum_{b >= 1} lambda_b (v(t_b) - v(t_0)) with lambda_b = 1{x_k = t_b} = (1 + eps_b) / 2. The
+eps of a context are known (eps_b = +1 for its token, -1 for the others), and a form is only ever
+claimed at those points: each eps_b is +-1 and at most one symbol of a position is +1. So a form
+holds *pointwise* (value(x) lies in c + g . eps(x) +- r), its range is the exact range of the
+affine part over those points, widened by r, and products of symbols of one position are exact.
+Relations between positions, heads and layers are kept in g; only the errors of the nonlinear steps,
+the products of symbols of two positions and the rounding go to the interval remainder r (one per
+coordinate). The embeddings and their LayerNorm are functions of one position each, hence exact.
+
+The operations (each sound in real arithmetic, then widened for float64 rounding):
+
+* linear maps (Q/K/V, dense layers, the decoder): exact on c and g, |W| r on the remainder;
+* bilinear maps (Q K^T, probabilities times V, LayerNorm's variance and its scaling):
+  B(x, y) = B(cx, cy) + [B(cx, gy) + B(gx, cy)] . eps + eps^T M eps + remainder, with
+  M_ab = B(gx_a, gy_b); in eps^T M eps, eps_a^2 = 1 and, for two symbols of one position,
+  eps_a eps_b = -1 - eps_a - eps_b (at most one is +1): both exact; the pairs of symbols of two
+  positions add sum_{a<b} |M_ab + M_ba| to the remainder, which is at most
+  |B|(|cx| + |gx|_1 + rx, ry) + |B|(rx, |cy| + |gy|_1);
+* unary functions f (exp, 1/x, 1/sqrt(x), GELU) on the form's range [l, u]: a line alpha x + beta
+  and a bound delta >= max |f(x) - alpha x - beta| on [l, u]. For the convex ones (exp, 1/x,
+  1/sqrt) alpha is the chord's slope, the error's maximum sits at an end and its minimum is bounded
+  below by the tangent at the (computed) touching point, so any rounding of alpha or of that point
+  stays sound. For GELU = x Phi(x): the tangent at the midpoint m, delta = M2 h^2 / 2 with
+  h = max |x - m| and M2 >= max |f''| = phi(x) |2 - x^2| on the interval, or the interval bound
+  when that is smaller (GELU decreases to its minimum > -0.17 at x ~ -0.75 and increases after);
+* LayerNorm: x - mean exact, var = mean(z^2) bilinear, its range also intersected with
+  (rms(c + g . eps) -+ rms(r))^2 (Minkowski), then z * rsqrt(var + eps) bilinear;
+* softmax over keys (and over the alphabet at the end) as p_k = 1 / sum_j exp(s_j - s_k): the
+  differences keep the scores' relations, sum_j >= 1 (the j = k term is exactly 1).
+
+Rounding: every operation adds gamma(n) = 2 (n + 8) 2^-53 times the magnitude of the terms it
+summed (n the length of its sums: |fl(a . b) - a . b| <= gamma_n |a| . |b| in any summation order)
+to r, which also covers the rounding of r itself; the transcendental functions (exp, erf, sqrt,
+tanh of torch's float64) are assumed accurate to :data:`FUNC_REL` relative (they are within a few
+ulp), which is added to every value they produce. A radius that overflows or turns NaN becomes
++inf (vacuous, never wrong). Final bounds are rounded outward by one ulp.
+
+Entry points: :func:`conditional_bounds` (sound [lower, upper] on p_i(a | x) over the set, the
+masked LM's conditional restricted to the alphabet and renormalised at temperature T, as
+:mod:`mlmix.empirical.mlm` computes it), :func:`influence_upper` (a sound upper bound on
+rho_ij, from the score oscillation Delta_ij and paper G Lemma 6, TV <= tanh(osc / 4T)),
+:func:`layer_widths` (per layer, how wide the bounds are: where the relaxation loses it) and
+:func:`source_conditional_bounds` / :func:`source_influence_upper` for a
+:class:`~mlmix.empirical.mlm.MaskedLMConditionals` source (symbols instead of token ids).
+Supported: ``BertForMaskedLM`` with absolute positions and ``hidden_act="gelu"`` (exact erf GELU),
+no padding (every position attended).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+import torch
+
+from mlmix.validation import check_temperature
+
+#: Unit roundoff of float64.
+_U = 2.0 ** -53
+#: Assumed relative accuracy of torch's float64 exp, erf, sqrt, tanh (a few ulp in practice).
+FUNC_REL = 1e-14
+#: Smallest radius added by every operation (covers underflow to subnormals).
+_TINY = 2.0 ** -1000
+#: Largest exp argument taken: above it the value is treated as unbounded (radius +inf).
+_EXP_MAX = 700.0
+#: Elements of the dense eps^T M eps matrices above which the cheaper bound |B|(|gx|_1, |gy|_1) is used.
+_DENSE_QUAD = 2 ** 24
+#: Global bound on |GELU''| = phi(x) |2 - x^2| (its maximum is 2 phi(0) = 0.79788...).
+_GELU_M2 = 0.8
+#: A lower bound on min GELU (= -0.16997... at x = -0.75179...).
+_GELU_MIN = -0.17
+_GELU_ARGMIN = -0.7517916243
+
+
+def _gamma(n: int) -> float:
+    """2 (n + 8) u: twice the classical gamma_n bound for a sum of n products, plus slack."""
+    return 2.0 * (n + 8) * _U
+
+
+@dataclass
+class Affine:
+    """An affine form c + g . eps + [-r, r], elementwise, claimed at the feasible eps in {-1, 1}^m.
+
+    ``c`` and ``r`` have the value's shape, ``g`` that shape plus (m,). float64 throughout.
+    """
+
+    c: torch.Tensor
+    g: torch.Tensor
+    r: torch.Tensor
+    #: (m,) the free position (group) of each noise symbol; at most one symbol of a group is +1
+    groups: torch.Tensor
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return tuple(self.c.shape)
+
+    def bounds(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """The exact range of c + g . eps over the feasible noise (per group: every symbol -1, or one
+        of them +1: -sum_G g + 2 max(0, max_G g) at most), widened by r and rounded outward."""
+        up = torch.zeros_like(self.c)
+        dn = torch.zeros_like(self.c)
+        for grp in torch.unique(self.groups).tolist():
+            gg = self.g[..., self.groups == grp]
+            base = -gg.sum(-1)
+            up = up + base + 2 * gg.max(-1).values.clamp(min=0)
+            dn = dn + base + 2 * gg.min(-1).values.clamp(max=0)
+        err = _gamma(self.g.shape[-1] + 4) * 3 * self.magnitude()
+        lo = torch.nextafter(self.c + dn - self.r - err, torch.tensor(-math.inf, dtype=torch.float64))
+        hi = torch.nextafter(self.c + up + self.r + err, torch.tensor(math.inf, dtype=torch.float64))
+        bad = ~torch.isfinite(self.r)
+        return torch.where(bad, -math.inf, lo), torch.where(bad, math.inf, hi)
+
+    def magnitude(self) -> torch.Tensor:
+        """|c| + |g|_1 + r: a bound on |value| (before rounding)."""
+        return self.c.abs() + self.g.abs().sum(-1) + self.r
+
+    def evaluate(self, eps: torch.Tensor) -> torch.Tensor:
+        """c + g . eps (the centre of the pointwise enclosure at the noise values ``eps``)."""
+        return self.c + self.g @ eps
+
+
+def _clean(r: torch.Tensor) -> torch.Tensor:
+    """A radius with NaN and overflow turned into +inf (vacuous, never wrong)."""
+    return torch.nan_to_num(r, nan=math.inf, posinf=math.inf)
+
+
+def _form(c: torch.Tensor, g: torch.Tensor, r: torch.Tensor, slack: torch.Tensor, groups: torch.Tensor) -> Affine:
+    """Assemble a form, adding the rounding slack to the remainder; unbounded entries get c = 0, g = 0."""
+    r = _clean(r + slack + _TINY)
+    bad = ~torch.isfinite(r) | ~torch.isfinite(c) | ~torch.isfinite(g).all(-1)
+    if bool(bad.any()):
+        c = torch.where(bad, torch.zeros_like(c), c)
+        g = torch.where(bad[..., None], torch.zeros_like(g), g)
+        r = torch.where(bad, torch.full_like(r, math.inf), r)
+    return Affine(c, g, r, groups)
+
+
+# ---------------------------------------------------------------------------- linear operations
+def linear(x: Affine, weight: torch.Tensor, bias: torch.Tensor | None = None) -> Affine:
+    """x W^T + b along the last axis (a ``torch.nn.Linear``)."""
+    w = weight.to(torch.float64)
+    wa = w.abs()
+    c = x.c @ w.T
+    g = torch.einsum("...dm,od->...om", x.g, w)
+    r = x.r @ wa.T
+    mag = x.magnitude() @ wa.T
+    if bias is not None:
+        b = bias.to(torch.float64)
+        c = c + b
+        mag = mag + b.abs()
+    return _form(c, g, r, _gamma(w.shape[1]) * mag, x.groups)
+
+
+def add(x: Affine, y: Affine) -> Affine:
+    """x + y (broadcasting)."""
+    return _form(x.c + y.c, x.g + y.g, x.r + y.r, _gamma(2) * (x.magnitude() + y.magnitude()), x.groups)
+
+
+def sub(x: Affine, y: Affine) -> Affine:
+    """x - y (broadcasting)."""
+    return _form(x.c - y.c, x.g - y.g, x.r + y.r, _gamma(2) * (x.magnitude() + y.magnitude()), x.groups)
+
+
+def scale(x: Affine, a: torch.Tensor | float, b: torch.Tensor | float = 0.0) -> Affine:
+    """a x + b, elementwise with broadcastable a, b."""
+    a = torch.as_tensor(a, dtype=torch.float64)
+    b = torch.as_tensor(b, dtype=torch.float64)
+    return _form(a * x.c + b, a[..., None] * x.g if a.dim() else a * x.g, a.abs() * x.r,
+                 _gamma(2) * (a.abs() * x.magnitude() + b.abs()), x.groups)
+
+
+def sum_last(x: Affine, axis: int = -1) -> Affine:
+    """Sum over one value axis."""
+    ax = axis % x.c.dim()
+    n = x.c.shape[ax]
+    return _form(x.c.sum(ax), x.g.sum(ax), x.r.sum(ax), _gamma(n) * x.magnitude().sum(ax), x.groups)
+
+
+def center(x: Affine) -> Affine:
+    """x - mean(x) along the last axis (LayerNorm's first step), exact on c and g."""
+    d = x.c.shape[-1]
+    return _form(x.c - x.c.mean(-1, keepdim=True), x.g - x.g.mean(-2, keepdim=True),
+                 x.r + x.r.mean(-1, keepdim=True),
+                 _gamma(d) * (x.magnitude() + x.magnitude().mean(-1, keepdim=True)), x.groups)
+
+
+# ---------------------------------------------------------------------------- bilinear operations
+def bilinear(x: Affine, y: Affine, spec: str, fan: int) -> Affine:
+    """B(x, y) = einsum(spec, x, y) for forms over the same noise symbols (see the module docstring).
+
+    ``spec`` is an einsum over the value axes only (e.g. ``"hqd,hkd->hqk"``); ``fan`` the number of
+    products summed into each output entry (for the rounding slack).
+    """
+    ins, out = spec.split("->")
+    xs, ys = ins.split(",")
+    m = x.g.shape[-1]
+    cc = torch.einsum(spec, x.c, y.c)
+    gl = torch.einsum(f"{xs},{ys}z->{out}z", x.c, y.g) + torch.einsum(f"{xs}z,{ys}->{out}z", x.g, y.c)
+    out_size = cc.numel()
+    if m and out_size * m * m <= _DENSE_QUAD:
+        # eps_a^2 = 1; two symbols of one position: eps_a eps_b = -1 - eps_a - eps_b (one-hot);
+        # symbols of two positions: |eps_a eps_b| <= 1
+        quad = torch.einsum(f"{xs}a,{ys}b->{out}ab", x.g, y.g)
+        same = x.groups[:, None] == x.groups[None, :]
+        pair = same & ~torch.eye(m, dtype=torch.bool)
+        sym = quad + quad.transpose(-1, -2)
+        shift = torch.diagonal(quad, dim1=-2, dim2=-1).sum(-1) - (quad * pair).sum((-2, -1))
+        gl = gl - (sym * pair).sum(-1)
+        qrad = torch.triu(sym.abs() * ~same, diagonal=1).sum((-2, -1))
+    else:
+        shift = torch.zeros_like(cc)
+        qrad = torch.einsum(spec, x.g.abs().sum(-1), y.g.abs().sum(-1))
+    xm, ym = x.magnitude(), y.magnitude()
+    rem = torch.einsum(spec, xm, y.r) + torch.einsum(spec, x.r, y.c.abs() + y.g.abs().sum(-1))
+    slack = _gamma(fan + m * m + 2) * torch.einsum(spec, xm, ym)
+    return _form(cc + shift, gl, qrad + rem, slack, x.groups)
+
+
+# ---------------------------------------------------------------------------- unary functions
+def _apply_line(x: Affine, alpha: torch.Tensor, beta: torch.Tensor, delta: torch.Tensor) -> Affine:
+    """alpha x + beta + [-delta, delta], elementwise."""
+    return _form(alpha * x.c + beta, alpha[..., None] * x.g, alpha.abs() * x.r + delta,
+                 _gamma(4) * (alpha.abs() * x.magnitude() + beta.abs()), x.groups)
+
+
+def _convex_line(f, fprime, touch, lo: torch.Tensor, hi: torch.Tensor):
+    """(alpha, beta, delta) with |f(x) - alpha x - beta| <= delta on [lo, hi], f convex there.
+
+    alpha is the chord slope (or f' at the midpoint for a very narrow interval); e(x) = f(x) - alpha x
+    is convex, so max e = max(e(lo), e(hi)) and min e >= e(t) + e'(t)(x - t) at any t (the tangent
+    lies below), taken at t = touch(alpha) clamped to [lo, hi]. Every evaluation of f or f' is
+    widened by FUNC_REL relative.
+    """
+    w = hi - lo
+    mid = lo + w / 2
+    flo, fhi = f(lo), f(hi)
+    narrow = w <= 1e-7 * (1.0 + mid.abs())
+    chord = (fhi - flo) / torch.where(narrow, torch.ones_like(w), w)
+    alpha = torch.where(narrow, fprime(mid), chord)
+    t = torch.minimum(torch.maximum(torch.nan_to_num(touch(alpha), nan=0.0), lo), hi)
+    ft, dt = f(t), fprime(t)
+
+    def err(fx, x):  # e(x) and a bound on its rounding error
+        return fx - alpha * x, _gamma(2) * (fx.abs() + (alpha * x).abs()) + FUNC_REL * fx.abs()
+
+    e_lo, s_lo = err(flo, lo)
+    e_hi, s_hi = err(fhi, hi)
+    e_t, s_t = err(ft, t)
+    slope = dt - alpha
+    tangent_drop = torch.maximum((slope * (lo - t)).abs(), (slope * (hi - t)).abs())
+    d_slack = FUNC_REL * dt.abs() * w + _gamma(2) * tangent_drop
+    top = torch.maximum(e_lo + s_lo, e_hi + s_hi)
+    bottom = e_t - s_t - tangent_drop - d_slack
+    beta = (top + bottom) / 2
+    delta = (top - bottom) / 2 * (1 + _gamma(4)) + _gamma(4) * beta.abs()
+    return alpha, beta, delta
+
+
+def exp(x: Affine) -> Affine:
+    """exp(x); entries whose upper end exceeds 700 become unbounded."""
+    lo, hi = x.bounds()
+    big = hi > _EXP_MAX
+    hi_c = torch.where(big, lo.clamp(max=_EXP_MAX), hi)
+    lo_c = torch.minimum(lo, hi_c).clamp(min=-745.0)
+    alpha, beta, delta = _convex_line(torch.exp, torch.exp, torch.log, lo_c, hi_c)
+    # below -745 exp underflows to 0: exp(x) in [0, exp(lo_c)] there, covered by a line of slope 0
+    under = lo < -745.0
+    if bool(under.any()):
+        top = torch.exp(hi_c) * (1 + FUNC_REL)
+        alpha = torch.where(under, torch.zeros_like(alpha), alpha)
+        beta = torch.where(under, top / 2, beta)
+        delta = torch.where(under, top / 2 * (1 + _gamma(2)), delta)
+    delta = torch.where(big | ~torch.isfinite(lo), torch.full_like(delta, math.inf), delta)
+    return _apply_line(x, alpha, beta, delta)
+
+
+def reciprocal(x: Affine, floor: float) -> Affine:
+    """1 / x for a form known (by the caller's argument) to take values >= ``floor`` > 0."""
+    lo, hi = x.bounds()
+    lo = lo.clamp(min=floor)
+    hi = torch.maximum(hi, lo)
+    inf_hi = ~torch.isfinite(hi)
+    hi_c = torch.where(inf_hi, lo, hi)
+    alpha, beta, delta = _convex_line(torch.reciprocal, lambda t: -1.0 / (t * t),
+                                      lambda a: torch.sqrt(-1.0 / a), lo, hi_c)
+    # an unbounded form: 1/x in (0, 1/lo], a line of slope 0
+    top = (1.0 / lo) * (1 + _gamma(2))
+    alpha = torch.where(inf_hi, torch.zeros_like(alpha), alpha)
+    beta = torch.where(inf_hi, top / 2, beta)
+    delta = torch.where(inf_hi, top / 2 * (1 + _gamma(2)), delta)
+    out = _apply_line(Affine(torch.where(inf_hi, torch.zeros_like(x.c), x.c),
+                             torch.where(inf_hi[..., None], torch.zeros_like(x.g), x.g),
+                             torch.where(inf_hi, torch.zeros_like(x.r), x.r), x.groups), alpha, beta, delta)
+    return out
+
+
+def rsqrt(x: Affine, floor: float, known_lo: torch.Tensor | None = None,
+          known_hi: torch.Tensor | None = None) -> Affine:
+    """1 / sqrt(x) for a form known to take values >= ``floor`` > 0 (and, where given, in
+    [known_lo, known_hi]: ranges proven otherwise, intersected with the form's own)."""
+    lo, hi = x.bounds()
+    if known_lo is not None:
+        lo, hi = torch.maximum(lo, known_lo), torch.minimum(hi, known_hi)
+    lo = lo.clamp(min=floor)
+    hi = torch.maximum(hi, lo)
+    alpha, beta, delta = _convex_line(torch.rsqrt, lambda t: -0.5 * t ** -1.5,
+                                      lambda a: (-2.0 * a) ** (-2.0 / 3.0), lo, hi)
+    return _apply_line(x, alpha, beta, delta)
+
+
+def _gelu(t: torch.Tensor) -> torch.Tensor:
+    return 0.5 * t * (1.0 + torch.erf(t / math.sqrt(2.0)))
+
+
+def gelu(x: Affine) -> Affine:
+    """GELU(x) = x Phi(x) (exact erf form): tangent at the midpoint with the second-derivative
+    bound, or the interval [min, max] when that is narrower."""
+    lo, hi = x.bounds()
+    w = hi - lo
+    mid = lo + w / 2
+    half = torch.maximum(hi - mid, mid - lo) * (1 + 4 * _U)
+    phi = lambda t: torch.exp(-t * t / 2) / math.sqrt(2 * math.pi)  # noqa: E731
+    dmid = 0.5 * (1.0 + torch.erf(mid / math.sqrt(2.0))) + mid * phi(mid)
+    fmid = _gelu(mid)
+    # local bound on |f''| = phi(x) |2 - x^2|: phi at the point nearest 0 times the largest |2 - x^2|
+    near = torch.where((lo <= 0) & (hi >= 0), torch.zeros_like(lo), torch.minimum(lo.abs(), hi.abs()))
+    far2 = torch.maximum(lo * lo, hi * hi)
+    m2 = torch.minimum(phi(near) * torch.maximum(torch.full_like(far2, 2.0), far2 - 2.0) * (1 + 1e-12),
+                       torch.full_like(near, _GELU_M2))
+    taylor = m2 * half * half / 2
+    slack = FUNC_REL * (fmid.abs() + dmid.abs() * half) + _gamma(4) * (fmid.abs() + (dmid * mid).abs())
+    alpha_t, beta_t, delta_t = dmid, fmid - dmid * mid, taylor * (1 + _gamma(4)) + slack
+    # interval: max at an end, min at the ends or the global minimum
+    flo, fhi = _gelu(lo), _gelu(hi)
+    top = torch.maximum(flo, fhi)
+    top = top + FUNC_REL * top.abs() + _gamma(4) * (lo.abs() + hi.abs())
+    bottom = torch.minimum(flo, fhi)
+    bottom = bottom - FUNC_REL * bottom.abs() - _gamma(4) * (lo.abs() + hi.abs())
+    bottom = torch.where((lo < _GELU_ARGMIN + 1e-6) & (hi > _GELU_ARGMIN - 1e-6),
+                         torch.minimum(bottom, torch.full_like(bottom, _GELU_MIN)), bottom)
+    delta_i = (top - bottom) / 2 * (1 + _gamma(2))
+    use_t = delta_t <= delta_i
+    alpha = torch.where(use_t, alpha_t, torch.zeros_like(alpha_t))
+    beta = torch.where(use_t, beta_t, (top + bottom) / 2)
+    delta = torch.where(use_t, delta_t, delta_i)
+    delta = torch.where(torch.isfinite(w), delta, torch.full_like(delta, math.inf))
+    return _apply_line(x, alpha, beta, delta)
+
+
+def layer_norm(x: Affine, weight: torch.Tensor, bias: torch.Tensor, eps: float, stats: dict | None = None) -> Affine:
+    """LayerNorm over the last axis: (x - mean) / sqrt(var + eps) * weight + bias, biased variance.
+
+    The centred part is exact; var = mean(z^2) is a bilinear form (so it keeps its relations), and
+    the product z * rsqrt(var + eps) another; the rsqrt is linearised on [max(var_lo, 0) + eps, var_hi + eps],
+    the range of var intersected with (rms(c + g . eps) -+ rms(r))^2 (Minkowski's inequality).
+    """
+    d = x.c.shape[-1]
+    z = center(x)
+    var = scale(bilinear(z, z, "...d,...d->...", d), 1.0 / d)
+    v_lo, v_hi = var.bounds()
+    # Minkowski: rms(z) lies within rms(affine part) +- rms(r), a tighter range than 2 |z| r when r is wide
+    exact = Affine(z.c, z.g, torch.zeros_like(z.r), z.groups)
+    a_lo, a_hi = scale(bilinear(exact, exact, "...d,...d->...", d), 1.0 / d).bounds()
+    rms_r = torch.sqrt((z.r * z.r).mean(-1)) * (1 + _gamma(d))
+    root_lo = torch.sqrt(a_lo.clamp(min=0)) * (1 - _gamma(4)) - rms_r
+    v_lo = torch.maximum(v_lo, torch.where(root_lo > 0, root_lo * root_lo * (1 - _gamma(4)), torch.zeros_like(v_lo)))
+    v_hi = torch.minimum(v_hi, (torch.sqrt(a_hi.clamp(min=0)) * (1 + _gamma(4)) + rms_r) ** 2 * (1 + _gamma(4)))
+    if stats is not None:
+        stats.setdefault("var_lower", []).append(float(v_lo.clamp(min=0).min()))
+        stats.setdefault("var_upper", []).append(float(v_hi.max()))
+    s = rsqrt(scale(var, 1.0, float(eps)), float(eps) * (1 - 4 * _U), (v_lo + float(eps)) * (1 - 4 * _U),
+              (v_hi + float(eps)) * (1 + 4 * _U))
+    y = bilinear(z, s, "...d,...->...d", 1)
+    return scale(y, weight.to(torch.float64), bias.to(torch.float64))
+
+
+# ---------------------------------------------------------------------------- softmax
+def softmax(x: Affine, axis: int = -1, temperature: float = 1.0) -> Affine:
+    """softmax(x / T) along ``axis`` as p_k = 1 / sum_j exp((x_j - x_k) / T)."""
+    x = _move_last(x, axis)
+    n = x.c.shape[-1]
+    diff = sub(_unsqueeze(x, -2), _unsqueeze(x, -1))  # [..., k, j] = x_j - x_k
+    if temperature != 1.0:
+        diff = scale(diff, 1.0 / temperature)
+    e = exp(diff)
+    eye = torch.eye(n, dtype=torch.bool)
+    e = Affine(torch.where(eye, torch.ones_like(e.c), e.c), torch.where(eye[..., None], 0.0, e.g),
+               torch.where(eye, torch.zeros_like(e.r), e.r), e.groups)
+    z = sum_last(e)
+    p = reciprocal(z, 1.0)
+    return _move_last(p, -1, axis)
+
+
+def _unsqueeze(x: Affine, axis: int) -> Affine:
+    ax = axis % (x.c.dim() + 1)
+    return Affine(x.c.unsqueeze(ax), x.g.unsqueeze(ax), x.r.unsqueeze(ax), x.groups)
+
+
+def _move_last(x: Affine, axis: int, to: int | None = None) -> Affine:
+    """Move value axis ``axis`` to the end (or, with ``to``, the last value axis back to ``to``)."""
+    nd = x.c.dim()
+    src, dst = (axis % nd, nd - 1) if to is None else (nd - 1, to % nd)
+    if src == dst:
+        return x
+    return Affine(x.c.movedim(src, dst), x.g.movedim(src, dst), x.r.movedim(src, dst), x.groups)
+
+
+# ---------------------------------------------------------------------------- the BERT network
+@dataclass
+class Propagation:
+    """Forms of one propagation: the embedding sum (before its LayerNorm), the hidden states after
+    the embeddings and after each layer (``hidden[0]`` .. ``hidden[L]``, shape (positions, hidden)),
+    the logits over the alphabet at the site, and per-layer statistics of the internal steps."""
+
+    symbols: list[tuple[int, list[int]]]  # (position, tokens): the free positions and their symbols
+    embedding_sum: Affine
+    hidden: list[Affine]
+    logits: Affine
+    stats: list[dict] = field(default_factory=list)
+
+    def eps_of(self, tokens: Sequence[int]) -> torch.Tensor:
+        """The noise values eps(x) of an input x (its full token ids): +1 for the token it takes at a
+        free position (beyond the first), -1 for the others."""
+        out = []
+        for pos, toks in self.symbols:
+            t = int(tokens[pos])
+            if t not in toks:
+                raise ValueError(f"token {t} at position {pos} is not allowed there ({toks})")
+            out.extend(1.0 if t == s else -1.0 for s in toks[1:])
+        return torch.tensor(out, dtype=torch.float64)
+
+
+def _check_model(model) -> None:
+    name = type(model).__name__
+    if name != "BertForMaskedLM":
+        raise ValueError(f"certified bounds support BertForMaskedLM only, got {name}")
+    cfg = model.config
+    if getattr(cfg, "hidden_act", None) != "gelu":
+        raise ValueError(f"certified bounds need hidden_act='gelu' (exact erf), got {cfg.hidden_act!r}")
+    if getattr(cfg, "position_embedding_type", "absolute") != "absolute":
+        raise ValueError("certified bounds need absolute position embeddings")
+
+
+def _symbols(frame_tokens: Sequence[int], site: int, allowed: Mapping[int, Sequence[int]]) -> list[tuple[int, list[int]]]:
+    length = len(frame_tokens)
+    if not 0 <= site < length:
+        raise ValueError(f"site {site} is outside the {length} input positions")
+    out = []
+    for pos in sorted(allowed):
+        if not 0 <= int(pos) < length:
+            raise ValueError(f"allowed position {pos} is outside the {length} input positions")
+        if int(pos) == site:
+            continue
+        toks = list(dict.fromkeys(int(t) for t in allowed[pos]))
+        if not toks:
+            raise ValueError(f"allowed[{pos}] is empty")
+        out.append((int(pos), toks))
+    return out
+
+
+def _one_hot_form(word: torch.Tensor, extra: torch.Tensor, ids: torch.Tensor, symbols: list[tuple[int, list[int]]],
+                  m: int, ln) -> Affine:
+    """The embeddings word[x_k] + extra[k], then their LayerNorm ``ln`` when given, as an exact
+    affine form: a function of one position's token is linear in its indicator lambda, so with
+    v_b = value at token t_b, value = v_0 + sum_{b >= 1} lambda_b (v_b - v_0) = c + g . eps with
+    c = v_0 + sum_b (v_b - v_0) / 2, g_b = (v_b - v_0) / 2. Only rounding goes to the remainder:
+    gamma(m + 8) |.| for the sums plus, for the LayerNorm, the error of the computed z = x - mean
+    (dz = gamma_d 2 max|x|), of var (2 gamma_d var + 2 dz rms(z) + dz^2), hence of 1/sqrt(var + eps)
+    (relative dvar / (var + eps - dvar), + FUNC_REL) and of the last product and sum."""
+
+    def value(tokens: torch.Tensor, positions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        x = word[tokens] + extra[positions]
+        mag = word[tokens].abs() + extra[positions].abs()
+        if ln is None:
+            return x, _gamma(2) * mag
+        z = x - x.mean(-1, keepdim=True)
+        s = torch.rsqrt((z * z).mean(-1, keepdim=True) + float(ln.eps))
+        w, b = ln.weight.detach().to(torch.float64), ln.bias.detach().to(torch.float64)
+        y = z * s * w + b
+        d = x.shape[-1]
+        big = x.abs().amax(-1, keepdim=True)
+        dz = _gamma(d) * 2 * big  # error of the computed z
+        var = (z * z).mean(-1, keepdim=True)  # of the computed z: the true one differs by at most
+        rms = torch.sqrt(var * (1 + _gamma(d))) + dz  # ... 2 dz rms + dz^2 (Cauchy-Schwarz)
+        dvar = 2 * _gamma(d) * var + 2 * dz * rms + dz * dz
+        room = var + float(ln.eps) - dvar
+        rel_s = torch.where(room > dvar, dvar / room.clamp(min=1e-300), torch.full_like(room, math.inf)) + FUNC_REL
+        zsw = (z * s * w).abs()
+        return y, zsw * rel_s + dz * s * w.abs() * (1 + rel_s) + _gamma(4) * (zsw + b.abs())
+
+    positions = torch.arange(ids.numel())
+    c, slack = value(ids, positions)
+    c, slack = c.clone(), slack.expand_as(c).clone()
+    g = torch.zeros((*c.shape, m), dtype=torch.float64)
+    col = 0
+    for pos, toks in symbols:
+        v, sl = value(torch.as_tensor(toks), torch.full((len(toks),), pos))
+        half = (v[1:] - v[0]) / 2
+        c[pos] = v[0] + half.sum(0)
+        g[pos, :, col:col + len(toks) - 1] = half.T
+        col += len(toks) - 1
+        slack[pos] = sl.expand_as(v).amax(0) * 2 + _gamma(len(toks) + 8) * (v.abs().sum(0) * 2)
+    groups = torch.tensor([pos for pos, toks in symbols for _ in toks[1:]], dtype=torch.long)
+    return _form(c, g, torch.zeros_like(c), slack, groups)
+
+
+def propagate(model, frame_tokens: Sequence[int], site: int, allowed: Mapping[int, Sequence[int]],
+              alphabet: Sequence[int]) -> Propagation:
+    """Affine forms through a ``BertForMaskedLM`` for every input with ``allowed[k]`` at the free
+    positions k (the other positions as in ``frame_tokens``, which holds [MASK] at ``site``), up to
+    the logits of the ``alphabet`` tokens at ``site``. float64, no autograd."""
+    _check_model(model)
+    symbols = _symbols(frame_tokens, site, allowed)
+    m = sum(len(t) - 1 for _, t in symbols)
+    bert = model.bert
+    cfg = model.config
+    length = len(frame_tokens)
+    with torch.no_grad():
+        emb = bert.embeddings
+        word = emb.word_embeddings.weight.detach().to(torch.float64)
+        vocab = word.shape[0]
+        for _, toks in symbols:
+            if min(toks) < 0 or max(toks) >= vocab:
+                raise ValueError(f"allowed token ids must lie in [0, {vocab})")
+        alpha_ids = torch.as_tensor(list(alphabet), dtype=torch.long)
+        if alpha_ids.numel() == 0 or int(alpha_ids.min()) < 0 or int(alpha_ids.max()) >= vocab:
+            raise ValueError(f"the alphabet must be non-empty token ids in [0, {vocab})")
+        ids = torch.as_tensor([int(t) for t in frame_tokens], dtype=torch.long)
+        extra = (emb.token_type_embeddings.weight.detach().to(torch.float64)[0]
+                 + emb.position_embeddings.weight.detach().to(torch.float64)[:length])
+        ln = emb.LayerNorm
+        e0 = _one_hot_form(word, extra, ids, symbols, m, None)
+        h = _one_hot_form(word, extra, ids, symbols, m, ln)
+        stats: list[dict] = [{}]
+        hidden = [h]
+        heads = cfg.num_attention_heads
+        for layer in bert.encoder.layer:
+            st: dict = {}
+            h = _bert_layer(layer, h, heads, st)
+            stats.append(st)
+            hidden.append(h)
+        head = model.cls.predictions
+        t = _unsqueeze(Affine(h.c[site], h.g[site], h.r[site], h.groups), 0)
+        t = linear(t, head.transform.dense.weight, head.transform.dense.bias)
+        t = gelu(t)
+        ln = head.transform.LayerNorm
+        t = layer_norm(t, ln.weight, ln.bias, ln.eps)
+        dec_w = head.decoder.weight.detach()[alpha_ids]
+        dec_b = head.decoder.bias.detach()[alpha_ids] if head.decoder.bias is not None else None
+        logits = linear(t, dec_w, dec_b)
+        logits = Affine(logits.c[0], logits.g[0], logits.r[0], logits.groups)
+    return Propagation(symbols, e0, hidden, logits, stats)
+
+
+def _bert_layer(layer, h: Affine, heads: int, st: dict) -> Affine:
+    """One BertLayer: self-attention + dense + residual + LayerNorm, then the GELU MLP + residual + LayerNorm."""
+    att = layer.attention.self
+    length, hidden = h.c.shape
+    dh = hidden // heads
+
+    def split(x: Affine) -> Affine:  # (L, H*dh) -> (H, L, dh)
+        return Affine(x.c.view(length, heads, dh).transpose(0, 1), x.g.view(length, heads, dh, -1).transpose(0, 1),
+                      x.r.view(length, heads, dh).transpose(0, 1), x.groups)
+
+    q = split(scale(linear(h, att.query.weight, att.query.bias), float(att.scaling)))
+    k = split(linear(h, att.key.weight, att.key.bias))
+    v = split(linear(h, att.value.weight, att.value.bias))
+    scores = bilinear(q, k, "hqd,hkd->hqk", dh)
+    lo, hi = scores.bounds()
+    st["score_width"] = float((hi - lo).max())
+    probs = softmax(scores, -1)
+    plo, phi = probs.bounds()
+    st["prob_width"] = float((phi.clamp(max=1) - plo.clamp(min=0)).max())
+    ctx = bilinear(probs, v, "hqk,hkd->hqd", length)
+    ctx = Affine(ctx.c.transpose(0, 1).reshape(length, hidden), ctx.g.transpose(0, 1).reshape(length, hidden, -1),
+                 ctx.r.transpose(0, 1).reshape(length, hidden), ctx.groups)
+    out = layer.attention.output
+    a = add(linear(ctx, out.dense.weight, out.dense.bias), h)
+    a = layer_norm(a, out.LayerNorm.weight, out.LayerNorm.bias, out.LayerNorm.eps, st)
+    mid = gelu(linear(a, layer.intermediate.dense.weight, layer.intermediate.dense.bias))
+    lo, hi = mid.bounds()
+    st["mlp_width"] = float((hi - lo).max())
+    o = layer.output
+    return layer_norm(add(linear(mid, o.dense.weight, o.dense.bias), a), o.LayerNorm.weight, o.LayerNorm.bias,
+                      o.LayerNorm.eps, st)
+
+
+# ---------------------------------------------------------------------------- conditionals and influence
+def probability_bounds(logits: Affine, temperature: float) -> tuple[np.ndarray, np.ndarray]:
+    """Sound [lower, upper] of softmax(logits / T) per entry, clipped to [0, 1]."""
+    lo, hi = softmax(_unsqueeze(logits, 0), -1, temperature).bounds()
+    return lo[0].clamp(0.0, 1.0).numpy(), hi[0].clamp(0.0, 1.0).numpy()
+
+
+def conditional_bounds(model, frame_tokens: Sequence[int], site: int, allowed: Mapping[int, Sequence[int]],
+                       temperature: float = 1.0, *, alphabet: Sequence[int]) -> tuple[np.ndarray, np.ndarray]:
+    """Sound (lower, upper) arrays over the alphabet: lower[a] <= p_site(a | x) <= upper[a] for every
+    input x with x_k in ``allowed[k]`` at each free position k != site, where
+    p_site(a | x) = softmax_a(logit_a(x with [MASK] at site) / T) over the ``alphabet`` token ids
+    (as :class:`~mlmix.empirical.mlm.MaskedLMConditionals` computes it). ``frame_tokens`` are the
+    full input ids (specials included) with [MASK] at ``site``; positions are input positions."""
+    prop = propagate(model, frame_tokens, site, allowed, alphabet)
+    return probability_bounds(prop.logits, check_temperature(temperature))
+
+
+def _osc_upper(logits: Affine, cols: slice) -> float:
+    """Upper bound on max_{a,b} sup (delta_a - delta_b) over pairs of inputs that differ only in the
+    symbols ``cols`` (one position): delta = logits(x') - logits(x) = 2 G(lambda' - lambda) + e' - e,
+    with lambda a one-hot over the position's symbols beyond the first (lambda = 0 for the first)."""
+    g = logits.g[:, cols]  # (V, s-1)
+    h = g[:, None, :] - g[None, :, :]  # (V, V, s-1)
+    zero = torch.zeros(h.shape[:2] + (1,), dtype=torch.float64)
+    hz = torch.cat([h, zero], -1)
+    spread = 2 * (hz.max(-1).values - hz.min(-1).values)
+    r = logits.r
+    osc = spread + 2 * (r[:, None] + r[None, :])
+    s = float(osc.max()) * (1 + _gamma(g.shape[-1] + 4)) + _TINY
+    return s if math.isfinite(s) else math.inf
+
+
+def influence_upper(model, frame_tokens: Sequence[int], site: int, other: int, allowed: Mapping[int, Sequence[int]],
+                    temperature: float = 1.0, *, alphabet: Sequence[int]) -> float:
+    """A sound upper bound on rho_ij = sup TV(p_i(. | x), p_i(. | x')) over inputs x, x' in the set
+    that differ only at position j = ``other`` (i = ``site``): the least of
+
+    * tanh(Delta / (4T)) (paper G Lemma 6), Delta >= sup osc_a [s_a(x') - s_a(x)] from the logits'
+      affine form: the generators of j's symbols give the exact affine part, the remainders 2 r;
+    * sum_a max(0, upper_a - lower_a) and 1 - sum_a lower_a from :func:`conditional_bounds`
+      (TV = sum_a (p_a - q_a)^+ = 1 - sum_a min(p_a, q_a));
+    * 1.
+    """
+    T = check_temperature(temperature)
+    if other == site:
+        raise ValueError("rho_ij needs two different positions i != j")
+    prop = propagate(model, frame_tokens, site, allowed, alphabet)
+    col, cols = 0, slice(0, 0)
+    for pos, toks in prop.symbols:
+        if pos == other:
+            cols = slice(col, col + len(toks) - 1)
+        col += len(toks) - 1
+    if other not in allowed:
+        raise ValueError(f"position {other} is not free (not in allowed)")
+    if cols.stop == cols.start:
+        return 0.0  # a single token at j: x = x'
+    delta = _osc_upper(prop.logits, cols)
+    lemma6 = math.tanh(delta / (4 * T)) * (1 + FUNC_REL) + _TINY if math.isfinite(delta) else 1.0
+    lower, upper = probability_bounds(prop.logits, T)
+    n = lower.size
+    via_box = float(np.maximum(upper - lower, 0).sum()) * (1 + _gamma(n))
+    via_min = (1.0 - float(lower.sum()) * (1 - _gamma(n))) * (1 + _gamma(2))
+    return float(min(1.0, lemma6, via_box, via_min))
+
+
+def layer_widths(model, frame_tokens: Sequence[int], site: int, allowed: Mapping[int, Sequence[int]],
+                 alphabet: Sequence[int]) -> list[dict]:
+    """Per layer (0 = the embeddings' LayerNorm), how wide the relaxation is: max and mean width of the
+    hidden states' interval hull, the largest attention-score and probability widths, the largest
+    MLP (GELU output) width and the smallest certified LayerNorm variance; a last row for the logits."""
+    prop = propagate(model, frame_tokens, site, allowed, alphabet)
+    rows = []
+    for k, (h, st) in enumerate(zip(prop.hidden, prop.stats)):
+        lo, hi = h.bounds()
+        w = hi - lo
+        rows.append({"layer": k, "width_max": float(w.max()), "width_mean": float(w.mean()),
+                     "score_width": st.get("score_width"), "prob_width": st.get("prob_width"),
+                     "mlp_width": st.get("mlp_width"), "var_lower": min(st.get("var_lower", [math.nan]))})
+    lo, hi = prop.logits.bounds()
+    rows.append({"layer": "logits", "width_max": float((hi - lo).max()), "width_mean": float((hi - lo).mean()),
+                 "score_width": None, "prob_width": None, "mlp_width": None, "var_lower": None})
+    return rows
+
+
+# ---------------------------------------------------------------------------- mlmix sources
+def _source_call(source, site: int, allowed_symbols: Mapping[int, Sequence[int]] | None):
+    """(model, frame token ids with [MASK] at the site's input position, input site, allowed token
+    ids per input position, alphabet ids) of a MaskedLMConditionals source; free sites not in
+    ``allowed_symbols`` range over the whole alphabet."""
+    n = source.space.length
+    site = source.space.check_site(int(site))
+    slots = [int(s) for s in source.slots.tolist()]
+    support = [int(t) for t in source.support_ids.tolist()]
+    tokens = [int(t) for t in source.token_ids(torch.zeros((1, n), dtype=torch.long))[0].tolist()]
+    tokens[slots[site]] = int(source.mask_id)
+    allowed_symbols = {} if allowed_symbols is None else allowed_symbols
+    allowed = {}
+    for k in range(n):
+        if k == site:
+            continue
+        syms = allowed_symbols.get(k, range(len(support)))
+        syms = [int(s) for s in syms]
+        if not syms or min(syms) < 0 or max(syms) >= len(support):
+            raise ValueError(f"allowed symbols at site {k} must be a non-empty subset of 0..{len(support) - 1}")
+        allowed[slots[k]] = [support[s] for s in syms]
+        tokens[slots[k]] = allowed[slots[k]][0]
+    return source.model, tokens, slots[site], allowed, support, slots
+
+
+def source_conditional_bounds(source, site: int, allowed_symbols: Mapping[int, Sequence[int]] | None = None
+                              ) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`conditional_bounds` for a MaskedLMConditionals source: bounds on pi_site^T(. | x) over
+    the symbols, for every context with x_k in ``allowed_symbols[k]`` (default: every symbol)."""
+    model, tokens, pos, allowed, support, _ = _source_call(source, site, allowed_symbols)
+    return conditional_bounds(model, tokens, pos, allowed, source.temperature, alphabet=support)
+
+
+def source_influence_upper(source, site: int, other: int,
+                           allowed_symbols: Mapping[int, Sequence[int]] | None = None) -> float:
+    """:func:`influence_upper` for a MaskedLMConditionals source (sites i = ``site``, j = ``other``)."""
+    model, tokens, pos, allowed, support, slots = _source_call(source, site, allowed_symbols)
+    j = source.space.check_site(int(other))
+    return influence_upper(model, tokens, pos, slots[j], allowed, source.temperature, alphabet=support)
