@@ -63,6 +63,7 @@ from mlmix.theory.chain.matrixfree.solves import (
     kemeny_bounds,
 )
 from mlmix.theory.chain.mixing import MixingBounds
+from mlmix.theory.chain.nonreversible_gap import absolute_gap, kernel_functions
 from mlmix.theory.chain.spectrum import implied_timescales
 from mlmix.theory.chain.structure import Structure
 from mlmix.theory.kernels.operators import KernelOperator, kernel_operator
@@ -603,19 +604,18 @@ class OperatorChain(Chain):
     def poincare_constant(self) -> Result:
         return self.additive_gap.reciprocal(NAMES["poincare_constant"])
 
-    @property
+    @cached_property
     def absolute_spectral_gap(self) -> Result:
+        """Reversible: the spectral gap (a positive semi-definite kernel); otherwise
+        :func:`~mlmix.theory.chain.nonreversible_gap.absolute_gap` on the operator."""
         if not self.is_reversible:
-            return Result.missing(NAMES["absolute_spectral_gap"], "matrix-free",
-                                  "eigenvalues of a non-reversible P are not computed matrix-free")
+            return _renamed(absolute_gap(kernel_functions(self.op), self.n_states, lambda: self._pi_t,
+                                         lambda: self.multiplicative_gap), NAMES["absolute_spectral_gap"])
         return _renamed(self._gap.gap, NAMES["absolute_spectral_gap"], "a reversible heat-bath kernel is positive "
                         "semi-definite, so this is the spectral gap; ")
 
     @property
     def relaxation_time(self) -> Result:
-        if not self.is_reversible:
-            return Result.missing(NAMES["relaxation_time"], "matrix-free",
-                                  "needs the absolute spectral gap (not computed matrix-free)")
         return self.absolute_spectral_gap.reciprocal(NAMES["relaxation_time"])
 
     @cached_property
