@@ -622,7 +622,7 @@ class Chain:
                 mult = self.multiplicative_gap
             except MemoryLimitError:
                 mult = None
-        mod = None if rev or not core.is_dense else self.absolute_spectral_gap
+        mod = None if rev else self.absolute_spectral_gap
         return mixing.MixingBounds(log_pi_min, rev, self.absolute_spectral_gap if rev else None, mod, mult,
                                    witness.get("set_mass"), self.conductance.upper, self._transient_decay)
 

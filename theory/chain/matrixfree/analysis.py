@@ -47,7 +47,6 @@ import torch
 from scipy.sparse.linalg import LinearOperator
 
 from mlmix.errors import ConvergenceError
-from mlmix.limits import MFPT_LIMIT
 from mlmix.progress import Convergence
 from mlmix.theory.chain.absorbing import Absorption, absorption_probabilities, expected_steps, fundamental_matrix
 from mlmix.theory.chain.conductance import sweep_profile
@@ -730,11 +729,9 @@ class OperatorChain(Chain):
         return committor(self.op, Am, Bm, self._pi_t)
 
     def mean_first_passage_times(self, target: np.ndarray | int | None = None) -> VectorResult:
-        """E_x tau_target for a target state or set; the full matrix needs a target per column."""
-        if target is None:
-            raise ValueError(f"the full mean-first-passage matrix is computed up to {MFPT_LIMIT} states; "
-                             f"this chain has {self.n_states}: give a target")
-        return self.hitting_time(target)
+        """E_x tau_target for a target state or set; with no target the matrix M[i, j] = E_i tau_j, one
+        matrix-free hitting solve per column, up to :data:`MFPT_LIMIT` states (as :class:`Chain`)."""
+        return Chain.mean_first_passage_times(self, target)
 
     def dirichlet_form(self, f: np.ndarray, g: np.ndarray | None = None) -> float:
         """E(f, g) = (1/2) sum pi(x) P(x, y) (f(x) - f(y)) (g(x) - g(y)): E(f, f) as non-negative terms,
