@@ -210,11 +210,13 @@ def test_dirichlet_form_identities(rep, seed, T):
     assert var <= float(ch.poincare_constant) * ch.dirichlet_form(f) * (1 + 1e-10)
 
 
-@settings(max_examples=10)
+@pytest.mark.parametrize("rep", REPRESENTATIONS)
+@settings(max_examples=5)
 @given(st.integers(0, 10**6))
-def test_reversibilizations_and_the_multiplicative_gap(seed):
-    P = glauber_kernel(ScoreTable.random(2, 4, seed=seed))
-    ch = Chain(P)
+def test_reversibilizations_and_the_multiplicative_gap(rep, seed):
+    src = ScoreTable.random(2, 4, seed=seed)
+    P = glauber_kernel(src)
+    ch = chain_in(rep, source=src)
     pi, logpi = ch.stationary.value, ch.log_stationary.value
     R = time_reversal(P, logpi)
     np.testing.assert_allclose(R.sum(axis=1), 1.0, atol=1e-12)
@@ -273,22 +275,24 @@ def test_low_temperature_non_reversibility_among_tiny_masses_is_detected():
     assert pi.min() < 1e-15
     Q = P.toarray() * pi[:, None]
     assert np.abs(Q - Q.T).max() < 1e-10 * Q.max()
-    assert log_potential(P) is None and not Chain(P).is_reversible
+    assert log_potential(P) is None
+    for rep in ("dense", "csr"):
+        assert not chain_in(rep, P).is_reversible
 
 
-def test_two_closed_classes_are_named_and_a_transient_state_is_allowed():
+def test_two_closed_classes_are_named_and_a_transient_state_is_allowed(matrix_chain_of):
     P = np.array([[0.5, 0.5, 0, 0, 0], [0.5, 0.5, 0, 0, 0], [0.2, 0, 0.6, 0.2, 0], [0, 0, 0, 0.3, 0.7],
                   [0, 0, 0, 0.4, 0.6]])
     classes, closed = communicating_classes(P)
     assert sorted(tuple(c) for c, cl in zip(classes, closed) if cl) == [(0, 1), (3, 4)]
     with pytest.raises(ReducibleChainError, match="2 closed classes") as err:
-        Chain(P).stationary
+        matrix_chain_of(P).stationary
     assert sorted(tuple(c) for c in err.value.closed_classes) == [(0, 1), (3, 4)]
-    assert "closed classes" in Chain(P).summary()["reason"]
+    assert "closed classes" in matrix_chain_of(P).summary()["reason"]
     # one closed class and transient states: the unique law vanishes on the transient states
-    np.testing.assert_array_equal(Chain(np.array([[1.0, 0.0], [1.0, 0.0]])).stationary.value, [1.0, 0.0])
+    np.testing.assert_array_equal(matrix_chain_of(np.array([[1.0, 0.0], [1.0, 0.0]])).stationary.value, [1.0, 0.0])
     T = np.array([[0.5, 0.5, 0.0], [0.2, 0.8, 0.0], [0.1, 0.1, 0.8]])
-    ch = Chain(T)
+    ch = matrix_chain_of(T)
     np.testing.assert_allclose(ch.stationary.value, [2 / 7, 5 / 7, 0.0], rtol=1e-14)
     assert float(ch.spectral_gap) == pytest.approx(0.7, rel=1e-13) and "transient" in ch.spectral_gap.method
 
