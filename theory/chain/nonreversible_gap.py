@@ -27,6 +27,7 @@ import numpy as np
 import scipy.sparse as sp
 import scipy.sparse.linalg as spla
 
+from mlmix.errors import MemoryLimitError
 from mlmix.limits import DENSE_SPECTRAL_LIMIT
 from mlmix.theory.chain.spectral import modulus_gap
 from mlmix.theory.results import DEFAULT_RTOL, EPS, Result
@@ -56,6 +57,16 @@ def _assemblable(P: Any) -> bool:
     import torch
 
     return P.comm.world_size == 1 and P.dtype == torch.float64
+
+
+def _fits(N: int) -> bool:
+    """Whether the dense eigensolver's matrix, eigenvectors and work space (about 6 N^2 numbers) fit the
+    memory limit in force; otherwise the certified interval of the large chains is given."""
+    try:
+        check_memory(8.0 * N * N * 6, f"the eigenvalues and eigenvectors of {N} states")
+    except MemoryLimitError:
+        return False
+    return True
 
 
 def assemble(P: Any, n_states: int) -> np.ndarray:
@@ -92,8 +103,7 @@ def absolute_gap(P: Any, n_states: int, stationary: Callable[[], Any],
     ndarray, CSR matrix, scipy ``LinearOperator`` or :class:`Operator` (u -> P u). ``stationary`` and
     ``multiplicative_gap`` (a Result enclosing g_mult) are called only beyond the dense size."""
     N = int(n_states)
-    if N <= DENSE_SPECTRAL_LIMIT and _assemblable(P):
-        check_memory(8.0 * N * N * 6, f"the eigenvalues and eigenvectors of {N} states")
+    if N <= DENSE_SPECTRAL_LIMIT and _assemblable(P) and _fits(N):
         r = modulus_gap(assemble(P, N), rtol=rtol, dense=True)
         how = "" if isinstance(P, np.ndarray) else \
             ("assembled from the CSR matrix; " if sp.issparse(P) else "assembled from the operator (P e_j); ")
@@ -105,8 +115,8 @@ def absolute_gap(P: Any, n_states: int, stationary: Callable[[], Any],
     method = ("lower end 1 - sigma_2(P) = g_mult / (1 + sqrt(1 - g_mult)) from the multiplicative gap's lower "
               "end (|lambda| <= sigma_2 on mean-zero functions); upper end 1; estimate by Krylov-Schur on "
               "P - 1 pi^T")
-    reason = (f"beyond {DENSE_SPECTRAL_LIMIT} states the eigenvalues of a non-reversible P are estimated, not "
-              f"certified: Krylov-Schur gives 1 - |lambda_2| ~ {estimate['estimate']:.6g} (residual "
+    reason = (f"beyond {DENSE_SPECTRAL_LIMIT} states (or the memory limit) the eigenvalues of a non-reversible P "
+              f"are estimated, not certified: Krylov-Schur gives 1 - |lambda_2| ~ {estimate['estimate']:.6g} (residual "
               f"{estimate['residual']:.1e}), but a small residual of a non-normal matrix does not bound the "
               "error")
     return Result.interval(NAME, lower, 1.0, method, reason, multiplicative_gap_lower=m, **estimate)

@@ -205,3 +205,16 @@ def test_invariant_subspace_and_bad_input():
         largest_modulus(A, np.ones(6), tol=1e-10, basis_size=2)
     with pytest.raises(ValueError, match="non-zero"):
         largest_modulus(A, np.zeros(6), tol=1e-10)
+
+
+def test_a_memory_limit_below_the_dense_eigensolver_gives_the_certified_interval():
+    """243 states under a 2 MB limit (the dense eigensolver needs about 2.8 MB): the interval of the
+    large chains, which holds the LAPACK value, not a MemoryLimitError from t_mix's bounds."""
+    from mlmix.validation import memory_limit
+
+    src = ScoreTable.random(3, 5, seed=2, scale=1.5)
+    ref = 1 - np.sort(np.abs(la.eigvals(glauber_kernel(src).toarray())))[::-1][1]
+    chain = _of_source(src, "sparse")
+    with memory_limit("2MB"):
+        g = chain.absolute_spectral_gap
+    assert not g.resolved and "memory limit" in g.reason and g.lower <= ref <= g.upper
