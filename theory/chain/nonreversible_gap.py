@@ -104,7 +104,7 @@ def absolute_gap(P: Any, n_states: int, stationary: Callable[[], Any],
     ``multiplicative_gap`` (a Result enclosing g_mult) are called only beyond the dense size."""
     N = int(n_states)
     if N <= DENSE_SPECTRAL_LIMIT and _assemblable(P) and _fits(N):
-        r = modulus_gap(assemble(P, N), rtol=rtol, dense=True)
+        r = modulus_gap(assemble(P, N), rtol=rtol)
         how = "" if isinstance(P, np.ndarray) else \
             ("assembled from the CSR matrix; " if sp.issparse(P) else "assembled from the operator (P e_j); ")
         return Result(r.name, r.value, how + r.method, r.rel_error, r.lower, r.upper, r.reason, r.details)
