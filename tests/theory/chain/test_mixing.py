@@ -192,14 +192,19 @@ def test_mixing_time_beyond_the_dense_limit_gives_bounds(representation):
         assert "exceed the exact dense limit of 32" in bounded.reason
 
 
-def test_mixing_bounds_when_the_smallest_stationary_mass_underflows():
-    """pi_min < 1e-308 (T = 1e-3): the bounds use log pi_min (found by the verification search)."""
+def test_mixing_bounds_when_the_smallest_stationary_mass_underflows(representation):
+    """pi_min < 1e-308 (T = 1e-3): the bounds use log pi_min (found by the verification search). The
+    operator refuses in one line: its conditionals underflow, so irreducibility is not established."""
     import networkx as nx
 
     from mlmix.theory.sources.conditionals import PottsModel
 
     src = PottsModel.random(nx.gnp_random_graph(3, 0.3, seed=5), 2, seed=5, coupling_scale=0.25).at_temperature(1e-3)
-    ch = Chain(glauber_kernel(src))
+    ch = chain_in(representation, source=src)
+    if representation == "operator":
+        with pytest.raises(ValueError, match="underflow"):
+            ch.mixing_time(0.25)
+        return
     assert ch.stationary.value.min() == 0.0 and np.isfinite(ch.log_stationary.value).all()
     t = ch.mixing_time(0.25)
     assert t.lower is not None and (t.resolved or t.upper is None or t.lower <= t.upper)
