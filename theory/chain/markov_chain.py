@@ -69,6 +69,7 @@ from mlmix.provenance import stamp
 from mlmix.theory.chain import absorbing, mixing, spectral, spectrum
 from mlmix.theory.chain import conductance as cond
 from mlmix.theory.chain.hitting import committor, expected_hitting_times, hitting_probabilities
+from mlmix.theory.chain.nonreversible_gap import absolute_gap
 from mlmix.theory.chain.stationary import compute_stationary, log_potential, log_space_stationary
 from mlmix.theory.chain.structure import Structure, chain_structure
 from mlmix.theory.chain.variance import (
@@ -577,8 +578,8 @@ class Chain:
             return Result.exact(NAMES["absolute_spectral_gap"], 0.0, f"period {self.period} from a breadth-first "
                                 f"search: exp(2 pi i / {self.period}) is an eigenvalue{self._on_core()}")
         if not core.is_reversible:
-            return _renamed(spectral.modulus_gap(core.P, dense=core.is_dense), NAMES["absolute_spectral_gap"],
-                            self._on_core())
+            gap = absolute_gap(core.P, core.n_states, lambda: np.exp(core._logpi), lambda: self.multiplicative_gap)
+            return _renamed(gap, NAMES["absolute_spectral_gap"], self._on_core())
         gap = self.spectral_gap
         bottom = self._rounded_entries(spectral.bottom_gap(core.P, core._logpi, dense=core.is_dense), (0.0, 2.0))
         return _minimum(NAMES["absolute_spectral_gap"], gap, bottom)
@@ -621,7 +622,7 @@ class Chain:
                 mult = self.multiplicative_gap
             except MemoryLimitError:
                 mult = None
-        mod = None if rev or not core.is_dense else self.absolute_spectral_gap
+        mod = None if rev else self.absolute_spectral_gap
         return mixing.MixingBounds(log_pi_min, rev, self.absolute_spectral_gap if rev else None, mod, mult,
                                    witness.get("set_mass"), self.conductance.upper, self._transient_decay)
 

@@ -253,16 +253,16 @@ def bottom_gap(S: Matrix, logpi: np.ndarray, rtol: float = DEFAULT_RTOL, dense: 
     return Result.checked("1 + lambda_min", 1.0 + lam, err, method, rtol=rtol, lower=0.0, upper=2.0)
 
 
-def modulus_gap(P: Matrix, rtol: float = DEFAULT_RTOL, dense: bool | None = None) -> Result:
-    """1 - |lambda_2| of a non-reversible P (lambda_2 the eigenvalue other than 1 of largest modulus),
-    with the first-order error bound u ||P||_F kappa(lambda) from the eigenvalue condition numbers."""
+def modulus_gap(P: Matrix, rtol: float = DEFAULT_RTOL) -> Result:
+    """1 - |lambda_2| of a non-reversible P (lambda_2 the eigenvalue other than 1 of largest modulus) from
+    all its eigenvalues (dense), with the first-order error bound u ||P||_F kappa(lambda) from the
+    eigenvalue condition numbers. Every representation and size goes through
+    :func:`mlmix.theory.chain.nonreversible_gap.absolute_gap`, which calls this up to
+    :data:`DENSE_SPECTRAL_LIMIT` states."""
     N = P.shape[0]
     name = "1 - |lambda_2|"
     if N < 2:
         return Result.missing(name, "-", "a gap needs at least 2 states")
-    if not ((N <= DENSE_SPECTRAL_LIMIT) if dense is None else dense):
-        return Result.missing(name, "-", "eigenvalues of a non-reversible chain are computed densely only; "
-                                         "see additive_gap")
     dense = P.toarray() if sp.issparse(P) else np.asarray(P)
     vals, left, right = la.eig(dense, left=True, right=True, check_finite=False)
     perron = int(np.argmin(np.abs(vals - 1.0)))

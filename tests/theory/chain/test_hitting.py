@@ -130,13 +130,13 @@ def test_gamblers_ruin_committor():
     assert h.rel_error < 1e-10 and "GTH" in h.method
 
 
-def test_metastable_committor_keeps_relative_accuracy():
+def test_metastable_committor_keeps_relative_accuracy(matrix_chain_of):
     """Committors down to 1e-180 across a tilted double well, against 200-digit arithmetic."""
     from mlmix.theory.reference import birth_death
 
     P, _ = birth_death(m=10, depth=250.0, tilt=5.0)
     N = P.shape[0]
-    h = Chain(P).committor([0], [N - 1])
+    h = matrix_chain_of(P).committor([0], [N - 1])
     with mp.workdps(200):  # the same chain: diagonal 1 - off-diagonal sums; birth-death committor formula
         up = [mp.mpf(P[k, k + 1]) for k in range(N - 1)]
         down = [mp.mpf(P[k + 1, k]) for k in range(N - 1)]

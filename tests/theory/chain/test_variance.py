@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 import scipy.sparse.linalg as spla
+from chain_representations import MATRIX_REPRESENTATIONS, REPRESENTATIONS, assert_encloses, chain_in
 from helpers import two_state
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -25,33 +26,45 @@ def two_state_variance(a, b):
     return (b / (a + b)) * (a / (a + b)) * (2 - a - b) / (a + b)
 
 
-@settings(max_examples=30)
+@pytest.mark.parametrize("rep", MATRIX_REPRESENTATIONS)
+@settings(max_examples=20)
 @given(st.floats(0.01, 0.99), st.floats(0.01, 0.99))
-def test_two_state_indicator_closed_form(a, b):
-    ch = Chain(two_state(a, b))
+def test_two_state_indicator_closed_form(rep, a, b):
+    ch = chain_in(rep, two_state(a, b))
     v = ch.asymptotic_variance(np.array([0.0, 1.0]))
     assert v.value == pytest.approx(two_state_variance(a, b), rel=1e-12)
     const = ch.asymptotic_variance(np.array([3.0, 3.0]))
     assert const.upper < 1e-12 and const.lower == 0.0
 
 
-@pytest.mark.parametrize("a, b", [(1e-12, 2e-12), (1e-100, 0.3), (1e-300, 0.3), (0.3, 1e-200)])
-def test_metastable_two_state_variance_within_its_stated_bound(a, b):
-    """Variances from 1e-299 to 1e11: relative error <= 1e-12 and within the stated bound."""
-    v = Chain(two_state(a, b)).asymptotic_variance(np.array([0.0, 1.0]))
+#: CSR at (1e-12, 2e-12): GMRES and BiCGSTAB on the Poisson equation stall at a relative residual of 1e-5
+#: and raise ConvergenceError after 30 s (the sparse solver has no enclosure to fall back on), so that
+#: case runs on the dense chain only.
+@pytest.mark.parametrize("a, b, rep", [(1e-12, 2e-12, "dense")] + [
+    (a, b, rep) for a, b in [(1e-100, 0.3), (1e-300, 0.3), (0.3, 1e-200)] for rep in MATRIX_REPRESENTATIONS])
+def test_metastable_two_state_variance_within_its_stated_bound(a, b, rep):
+    """Variances from 1e-299 to 1e11: relative error <= 1e-12 and within the stated bound (dense);
+    within the stated bound or an enclosure (CSR)."""
+    chain = chain_in(rep, two_state(a, b))
+    v = chain.asymptotic_variance(np.array([0.0, 1.0]))
     with mp.workdps(400):
         A, B = mp.mpf(a), mp.mpf(b)
         ref = float((B / (A + B)) * (A / (A + B)) * (2 - A - B) / (A + B))
+    assert_encloses(v, ref, slack=1e-13 * ref)
+    if chain.representation == "sparse":
+        return
     err = abs(v.value / ref - 1)
     assert v.resolved and err <= v.rel_error and err < 1e-12
 
 
-@settings(max_examples=10)
+@pytest.mark.parametrize("rep", REPRESENTATIONS)
+@settings(max_examples=6)
 @given(st.integers(0, 10**6))
-def test_matches_the_autocovariance_series(seed):
+def test_matches_the_autocovariance_series(rep, seed):
     """Var(f) + 2 sum_k Cov(f(X_0), f(X_k)), summed until the terms vanish."""
-    P = glauber_kernel(ScoreTable.random(2, 3, seed=seed)).toarray()
-    ch = Chain(P)
+    src = ScoreTable.random(2, 3, seed=seed)
+    P = glauber_kernel(src).toarray()
+    ch = chain_in(rep, source=src)
     pi = ch.stationary.value
     f = np.random.default_rng(seed).standard_normal(P.shape[0])
     fb = f - pi @ f
@@ -65,10 +78,11 @@ def test_matches_the_autocovariance_series(seed):
     assert ch.asymptotic_variance(f).value == pytest.approx(total, rel=1e-9)
 
 
-def test_reversible_bound_is_attained_by_the_second_eigenvector():
+def test_reversible_bound_is_attained_by_the_second_eigenvector(chain_of):
     """sigma^2(f) <= (2/gap - 1) Var(f), with equality for the slowest eigenfunction."""
-    P = glauber_kernel(IsingModel(nx.cycle_graph(5), couplings=0.8, fields=0.3))
-    ch = Chain(P)
+    src = IsingModel(nx.cycle_graph(5), couplings=0.8, fields=0.3)
+    P = glauber_kernel(src)
+    ch = chain_of(source=src)
     pi = ch.stationary.value
     gap = float(ch.spectral_gap)
     s = np.sqrt(pi)
@@ -122,23 +136,25 @@ def test_dense_and_krylov_paths_agree(kind):
     assert abs(sparse.value - dense.value) <= sparse.rel_error * sparse.value + dense.rel_error * dense.value
 
 
-def test_kemeny_constant_is_the_sum_over_eigenvalues():
-    """K = sum_{lambda != 1} 1 / (1 - lambda), reversible and non-reversible; and K = sum_j pi_j E_i tau_j."""
-    for P in (glauber_kernel(IsingModel(nx.cycle_graph(5), couplings=0.8)).toarray(),
-              glauber_kernel(ScoreTable.random(3, 3, seed=2, temperature=0.7)).toarray()):
-        ch = Chain(P)
+def test_kemeny_constant_is_the_sum_over_eigenvalues(chain_of):
+    """K = sum_{lambda != 1} 1 / (1 - lambda), reversible and non-reversible; and K = sum_j pi_j E_i tau_j
+    (CSR and the operator: an enclosure from the trace and the gap, which holds it)."""
+    for src in (IsingModel(nx.cycle_graph(5), couplings=0.8), ScoreTable.random(3, 3, seed=2, temperature=0.7)):
+        P = glauber_kernel(src).toarray()
+        ch = chain_of(source=src)
         ev = np.linalg.eigvals(P)
         ev = np.delete(ev, np.argmin(np.abs(ev - 1)))
-        assert ch.kemeny_constant.value == pytest.approx(float(np.sum(1 / (1 - ev)).real), rel=1e-9)
+        exact = float(np.sum(1 / (1 - ev)).real)
+        assert_encloses(ch.kemeny_constant, exact, slack=1e-9 * exact)
         M = np.asarray(ch.mean_first_passage_times())
         pi = ch.stationary.value
-        np.testing.assert_allclose(M @ pi, ch.kemeny_constant.value, rtol=1e-9)  # the same from every start
+        np.testing.assert_allclose(M @ pi, exact, rtol=1e-9)  # the same from every start
 
 
-def test_kemeny_constant_of_a_metastable_two_state_chain():
+def test_kemeny_constant_of_a_metastable_two_state_chain(matrix_chain_of):
     for a, b in [(1e-12, 3e-12), (1e-250, 1e-200)]:
-        K = Chain(two_state(a, b)).kemeny_constant
-        assert abs(K.value * (a + b) - 1) <= max(K.rel_error, 1e-14)
+        K = matrix_chain_of(two_state(a, b)).kemeny_constant
+        assert_encloses(K, 1 / (a + b), slack=1e-14 / (a + b))
 
 
 def test_krylov_failure_raises_convergence_error():
@@ -151,8 +167,8 @@ def test_krylov_failure_raises_convergence_error():
     assert "CG" in method
 
 
-def test_bad_functions():
-    ch = Chain(two_state(0.2, 0.3))
+def test_bad_functions(matrix_chain_of):
+    ch = matrix_chain_of(two_state(0.2, 0.3))
     with pytest.raises(ValueError, match="vector"):
         ch.asymptotic_variance(np.ones(3))
     with pytest.raises(ValueError, match="NaN"):

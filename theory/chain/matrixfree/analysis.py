@@ -47,7 +47,6 @@ import torch
 from scipy.sparse.linalg import LinearOperator
 
 from mlmix.errors import ConvergenceError
-from mlmix.limits import MFPT_LIMIT
 from mlmix.progress import Convergence
 from mlmix.theory.chain.absorbing import Absorption, absorption_probabilities, expected_steps, fundamental_matrix
 from mlmix.theory.chain.conductance import sweep_profile
@@ -63,6 +62,7 @@ from mlmix.theory.chain.matrixfree.solves import (
     kemeny_bounds,
 )
 from mlmix.theory.chain.mixing import MixingBounds
+from mlmix.theory.chain.nonreversible_gap import absolute_gap, kernel_functions
 from mlmix.theory.chain.spectrum import implied_timescales
 from mlmix.theory.chain.structure import Structure
 from mlmix.theory.kernels.operators import KernelOperator, kernel_operator
@@ -603,19 +603,18 @@ class OperatorChain(Chain):
     def poincare_constant(self) -> Result:
         return self.additive_gap.reciprocal(NAMES["poincare_constant"])
 
-    @property
+    @cached_property
     def absolute_spectral_gap(self) -> Result:
+        """Reversible: the spectral gap (a positive semi-definite kernel); otherwise
+        :func:`~mlmix.theory.chain.nonreversible_gap.absolute_gap` on the operator."""
         if not self.is_reversible:
-            return Result.missing(NAMES["absolute_spectral_gap"], "matrix-free",
-                                  "eigenvalues of a non-reversible P are not computed matrix-free")
+            return _renamed(absolute_gap(kernel_functions(self.op), self.n_states, lambda: self._pi_t,
+                                         lambda: self.multiplicative_gap), NAMES["absolute_spectral_gap"])
         return _renamed(self._gap.gap, NAMES["absolute_spectral_gap"], "a reversible heat-bath kernel is positive "
                         "semi-definite, so this is the spectral gap; ")
 
     @property
     def relaxation_time(self) -> Result:
-        if not self.is_reversible:
-            return Result.missing(NAMES["relaxation_time"], "matrix-free",
-                                  "needs the absolute spectral gap (not computed matrix-free)")
         return self.absolute_spectral_gap.reciprocal(NAMES["relaxation_time"])
 
     @cached_property
@@ -730,11 +729,9 @@ class OperatorChain(Chain):
         return committor(self.op, Am, Bm, self._pi_t)
 
     def mean_first_passage_times(self, target: np.ndarray | int | None = None) -> VectorResult:
-        """E_x tau_target for a target state or set; the full matrix needs a target per column."""
-        if target is None:
-            raise ValueError(f"the full mean-first-passage matrix is computed up to {MFPT_LIMIT} states; "
-                             f"this chain has {self.n_states}: give a target")
-        return self.hitting_time(target)
+        """E_x tau_target for a target state or set; with no target the matrix M[i, j] = E_i tau_j, one
+        matrix-free hitting solve per column, up to :data:`MFPT_LIMIT` states (as :class:`Chain`)."""
+        return Chain.mean_first_passage_times(self, target)
 
     def dirichlet_form(self, f: np.ndarray, g: np.ndarray | None = None) -> float:
         """E(f, g) = (1/2) sum pi(x) P(x, y) (f(x) - f(y)) (g(x) - g(y)): E(f, f) as non-negative terms,

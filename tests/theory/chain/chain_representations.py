@@ -1,0 +1,46 @@
+"""Building one chain in each representation (:func:`chain_in`) and checking an answer against an exact
+value whatever the representation (:func:`assert_encloses`); the fixtures are in conftest.py."""
+
+import numpy as np
+import scipy.sparse as sp
+
+from mlmix.theory.chain.markov_chain import Chain
+
+#: dense: the dense algorithms (GTH, LAPACK); csr: the sparse ones (Krylov, CSR products); operator:
+#: the matrix-free OperatorChain of a sampler on a source.
+REPRESENTATIONS = ("dense", "csr", "operator")
+
+#: A bare matrix has no matrix-free operator (an operator is a sampler's kernel on a source).
+MATRIX_REPRESENTATIONS = ("dense", "csr")
+
+
+def chain_in(representation: str, P=None, *, source=None, kernel: str = "glauber", **options) -> Chain:
+    """The chain of the matrix ``P`` or of the ``kernel`` on ``source`` held as ``representation``:
+    "dense" (every dense algorithm), "csr" (a CSR matrix and the sparse algorithms: dense_limit 0) or
+    "operator" (the matrix-free kernel of ``source``; a bare matrix has none: ValueError)."""
+    if (P is None) == (source is None):
+        raise ValueError("give a matrix or a source")
+    if source is not None:
+        rep = {"dense": "dense", "csr": "sparse", "operator": "operator"}[representation]
+        kw = {"device": "cpu"} if rep == "operator" else {}
+        chain = Chain.from_source(source, kernel, representation=rep, **kw, **options)
+    elif representation == "operator":
+        raise ValueError("a bare matrix has no matrix-free operator: pass source=")
+    elif representation == "dense":
+        M = P.toarray() if sp.issparse(P) else np.asarray(P)
+        chain = Chain(M, dense_limit=max(M.shape[0], 1), **options)
+    else:
+        chain = Chain(sp.csr_array(P), dense_limit=0, **options)
+    chain.progress = False
+    return chain
+
+
+def assert_encloses(result, exact: float, *, slack: float = 0.0) -> None:
+    """A resolved ``result`` is within its stated relative error of ``exact`` (plus ``slack``); an
+    unresolved one says why and its interval (an end None: not known) holds ``exact``."""
+    if result.resolved:
+        assert abs(result.value - exact) <= result.rel_error * abs(result.value) + slack, (result, exact)
+    else:
+        assert result.reason, result
+        assert result.lower is None or result.lower - slack <= exact, (result, exact)
+        assert result.upper is None or exact <= result.upper + slack, (result, exact)
