@@ -22,7 +22,7 @@ from mlmix.theory.sources.space import StateSpace
 from mlmix.verify import instances as S
 from mlmix.verify.regime_instances import count_instance
 from mlmix.verify.runner import find_violation, load_theorems
-from mlmix.verify.theorems.glauber import contraction, drift, glauber_base, metastability, stationarity
+from mlmix.verify.theorems.glauber import contraction, count_statistic, glauber_base, metastability, stationarity
 from mlmix.verify.verdicts import REGISTRY, search
 from mlmix.verify.wasserstein import hamming_w1
 
@@ -110,16 +110,16 @@ def test_two_spin_ising_attains_lemma6_and_thm5():
 def test_count_chain_reduction_matches_the_full_chain():
     """The binary count chain's N is a birth-death chain: its exact mean exit time equals the one of the
     full chain on {0,1}^n, and the section 5.4 family has the documented exit times 24.1 .. 25.0."""
-    family = drift.boundary_family(6)
+    family = count_statistic.boundary_family(6)
     inst = family.instance()
     P = to_dense(glauber_kernel(inst.source))
     N = (inst.space.all_states() == 0).sum(axis=1)
     times = expected_hitting_times(P, N < family.level)
-    assert times[N == family.level].min() == pytest.approx(drift.count_exit_time(family.f, family.level), rel=1e-9)
+    assert times[N == family.level].min() == pytest.approx(count_statistic.count_exit_time(family.f, family.level), rel=1e-9)
     assert times[N == family.level].max() == pytest.approx(times[N == family.level].min(), rel=1e-9)
-    exits = [drift.count_exit_time(drift.boundary_family(n).f, n // 2) for n in (6, 8, 10, 12)]
+    exits = [count_statistic.count_exit_time(count_statistic.boundary_family(n).f, n // 2) for n in (6, 8, 10, 12)]
     assert [round(e, 1) for e in exits] == [24.1, 24.5, 24.8, 25.0]
-    up, down = drift.count_levels(family.f)
+    up, down = count_statistic.count_levels(family.f)
     assert up[family.level] - down[family.level] == pytest.approx(0.05)
 
 
@@ -224,8 +224,8 @@ def test_cor2_attaining_product_chain_against_a_kronecker_kernel(h):
 def test_drift_band_attaining_attempt_is_the_gamblers_ruin():
     """p_+/p_- = 2 on levels 1, 2 of the band 0 < N < 3: from N = 2 the walk hits 0 before 3 with
     probability (2 - 1)/(2^3 - 1) = 1/7 exactly (gambler's ruin), the bound itself."""
-    (a,) = drift.DriftBand.attaining
-    v = drift.DriftBand().check(a.build())
+    (a,) = count_statistic.DriftBand.attaining
+    v = count_statistic.DriftBand().check(a.build())
     assert v.details["band"] == [0, 3] and v.details["rate"] == pytest.approx(math.log(2), rel=1e-12)
     assert v.parts[0].lhs == pytest.approx(1 / 7, rel=1e-12) and v.parts[0].rhs == pytest.approx(1 / 7, rel=1e-12)
 

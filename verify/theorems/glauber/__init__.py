@@ -18,7 +18,7 @@ Modules, in the paper's order (importing this package registers their results in
 :mod:`~mlmix.verify.theorems.glauber.stationarity` (sections 3-4: Propositions 1 and 4, Corollary 2,
 Theorem 3), :mod:`~mlmix.verify.theorems.glauber.contraction` (Theorem 5, Lemma 6, Corollary 7),
 :mod:`~mlmix.verify.theorems.glauber.metastability` (Theorem 8) and
-:mod:`~mlmix.verify.theorems.glauber.drift` (section 5.4); :mod:`~mlmix.verify.theorems.glauber.glauber_base`
+:mod:`~mlmix.verify.theorems.glauber.count_statistic` (section 5.4); :mod:`~mlmix.verify.theorems.glauber.glauber_base`
 holds what they share.
 """
 
@@ -27,8 +27,8 @@ holds what they share.
 from mlmix.verify.theorems.glauber import stationarity
 from mlmix.verify.theorems.glauber import contraction
 from mlmix.verify.theorems.glauber import metastability
-from mlmix.verify.theorems.glauber import drift
+from mlmix.verify.theorems.glauber import count_statistic
 from mlmix.verify.theorems.glauber import glauber_base
 # isort: on
 
-__all__ = ["contraction", "drift", "glauber_base", "metastability", "stationarity"]
+__all__ = ["contraction", "count_statistic", "glauber_base", "metastability", "stationarity"]
