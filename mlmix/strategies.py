@@ -4,8 +4,8 @@ stable, public face of the strategies mlmix's own theorem searches use.
 Use them in your own tests like any Hypothesis strategy::
 
     from hypothesis import given
+    from mlmix import Chain
     from mlmix import strategies as ms
-    from mlmix.theory.chain.markov_chain import Chain
 
     @given(ms.metastable_matrices(gap=(1e-12, 1e-8)))
     def test_my_bound(m):
