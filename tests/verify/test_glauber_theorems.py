@@ -202,7 +202,7 @@ def test_kolmogorov_cycle_ratio_is_the_rectangle_statistic():
     assert v.holds and v.main.rhs > 0.1 and v.main.lhs == pytest.approx(v.main.rhs, rel=1e-9)
 
 
-# ---- attaining instances (issue 25): their looseness against closed forms and independent constructions
+# ---- attaining instances: their looseness against closed forms and independent constructions
 
 
 @pytest.mark.parametrize("h", [3.0, 8.0])

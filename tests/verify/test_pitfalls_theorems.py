@@ -155,7 +155,7 @@ def test_assumption5_gates_the_mode_theorems():
     assert not app.ok and "J0" in app.reason
 
 
-# ---- attaining instances (issue 25): their looseness against closed forms
+# ---- attaining instances: their looseness against closed forms
 
 
 def test_cor3_attaining_gibbs_half_is_delta_over_four_minus_delta():
