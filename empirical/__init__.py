@@ -5,7 +5,7 @@
   ``empirical/default_model/`` (:data:`~mlmix.empirical.mlm.DEFAULT_MODEL_DIR`).
 - :mod:`mlmix.empirical.causal` — :class:`~mlmix.empirical.causal.CausalLMConditionals`, the compatible control
   (conditionals of an autoregressive joint, rectangle statistic 0).
-- :mod:`mlmix.empirical.constants` — rho, Delta, rectangle R, drift and margins from sampled contexts,
+- :mod:`mlmix.empirical.estimated_constants` — rho, Delta, rectangle R, drift and margins from sampled contexts,
   and side by side with the exact values when |V|^n is small (``mlmix estimate``).
 
 The package re-exports nothing (``MaskedLMConditionals`` is exported by :mod:`mlmix`), and importing it does

@@ -9,7 +9,7 @@ from helpers import figure
 from mlm_fixtures import save_model, tiny_causal_lm, tiny_masked_lm
 
 from mlmix.cli import main
-from mlmix.empirical.constants import constants
+from mlmix.empirical.estimated_constants import constants
 from mlmix.empirical.mlm import DEFAULT_MODEL_DIR, MaskedLMConditionals
 
 KEYS = ("model", "temperature", "n_contexts", "rho", "delta", "contraction_temperature", "rectangle",
