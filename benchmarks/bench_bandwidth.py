@@ -1,6 +1,6 @@
 """How close the matrix-free gap of the Ising cycle comes to the machine's memory bandwidth.
 
-The yardstick (issue 20): one application P u of heat-bath Glauber on the n-cycle (2^n states,
+The yardstick: one application P u of heat-bath Glauber on the n-cycle (2^n states,
 float64) done as one sweep per site reads u, reads ``out`` and writes ``out`` for each of the n sites,
 and the layout rotation of the trailing sites copies u in and the result back (two reads and two
 writes), so such an application moves at least

@@ -1,4 +1,4 @@
-"""Benchmark of the matrix-free exact engine (issue 14): targets, side-by-side comparison, scaling.
+"""Benchmark of the matrix-free exact engine: targets, side-by-side comparison, scaling.
 
 Every run is a subprocess (fresh peak-memory counter: its max RSS) and is recorded in --out (JSON,
 written atomically after each run; --resume skips recorded runs). The load average of the machine is

@@ -7,6 +7,11 @@
   pretrained TCR masked LM read from its PyPI wheel, forward pass re-implemented), ``--mlm sceptr[:VARIANT]``.
 - :mod:`mlmix.empirical.causal` — :class:`~mlmix.empirical.causal.CausalLMConditionals`, the compatible control
   (conditionals of an autoregressive joint, rectangle statistic 0).
-- :mod:`mlmix.empirical.constants` — rho, Delta, rectangle R, drift and margins from sampled contexts,
+- :mod:`mlmix.empirical.estimated_constants` — rho, Delta, rectangle R, drift and margins from sampled contexts,
   and side by side with the exact values when |V|^n is small (``mlmix estimate``).
+
+The package re-exports nothing (``MaskedLMConditionals`` is exported by :mod:`mlmix`), and importing it does
+not load torch.
 """
+
+__all__: list[str] = []

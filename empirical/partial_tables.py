@@ -1,4 +1,4 @@
-"""Partial conditionals of a masked LM over a frame, tabulated exactly and cached (issue 24).
+"""Partial conditionals of a masked LM over a frame, tabulated exactly and cached.
 
 A decoder needs p_i(. | x_S) for S any subset of the other free positions: the model sees the [MASK]
 token at every free position outside S and at i, and the score is the logit at position i, restricted

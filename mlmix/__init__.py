@@ -7,6 +7,10 @@ form), ``Result`` / ``VectorResult``, the sources ``IsingModel``, ``PottsModel``
 ``ScoreTable`` and ``MaskedLMConditionals``, and the kernels (``glauber_kernel``, ``k_gibbs_kernel``,
 ``block_kernel``, ``adaptive_block_kernel``, ``independent_parallel_kernel``, and the matrix-free
 ``kernel_operator``). The three rooms are ``mlmix.theory``, ``mlmix.verify`` and ``mlmix.empirical``.
+
+Public modules beside these names: :mod:`mlmix.strategies` (Hypothesis strategies for chains and sources),
+:mod:`mlmix.theorem` (your own theorems, searched like the papers'), :mod:`mlmix.testing` (assertions that
+never pass or fail on roundoff) and :mod:`mlmix.errors` (the exceptions mlmix raises).
 """
 
 from importlib import import_module

@@ -4,8 +4,8 @@ stable, public face of the strategies mlmix's own theorem searches use.
 Use them in your own tests like any Hypothesis strategy::
 
     from hypothesis import given
+    from mlmix import Chain
     from mlmix import strategies as ms
-    from mlmix.theory.chain.markov_chain import Chain
 
     @given(ms.metastable_matrices(gap=(1e-12, 1e-8)))
     def test_my_bound(m):
@@ -52,17 +52,13 @@ from __future__ import annotations
 import networkx as nx
 from hypothesis import strategies as st
 
+from mlmix.verify import chain_instances as _C
 from mlmix.verify import instances as _S
 from mlmix.verify import pitfalls_strategies as _P
+from mlmix.verify import regime_instances as _R
+from mlmix.verify.chain_instances import MatrixInstance, frames, metastable_matrices, score_tables, stochastic_matrices
 from mlmix.verify.instances import Instance as SourceInstance
-from mlmix.verify.instances import (
-    MatrixInstance,
-    frames,
-    metastable_matrices,
-    score_tables,
-    stochastic_matrices,
-    temperatures,
-)
+from mlmix.verify.instances import temperatures
 
 __all__ = [
     "MatrixInstance", "SourceInstance", "basins", "clique_isings", "contraction_sources", "exponential_families",
@@ -80,7 +76,7 @@ def ising_models(graph: nx.Graph | None = None, max_sites: int = 6,
     random graph on 2..max_sites sites, each edge present with probability 1/2), J_ij and h_i
     half-integers with |J| <= 3/2, |h| <= 1, at T log-uniform on ``temperature``. Shrinks to two sites
     with no edge, zero fields, T = 1."""
-    return _S.graph_models(graph, 2, max_sites, temperature)
+    return _C.graph_models(graph, 2, max_sites, temperature)
 
 
 def potts_models(q: int = 3, graph: nx.Graph | None = None, max_sites: int = 5,
@@ -89,7 +85,7 @@ def potts_models(q: int = 3, graph: nx.Graph | None = None, max_sites: int = 5,
     J_ij 1[x_i = x_j] and fields h_i(v), half-integers."""
     if q < 3:
         raise ValueError(f"a Potts model needs q >= 3 (q = 2 is ising_models), got {q}")
-    return _S.graph_models(graph, q, max_sites, temperature)
+    return _C.graph_models(graph, q, max_sites, temperature)
 
 
 def sources(max_states: int = _S.MAX_STATES, max_ratio: float = 30.0) -> st.SearchStrategy[SourceInstance]:
@@ -104,19 +100,19 @@ def contraction_sources(max_states: int = 243) -> st.SearchStrategy[SourceInstan
     [0.5, 8] (T* the Corollary 7 temperature; a quarter of the draws), the temperature where rho
     reaches 0.5 .. 0.999 (half), or product tables at T in [0.05, 0.5] (rho = 0, nearly deterministic
     sites; a quarter); ``eps`` in {1/4, 1/10, 1/100} for t_mix."""
-    return _S.contraction_instances(_S.mostly_incompatible(max_states), max_states=max_states)
+    return _R.contraction_instances(_R.mostly_incompatible(max_states), max_states=max_states)
 
 
 def basins(max_states: int = 729, two_wells: bool = False) -> st.SearchStrategy[SourceInstance]:
     """A score table and a basin B (``instance.basin``, a mask over V^n: a Hamming ball of radius 0..2)
     on which Theorem 8's Assumption 1 holds by construction with margin 1/2 .. 3; ``two_wells`` adds a
     second well so that B can carry mass <= 1/2."""
-    return _S.basin_instances(max_states, two_wells=two_wells, max_ratio=60.0)
+    return _R.basin_instances(max_states, two_wells=two_wells, max_ratio=60.0)
 
 
 def metastable_basins(max_states: int = 81) -> st.SearchStrategy[SourceInstance]:
     """Two-well basin tables at gamma / T log-uniform on [18, 60]: spectral gaps ~1e-8 .. 1e-26."""
-    return _S.metastable_instances(max_states)
+    return _R.metastable_instances(max_states)
 
 
 def rational_tables(max_states: int = 16) -> st.SearchStrategy[SourceInstance]:

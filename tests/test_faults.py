@@ -1,4 +1,4 @@
-"""Fault battery (issue 26): valid but unusual chains (transient states at scale, periodic chains,
+"""Fault battery: valid but unusual chains (transient states at scale, periodic chains,
 reducible P* P), planted symlinks in output folders, corrupt and tampered input files, hostile
 headers, huge step counts. Each case ends in the right answer or a one-line refusal."""
 
@@ -161,7 +161,7 @@ def transient_chains(draw):
 @given(transient_chains(), st.sampled_from([0.1, 0.25, 0.5]))
 def test_every_interval_on_a_chain_with_transient_states_contains_the_exact_value(P, eps):
     """d(t), t_mix(eps) and the Kemeny constant against exact rational arithmetic on the chain the
-    float matrix defines; the property fails for the closed class's bounds alone (issue 26)."""
+    float matrix defines; the property fails for the closed class's bounds alone."""
     from mlmix.theory.chain import mixing
 
     M = _exact_matrix(P)

@@ -634,28 +634,18 @@ def _recheck(theorem: Theorem, ce: Counterexample) -> dict:
             "verdict": v.as_dict()}
 
 
-def search(theorem: Theorem, examples: int = 100, seed: int = 0, strategy: st.SearchStrategy | None = None,
-           on_verdict: Callable[[Any, Verdict], None] | None = None, weaken: float | None = None,
-           weaken_part: str | None = None, shrink: bool = True) -> TheoremReport:
-    """Run Hypothesis over ``theorem.strategy()`` (or ``strategy``) for up to ``examples`` instances
-    satisfying the hypotheses; on a violation Hypothesis shrinks it and the minimal one is reported.
-
-    ``weaken``: search for violations of the bound weakened by this strength (part ``weaken_part``,
-    every part when None) instead of the theorem itself.
-    """
-    observations: list[Observation] = []
+def _probe(theorem: Theorem, strategy: st.SearchStrategy, examples: int, seed: int, shrink: bool,
+           violated: Callable[[Verdict], bool], on_verdict: Callable[[Any, Verdict], None] | None,
+           observations: list[Observation], errors: list[dict]) -> list:
+    """The Hypothesis search over ``strategy``: [instance, verdict] of the (shrunk) violation, or [] when
+    none is found among ``examples`` instances satisfying the hypotheses."""
     failure: list = []
-    errors: list[dict] = []
-
-    def violated(v: Verdict) -> bool:
-        return not v.holds if weaken is None else not v.weakened_holds(weaken, weaken_part)
-
     phases = [Phase.explicit, Phase.reuse, Phase.generate] + ([Phase.shrink] if shrink else [])
 
     @hypothesis_seed(seed)
     @settings(max_examples=examples, deadline=None, database=None, print_blob=False, phases=phases,
               suppress_health_check=list(HealthCheck))
-    @given(strategy if strategy is not None else theorem.strategy())
+    @given(strategy)
     def probe(instance: Any) -> None:
         try:
             applies = bool(theorem.hypotheses(instance))
@@ -673,10 +663,19 @@ def search(theorem: Theorem, examples: int = 100, seed: int = 0, strategy: st.Se
             raise _Violation
         observations.append(Observation(theorem.regime(instance), v))
 
-    found = False
+    try:
+        probe()
+    except _Violation:
+        return failure
+    return []
+
+
+def _attaining(theorem: Theorem, violated: Callable[[Verdict], bool], weaken: float | None,
+               observations: list[Observation], errors: list[dict], blind: list[str]) -> tuple[list[dict], list]:
+    """Check the families that attain the bound: their records, and [instance, verdict] of the first that
+    violates it ([] when none does)."""
     attained = []
-    blind: list[str] = []
-    for a in theorem.attaining:  # the families that attain the bound come first
+    for a in theorem.attaining:
         try:
             inst = a.build()
             applies = theorem.hypotheses(inst)
@@ -694,40 +693,66 @@ def search(theorem: Theorem, examples: int = 100, seed: int = 0, strategy: st.Se
         if weaken is None and looser:
             blind.append(f"attaining instance looser than recorded ({'; '.join(looser)}): {a.description}")
         if violated(v):
-            failure[:] = [inst, v]
-            found = True
-            break
+            return attained, [inst, v]
         observations.append(Observation(theorem.regime(inst), v))
-    if not found:
-        try:
-            probe()
-        except _Violation:
-            found = True
+    return attained, []
+
+
+def _status(theorem: Theorem, found: bool, stored: list[dict], errors: list[dict], weaken: float | None) -> str:
+    """'error', 'fails', 'holds' or 'known false' (see :class:`TheoremReport`)."""
+    if errors:
+        return "error"
+    if weaken is not None:
+        return "fails" if found else "holds"
+    if theorem.refuted_in is not None:
+        return "known false" if all(s["as_expected"] for s in stored if s["dropped"] is None) else "fails"
+    return "fails" if found or not all(s["as_expected"] for s in stored) else "holds"
+
+
+def _weakening(theorem: Theorem, observations: list[Observation], stored: list[dict]) -> tuple[str, str, dict]:
+    """Whether the weakened theorem is caught ('caught' / 'missed'), how it was weakened, and the outcome
+    per part."""
+    parts = weakening_outcome(theorem, observations)
+    if theorem.refuted_in is not None:
+        return "caught", "known false: the stored counterexample fails", parts
+    if theorem.weaken_by_hypothesis or not parts:
+        dropped = [s["dropped"] for s in stored if s["as_expected"] and s["dropped"] is not None]
+        how = f"dropped hypothesis: {', '.join(dropped)}" if dropped else "no stored counterexample"
+        return "caught" if dropped else "missed", how, parts
+    weakened = "caught" if all(o == "caught" for o in parts.values()) else "missed"
+    return weakened, f"every bound scaled by {WEAKEN:g} (upper) or {1 / WEAKEN:g} (lower, identities)", parts
+
+
+def search(theorem: Theorem, examples: int = 100, seed: int = 0, strategy: st.SearchStrategy | None = None,
+           on_verdict: Callable[[Any, Verdict], None] | None = None, weaken: float | None = None,
+           weaken_part: str | None = None, shrink: bool = True) -> TheoremReport:
+    """Run Hypothesis over ``theorem.strategy()`` (or ``strategy``) for up to ``examples`` instances
+    satisfying the hypotheses; on a violation Hypothesis shrinks it and the minimal one is reported.
+
+    ``weaken``: search for violations of the bound weakened by this strength (part ``weaken_part``,
+    every part when None) instead of the theorem itself.
+    """
+    strategy = strategy if strategy is not None else theorem.strategy()
+    observations: list[Observation] = []
+    errors: list[dict] = []
+    blind: list[str] = []
+
+    def violated(v: Verdict) -> bool:
+        return not v.holds if weaken is None else not v.weakened_holds(weaken, weaken_part)
+
+    # the families that attain the bound come first
+    attained, failure = _attaining(theorem, violated, weaken, observations, errors, blind)
+    if not failure:
+        failure = _probe(theorem, strategy, examples, seed, shrink, violated, on_verdict, observations, errors)
     counterexample = None
-    if found:
+    if failure:
         instance, v = failure
         counterexample = {"instance": theorem.describe(instance), **v.as_dict()}
         observations.append(Observation(theorem.regime(instance), v))
     stored = [_recheck(theorem, ce) for ce in theorem.counterexamples] if weaken is None else []
     errors += [s["error"] for s in stored if "error" in s]
-    if errors:
-        status = "error"
-    elif weaken is not None:
-        status = "fails" if found else "holds"
-    elif theorem.refuted_in is not None:
-        status = "known false" if all(s["as_expected"] for s in stored if s["dropped"] is None) else "fails"
-    else:
-        status = "fails" if found or not all(s["as_expected"] for s in stored) else "holds"
-    parts = weakening_outcome(theorem, observations)
-    if theorem.refuted_in is not None:
-        weakened, how = "caught", "known false: the stored counterexample fails"
-    elif theorem.weaken_by_hypothesis or not parts:
-        dropped = [s["dropped"] for s in stored if s["as_expected"] and s["dropped"] is not None]
-        weakened = "caught" if dropped else "missed"
-        how = f"dropped hypothesis: {', '.join(dropped)}" if dropped else "no stored counterexample"
-    else:
-        weakened = "caught" if all(o == "caught" for o in parts.values()) else "missed"
-        how = f"every bound scaled by {WEAKEN:g} (upper) or {1 / WEAKEN:g} (lower, identities)"
+    status = _status(theorem, bool(failure), stored, errors, weaken)
+    weakened, how, parts = _weakening(theorem, observations, stored)
     if weakened == "missed" and weaken is None:
         missed = [k for k, o in parts.items() if o == "missed"] or [how]
         blind.append(f"weakened bound not caught on any instance: {', '.join(missed)}")

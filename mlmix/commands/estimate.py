@@ -26,7 +26,7 @@ from mlmix.commands.options import (
     masked_lm_class,
     set_threads,
 )
-from mlmix.empirical import constants as est
+from mlmix.empirical import estimated_constants as est
 from mlmix.files import atomic_write_text, dumps_json
 from mlmix.limits import CONSTANTS_LIMIT
 from mlmix.progress import say as progress_say
@@ -147,7 +147,7 @@ def plan(source, args: argparse.Namespace, replacements, drift: list[int] | None
     budget (always with ``--exact yes``); the table then gives the exact values and the sampled
     estimates alike, without further passes.
     Otherwise the model is queried: the number of contexts is the largest (at most the default)
-    whose passes (:func:`mlmix.empirical.constants.query_rows`) fit in the budget at the rate measured
+    whose passes (:func:`mlmix.empirical.estimated_constants.query_rows`) fit in the budget at the rate measured
     on a first small batch, and the cost is printed before starting.
     """
     # deferred: torch and transformers load only when the command runs

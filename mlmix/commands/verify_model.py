@@ -5,7 +5,7 @@ The frame's conditionals are tabulated exactly (:func:`mlmix.empirical.tabulate.
 options and cache of ``mlmix exact --mlm``), the Glauber chain is analysed exactly
 (:class:`mlmix.theory.chain.markov_chain.Chain`), and the local constants come from
 :func:`mlmix.theory.local.constants.paper_constants` (every context, up to 2^18 states) or, above that, from
-sampled contexts (:func:`mlmix.empirical.constants.constants`: suprema over a sample are lower bounds,
+sampled contexts (:func:`mlmix.empirical.estimated_constants.constants`: suprema over a sample are lower bounds,
 so they can refute a hypothesis such as rho < 1 but never establish it). For each result:
 
 * **applies** (its hypotheses hold, certified by the accuracy of the constants), **does not apply**
@@ -30,7 +30,7 @@ import numpy as np
 
 from mlmix.commands.exact import source_inputs
 from mlmix.commands.options import add_mlm_arguments, add_threads_argument, mlm_source_from_args
-from mlmix.empirical.constants import constants, uniform_contexts
+from mlmix.empirical.estimated_constants import constants, uniform_contexts
 from mlmix.files import dumps_json, jsonable
 from mlmix.limits import CONSTANTS_LIMIT, REPORT_MIXING_LIMIT
 from mlmix.provenance import stamp

@@ -1,4 +1,4 @@
-"""``mlmix run samplers``: every sampler of issue 24 on one frame, exactly (docs/samplers.md).
+"""``mlmix run samplers``: every sampler of docs/samplers.md on one frame, exactly.
 
 For a source of partial conditionals (a masked LM over a frame with ``--mlm``, a score file, a random
 toy table or a joint law) it computes the law of each sampler on V^n:

@@ -11,7 +11,7 @@ number exact (dense linear algebra on |V|^n <= 81 states):
 1. Theorem 5: bound / exact t_mix(1/4), bound = ceil(n log(4n) / (1 - rho)), on random score
    tables and Potts models placed at temperatures where rho < 1, binned by rho.
 2. Theorem 8: on constructed two-well score tables (Assumption 1 holds on B by construction, see
-   :func:`mlmix.verify.instances.basin_instances`) across temperatures: the per-step escape bound
+   :func:`mlmix.verify.regime_instances.basin_instances`) across temperatures: the per-step escape bound
    (|V|-1) e^{-gamma/T} against the exact exit rate from the quasi-stationary law of B (E_qsd tau =
    1/(1 - lambda_B), lambda_B the Perron root of P restricted to B), the worst-start expected exit
    time, 1/Phi(B), and the mixing lower bound e^{gamma/T}/(4(|V|-1)) against exact t_mix.
@@ -47,7 +47,8 @@ from mlmix.theory.local.influence import (
 from mlmix.theory.local.margins import basin_margin, escape_bound, mixing_lower_bound
 from mlmix.theory.sources.conditionals import PottsModel, ScoreTable
 from mlmix.theory.sources.space import StateSpace
-from mlmix.verify.instances import boost_basin, tempered
+from mlmix.verify.instances import tempered
+from mlmix.verify.regime_instances import boost_basin
 from mlmix.verify.runner import load_theorems
 
 #: One line for ``mlmix run --list``.
@@ -230,7 +231,7 @@ def render(thm5: list, thm8: list[list[EscapeRow]], lemma6: list, seed: int, qui
             "stays moderate: rho is a worst case over contexts that the chain rarely visits.", ""]
     out += ["## Theorem 8: escape from a basin with margin gamma", "",
             "Two-well score tables on {0,1,2}^3: Gaussian scores, B a Hamming ball around 000 and a second well {222}, margins "
-            "boosted as in `mlmix.verify.instances.basin_instances` (Assumption 1 holds on B). Per temperature: "
+            "boosted as in `mlmix.verify.regime_instances.basin_instances` (Assumption 1 holds on B). Per temperature: "
             "the bound (|V|-1) e^{-gamma/T} on P_T(x, B^c), the exact one-step exit probability from the "
             "quasi-stationary law (1 - lambda_B), exit times, 1/Phi(B), and exact t_mix against "
             "e^{gamma/T}/(4(|V|-1)) (t_mix only while gamma/T <= 12).", ""]

@@ -9,7 +9,7 @@ from helpers import figure
 from mlm_fixtures import save_model, tiny_causal_lm, tiny_masked_lm
 
 from mlmix.cli import main
-from mlmix.empirical.constants import constants
+from mlmix.empirical.estimated_constants import constants
 from mlmix.empirical.mlm import DEFAULT_MODEL_DIR, MaskedLMConditionals
 
 KEYS = ("model", "temperature", "n_contexts", "rho", "delta", "contraction_temperature", "rectangle",
@@ -122,7 +122,7 @@ def test_bad_input_gives_a_clean_error(capsys, monkeypatch, args, message):
 
 
 def test_corrupt_model_files_and_a_folder_as_output(tmp_path, capsys):
-    """Issue 10: a truncated model.safetensors, an invalid config.json, and --output naming a folder end
+    """A truncated model.safetensors, an invalid config.json, and --output naming a folder end
     in one line and exit 2, with nothing written."""
     import shutil
 

@@ -9,7 +9,7 @@ from mlm_fixtures import tiny_causal_lm
 from tokenizers import processors
 
 from mlmix.empirical.causal import CausalLMConditionals
-from mlmix.empirical.constants import constants
+from mlmix.empirical.estimated_constants import constants
 from mlmix.theory.chain.shortcuts import is_reversible
 from mlmix.theory.chain.stationary import stationary_distribution
 from mlmix.theory.kernels.assembled import glauber_kernel

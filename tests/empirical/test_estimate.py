@@ -1,4 +1,4 @@
-"""mlmix.empirical.constants: estimates over all contexts equal the exact values, which in turn equal
+"""mlmix.empirical.estimated_constants: estimates over all contexts equal the exact values, which in turn equal
 brute-force computations from the exact Glauber kernel of the same model; lower-bound behaviour
 on samples; the shipped default model is the promised incompatible MLM of a known law."""
 
@@ -10,7 +10,7 @@ import pytest
 from helpers import figure
 from mlm_fixtures import tiny_masked_lm
 
-from mlmix.empirical.constants import (
+from mlmix.empirical.estimated_constants import (
     constants,
     convergence,
     estimate,

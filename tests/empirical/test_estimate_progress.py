@@ -6,7 +6,7 @@ import pytest
 from mlm_fixtures import tiny_masked_lm
 
 from mlmix import progress
-from mlmix.empirical.constants import estimate
+from mlmix.empirical.estimated_constants import estimate
 from mlmix.empirical.mlm import MaskedLMConditionals
 
 

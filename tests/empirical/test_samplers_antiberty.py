@@ -1,4 +1,4 @@
-"""AntiBERTy's partial conditionals (issue 24) against plain `transformers` calls.
+"""AntiBERTy's partial conditionals against plain `transformers` calls.
 
 The model comes from the PyPI wheel as in tests/test_antiberty.py (same fixtures). Fast: the n = 2
 frame on a 5-letter alphabet, every partial context (12 passes) against one plain forward pass each

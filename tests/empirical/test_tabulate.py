@@ -12,7 +12,7 @@ from helpers import figure
 from mlm_fixtures import save_model, tiny_masked_lm
 
 from mlmix.cli import main
-from mlmix.empirical import constants as est
+from mlmix.empirical import estimated_constants as est
 from mlmix.empirical import tabulate as tab
 from mlmix.empirical.mlm import MaskedLMConditionals
 from mlmix.theory.kernels.assembled import glauber_kernel

@@ -86,7 +86,7 @@ def test_cli_validation(tmp_path, capsys):
 
 
 def test_run_folders_are_locked_and_never_mix_parameters(tmp_path, capsys):
-    """Issue 10: a rerun with other parameters is refused (or --overwrite), the same ones resume; a
+    """A rerun with other parameters is refused (or --overwrite), the same ones resume; a
     second run on a locked folder is refused at once; nothing is written outside --out."""
     from mlmix.files import OutputDir
 

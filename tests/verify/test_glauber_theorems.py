@@ -15,11 +15,14 @@ from mlmix.theory.chain.structure import communicating_classes
 from mlmix.theory.kernels.assembled import glauber_kernel
 from mlmix.theory.linalg.matrices import to_dense
 from mlmix.theory.local.influence import influence_matrix
+from mlmix.theory.local.margins import basin_margin
+from mlmix.theory.local.rectangles import compatible_joint
 from mlmix.theory.sources.conditionals import IsingModel, ScoreTable
 from mlmix.theory.sources.space import StateSpace
 from mlmix.verify import instances as S
+from mlmix.verify.regime_instances import count_instance
 from mlmix.verify.runner import find_violation, load_theorems
-from mlmix.verify.theorems import glauber as G
+from mlmix.verify.theorems.glauber import contraction, count_statistic, glauber_base, metastability, stationarity
 from mlmix.verify.verdicts import REGISTRY, search
 from mlmix.verify.wasserstein import hamming_w1
 
@@ -107,16 +110,16 @@ def test_two_spin_ising_attains_lemma6_and_thm5():
 def test_count_chain_reduction_matches_the_full_chain():
     """The binary count chain's N is a birth-death chain: its exact mean exit time equals the one of the
     full chain on {0,1}^n, and the section 5.4 family has the documented exit times 24.1 .. 25.0."""
-    family = G.boundary_family(6)
+    family = count_statistic.boundary_family(6)
     inst = family.instance()
     P = to_dense(glauber_kernel(inst.source))
     N = (inst.space.all_states() == 0).sum(axis=1)
     times = expected_hitting_times(P, N < family.level)
-    assert times[N == family.level].min() == pytest.approx(G.count_exit_time(family.f, family.level), rel=1e-9)
+    assert times[N == family.level].min() == pytest.approx(count_statistic.count_exit_time(family.f, family.level), rel=1e-9)
     assert times[N == family.level].max() == pytest.approx(times[N == family.level].min(), rel=1e-9)
-    exits = [G.count_exit_time(G.boundary_family(n).f, n // 2) for n in (6, 8, 10, 12)]
+    exits = [count_statistic.count_exit_time(count_statistic.boundary_family(n).f, n // 2) for n in (6, 8, 10, 12)]
     assert [round(e, 1) for e in exits] == [24.1, 24.5, 24.8, 25.0]
-    up, down = G.count_levels(family.f)
+    up, down = count_statistic.count_levels(family.f)
     assert up[family.level] - down[family.level] == pytest.approx(0.05)
 
 
@@ -127,7 +130,7 @@ def test_band_certificate_is_attained_by_a_constant_ratio_chain():
     f = [0.5] * n
     for m in range(1, n):  # p_+(m)/p_-(m) = ((n-m) f(m)) / (m (1 - f(m-1))) = r
         f[m] = min(0.99, r * m * (1 - f[m - 1]) / (n - m))
-    inst = S.count_instance(2, tuple(f), 2)
+    inst = count_instance(2, tuple(f), 2)
     v = REGISTRY["glauber.drift.band"].check(inst)
     assert v.holds
     attempt = v.parts[0]
@@ -155,13 +158,13 @@ def test_incompatible_conditionals_break_reversibility_and_eq41():
 
 def test_rho_at_least_one_coupling_does_not_contract():
     _, inst = _smallest("glauber.thm5", "rho")
-    assert G.influence_matrix(inst.source).rho >= 1
-    assert G._max_coupled_distance(G._kernel(inst), inst) >= 1.0
+    assert influence_matrix(inst.source).rho >= 1
+    assert contraction._max_coupled_distance(glauber_base._kernel(inst), inst) >= 1.0
 
 
 def test_marginless_basin_escapes_at_low_temperature():
     _, inst = _smallest("glauber.thm8.mixing", "Assumption 1")
-    assert not G.basin_margin(inst.source, inst.basin).all_argmax
+    assert not basin_margin(inst.source, inst.basin).all_argmax
 
 
 def _settings():
@@ -186,7 +189,7 @@ def test_exact_rational_certificates(theorem_id, flags):
 
 
 def test_exact_certificate_detects_an_incompatible_rational_table():
-    inst = find(S.rational_table_instances(), lambda i: i.space.length >= 2 and G.compatible_joint(i.source) is None,
+    inst = find(S.rational_table_instances(), lambda i: i.space.length >= 2 and compatible_joint(i.source) is None,
                 settings=_settings())
     assert REGISTRY["glauber.prop4"].check(inst).conditions["exact: path products equal"] is False
     assert REGISTRY["glauber.prop1"].check(inst).conditions["exact rows sum to 1"] is True
@@ -199,7 +202,7 @@ def test_kolmogorov_cycle_ratio_is_the_rectangle_statistic():
     assert v.holds and v.main.rhs > 0.1 and v.main.lhs == pytest.approx(v.main.rhs, rel=1e-9)
 
 
-# ---- attaining instances (issue 25): their looseness against closed forms and independent constructions
+# ---- attaining instances: their looseness against closed forms and independent constructions
 
 
 @pytest.mark.parametrize("h", [3.0, 8.0])
@@ -213,7 +216,7 @@ def test_cor2_attaining_product_chain_against_a_kronecker_kernel(h):
     P2, pi = P @ P, np.kron(m, m)
     d = 0.5 * np.abs(P2 - pi).sum(axis=1).max()
     delta = max(0.5 * np.abs(P2[x] - P2[y]).sum() for x in range(4) for y in range(4))
-    v = G.Cor2().check(G.field_product_instance(h))
+    v = stationarity.Cor2().check(stationarity.field_product_instance(h))
     assert v.main.lhs == pytest.approx(d, rel=1e-9) and v.main.rhs == pytest.approx(delta, rel=1e-9)
     assert v.main.tightness == pytest.approx(1 + math.exp(-h), rel=1e-9)
 
@@ -221,8 +224,8 @@ def test_cor2_attaining_product_chain_against_a_kronecker_kernel(h):
 def test_drift_band_attaining_attempt_is_the_gamblers_ruin():
     """p_+/p_- = 2 on levels 1, 2 of the band 0 < N < 3: from N = 2 the walk hits 0 before 3 with
     probability (2 - 1)/(2^3 - 1) = 1/7 exactly (gambler's ruin), the bound itself."""
-    (a,) = G.DriftBand.attaining
-    v = G.DriftBand().check(a.build())
+    (a,) = count_statistic.DriftBand.attaining
+    v = count_statistic.DriftBand().check(a.build())
     assert v.details["band"] == [0, 3] and v.details["rate"] == pytest.approx(math.log(2), rel=1e-12)
     assert v.parts[0].lhs == pytest.approx(1 / 7, rel=1e-12) and v.parts[0].rhs == pytest.approx(1 / 7, rel=1e-12)
 
@@ -231,9 +234,9 @@ def test_thm8_mixing_attaining_ratios_in_closed_form():
     """Two wells, gamma/T = 4: Phi(B) = 1/(1 + e^4), so the exponential bound is 1 + e^{-4} from 1/(4 Phi).
     One site, |V| = 16 (an exact sampler): mu(B) = e^{0.1}/(e^{0.1} + 15) and the first bound's ratio is
     mu(B^c)/(mu(B^c) - 1/4)."""
-    wells, sampler = G.Thm8Mixing.attaining
-    assert G.Thm8Mixing().check(wells.build()).parts[1].tightness == pytest.approx(1 + math.exp(-4), rel=1e-9)
+    wells, sampler = metastability.Thm8Mixing.attaining
+    assert metastability.Thm8Mixing().check(wells.build()).parts[1].tightness == pytest.approx(1 + math.exp(-4), rel=1e-9)
     out = 15 / (math.exp(0.1) + 15)
-    v = G.Thm8Mixing().check(sampler.build())
+    v = metastability.Thm8Mixing().check(sampler.build())
     assert v.details["conductance"] == pytest.approx(out, rel=1e-9)
     assert v.parts[0].tightness == pytest.approx(out / (out - 0.25), rel=1e-9)

@@ -10,7 +10,6 @@ import networkx as nx
 import numpy as np
 import pytest
 
-import mlmix.verify.theorems.pitfalls as pitfalls
 from mlmix.theory.sources.space import StateSpace
 from mlmix.theory.training.exponential_family import IsingFamily
 from mlmix.theory.training.modes import (
@@ -20,9 +19,10 @@ from mlmix.theory.training.modes import (
     clique_count_parallel_kernel,
     clique_kernel,
 )
-from mlmix.theory.training.pseudolikelihood import MaskDistribution
+from mlmix.theory.training.pseudolikelihood import MaskDistribution, PseudoLikelihood
 from mlmix.verify.exact_laws import empirical_tv_law, upper_quantile
 from mlmix.verify.pitfalls_strategies import BernoulliSum, EmpiricalLaw, ModesInstance, PLInstance
+from mlmix.verify.theorems.pitfalls.pitfalls_base import loewner_ratio
 from mlmix.verify.verdicts import REGISTRY, UNCHECKED, search
 
 PAPER_P = [tid for tid, th in REGISTRY.items() if th.paper == "pitfalls"]
@@ -129,8 +129,8 @@ def test_clique_count_reduction_matches_the_clique_chain():
 
 def test_loewner_ratio():
     A = np.diag([1.0, 2.0])
-    assert pitfalls.loewner_ratio(A, A) == pytest.approx(1.0)
-    assert pitfalls.loewner_ratio(np.diag([0.5, 5.0]), A) == pytest.approx(2.5)
+    assert loewner_ratio(A, A) == pytest.approx(1.0)
+    assert loewner_ratio(np.diag([0.5, 5.0]), A) == pytest.approx(2.5)
 
 
 def test_theorem2_is_attained_and_fails_with_a_smaller_constant():
@@ -155,7 +155,7 @@ def test_assumption5_gates_the_mode_theorems():
     assert not app.ok and "J0" in app.reason
 
 
-# ---- attaining instances (issue 25): their looseness against closed forms
+# ---- attaining instances: their looseness against closed forms
 
 
 def test_cor3_attaining_gibbs_half_is_delta_over_four_minus_delta():
@@ -173,7 +173,7 @@ def test_thm1_attaining_equality_lies_in_the_kernel_of_the_information_gap():
     (a,) = REGISTRY["pitfalls.thm1"].attaining
     inst = a.build()
     masks = MaskDistribution.k_subsets(inst.family.space, 2)
-    H2 = pitfalls.PseudoLikelihood(inst.family, masks, inst.family.probabilities(inst.theta)).hessian(inst.theta)
+    H2 = PseudoLikelihood(inst.family, masks, inst.family.probabilities(inst.theta)).hessian(inst.theta)
     gap = inst.family.fisher_information(inst.theta) - H2
     assert np.linalg.matrix_rank(gap, tol=1e-10) <= 3
     assert REGISTRY["pitfalls.thm1"].check(inst).main.lhs == pytest.approx(1.0, abs=1e-9)

@@ -1,4 +1,4 @@
-"""Issue 24's theorem checks (verify/theorems/sampler_laws.py): each search holds and its weakened bound
+"""The sampler theorem checks (verify/theorems/sampler_laws.py): each search holds and its weakened bound
 is caught; stored counterexamples fail; dropped hypotheses are found to matter."""
 
 import numpy as np

@@ -7,12 +7,12 @@ import dataclasses
 import numpy as np
 import pytest
 
-import mlmix.verify.theorems.pitfalls as pitfalls_module
+import mlmix.verify.theorems.pitfalls.parallel_decoding as pitfalls_module
 from mlmix.theory.chain.markov_chain import Chain
 from mlmix.verify import instances as S
 from mlmix.verify.runner import load_theorems
 from mlmix.verify.theorems.facts import brute_force_conductance
-from mlmix.verify.theorems.pitfalls import product_joint, subset_resampling_gap
+from mlmix.verify.theorems.pitfalls.parallel_decoding import product_joint, subset_resampling_gap
 
 THEOREMS = load_theorems()
 

@@ -162,14 +162,14 @@ def test_every_attaining_instance_catches_a_constant_looser_by_ten_percent(theor
         assert len(flagged) == sum(r is not None for r in a.looseness), (a.description, flagged)
 
 
-#: Results whose attaining instances were added for issue 25 (glauber.prop4 states an identity R = 0 and has
+#: Results given attaining instances so that a looser bound shows (glauber.prop4 states an identity R = 0 and has
 #: no constant): a search whose check returns every bound 10% looser reports the blind spot.
-ATTAINED_FOR_ISSUE_25 = ("glauber.cor2", "glauber.thm8.mixing", "glauber.drift.band", "facts.paulin",
+ATTAINED_RESULTS = ("glauber.cor2", "glauber.thm8.mixing", "glauber.drift.band", "facts.paulin",
                          "pitfalls.thm1", "pitfalls.prop7", "pitfalls.thm4.pinsker", "pitfalls.prop4",
                          "pitfalls.prop5.repaired", "pitfalls.cor3")
 
 
-@pytest.mark.parametrize("theorem_id", ATTAINED_FOR_ISSUE_25)
+@pytest.mark.parametrize("theorem_id", ATTAINED_RESULTS)
 def test_a_search_with_a_constant_looser_by_ten_percent_reports_a_blind_spot(theorem_id, monkeypatch):
     theorem = load_theorems()[theorem_id]
     assert theorem.attaining

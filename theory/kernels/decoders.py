@@ -1,4 +1,4 @@
-"""Exact laws of masked-diffusion and parallel decoders on V^n (issue 24).
+"""Exact laws of masked-diffusion and parallel decoders on V^n.
 
 A decoder starts from the all-masked frame and unmasks positions, drawing each new symbol from its
 *partial conditional* p_i^T(. | x_S) = softmax(s_i(. | x_S) / T), S the positions already unmasked

@@ -1,5 +1,5 @@
 """How a chain is held, by the memory each way needs: a dense matrix, a CSR matrix, or the
-matrix-free operator of :mod:`mlmix.theory.kernels.operators` (issue 14).
+matrix-free operator of :mod:`mlmix.theory.kernels.operators`.
 
 Estimates are made before anything is allocated and compared with the memory limit in force
 (:func:`mlmix.validation.current_memory_limit`, ``--max-memory`` on the CLI). This module does not

@@ -1,4 +1,4 @@
-"""Exact kernels of the scan-order and Metropolis-Hastings samplers people run on masked LMs (issue 24).
+"""Exact kernels of the scan-order and Metropolis-Hastings samplers people run on masked LMs.
 
 Both need only the single-site conditionals p_i^T(. | x_{-i}) = softmax(s_i(. | x_{-i}) / T) that every
 :class:`~mlmix.theory.sources.conditionals.Conditionals` source gives (the table `mlmix exact` tabulates).

@@ -2,5 +2,10 @@
 it, Krylov solvers over matrix-free operators (Lanczos, GMRES), format helpers for transition matrices,
 and the ``torch.distributed`` communicator that shards a state tensor over processes.
 
-Imports nothing else from :mod:`mlmix.theory`; it is the ground floor.
+Imports nothing else from :mod:`mlmix.theory`; it is the ground floor. Modules:
+:mod:`~mlmix.theory.linalg.elimination`, :mod:`~mlmix.theory.linalg.krylov`, :mod:`~mlmix.theory.linalg.operator`
+(the one operator type), :mod:`~mlmix.theory.linalg.matrices` and :mod:`~mlmix.theory.linalg.sharding`. The
+package re-exports nothing.
 """
+
+__all__: list[str] = []

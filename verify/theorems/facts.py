@@ -25,7 +25,8 @@ from hypothesis import strategies as st
 from mlmix.theory.chain.markov_chain import Chain
 from mlmix.theory.kernels.assembled import glauber_kernel
 from mlmix.verify import instances as S
-from mlmix.verify.theorems.glauber import mixing_part, two_spin_ising
+from mlmix.verify.regime_instances import basin_instances, metastable_instances
+from mlmix.verify.theorems.glauber.glauber_base import mixing_part, two_spin_ising
 from mlmix.verify.verdicts import Applicability, Attaining, OnFirst, Part, Theorem, Verdict, part, register, verdict
 
 PAPER = "facts"
@@ -41,9 +42,9 @@ def chain_instances(max_states: int, metastable: bool = True, min_length: int = 
     gamma/T in [18, 60] (spectral gaps ~1e-8 .. 1e-26)."""
     options = [S.instances(max_states=max_states, max_ratio=40.0)]
     if metastable:
-        options += [S.basin_instances(max_states=max_states, two_wells=True, max_ratio=60.0),
-                    S.basin_instances(max_states=max_states, min_length=min_length, max_ratio=60.0),
-                    S.metastable_instances(min(max_states, 81))]
+        options += [basin_instances(max_states=max_states, two_wells=True, max_ratio=60.0),
+                    basin_instances(max_states=max_states, min_length=min_length, max_ratio=60.0),
+                    metastable_instances(min(max_states, 81))]
     return S.half_large(st.one_of(*options), max_states, 40.0)
 
 
@@ -259,7 +260,7 @@ class Paulin(_Fact):
 
     def strategy(self) -> st.SearchStrategy:
         return st.one_of(S.instances(max_states=27, max_ratio=8.0),
-                         S.basin_instances(max_states=16, two_wells=True, max_ratio=8.0))
+                         basin_instances(max_states=16, two_wells=True, max_ratio=8.0))
 
     def check(self, instance: S.Instance) -> Verdict:
         chain = _chain(instance)

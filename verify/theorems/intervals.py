@@ -40,6 +40,8 @@ from mlmix.errors import InvalidResultError
 from mlmix.theory.chain.markov_chain import Chain
 from mlmix.theory.results import EPS, Result
 from mlmix.verify import instances as S
+from mlmix.verify.chain_instances import MatrixInstance, stochastic_matrices
+from mlmix.verify.regime_instances import zero_conditional_instances
 from mlmix.verify.verdicts import Attaining, Part, Theorem, Verdict, register, verdict
 
 PAPER = "engine"
@@ -82,7 +84,7 @@ def _from_instance(inst: S.Instance) -> Case:
     return Case(P, lambda **kw: Chain(chain.P, **kw), inst.eps, inst.describe(), inst.regime())
 
 
-def _from_matrix(m: S.MatrixInstance, eps: float) -> Case:
+def _from_matrix(m: MatrixInstance, eps: float) -> Case:
     P = m.dense()
     return Case(P, lambda **kw: Chain(P, **kw), eps, m.describe(), m.regime(), m.weights)
 
@@ -108,7 +110,7 @@ def sampler_cases() -> st.SearchStrategy:
 
 def transient_cases(max_states: int = 8) -> st.SearchStrategy:
     """Integer-weight chains with transient states and one closed class."""
-    return st.tuples(S.stochastic_matrices(max_states, transient=True), st.sampled_from([0.25, 0.1, 0.01])) \
+    return st.tuples(stochastic_matrices(max_states, transient=True), st.sampled_from([0.25, 0.1, 0.01])) \
         .map(lambda a: _from_matrix(*a))
 
 
@@ -118,7 +120,7 @@ def zero_conditional_cases() -> st.SearchStrategy:
         c = _from_instance(inst)
         chain = c.build()
         return c if len(chain.closed_classes) == 1 and chain.period == 1 else None
-    return S.zero_conditional_instances(MAX_STATES).map(case).filter(lambda c: c is not None)
+    return zero_conditional_instances(MAX_STATES).map(case).filter(lambda c: c is not None)
 
 
 def _mixed(kinds: dict[str, st.SearchStrategy], order: tuple[str, ...]) -> st.SearchStrategy:

@@ -41,7 +41,7 @@ from mlmix.theory.training.exponential_family import IsingFamily
 from mlmix.theory.training.pseudolikelihood import MaskDistribution, asymptotic_covariance
 from mlmix.verify.exact_laws import weighted_chi2_cdf
 from mlmix.verify.pitfalls_strategies import PLInstance, pl_instances, thetas
-from mlmix.verify.theorems.pitfalls import PAPER, _well_conditioned
+from mlmix.verify.theorems.pitfalls.pitfalls_base import PAPER, _well_conditioned
 from mlmix.verify.verdicts import Applicability, Attaining, Counterexample, Part, Theorem, Verdict, register, verdict
 
 #: Relative accuracy of a KL computed in double precision from laws with entries >= 1e-300 (a few

@@ -1,4 +1,4 @@
-"""Samplers run on masked LMs (issue 24): scan orders, Metropolis-Hastings targets and masked-diffusion
+"""Samplers run on masked LMs: scan orders, Metropolis-Hastings targets and masked-diffusion
 decoders, each statement as a theorem object whose check can fail.
 
 Exact objects: the kernels of :mod:`mlmix.theory.kernels.scan_and_mh` and the decoder laws of

@@ -1,4 +1,4 @@
-"""One Chain on every representation (issue 20): the same members, names and (within the stated
+"""One Chain on every representation: the same members, names and (within the stated
 accuracy) values on dense, CSR and matrix-free chains; the entrywise stationary certificate on the
 operator; hitting times, committors, variances and Kemeny bounds on the operator against closed forms
 of birth-death chains (independent sites, Curie-Weiss Ising)."""

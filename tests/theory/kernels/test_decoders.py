@@ -1,4 +1,4 @@
-"""Exact decoder laws (issue 24) against plain recursion, Monte Carlo runs and the chain-rule identity."""
+"""Exact decoder laws against plain recursion, Monte Carlo runs and the chain-rule identity."""
 
 from __future__ import annotations
 

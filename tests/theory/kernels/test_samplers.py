@@ -1,4 +1,4 @@
-"""Systematic scan and Metropolis-Hastings kernels (issue 24) against brute force written here."""
+"""Systematic scan and Metropolis-Hastings kernels against brute force written here."""
 
 from __future__ import annotations
 

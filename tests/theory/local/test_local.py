@@ -48,6 +48,7 @@ from mlmix.theory.sources.contexts import TopK
 from mlmix.theory.sources.space import StateSpace
 from mlmix.validation import memory_limit
 from mlmix.verify import instances as S
+from mlmix.verify.regime_instances import drift_instances
 
 
 def brute_influence(src):
@@ -261,7 +262,7 @@ def test_sample_rectangles_records_and_top_k():
 
 
 @settings(max_examples=20)
-@given(S.drift_instances(max_states=81))
+@given(drift_instances(max_states=81))
 def test_drift_equals_kernel_expectation(inst):
     states = inst.space.all_states()
     A = np.zeros(inst.space.vocab_size, dtype=bool)
