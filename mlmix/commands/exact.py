@@ -35,7 +35,7 @@ from mlmix.theory.chain.markov_chain import Chain
 from mlmix.theory.kernels.scan_and_mh import Truncated, mh_acceptance
 from mlmix.theory.local.constants import paper_constants, paper_constants_seconds, parse_basin
 from mlmix.theory.results import Result
-from mlmix.theory.sources.conditionals import Conditionals, ScoreTable
+from mlmix.theory.sources.conditionals import Conditionals
 from mlmix.theory.sources.scorefile import save_scores
 from mlmix.validation import check_eps, check_int, check_output_file
 
@@ -96,7 +96,7 @@ def _check_with_chain(args: argparse.Namespace, chain: Chain, source: Conditiona
 
 def _has_zeros(source: Conditionals) -> bool:
     """Whether a score table has zero conditionals (-inf scores)."""
-    return isinstance(source, ScoreTable) and not np.isfinite(source.table).all()
+    return source.has_table and not np.isfinite(source.table).all()
 
 
 def run(args: argparse.Namespace) -> int:

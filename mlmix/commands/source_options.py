@@ -156,7 +156,7 @@ def build_source(args: argparse.Namespace) -> tuple[Conditionals, str]:
     if getattr(args, "scores", None) is not None:
 
         src = load_scores(args.scores, args.temperature)
-        kind = "partial" if isinstance(src, PartialScoreTable) else "full"
+        kind = "partial" if src.partial_conditionals else "full"
         full = src.full_table() if kind == "partial" else src
         return full, (f"{kind} score table {args.scores} (|V| = {src.space.vocab_size}, n = {src.space.length}, "
                       f"T = {src.temperature:g})")
@@ -239,7 +239,7 @@ def build_partial_source(args: argparse.Namespace) -> tuple[PartialScoreTable, s
     if args.scores is not None:
 
         src = load_scores(args.scores, args.temperature)
-        if not isinstance(src, PartialScoreTable):
+        if not src.partial_conditionals:
             raise ValueError(f"{args.scores} holds a full score table; a decoder needs partial contexts "
                              "(kind 'partial')")
         return src, f"partial score table {args.scores} (|V| = {src.space.vocab_size}, n = {src.space.length})", None
