@@ -36,6 +36,7 @@ class CausalLMConditionals(TokenConditionals):
     """
 
     auto_class = AutoModelForCausalLM
+    has_joint = True
 
     def __init__(self, model: PreTrainedModel, tokenizer, length: int | None = None, **kwargs) -> None:
         if kwargs.get("dtype") in (None, "auto"):

@@ -23,7 +23,7 @@ import sys
 from types import TracebackType
 
 from mlmix import __version__
-from mlmix.commands.options import OneLineParser
+from mlmix.commands.options import OneLineParser, torch_threads
 from mlmix.errors import InputError, InvalidResultError, NumericalError
 from mlmix.files import describe_written, recording_writes
 from mlmix.progress import write_stderr
@@ -100,7 +100,8 @@ def _main(argv: list[str] | None) -> int:
     args.debug, args.max_memory = debug, max_memory
     try:
         limit = None if args.max_memory is None else parse_size(args.max_memory)
-        with memory_limit(limit), recording_writes() as written:
+        with memory_limit(limit), torch_threads(getattr(args, "threads", None)), \
+                recording_writes() as written:  # --threads: set here only
             code = int(importlib.import_module(SUBCOMMANDS[args.command][0]).run(args) or 0)
         sys.stdout.flush()  # a closed pipe shows here, inside the handlers below
         if written:

@@ -342,12 +342,42 @@ class Result:
                       self.reason, dict(self.details))
 
     def __format__(self, spec: str) -> str:
+        """The one terminal rendering of a result (every command's tables use it).
+
+        ``format(r, "")`` is ``str(r)``, the sentence with method and accuracy. Otherwise ``spec`` is
+        ``NUMBER[/ENDS][|FLAGS]``: a resolved value is formatted with the format spec ``NUMBER``, an
+        unresolved one as its interval ``[lower, upper]`` with ``ENDS`` (default ``NUMBER``), ``?`` for
+        an unknown side. ``FLAGS``, any of:
+
+        * ``a``: append the accuracy, ``   (exact)`` or ``   (rel. err <= 1e-08)`` to a value (nothing
+          when it is unknown), ``   (not resolved)`` to an interval;
+        * ``-``: a result with neither a value nor a bound is ``-``;
+        * ``=``: an interval of one point (lower == upper, e.g. an infinite KL) is that number;
+        * ``>``: an interval is its lower end, ``>= lower`` (a sampled supremum's certified side).
+
+        E.g. ``f"{r:.6g/.4g|a-}"`` gives ``0.25   (exact)``, ``[0.1, 0.3]   (not resolved)`` or ``-``."""
         if not spec:
             return str(self)
-        if self.value is None:
-            return f"[{format(self.lower, spec) if self.lower is not None else '?'}, " \
-                   f"{format(self.upper, spec) if self.upper is not None else '?'}]"
-        return format(self.value, spec)
+        numbers, _, flags = spec.partition("|")
+        number, _, ends = numbers.partition("/")
+        unknown = set(flags) - set("a-=>")
+        if unknown:
+            raise ValueError(f"unknown flag {''.join(sorted(unknown))!r} in the Result format {spec!r} (flags: a - = >)")
+        if self.value is not None:
+            text = format(self.value, number)
+            if "a" in flags and self.rel_error is not None:
+                text += "   (exact)" if self.rel_error == 0 else f"   (rel. err <= {self.rel_error:.0e})"
+            return text
+        if "-" in flags and self.lower is None and self.upper is None:
+            return "-"
+        end = lambda x: "?" if x is None else format(x, ends or number)
+        if ">" in flags:
+            text = f">= {end(self.lower)}"
+        elif "=" in flags and self.lower is not None and self.lower == self.upper:
+            text = end(self.lower)
+        else:
+            text = f"[{end(self.lower)}, {end(self.upper)}]"
+        return text + ("   (not resolved)" if "a" in flags else "")
 
     def __str__(self) -> str:
         if self.value is None:

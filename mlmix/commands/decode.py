@@ -24,21 +24,21 @@ from typing import Any
 
 import numpy as np
 
-from mlmix.commands.exact import MODELS, build_source, source_inputs
 from mlmix.commands.options import (
-    add_mlm_arguments,
-    add_threads_argument,
-    add_toy_model_arguments,
     check_sampler_options,
-    mlm_partial_source_from_args,
-    validate_toy_model_arguments,
+)
+from mlmix.commands.source_options import (
+    add_partial_source_arguments,
+    build_partial_source,
+    source_inputs,
+    validate_partial_source_arguments,
 )
 from mlmix.errors import MemoryLimitError, ReducibleChainError, UnderflowError
 from mlmix.files import dumps_json
 from mlmix.provenance import stamp
 from mlmix.theory.chain.markov_chain import Chain
 from mlmix.theory.kernels.decoders import (
-    SAMPLERS,
+    DECODERS,
     PartialScoreTable,
     decoder_law,
     partial_log_probs,
@@ -48,14 +48,15 @@ from mlmix.theory.kernels.decoders import (
 from mlmix.theory.kernels.scan_and_mh import ENERGIES, Truncated, energy, target_law
 from mlmix.theory.results import EPS, Result
 from mlmix.theory.sources.conditionals import Conditionals
-from mlmix.theory.sources.scorefile import load_scores, save_scores
+from mlmix.theory.sources.scorefile import save_scores
 from mlmix.validation import check_int, check_output_file
 
-#: The options of each --sampler, with their defaults (the one table of which decoder takes what: an
-#: option given to a sampler that does not take it is refused, not ignored).
-SAMPLER_OPTIONS: dict[str, dict[str, object]] = {
-    "any-order": {}, "left-to-right": {"order": None}, "parallel": {"k": 2}, "confidence": {"k": 2},
-    "threshold": {"threshold": 0.9}, "schedule": {"schedule": None}}
+
+def sampler_options_table() -> dict[str, dict[str, object]]:
+    """The options of each ``--sampler``, with their defaults, from the registry
+    :data:`~mlmix.theory.kernels.decoders.DECODERS` (the one table of which decoder takes what: an option
+    given to a sampler that does not take it is refused, not ignored)."""
+    return {name: dict(spec.options) for name, spec in DECODERS.items()}
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -63,7 +64,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.formatter_class = argparse.RawDescriptionHelpFormatter
     parser.epilog = __doc__.split("Examples::", 1)[1]
     dec = parser.add_argument_group("decoder")
-    dec.add_argument("--sampler", choices=SAMPLERS, default="any-order", help="decoder (default any-order)")
+    dec.add_argument("--sampler", choices=tuple(DECODERS), default="any-order", help="decoder (default any-order)")
     dec.add_argument("--k", type=int, default=None, help="positions per step of parallel / confidence (default 2)")
     dec.add_argument("--order", default=None, help='order of left-to-right, e.g. "2 0 1" (default 0..n-1)')
     dec.add_argument("--schedule", default=None, help='blocks of the schedule sampler, e.g. "0 1 | 2"')
@@ -74,54 +75,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
     out.add_argument("--json", action="store_true", help="print JSON instead of a table")
     out.add_argument("--save-scores", type=Path, default=None, metavar="FILE",
                      help="also write the partial score table of the source (.npz, read back by --scores)")
-    add_source_arguments(parser)
-
-
-def add_source_arguments(parser: argparse.ArgumentParser) -> None:
-    """The source of partial conditionals (a score file, a built-in model, or --mlm over a frame), the
-    temperature and the truncations: shared by ``mlmix decode`` and ``mlmix run samplers``."""
-
-    src = parser.add_argument_group("source")
-    src.add_argument("--temperature", type=float, default=None, help="temperature T > 0 (default 1)")
-    src.add_argument("--top-k", type=int, default=None, help="keep the k most probable symbols of every conditional")
-    src.add_argument("--top-p", type=float, default=None, help="keep the smallest most-probable set of mass >= p")
-    src.add_argument("--scores", type=Path, default=None, metavar="FILE",
-                     help="a partial score table (.npz, docs/samplers.md) instead of a built-in source")
-    src.add_argument("--model", choices=MODELS, default="ising",
-                     help="built-in source (default ising); scores is a random table over (V + mask)^(n-1) contexts")
-    add_toy_model_arguments(src, graph="cycle:4", length=3)
-    add_threads_argument(src)
-    add_mlm_arguments(parser)
-
-
-def validate_source_arguments(args: argparse.Namespace) -> None:
-    """The options of :func:`add_source_arguments` (ValueError -> exit 2, one line)."""
-    validate_toy_model_arguments(args)
-    if args.scores is not None and args.mlm is not None:
-        raise ValueError("give --scores or --mlm, not both")
-
-
-def build_partial_source(args: argparse.Namespace) -> tuple[PartialScoreTable, str, Conditionals | None]:
-    """(partial conditionals, description, the joint source when there is one)."""
-    if args.scores is not None:
-
-        src = load_scores(args.scores, args.temperature)
-        if not isinstance(src, PartialScoreTable):
-            raise ValueError(f"{args.scores} holds a full score table; a decoder needs partial contexts "
-                             "(kind 'partial')")
-        return src, f"partial score table {args.scores} (|V| = {src.space.vocab_size}, n = {src.space.length})", None
-    if args.mlm is not None:
-        src, title = mlm_partial_source_from_args(args)
-        return src, title, None
-    if args.model == "scores":
-        seed = 0 if args.seed is None else args.seed
-        T = 1.0 if args.temperature is None else args.temperature
-        src = PartialScoreTable.random(args.vocab, args.length, seed=seed, scale=args.scale, temperature=T)
-        return src, (f"random partial score table |V|={args.vocab}, n={args.length}, seed {seed}, T={T:g} "
-                     "(contexts over V + {mask})"), None
-
-    joint, description = build_source(args)
-    return PartialScoreTable.from_joint(joint), description + "; exact marginal conditionals of the joint", joint
+    add_partial_source_arguments(parser)
 
 
 def _law_error(logw: np.ndarray) -> float:
@@ -179,12 +133,12 @@ def decode_report(table: PartialScoreTable, sampler: str, *, k: int = 2, order: 
 def run(args: argparse.Namespace) -> int:
     """Compute the law and print the table (or JSON with --json); the score file is written last, after
     every option was checked (a refused command leaves no file)."""
-    check_sampler_options(args, "--sampler", args.sampler, SAMPLER_OPTIONS)
+    check_sampler_options(args, "--sampler", args.sampler, sampler_options_table())
     if args.k is not None:
         check_int(args.k, "--k", minimum=1)
     if args.save_scores is not None:
         check_output_file(args.save_scores, "--save-scores", (".npz",))
-    validate_source_arguments(args)
+    validate_partial_source_arguments(args)
     table, description, joint = build_partial_source(args)
     truncation = "" if args.top_k is None and args.top_p is None else \
         f"; top-k {args.top_k}, top-p {args.top_p} (after the temperature)"
@@ -204,24 +158,17 @@ def decode_inputs(args: argparse.Namespace, table: PartialScoreTable, joint: Con
     """The structured inputs of an ``mlmix decode`` report (:func:`mlmix.provenance.inputs`): the decoder as
     ``kernel`` with its own parameters, the temperature used (a score file's own unless overridden) and
     the source as ``mlmix exact`` records it."""
-    k = min(args.k, table.space.length) if args.sampler in ("parallel", "confidence") else None
-    threshold = (0.9 if args.threshold is None else args.threshold) if args.sampler == "threshold" else None
-    params = {"k": k, "order": args.order if args.sampler == "left-to-right" else None,
-              "schedule": args.schedule if args.sampler == "schedule" else None, "threshold": threshold,
-              "top_k": args.top_k, "top_p": args.top_p}
+    own = {option: min(args.k, table.space.length) if option == "k" else getattr(args, option)
+           for option in DECODERS[args.sampler].options}  # given, or their defaults (sampler_options_table)
+    params = {**own, "top_k": args.top_k, "top_p": args.top_p}
     return {"kernel": args.sampler, "temperature": (joint if joint is not None else table).temperature,
             **{key: value for key, value in params.items() if value is not None},
             **source_inputs(args, joint if joint is not None else table)}
 
 
-def _fmt(r: Result) -> str:
-    if r.value is not None:
-        return f"{r.value:.6g}"
-    if r.lower is not None and r.lower == r.upper:
-        return f"{r.lower:g}"
-    if r.lower is None and r.upper is None:
-        return "-"
-    return f"[{r.lower:.3g}, {r.upper:.3g}]"
+#: How a distance is shown (:meth:`Result.__format__`): the value, or its interval; a point interval (an
+#: infinite KL) as one number; '-' when nothing is known.
+_CELL = ".6g/.3g|-="
 
 
 def format_report(report: dict) -> str:
@@ -229,7 +176,7 @@ def format_report(report: dict) -> str:
              f"  states |V|^n     {report['states']}", f"  law rel. error   {report['law_rel_error']:.1e}", "",
              f"  {'reference':<12}{'TV':>14}{'KL(ref || law)':>18}"]
     for name, d in report["distances"].items():
-        lines.append(f"  {name:<12}{_fmt(d['tv']):>14}{_fmt(d['kl']):>18}")
+        lines.append(f"  {name:<12}{format(d['tv'], _CELL):>14}{format(d['kl'], _CELL):>18}")
     notes = [f"  {name}: {r.reason}" for name, d in report["distances"].items() for r in d.values() if r.reason]
     if notes:
         lines += ["", "unresolved (interval: not resolved above the floating-point floor):"] + sorted(set(notes))

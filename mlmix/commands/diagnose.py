@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import argparse
 
-from mlmix.commands.exact import add_source_arguments, build_chain, exact_inputs, validate_source
+from mlmix.commands.source_options import add_source_arguments, build_chain, exact_inputs, validate_source
 from mlmix.files import dumps_json
 from mlmix.validation import check_int
 

@@ -13,11 +13,12 @@ from collections.abc import Sequence
 import numpy as np
 import torch
 
-from mlmix.commands.exact import build_source, configure, validate_source
+from mlmix.commands.source_options import add_source_arguments, build_source, validate_source
 from mlmix.files import atomic_save_npz, dumps_json
 from mlmix.theory.chain.matrixfree.analysis import analyse_operator, summary_dict
 from mlmix.theory.kernels.operators import DTYPES, kernel_operator
 from mlmix.theory.linalg.sharding import init_from_environment, local_range
+from mlmix.validation import check_eps
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -26,7 +27,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     prints the JSON report; ``--save-stationary DIR`` writes each process's slice of pi."""
     parser = argparse.ArgumentParser(prog="torchrun --nproc-per-node=W -m mlmix.commands.distributed",
                                      description=main.__doc__.splitlines()[0])
-    configure(parser)
+    add_source_arguments(parser)
+    out = parser.add_argument_group("output")
+    out.add_argument("--json", action="store_true", help="accepted as in mlmix exact: the report is always JSON")
+    out.add_argument("--eps", type=float, default=0.25, help="TV threshold of t_mix (default 0.25)")
     run = parser.add_argument_group("distributed")
     run.add_argument("--backend", choices=("nccl", "gloo"), default=None,
                      help="default: nccl when CUDA is available, else gloo")
@@ -37,6 +41,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                      help="write each process's slice of the stationary law to DIR/stationary_<rank>.npz")
     args = parser.parse_args(argv)
     try:
+        check_eps(args.eps, "--eps")
         validate_source(args)
         if args.matrix is not None or args.kernel == "parallel":
             raise ValueError("the distributed engine analyses a built-in model's glauber or k-gibbs chain")

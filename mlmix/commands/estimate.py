@@ -19,13 +19,8 @@ from pathlib import Path
 
 import numpy as np
 
-from mlmix.commands.options import (
-    add_frame_arguments,
-    add_model_arguments,
-    add_threads_argument,
-    masked_lm_class,
-    set_threads,
-)
+from mlmix.commands.options import add_frame_arguments, add_model_arguments, add_threads_argument
+from mlmix.commands.source_options import masked_lm_class
 from mlmix.empirical import estimated_constants as est
 from mlmix.files import atomic_write_text, dumps_json
 from mlmix.limits import CONSTANTS_LIMIT
@@ -214,7 +209,6 @@ def run(args: argparse.Namespace) -> int:
     start = time.perf_counter()
     if args.contexts is not None:
         check_int(args.contexts, "--contexts", minimum=1)
-    set_threads(args.threads)
     source = load_source(args)
     replacements = "auto" if args.replacements is None else (None if args.replacements == 0 else
                                                            TopK(args.replacements))
@@ -254,7 +248,7 @@ def _fmt(value) -> str:
     if value is None:
         return "-"
     if isinstance(value, Result):  # exact: the value; sampled supremum: its lower end, marked ">="
-        return _fmt(value.value) if value.value is not None else f">= {value.lower:.4g}"
+        return format(value, ".4g|>")
     if isinstance(value, float):
         return f"{value:.4g}"
     return str(value)

@@ -4,9 +4,9 @@ and whether their conclusions hold on its exact chain.
 The frame's conditionals are tabulated exactly (:func:`mlmix.empirical.tabulate.source_from_args`, the
 options and cache of ``mlmix exact --mlm``), the Glauber chain is analysed exactly
 (:class:`mlmix.theory.chain.markov_chain.Chain`), and the local constants come from
-:func:`mlmix.theory.local.constants.paper_constants` (every context, up to 2^18 states) or, above that, from
-sampled contexts (:func:`mlmix.empirical.estimated_constants.constants`: suprema over a sample are lower bounds,
-so they can refute a hypothesis such as rho < 1 but never establish it). For each result:
+:func:`mlmix.theory.local.constants.paper_constants`, the report ``mlmix exact`` prints: every context, up
+to 2^18 states, or, above that, sampled contexts (suprema over a sample are lower bounds, so they can
+refute a hypothesis such as rho < 1 but never establish it). For each result:
 
 * **applies** (its hypotheses hold, certified by the accuracy of the constants), **does not apply**
   (they fail, and why), or **unknown at this size** (not decidable from what can be computed here);
@@ -28,9 +28,9 @@ from typing import Any
 
 import numpy as np
 
-from mlmix.commands.exact import source_inputs
-from mlmix.commands.options import add_mlm_arguments, add_threads_argument, mlm_source_from_args
-from mlmix.empirical.estimated_constants import constants, uniform_contexts
+from mlmix.commands.options import add_threads_argument
+from mlmix.commands.source_options import add_mlm_arguments, mlm_source_from_args, source_inputs
+from mlmix.empirical.estimated_constants import DEFAULT_RECTANGLES, DEFAULT_TOP_K, uniform_contexts
 from mlmix.files import dumps_json, jsonable
 from mlmix.limits import CONSTANTS_LIMIT, REPORT_MIXING_LIMIT
 from mlmix.provenance import stamp
@@ -99,14 +99,14 @@ def _thm5(c: dict, exact: bool, n: int, eps: float, t_mix: Result) -> dict:
     if exact:
         if rho.upper < 1:
             bound = math.ceil(n / (1 - rho.value) * math.log(n / eps))
-            return _entry("glauber.thm5", "Theorem 5", APPLIES, f"rho = {rho.value:.6g} < 1 (all contexts)",
+            return _entry("glauber.thm5", "Theorem 5", APPLIES, f"rho = {rho:.6g} < 1 (all contexts)",
                           rho=rho, bound=bound, exact=t_mix, conclusion=_compare(t_mix, "<=", bound),
                           conclusion_statement=f"exact t_mix({eps:g}) = {_fmt(t_mix)} <= ceil(n log(n/eps)/(1 - rho)) "
                                                f"= {bound}")
         if rho.lower >= 1:
-            return _entry("glauber.thm5", "Theorem 5", NOT_APPLY, f"rho = {rho.value:.6g} >= 1 (all contexts): "
+            return _entry("glauber.thm5", "Theorem 5", NOT_APPLY, f"rho = {rho:.6g} >= 1 (all contexts): "
                           "no contraction certificate at this temperature", rho=rho, exact=t_mix)
-        return _entry("glauber.thm5", "Theorem 5", UNKNOWN, f"rho = {rho.value:.6g} is within its accuracy of 1",
+        return _entry("glauber.thm5", "Theorem 5", UNKNOWN, f"rho = {rho:.6g} is within its accuracy of 1",
                       rho=rho, exact=t_mix)
     if rho.lower >= 1:
         return _entry("glauber.thm5", "Theorem 5", NOT_APPLY, f"sampled rho >= {rho.lower:.6g} >= 1, a lower "
@@ -131,7 +131,7 @@ def _cor7(c: dict, exact: bool, n: int, eps: float, T: float, t_mix: Result) -> 
     rho_ok = _compare(c["rho"], "<=", ratio * (1 + 1e-12))
     mix = _compare(t_mix, "<=", bound)
     conclusion = "holds" if rho_ok == mix == "holds" else ("violated" if "violated" in (rho_ok, mix) else "undecided")
-    return _entry("glauber.cor7", "Corollary 7", APPLIES, f"T = {T:g} > T* = Delta/4 = {t_star.value:.6g}", **base,
+    return _entry("glauber.cor7", "Corollary 7", APPLIES, f"T = {T:g} > T* = Delta/4 = {t_star:.6g}", **base,
                   rho=c["rho"], rho_bound=ratio, bound=bound, exact=t_mix, conclusion=conclusion,
                   conclusion_statement=f"rho = {_fmt(c['rho'])} <= T*/T = {ratio:.6g} ({rho_ok}) and exact "
                                        f"t_mix({eps:g}) = {_fmt(t_mix)} <= ceil(n log(n/eps)/(1 - T*/T)) = {bound} ({mix})")
@@ -197,17 +197,14 @@ def model_report(source: Any, eps: float = 0.25, basin: np.ndarray | None = None
     exact = space.size <= CONSTANTS_LIMIT
     if exact:
         g = paper_constants(source, chain, eps, basin)
-        c = {"rho": g["rho"], "t_star": g["contraction_temperature"], "rectangle": g["rectangle"]}
-        basin_report = g.get("basin")
         method = "every context of V^n (exact local constants)"
-    else:
-
+    else:  # suprema over a sample: intervals [sample max, ?], lower bounds only
         rng = np.random.default_rng(seed)
-        s = constants(source, uniform_contexts(space, SAMPLED_CONTEXTS, rng), rng, records=False)
-        # suprema over a sample: intervals [sample max, ?], lower bounds only
-        c = {"rho": s["rho"], "t_star": s["contraction_temperature"], "rectangle": s["rectangle"]}
-        basin_report = None
+        g = paper_constants(source, chain, eps, basin, contexts=uniform_contexts(space, SAMPLED_CONTEXTS, rng),
+                            rng=rng, rectangles=DEFAULT_RECTANGLES, top_k=DEFAULT_TOP_K)
         method = f"{SAMPLED_CONTEXTS} sampled contexts (lower bounds of the suprema), seed {seed}"
+    c = {"rho": g["rho"], "t_star": g["contraction_temperature"], "rectangle": g["rectangle"]}
+    basin_report = g.get("basin")
     quarter = t_mix if eps == 0.25 else chain.mixing_time(0.25) if chain.n_states <= REPORT_MIXING_LIMIT else None
     results = [_thm5(c, exact, n, eps, t_mix), _cor7(c, exact, n, eps, T, t_mix)]
     if basin is not None:
@@ -219,13 +216,10 @@ def model_report(source: Any, eps: float = 0.25, basin: np.ndarray | None = None
 
 
 def _fmt(v: Any) -> str:
-    """A Result's value, or its certified interval when unresolved ('?' for an unknown side)."""
+    """A Result's value, or its certified interval when unresolved ('?' for an unknown side):
+    :meth:`Result.__format__`."""
     if isinstance(v, Result):
-        if v.value is not None:
-            return f"{v.value:.6g}"
-        lo = "?" if v.lower is None else f"{v.lower:.4g}"
-        hi = "?" if v.upper is None else f"{v.upper:.4g}"
-        return f"[{lo}, {hi}]"
+        return format(v, ".6g/.4g")
     if isinstance(v, float):
         return f"{v:.6g}"
     return "-" if v is None else str(v)

@@ -24,8 +24,8 @@ from pathlib import Path
 
 import numpy as np
 
-from mlmix.commands.exact import add_source_arguments, build_chain, validate_source
 from mlmix.commands.options import set_threads
+from mlmix.commands.source_options import add_source_arguments, build_chain, validate_source
 from mlmix.empirical.convergence import (
     MIXED,
     RHAT_CONVERGED,

@@ -30,7 +30,11 @@ from typing import Any
 
 import numpy as np
 
-from mlmix.commands.decode import add_source_arguments, build_partial_source, validate_source_arguments
+from mlmix.commands.source_options import (
+    add_partial_source_arguments,
+    build_partial_source,
+    validate_partial_source_arguments,
+)
 from mlmix.errors import MemoryLimitError, ReducibleChainError, UnderflowError
 from mlmix.files import atomic_write_csv, atomic_write_json, jsonable
 from mlmix.limits import SYSTEMATIC_LIMIT
@@ -52,7 +56,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--k", type=int, default=2, help="positions per step of parallel / confidence (default 2)")
     parser.add_argument("--order", default=None, help='order of systematic scan and left-to-right (default 0..n-1)')
     parser.add_argument("--threshold", type=float, default=0.9, help="tau of the threshold decoder (default 0.9)")
-    add_source_arguments(parser)
+    add_partial_source_arguments(parser)
 
 
 def sampler_laws(table: PartialScoreTable, joint: Conditionals | None = None, *, k: int = 2, order=None,
@@ -136,7 +140,7 @@ def pairwise(laws: dict[str, dict]) -> dict[str, dict[str, dict[str, Result]]]:
 
 def run(args: argparse.Namespace) -> int:
     check_int(args.k, "--k", minimum=1)
-    validate_source_arguments(args)
+    validate_partial_source_arguments(args)
     table, description, joint = build_partial_source(args)
     check_real(args.threshold, "--threshold", minimum=0.0, maximum=1.0, open_min=True)
     laws = sampler_laws(table, joint, k=min(args.k, table.space.length), order=args.order, top_k=args.top_k,
@@ -201,11 +205,8 @@ def heatmap(names: list[str], laws: dict, dist: dict, title: str) -> Any:
 
 
 def _num(r: Result) -> str:
-    if r.value is not None:
-        return f"{r.value:.6g}"
-    if r.lower is not None and r.upper is not None:
-        return f"[{r.lower:.3g}, {r.upper:.3g}]"
-    return "-"
+    """A figure of the table (:meth:`Result.__format__`): the value, its interval, or '-'."""
+    return format(r, ".6g/.3g|-")
 
 
 def format_table(description: str, names: list[str], laws: dict, dist: dict) -> str:

@@ -17,11 +17,12 @@ from hypothesis import given, settings
 
 import mlmix.commands.exact as exact_cmd
 from mlmix.cli import main, refused_input
-from mlmix.commands.decode import SAMPLER_OPTIONS
-from mlmix.commands.exact import KERNEL_OPTIONS, KERNELS
+from mlmix.commands.decode import sampler_options_table
+from mlmix.commands.source_options import kernel_options_table
 from mlmix.errors import InputError, InputTypeError, InputValueError, MemoryLimitError, ReducibleChainError
 from mlmix.progress import Progress
 from mlmix.theory.chain.markov_chain import Chain
+from mlmix.theory.kernels import KERNELS
 from mlmix.theory.kernels.decoders import SAMPLERS, check_schedule, decoder_law, partial_log_probs
 from mlmix.theory.kernels.scan_and_mh import check_order, systematic_kernel
 from mlmix.theory.local.constants import paper_constants_seconds
@@ -116,7 +117,7 @@ def test_the_outputs_are_written_when_nothing_is_refused(tmp_path, capsys):
 
 
 def test_one_table_of_options_per_command():
-    assert set(KERNEL_OPTIONS) == set(KERNELS) and set(SAMPLER_OPTIONS) == set(SAMPLERS)
+    assert set(kernel_options_table()) == set(KERNELS) and set(sampler_options_table()) == set(SAMPLERS)
 
 
 def _ignoring(table):
@@ -127,7 +128,7 @@ def _ignoring(table):
 _VALUES = {"k": "2", "order": "0 1 2", "energy": "pll", "basin": "* * *", "threshold": "0.5", "schedule": "0 | 1 2"}
 
 
-@pytest.mark.parametrize("kernel, option", _ignoring(KERNEL_OPTIONS))
+@pytest.mark.parametrize("kernel, option", _ignoring(kernel_options_table()))
 def test_exact_refuses_an_option_its_kernel_ignores(kernel, option, capsys):
     flag = "--" + option.replace("_", "-")
     assert main(["exact", "--graph", "cycle:3", "--kernel", kernel, flag, _VALUES[option]]) == 2
@@ -135,7 +136,7 @@ def test_exact_refuses_an_option_its_kernel_ignores(kernel, option, capsys):
     assert f"{flag} is not an option of --kernel {kernel}" in err and err.count("\n") == 1
 
 
-@pytest.mark.parametrize("sampler, option", _ignoring(SAMPLER_OPTIONS))
+@pytest.mark.parametrize("sampler, option", _ignoring(sampler_options_table()))
 def test_decode_refuses_an_option_its_sampler_ignores(sampler, option, capsys):
     flag = "--" + option.replace("_", "-")
     assert main(["decode", "--graph", "cycle:3", "--sampler", sampler, flag, _VALUES[option]]) == 2

@@ -10,7 +10,7 @@ import scipy.sparse as sp
 from helpers import two_state
 
 from mlmix.cli import main
-from mlmix.commands.exact import parse_graph
+from mlmix.commands.source_options import parse_graph
 from mlmix.theory.chain.markov_chain import Chain
 from mlmix.theory.local.influence import aggregate_influence, influence_matrix
 from mlmix.theory.reference import ising_cycle_gap

@@ -79,9 +79,8 @@ from mlmix.theory.chain.variance import (
     kemeny_constant_transient,
     kemeny_interval,
 )
-from mlmix.theory.kernels.assembled import glauber_kernel, independent_parallel_kernel, k_gibbs_kernel
+from mlmix.theory.kernels.registry import resolve_kernel
 from mlmix.theory.kernels.representation import choose_representation
-from mlmix.theory.kernels.scan_and_mh import mh_kernel, systematic_kernel
 from mlmix.theory.kernels.support import kernel_log_offdiagonal, kernel_support
 from mlmix.theory.linalg.elimination import Elimination, eliminate
 from mlmix.theory.results import (
@@ -163,10 +162,10 @@ class Chain:
                     order: Any = None, name: str | None = None, dense_limit: int | None = None, representation: str = "auto",
                     **operator_options: Any) -> "Chain":
         """The chain of a sampler on a source of conditionals (paper G section 3.2, paper P Defs 10-11):
-        ``kernel`` is "glauber" (random-scan Glauber P_T), "k-gibbs" (block size ``k``, needs a
-        joint law), "parallel" (independent parallel sampler, dense), "systematic" (one sweep in
-        ``order``, dense) or "mh-logit" / "mh-pll" (Metropolis-Hastings targets,
-        :mod:`mlmix.theory.kernels.scan_and_mh`).
+        ``kernel`` is a name of the registry :data:`~mlmix.theory.kernels.registry.KERNELS`: "glauber"
+        (random-scan Glauber P_T), "k-gibbs" (block size ``k``, needs a joint law), "parallel"
+        (independent parallel sampler, dense), "systematic" (one sweep in ``order``, dense) or
+        "mh-logit" / "mh-pll" (Metropolis-Hastings targets, :mod:`mlmix.theory.kernels.scan_and_mh`).
 
         ``source``: any source of conditionals: a model with a joint law, a score table, or a masked
         LM, whose conditionals over its frame are tabulated once and cached (``source.tabulated()``),
@@ -181,16 +180,7 @@ class Chain:
         (:func:`~mlmix.theory.kernels.representation.choose_representation`).
         The choice and its reason are in ``summary()["representation"]``."""
 
-        builders: dict[str, Callable[[], Matrix]] = {
-            "glauber": lambda: glauber_kernel(source),
-            "k-gibbs": lambda: k_gibbs_kernel(source, 2 if k is None else k),
-            "parallel": lambda: independent_parallel_kernel(source),
-            "systematic": lambda: systematic_kernel(source, order),
-            "mh-logit": lambda: mh_kernel(source, "logit"),
-            "mh-pll": lambda: mh_kernel(source, "pll"),
-        }
-        if kernel not in builders:
-            raise ValueError(f"kernel must be one of {', '.join(builders)}, got {kernel!r}")
+        spec, kernel, options = resolve_kernel(kernel, k=k, order=order)  # the registry: KERNELS
         source = source.tabulated()
         name = source.label if name is None else name
         limit = DENSE_LIMIT if dense_limit is None else check_int(dense_limit, "dense_limit", minimum=0)
@@ -204,7 +194,7 @@ class Chain:
             return chain
         if operator_options:
             raise TypeError(f"{', '.join(operator_options)}: options of representation='operator' only")
-        P = builders[kernel]()
+        P = spec.build(source, **options)
         if representation != "auto":  # force the requested algorithms
             limit = P.shape[0] if rep == "dense" else 0
         chain = cls(P, name=name, dense_limit=limit if representation != "auto" else dense_limit)

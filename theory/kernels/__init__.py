@@ -4,10 +4,14 @@ operators on the state tensor when large, and the one place that chooses between
 
 Modules: :mod:`~mlmix.theory.kernels.assembled` (CSR kernels), :mod:`~mlmix.theory.kernels.operators`
 (matrix-free kernels), :mod:`~mlmix.theory.kernels.representation` (the choice by memory),
+:mod:`~mlmix.theory.kernels.registry` (:data:`KERNELS`, every Markov kernel declared once),
 :mod:`~mlmix.theory.kernels.scan_and_mh` (scan orders, Metropolis-Hastings, truncation),
-:mod:`~mlmix.theory.kernels.decoders` (laws of masked-diffusion and parallel decoders) and
-:mod:`~mlmix.theory.kernels.support` (exact sign patterns). The package re-exports nothing; the kernels
-users call are exported by :mod:`mlmix`.
+:mod:`~mlmix.theory.kernels.decoders` (laws of masked-diffusion and parallel decoders, :data:`DECODERS`) and
+:mod:`~mlmix.theory.kernels.support` (exact sign patterns). The package exports the two
+registries; the kernels users call are exported by :mod:`mlmix`.
 """
 
-__all__: list[str] = []
+from mlmix.theory.kernels.decoders import DECODERS, DecoderSpec
+from mlmix.theory.kernels.registry import KERNELS, KernelSpec
+
+__all__ = ["DECODERS", "KERNELS", "DecoderSpec", "KernelSpec"]

@@ -38,7 +38,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 from itertools import combinations, product
-from typing import Sequence
+from typing import Callable, Mapping, Sequence
 
 import numpy as np
 from scipy.special import logsumexp
@@ -50,10 +50,6 @@ from mlmix.theory.sources.conditionals import Conditionals
 from mlmix.theory.sources.partial import PartialScoreTable, partial_space_size
 from mlmix.theory.sources.space import StateSpace
 from mlmix.validation import check_array_shape, check_int, check_memory, check_real, check_sites
-
-#: The decoders (module doc).
-SAMPLERS = ("any-order", "left-to-right", "parallel", "confidence", "threshold", "schedule")
-
 
 
 def partial_log_probs(source: PartialScoreTable, top_k: int | None = None, top_p: float | None = None,
@@ -125,16 +121,17 @@ def decoder_law(source: PartialScoreTable, sampler: str, k: int = 1, order: Sequ
                 schedule: Sequence[Sequence[int]] | str | None = None, top_k: int | None = None,
                 top_p: float | None = None, log_probs: np.ndarray | None = None,
                 threshold: float | None = None) -> DecoderLaw:
-    """The exact law on V^n of a decoder (module doc) by dynamic programming over the partial
-    assignments. ``k``: positions per step of ``parallel`` / ``confidence``; ``order``: the order of
-    ``left-to-right``; ``schedule``: the blocks of ``schedule``; ``threshold``: tau of ``threshold``
-    (in (0, 1]). The law's ``steps`` is the expected number of steps (exact). ``log_probs``: the table of
-    :func:`partial_log_probs` when already computed (then ``top_k`` / ``top_p`` are ignored), of shape
-    ((|V|+1)^n, n, |V|) (ValueError otherwise)."""
-    if not isinstance(source, PartialScoreTable):
+    """The exact law on V^n of a decoder (module doc; one of :data:`DECODERS`) by dynamic programming over
+    the partial assignments. ``k``: positions per step of ``parallel`` / ``confidence``; ``order``: the
+    order of ``left-to-right``; ``schedule``: the blocks of ``schedule``; ``threshold``: tau of
+    ``threshold`` (in (0, 1]). The law's ``steps`` is the expected number of steps (exact). ``log_probs``:
+    the table of :func:`partial_log_probs` when already computed (then ``top_k`` / ``top_p`` are ignored),
+    of shape ((|V|+1)^n, n, |V|) (ValueError otherwise)."""
+    if not source.partial_conditionals:
         raise TypeError(f"a decoder needs partial conditionals (a PartialScoreTable), got {type(source).__name__}")
-    if sampler not in SAMPLERS:
-        raise ValueError(f"sampler must be one of {', '.join(SAMPLERS)}, got {sampler!r}")
+    if sampler not in DECODERS:
+        raise ValueError(f"sampler must be one of {', '.join(DECODERS)}, got {sampler!r}")
+    spec = DECODERS[sampler]
     space = source.space
     n, q = space.length, space.vocab_size
     k = check_int(k, "k", minimum=1, maximum=n)
@@ -142,17 +139,7 @@ def decoder_law(source: PartialScoreTable, sampler: str, k: int = 1, order: Sequ
     M = partial_space_size(space)
     lp_all = partial_log_probs(source, top_k, top_p) if log_probs is None else \
         check_array_shape(log_probs, (M, n, q), "log_probs", "(|V|+1)^n partial assignments, n sites, |V| symbols")
-    if sampler == "left-to-right":
-        schedule = [(s,) for s in check_order(space, order)]
-        if len(schedule) != n:
-            raise ValueError("a left-to-right order lists every site once")
-    if sampler == "schedule" and schedule is None:
-        raise ValueError("the schedule sampler needs a schedule (blocks of sites)")
-    if sampler == "threshold":
-        if threshold is None:
-            raise ValueError("the threshold sampler needs a threshold tau in (0, 1]")
-        threshold = check_real(threshold, "threshold", minimum=0.0, maximum=1.0, open_min=True)
-    blocks = check_schedule(space, schedule) if sampler in ("schedule", "left-to-right") else None
+    params = spec.prepare(space, {"k": k, "order": order, "schedule": schedule, "threshold": threshold})
     place = Q ** np.arange(n - 1, -1, -1, dtype=np.int64)
     digits = _digits(M, n, Q)
     masked = digits == q
@@ -166,23 +153,7 @@ def decoder_law(source: PartialScoreTable, sampler: str, k: int = 1, order: Sequ
         if codes.size == 0:
             continue
         sites = [s for s in range(n) if pat >> s & 1]
-        m = len(sites)
-        lp = lp_all[codes]
-        moves: list[tuple[np.ndarray, np.ndarray]] = []
-        if sampler == "any-order":
-            moves = [(c, w - math.log(m)) for c, w in (_unmask(codes, (s,), lp, place, q) for s in sites)]
-        elif blocks is not None:
-            block = next(b for b in blocks if set(b) <= set(sites))
-            if not set(block) <= set(sites) or any(s in sites for b in blocks[:blocks.index(block)] for s in b):
-                raise AssertionError("unreachable partial assignment")
-            moves = [_unmask(codes, block, lp, place, q)]
-        elif sampler == "parallel":
-            subsets = list(combinations(sites, min(k, m)))
-            moves = [(c, w - math.log(len(subsets))) for c, w in (_unmask(codes, G, lp, place, q) for G in subsets)]
-        elif sampler == "confidence":
-            moves = [_confidence_moves(codes, sites, min(k, m), lp, place, q)]
-        else:  # threshold
-            moves = [_confidence_moves(codes, sites, None, lp, place, q, math.log(threshold))]
+        moves = spec.moves(codes, sites, lp_all[codes], place, q, params)
         visits += float(mass[codes].sum())
         for child, logw in moves:
             np.add.at(mass, child.ravel(), (mass[codes][:, None] * np.exp(logw)).ravel())
@@ -193,15 +164,114 @@ def decoder_law(source: PartialScoreTable, sampler: str, k: int = 1, order: Sequ
     finite = lp_all[np.isfinite(lp_all)]
     scale = float(np.abs(source.table[np.isfinite(source.table)]).max()) / source.temperature
     rel = 8.0 * EPS * (n + 2) * (2.0 + float(np.abs(finite).max()) + scale) + 2.0 * n * EPS
-    steps = {"any-order": n, "left-to-right": n, "parallel": -(-n // k), "confidence": -(-n // k),
-             "schedule": len(blocks) if blocks else n, "threshold": visits}[sampler]
-    label = {"parallel": f"parallel, k = {k}", "confidence": f"confidence, k = {k}",
-             "threshold": f"threshold, tau = {threshold:g} (steps: the expected number)" if threshold else "",
-             "left-to-right": f"left-to-right, order {[b[0] for b in blocks]}" if blocks else "",
-             "schedule": f"schedule {blocks}"}.get(sampler, sampler)
+    steps = spec.steps(n, params, visits)
+    label = spec.label(params)
     method = (f"dynamic programming over the {M:,} partial assignments ({label}); entries are sums of products of "
               "conditionals, relative error <= 8 eps (n + 2)(2 + max|log p| + max|s|/T)")
     return DecoderLaw(sampler, law, rel, steps, method, {"label": label, "mass_defect": float(abs(law.sum() - 1))})
+
+
+Moves = list[tuple[np.ndarray, np.ndarray]]
+
+
+@dataclass(frozen=True)
+class DecoderSpec:
+    """One decoder of :data:`DECODERS`. ``options``: its own options (the CLI's names without ``--``)
+    and their defaults; ``doc``: one line for the docs table. ``prepare(space, params)`` checks the
+    parameters (k, order, schedule, threshold) and returns those the decoder reads;
+    ``moves(codes, sites, lp, place, q, params)`` gives, for the partial assignments ``codes`` (all with
+    the masked ``sites``) and their log-conditionals ``lp``, one step's children and log weights;
+    ``steps(n, params, visits)`` the (expected) number of steps, ``visits`` being the summed mass of
+    the partial assignments visited; ``label(params)`` the decoder's name in a report."""
+
+    name: str
+    options: Mapping[str, object]
+    doc: str
+    moves: Callable[[np.ndarray, list[int], np.ndarray, np.ndarray, int, dict], Moves]
+    steps: Callable[[int, dict, float], float]
+    label: Callable[[dict], str]
+    prepare: Callable[[StateSpace, dict], dict] = lambda space, params: params
+
+
+def _any_order_moves(codes: np.ndarray, sites: list[int], lp: np.ndarray, place: np.ndarray, q: int,
+                     params: dict) -> Moves:
+    return [(c, w - math.log(len(sites))) for c, w in (_unmask(codes, (s,), lp, place, q) for s in sites)]
+
+
+def _block_moves(codes: np.ndarray, sites: list[int], lp: np.ndarray, place: np.ndarray, q: int,
+                 params: dict) -> Moves:
+    blocks = params["blocks"]
+    block = next(b for b in blocks if set(b) <= set(sites))
+    if not set(block) <= set(sites) or any(s in sites for b in blocks[:blocks.index(block)] for s in b):
+        raise AssertionError("unreachable partial assignment")
+    return [_unmask(codes, block, lp, place, q)]
+
+
+def _parallel_moves(codes: np.ndarray, sites: list[int], lp: np.ndarray, place: np.ndarray, q: int,
+                    params: dict) -> Moves:
+    subsets = list(combinations(sites, min(params["k"], len(sites))))
+    return [(c, w - math.log(len(subsets))) for c, w in (_unmask(codes, G, lp, place, q) for G in subsets)]
+
+
+def _left_to_right(space: StateSpace, params: dict) -> dict:
+    schedule = [(s,) for s in check_order(space, params["order"])]
+    if len(schedule) != space.length:
+        raise ValueError("a left-to-right order lists every site once")
+    return {**params, "blocks": check_schedule(space, schedule)}
+
+
+def _schedule(space: StateSpace, params: dict) -> dict:
+    if params["schedule"] is None:
+        raise ValueError("the schedule sampler needs a schedule (blocks of sites)")
+    return {**params, "blocks": check_schedule(space, params["schedule"])}
+
+
+def _threshold(space: StateSpace, params: dict) -> dict:
+    if params["threshold"] is None:
+        raise ValueError("the threshold sampler needs a threshold tau in (0, 1]")
+    return {**params, "threshold": check_real(params["threshold"], "threshold", minimum=0.0, maximum=1.0,
+                                              open_min=True)}
+
+
+def _in_blocks_of_k(n: int, params: dict, visits: float) -> int:
+    return -(-n // params["k"])
+
+
+#: Every decoder, by name (module doc). ``mlmix decode --sampler`` offers these.
+DECODERS: dict[str, DecoderSpec] = {spec.name: spec for spec in (
+    DecoderSpec("any-order", {}, "one position at a time, uniform among the masked ones (MDLM)",
+                _any_order_moves, lambda n, p, v: n, lambda p: "any-order"),
+    DecoderSpec("left-to-right", {"order": None}, "one position at a time in a fixed order",
+                _block_moves, lambda n, p, v: n,
+                lambda p: f"left-to-right, order {[b[0] for b in p['blocks']]}", prepare=_left_to_right),
+    DecoderSpec("parallel", {"k": 2}, "k uniform masked positions at once, each from its own conditional",
+                _parallel_moves, _in_blocks_of_k, lambda p: f"parallel, k = {p['k']}"),
+    DecoderSpec("confidence", {"k": 2}, "every masked position draws; the k most probable draws are kept (LLaDA)",
+                lambda codes, sites, lp, place, q, p: [
+                    _confidence_moves(codes, sites, min(p["k"], len(sites)), lp, place, q)],
+                _in_blocks_of_k, lambda p: f"confidence, k = {p['k']}"),
+    DecoderSpec("threshold", {"threshold": 0.9},
+                "every masked position draws; draws of probability >= tau are kept (Fast-dLLM)",
+                lambda codes, sites, lp, place, q, p: [
+                    _confidence_moves(codes, sites, None, lp, place, q, math.log(p["threshold"]))],
+                lambda n, p, v: v,
+                lambda p: f"threshold, tau = {p['threshold']:g} (steps: the expected number)", prepare=_threshold),
+    DecoderSpec("schedule", {"schedule": None}, "fixed blocks of sites, each block drawn in parallel",
+                _block_moves, lambda n, p, v: len(p["blocks"]), lambda p: f"schedule {p['blocks']}",
+                prepare=_schedule),
+)}
+
+#: The decoders' names (module doc).
+SAMPLERS = tuple(DECODERS)
+
+
+def decoders_table() -> str:
+    """The table of decoders in ``docs/samplers.md`` (tests check the two agree)."""
+    rows = ["| decoder | command | what it is |", "|---|---|---|"]
+    for spec in DECODERS.values():
+        opts = "".join(f" [--{o} {o.upper()}]" for o in spec.options)
+        rows.append(f"| {spec.name} | `mlmix decode --sampler {spec.name}{opts}` | {spec.doc} |")
+    return "\n".join(rows)
 
 
 def _confidence_moves(codes: np.ndarray, sites: list[int], keep: int | None, lp: np.ndarray, place: np.ndarray,

@@ -57,10 +57,7 @@ from mlmix.theory.linalg.sharding import LOCAL, Comm, local_range
 from mlmix.theory.sources.conditionals import (
     Conditionals,
     GibbsModel,
-    IsingModel,
     LogWeightTable,
-    PottsModel,
-    ScoreTable,
 )
 from mlmix.theory.sources.space import StateSpace
 from mlmix.validation import check_memory
@@ -94,22 +91,9 @@ def default_device() -> torch.device:
 # ------------------------------------------------------------------------------------------ log weights
 
 def local_factors(source: Conditionals) -> list[tuple[tuple[int, ...], np.ndarray]] | None:
-    """w(x) = sum_f table_f[x_{axes_f}] at T = 1 for Ising and Potts models (zero terms dropped),
-    else None. Ising (sigma = 2x - 1): edge tables beta J sigma sigma', field tables beta h sigma;
-    Potts: beta J 1[x = x'] and beta h_i(x)."""
-    if isinstance(source, IsingModel) and type(source).log_weight is IsingModel.log_weight:
-        sigma = np.array([-1.0, 1.0])
-        factors = [((int(u), int(v)), source.beta * J * np.outer(sigma, sigma))
-                   for u, v, J in zip(source.edge_u, source.edge_v, source.J) if J != 0]
-        factors += [((i,), source.beta * h * sigma) for i, h in enumerate(source.h) if h != 0]
-        return factors
-    if isinstance(source, PottsModel) and type(source).log_weight is PottsModel.log_weight:
-        q = source.space.vocab_size
-        factors = [((int(u), int(v)), source.beta * J * np.eye(q))
-                   for u, v, J in zip(source.edge_u, source.edge_v, source.J) if J != 0]
-        factors += [((i,), source.beta * h) for i, h in enumerate(source.h) if np.any(h != 0)]
-        return factors
-    return None
+    """w(x) = sum_f table_f[x_{axes_f}] at T = 1 where the source declares such factors
+    (:meth:`~mlmix.theory.sources.conditionals.Conditionals.local_factors`: Ising and Potts models), else None."""
+    return source.local_factors()
 
 
 def _broadcast_shape(n: int, q: int, axes: Sequence[int]) -> list[int]:
@@ -150,9 +134,9 @@ def log_joint_tensor(source: Conditionals, *, comm: Comm = LOCAL, device: torch.
     if isinstance(source, LogWeightTable):
         lw = torch.as_tensor(source.log_weights[start:stop] / T, device=device).reshape(shape)
         return lw, 4 * eps * max(float(np.abs(source.log_weights[np.isfinite(source.log_weights)]).max()) / T, 1.0)
-    if not isinstance(source, GibbsModel):
-        if type(source).log_joint is Conditionals.log_joint:
-            return None  # no joint law
+    if not source.has_joint:
+        return None
+    if not isinstance(source, GibbsModel):  # a joint law without log_weight: read it whole
         lw = source.log_joint()
         if lw is None:
             return None
@@ -638,7 +622,7 @@ def kernel_operator(source: Conditionals, kernel: str = "glauber", k: int = 2, *
         w = check_block_weights(weights, len(block_list))
     factors = local_factors(source)
     needed = operator_memory(space, kernel, k, local_source=factors is not None and kernel == "glauber",
-                             table_source=isinstance(source, ScoreTable) or factors is None, vectors=vectors,
+                             table_source=source.has_table or factors is None, vectors=vectors,
                              dtype=dtype, world_size=comm.world_size)
     check_memory(needed, f"the matrix-free {kernel} analysis of {q}^{n} states")
     digits = comm.digits(q)
@@ -649,7 +633,7 @@ def kernel_operator(source: Conditionals, kernel: str = "glauber", k: int = 2, *
                      for i in range(n)]
         kind = "local conditionals from the model's factors"
     elif kernel == "glauber" and joint is None:
-        table = source.table if isinstance(source, ScoreTable) else ScoreTable.from_conditionals(source).table
+        table = source.score_table().table
         log_conds = [_slice_shard(_table_log_conditionals(table, i, n, q, T), digits).to(device) for i in range(n)]
         kind = "conditionals table (n |V|^(n-1) contexts, tabulated once)"
     else:

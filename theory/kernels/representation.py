@@ -12,11 +12,13 @@ from typing import Any
 
 from mlmix.limits import SPARSE_AUTO_LIMIT
 from mlmix.theory.kernels.assembled import k_subsets
+from mlmix.theory.kernels.registry import operator_kernels
 from mlmix.theory.sources.space import StateSpace
 from mlmix.validation import current_memory_limit, format_bytes
 
-#: Kernels available as matrix-free operators.
-OPERATOR_KERNELS = ("glauber", "k-gibbs", "block")
+#: Kernels available as matrix-free operators: those of the registry with an operator builder
+#: (:data:`~mlmix.theory.kernels.registry.KERNELS`) and weighted block dynamics ('block', blocks given).
+OPERATOR_KERNELS = (*operator_kernels(), "block")
 
 #: How a chain can be held ('auto' chooses).
 REPRESENTATIONS = ("auto", "dense", "sparse", "operator")

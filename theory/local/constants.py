@@ -27,7 +27,7 @@ from mlmix.progress import seconds_for
 from mlmix.theory.chain.markov_chain import Chain
 from mlmix.theory.local.influence import aggregate_influence, contraction_temperature, influence_and_oscillation
 from mlmix.theory.local.margins import basin_margin, escape_bound, mixing_lower_bound
-from mlmix.theory.local.rectangles import rectangle_summary
+from mlmix.theory.local.rectangles import rectangle_summary, sample_rectangles
 from mlmix.theory.results import EPS, Result
 from mlmix.validation import check_memory
 
@@ -80,14 +80,31 @@ def thm5_bound(n: int, rho: Result, eps: float) -> Result:
                            "the enclosure of rho straddles a step of the ceiling: the bound is one of these integers")
 
 
-def paper_constants(source: Any, chain: Chain, eps: float, basin: np.ndarray | None = None) -> dict[str, Any]:
-    """The constants of the module docstring as JSON-ready Results (chain = the source's Glauber chain)."""
+def paper_constants(source: Any, chain: Chain, eps: float, basin: np.ndarray | None = None, *,
+                    contexts: np.ndarray | None = None, rng: np.random.Generator | None = None,
+                    rectangles: int = 0, top_k: int | None = None) -> dict[str, Any]:
+    """The one report of paper G's constants (module doc) as JSON-ready Results, read by ``mlmix exact``
+    and ``mlmix verify --mlm`` alike (chain = the source's Glauber chain).
+
+    ``contexts`` None: every context of V^n, exactly (up to :data:`~mlmix.limits.CONSTANTS_LIMIT`
+    states; beyond, only a ``reason``), with the rectangle statistic over all rectangles and, for a
+    ``basin``, Theorem 8's figures. A sample of ``contexts``: rho, alpha, Delta and T* over it, each the
+    interval [sample maximum, unknown] (a supremum seen on a subset is a lower bound; Theorem 5's bound
+    is then missing), and R over ``rectangles`` random rectangles drawn with ``rng`` (replacements from
+    the source's top-``top_k``, :func:`~mlmix.theory.local.rectangles.sample_rectangles`); no basin
+    figures (the margin is a minimum over the basin's states)."""
     space = source.space
     n, q = space.length, space.vocab_size
+    if contexts is not None:
+        out: dict[str, Any] = {k: v for k, v in local_constants(source, contexts, rng=rng).items()
+                               if k not in ("rho_ij", "delta_ij", "pairs")}
+        out["thm5_t_mix_bound"] = thm5_bound(n, out["rho"], eps)
+        out["rectangle"] = _sampled_rectangles(source, contexts, rectangles, rng, top_k)
+        return out
     if space.size > CONSTANTS_LIMIT:
         return {"reason": f"|V|^n = {space.size} exceeds {CONSTANTS_LIMIT}: the exact local constants are not computed"}
     check_memory(8.0 * space.size * n * q * 3, "the exact local constants (score table of all contexts)")
-    out: dict[str, Any] = {k: v for k, v in local_constants(source).items() if k not in ("rho_ij", "delta_ij", "pairs")}
+    out = {k: v for k, v in local_constants(source).items() if k not in ("rho_ij", "delta_ij", "pairs")}
     out["thm5_t_mix_bound"] = thm5_bound(n, out["rho"], eps)
     out["rectangle"] = {**rectangle_summary(source, max_states=CONSTANTS_LIMIT).as_dict(),
                         "note": "R = 0 on every rectangle iff the conditionals are compatible (Prop 4), iff the "
@@ -95,6 +112,16 @@ def paper_constants(source: Any, chain: Chain, eps: float, basin: np.ndarray | N
     if basin is not None:
         out["basin"] = _basin_report(source, chain, basin)
     return out
+
+
+def _sampled_rectangles(source: Any, contexts: np.ndarray, count: int, rng: np.random.Generator | None,
+                        top_k: int | None) -> dict[str, Any]:
+    """R over ``count`` sampled rectangles: mean, max and count, and the supremum as [max, unknown]."""
+    values = sample_rectangles(source, contexts, count, rng, top_k=top_k).values
+    if values.size == 0:
+        return {"mean": None, "max": None, "count": 0}
+    return {"mean": float(values.mean()), "max": float(values.max()), "count": int(values.size),
+            "supremum": sampled_supremum("R", float(values.max()), int(values.size), "sampled rectangles")}
 
 
 def _basin_report(source: Any, chain: Chain, basin: np.ndarray) -> dict[str, Any]:

@@ -30,10 +30,22 @@ class Conditionals(ABC):
 
     Contexts are integer arrays of shape (B, n) with symbols in [0, |V|); the symbol at the
     queried site is ignored. ``sites`` is one site for the whole batch or one per context.
+
+    A source declares its capabilities, which the kernels and commands read instead of its class:
+    :attr:`has_joint` (a compatible source: :meth:`log_joint` gives its joint law), :attr:`has_table`
+    (its conditionals are a stored score table, :meth:`score_table` is free),
+    :attr:`partial_conditionals` (it also gives conditionals given partially masked contexts, what a
+    decoder reads) and :meth:`local_factors` (its log-weight as a sum of small factors).
     """
 
     space: StateSpace
     temperature: float
+    #: Whether :meth:`log_joint` gives the joint law mu_T (the conditionals are compatible).
+    has_joint: bool = False
+    #: Whether the conditionals are a stored table (``table`` of :class:`ScoreTable`'s layout).
+    has_table: bool = False
+    #: Whether the source gives p_i(. | x_S) for partial contexts x_S (:class:`~mlmix.theory.sources.partial.PartialScoreTable`).
+    partial_conditionals: bool = False
 
     def __init__(self, space: StateSpace, temperature: float = 1.0) -> None:
         self.space = space
@@ -77,6 +89,17 @@ class Conditionals(ABC):
         """Unnormalised log mu_T over all states for a compatible source, else None."""
         return None
 
+    def local_factors(self) -> list[tuple[tuple[int, ...], np.ndarray]] | None:
+        """The log-weight at T = 1 as a sum of small factors, w(x) = sum_f table_f[x_{axes_f}] (a list of
+        (axes, table)), or None: a source without such a form (the matrix-free kernels then build each
+        site's conditional from the factors touching it instead of a table of n |V|^n numbers)."""
+        return None
+
+    def score_table(self) -> "ScoreTable":
+        """The scores of every site and context as a :class:`ScoreTable` (the source itself when it is
+        one, :attr:`has_table`; otherwise every context is queried once)."""
+        return ScoreTable.from_conditionals(self)
+
     def tabulated(self) -> "Conditionals":
         """The source as the kernel builders read it, every conditional at hand: the source itself
         here; a masked LM overrides this to tabulate its n |V|^(n-1) conditionals over the frame
@@ -105,6 +128,8 @@ class GibbsModel(Conditionals):
 
     Subclasses implement :meth:`log_weight` for a batch of sequences.
     """
+
+    has_joint = True
 
     @abstractmethod
     def log_weight(self, sequences: np.ndarray) -> np.ndarray:
@@ -223,6 +248,16 @@ class IsingModel(GibbsModel):
         pair = (s[:, self.edge_u] * s[:, self.edge_v]) @ self.J
         return self.beta * (pair + s @ self.h)
 
+    def local_factors(self) -> list[tuple[tuple[int, ...], np.ndarray]] | None:
+        """Edge tables beta J_ij sigma sigma' and field tables beta h_i sigma (zero terms dropped); None
+        for a subclass with its own :meth:`log_weight`."""
+        if type(self).log_weight is not IsingModel.log_weight:
+            return None
+        sigma = np.array([-1.0, 1.0])
+        factors = [((int(u), int(v)), self.beta * J * np.outer(sigma, sigma))
+                   for u, v, J in zip(self.edge_u, self.edge_v, self.J) if J != 0]
+        return factors + [((i,), self.beta * h * sigma) for i, h in enumerate(self.h) if h != 0]
+
 
 def clique_ising(n: int, clique: list[int] | range, J: float, fields: float | np.ndarray,
                  temperature: float = 1.0) -> IsingModel:
@@ -270,6 +305,16 @@ class PottsModel(GibbsModel):
         field = self.h[np.arange(self.space.length), x].sum(axis=1)
         return self.beta * (same @ self.J + field)
 
+    def local_factors(self) -> list[tuple[tuple[int, ...], np.ndarray]] | None:
+        """Edge tables beta J_ij 1[x = x'] and field tables beta h_i(x) (zero terms dropped); None for a
+        subclass with its own :meth:`log_weight`."""
+        if type(self).log_weight is not PottsModel.log_weight:
+            return None
+        q = self.space.vocab_size
+        factors = [((int(u), int(v)), self.beta * J * np.eye(q))
+                   for u, v, J in zip(self.edge_u, self.edge_v, self.J) if J != 0]
+        return factors + [((i,), self.beta * h) for i, h in enumerate(self.h) if np.any(h != 0)]
+
     @classmethod
     def random(cls, graph: nx.Graph, q: int, seed: int | None = None, coupling_scale: float = 1.0,
                field_scale: float = 0.5, temperature: float = 1.0) -> "PottsModel":
@@ -289,6 +334,8 @@ class ScoreTable(Conditionals):
     then be reducible, which the analysis reports), never NaN or +inf, with a finite entry in every row.
     """
 
+    has_table = True
+
     def __init__(self, space: StateSpace, table: np.ndarray, temperature: float = 1.0) -> None:
         super().__init__(space, temperature)
         tab = np.asarray(table)
@@ -303,6 +350,10 @@ class ScoreTable(Conditionals):
 
     def site_scores(self, contexts: np.ndarray, site: int) -> np.ndarray:
         return self.table[site, self._context_index(contexts, site)]
+
+    def score_table(self) -> "ScoreTable":
+        """The table itself."""
+        return self
 
     @classmethod
     def random(cls, vocab_size: int, length: int, seed: int | None = None, scale: float = 1.0,

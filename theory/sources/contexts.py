@@ -103,7 +103,7 @@ def context_table(source: Conditionals, max_states: int = EXACT_MAX_STATES) -> n
     :func:`score_table`; refused past ``max_states`` states or the memory limit."""
     space = source.space
     space.check_size(max_states)
-    if isinstance(source, ScoreTable):
+    if source.has_table:
         return source.table
     check_memory(8 * space.length * space.size, f"the score table of {space.length} x {space.size} scores")
     return ScoreTable.from_conditionals(source).table

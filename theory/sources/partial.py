@@ -32,6 +32,8 @@ class PartialScoreTable(Conditionals):
     Glauber chain, MH and systematic kernels are those of :meth:`full_table`).
     """
 
+    partial_conditionals = True
+
     def __init__(self, space: StateSpace, table: np.ndarray, temperature: float = 1.0) -> None:
         super().__init__(space, temperature)
         tab = np.asarray(table)

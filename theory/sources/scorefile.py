@@ -45,11 +45,10 @@ def save_scores(path: str | Path, source: Conditionals, tokens: list[str] | None
     path = Path(path)
     if path.suffix != ".npz":
         raise ValueError(f"a score table is written as .npz, got {path.name}")
-    if isinstance(source, PartialScoreTable):
+    if source.partial_conditionals:
         kind, table = "partial", source.table
     else:
-        kind = "full"
-        table = source.table if isinstance(source, ScoreTable) else ScoreTable.from_conditionals(source).table
+        kind, table = "full", source.score_table().table
     extra = {} if tokens is None else {"tokens": np.array(tokens, dtype=str)}
     atomic_save_npz(path, mlmix_format=np.array(SCORES_FORMAT), kind=np.array(kind),
                     vocab_size=np.array(source.space.vocab_size), length=np.array(source.space.length),
