@@ -321,10 +321,9 @@ def estimate(source: Conditionals, *, contexts: int | np.ndarray = DEFAULT_CONTE
 
     At the source's temperature; ``seed`` fixes contexts, rectangles and drift states. With
     ``progress`` (the default; quiet below :func:`mlmix.progress.threshold` seconds), a language-model
-    source first prints the cost line of its forward passes (:func:`query_rows`, at ``rate`` passes/s,
-    measured on 64 passes when not given) and then counts them with an ETA
-    (:class:`mlmix.progress.Counter`); any other source shows a bar over the stages once it has run
-    for the threshold. Give an MLM's exact values by passing its
+    source counts its forward passes (:func:`query_rows`) with an ETA (:class:`mlmix.progress.Counter`),
+    after their cost line when their ``rate`` (passes/s) is given; any other source shows a bar over
+    the stages once it has run for the threshold. Give an MLM's exact values by passing its
     tabulated table (:func:`mlmix.empirical.tabulate.tabulate`) as ``source``: every number then
     comes from the table, without a forward pass.
     """
@@ -376,15 +375,15 @@ def estimate(source: Conditionals, *, contexts: int | np.ndarray = DEFAULT_CONTE
 
 
 def _passes_counter(source, total: int, contexts: int, exact: bool, progress: bool, rate: float | None) -> Counter:
-    """The cost line of :func:`estimate`'s ``total`` forward passes (at ``rate``, measured here when None)
-    when they are expected to take :func:`mlmix.progress.threshold` seconds or more, and the
-    :class:`~mlmix.progress.Counter` that follows them (disabled otherwise)."""
+    """The :class:`~mlmix.progress.Counter` of :func:`estimate`'s ``total`` forward passes. With the
+    ``rate`` known (``mlmix estimate`` measured it to plan its budget), their cost line first when they
+    are expected to take :func:`mlmix.progress.threshold` seconds or more; without it (no pass is spent
+    on measuring), the count speaks once the rate of its first passes says that it will take that long."""
     # deferred: torch loads only for a language-model source
-    from mlmix.empirical.tabulate import cost_line, measure_rate
+    from mlmix.empirical.tabulate import cost_line
 
-    if not progress:
-        return Counter("mlmix estimate", total, unit="passes", enabled=False)
-    rate = measure_rate(source) if rate is None else rate
+    if not progress or rate is None:
+        return Counter("mlmix estimate", total, unit="passes", enabled=progress, quiet_below=threshold())
     shown = total / rate >= threshold()
     if shown:
         say(f"estimate: {cost_line(total, rate, source.device, 'forward passes')} for {contexts:,} contexts"

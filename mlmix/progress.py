@@ -299,16 +299,22 @@ class Counter:
     """A count of ``total`` units of work (``update(k)`` after each k), e.g. the forward passes of a
     tabulation whose cost line the caller printed: on a terminal or in a notebook a ``tqdm.auto`` bar
     with ETA; elsewhere a line at each further tenth done, with the elapsed time and the ETA
-    extrapolated from the rate so far; nothing when not ``enabled``. A context manager."""
+    extrapolated from the rate so far; nothing when not ``enabled``. A context manager.
 
-    def __init__(self, title: str, total: int, *, unit: str = "", enabled: bool = True) -> None:
+    ``quiet_below`` (seconds; for work whose cost was not announced because its rate was not known):
+    the bar appears only after that long, and a line only once the whole count, extrapolated from
+    the rate so far, is expected to take that long."""
+
+    def __init__(self, title: str, total: int, *, unit: str = "", enabled: bool = True,
+                 quiet_below: float = 0.0) -> None:
         self.title, self.total, self.unit, self.enabled = title, int(total), unit, bool(enabled)
+        self.quiet_below = float(quiet_below)
         self.done, self.next_tenth, self.t0 = 0, 1, time.perf_counter()
         self.bar = None
         if self.enabled and _interactive(sys.stderr):
 
             self.bar = tqdm(total=self.total, desc=title, unit=f" {unit}" if unit else "it", file=sys.stderr,
-                            smoothing=0.05)
+                            smoothing=0.05, delay=self.quiet_below)
 
     def update(self, k: int) -> None:
         self.done += int(k)
@@ -320,6 +326,8 @@ class Counter:
         self.next_tenth = self.done * 10 // self.total + 1
         elapsed = time.perf_counter() - self.t0
         left = elapsed * (self.total - self.done) / self.done
+        if elapsed + left < self.quiet_below:
+            return
         say(f"{self.title}: {self.done:,}/{self.total:,} {self.unit} ({100 * self.done / self.total:.0f}%), "
             f"{format_seconds(elapsed)} elapsed, ETA {format_seconds(left)}")
 
