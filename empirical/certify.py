@@ -33,14 +33,21 @@ from typing import Any
 
 import numpy as np
 
-from mlmix.empirical.streamed_constants import DEFAULT_BLOCK_ROWS, passes_needed, streamed_constants
+from mlmix.empirical.streamed_constants import (
+    DEFAULT_BLOCK_ROWS,
+    MODEL_SCORE_ULPS,
+    passes_needed,
+    streamed_constants,
+)
+from mlmix.theory.sources.contexts import query_scores
 from mlmix.theory.local.influence import influence_and_oscillation
 from mlmix.theory.results import EPS, Result
 from mlmix.theory.sources.conditionals import Conditionals, ScoreTable
 from mlmix.validation import check_int, check_temperature
 
 #: A lower-bound hook: (source, max_passes=..., seed=...) -> {"rho_lower": (n, n), "delta_lower": (n, n)
-#: (optional), "witnesses": anything JSON-able, "passes": int, "method": str (optional)}.
+#: (optional), "witnesses": anything JSON-able, "passes": int, "method": str (optional), "max_abs_score":
+#: the largest |score| it saw (optional; sizes a model's stated score accuracy, else taken as exact)}.
 LowerBounds = Callable[..., dict]
 #: A relaxation hook: (source) -> {"rho_upper": (n, n) and/or "delta_upper": (n, n), "method": str}, each
 #: entry a sound upper bound of the supremum, or None when it gives nothing.
@@ -82,10 +89,13 @@ class CertifiedConstants:
 def random_context_lower_bounds(source: Conditionals, *, max_passes: int, seed: int = 0) -> dict:
     """Lower bounds of every rho_ij and Delta_ij: maxima over as many uniform contexts as ``max_passes``
     allows, each compared with every replacement (n + n (n-1)(|V|-1) score queries per context; see
-    :func:`mlmix.theory.local.influence.influence_and_oscillation`). No context fits: zeros, 0 passes."""
+    :func:`mlmix.theory.local.influence.influence_and_oscillation`), and ``max_abs_score`` of their own
+    scores (n more; it sizes the stated accuracy of a model's scores). No context fits: zeros, 0 passes.
+    Hook keys: ``rho_lower`` and ``delta_lower`` (n x n), ``witnesses``, ``passes``, ``method`` and, for a
+    model, ``max_abs_score``."""
     space = source.space
     n, q = space.length, space.vocab_size
-    per_context = n + n * (n - 1) * (q - 1)
+    per_context = 2 * n + n * (n - 1) * (q - 1)  # + n for the largest |score|
     count = int(max_passes) // per_context
     if count == 0:
         return {"rho_lower": np.zeros((n, n)), "delta_lower": np.zeros((n, n)), "witnesses": None, "passes": 0,
@@ -93,8 +103,10 @@ def random_context_lower_bounds(source: Conditionals, *, max_passes: int, seed: 
     rng = np.random.default_rng(seed)
     contexts = rng.integers(0, q, size=(count, n))
     infl, osc = influence_and_oscillation(source, contexts, None, rng)
+    largest = max(float(np.abs(query_scores(source, contexts, i)).max()) for i in range(n))
     return {"rho_lower": infl.rho_ij, "delta_lower": osc.delta_ij, "witnesses": {"contexts": count, "seed": seed},
-            "passes": count * per_context, "method": f"maxima over {count} uniform contexts (seed {seed})"}
+            "passes": count * per_context, "max_abs_score": 0.0 if isinstance(source, ScoreTable) else largest,
+            "method": f"maxima over {count} uniform contexts (seed {seed})"}
 
 
 def certify(source: Conditionals, *, max_passes: int | None = None, budget_s: float | None = None,
@@ -124,16 +136,18 @@ def certify(source: Conditionals, *, max_passes: int | None = None, budget_s: fl
     rounding = 8 * q * EPS
     if needed <= allowed:
         s = streamed_constants(source, folder=folder, block_rows=block_rows, progress=progress, log=log)
-        lo_r, hi_r = s.rho_ij * (1 - rounding), np.minimum(s.rho_ij * (1 + rounding), 1.0)
-        lo_d, hi_d = s.delta_ij * (1 - rounding), s.delta_ij * (1 + rounding)
+        e = s.score_error
+        lo_r, hi_r = _widen(s.rho_ij, rounding, e / T, 1.0)
+        lo_d, hi_d = _widen(s.delta_ij, rounding, 4 * e, None)
         out = _assemble(lo_r, hi_r, lo_d, hi_d, T, s.passes, "enumeration",
                         {"rho": s.rho_witness, "delta": s.delta_witness},
                         values=(s.rho, s.alpha, s.delta), rounding=n * EPS)
         return out
     budget = int(allowed) if math.isfinite(allowed) else 0
     low = lower_bounds(source, max_passes=budget, seed=seed)
-    lo_r = np.asarray(low["rho_lower"], dtype=np.float64) * (1 - rounding)
-    lo_d = np.asarray(low.get("delta_lower", np.zeros((n, n))), dtype=np.float64) * (1 - rounding)
+    e = MODEL_SCORE_ULPS * 2.0**-24 * float(low.get("max_abs_score", 0.0))
+    lo_r = _widen(np.asarray(low["rho_lower"], dtype=np.float64), rounding, e / T, 1.0)[0]
+    lo_d = _widen(np.asarray(low.get("delta_lower", np.zeros((n, n))), dtype=np.float64), rounding, 4 * e, None)[0]
     hi_r, hi_d = np.ones((n, n)), None
     upper_method = "TV <= 1"
     relaxed = relaxation(source) if relaxation is not None else None
@@ -148,6 +162,14 @@ def certify(source: Conditionals, *, max_passes: int | None = None, budget_s: fl
     method = f"lower: {low.get('method', 'lower-bound hook')}; upper: {upper_method}"
     return _assemble(lo_r, hi_r, lo_d, hi_d, T, int(low.get("passes", 0)), method, low.get("witnesses"),
                      values=None, rounding=n * EPS)
+
+
+def _widen(matrix: np.ndarray, rounding: float, error: float, cap: float | None) -> tuple[np.ndarray, np.ndarray]:
+    """Per-pair bracket of computed maxima: relative ``rounding`` and absolute ``error`` (a queried model's
+    score accuracy) outward, clipped to [0, cap]."""
+    lo = np.maximum(matrix * (1 - rounding) - error, 0.0)
+    hi = matrix * (1 + rounding) + error
+    return lo, (hi if cap is None else np.minimum(hi, cap))
 
 
 def _cached(source: Conditionals) -> Conditionals:

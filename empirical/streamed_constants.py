@@ -29,7 +29,7 @@ import os
 import tempfile
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -51,6 +51,11 @@ DEFAULT_BLOCK_ROWS = 1 << 15
 #: Version of the checkpoint layout (part of the folder's parameters).
 FORMAT = 1
 
+#: Stated accuracy of a masked LM's float32 scores, in float32 units (2^-24) of the largest |score|: the
+#: same context scored in another batch gives logits that differ in the last bits (up to 6 such units
+#: measured on the tiny BERT/RoBERTa/ModernBERT models of the tests); the brackets allow this many.
+MODEL_SCORE_ULPS = 64
+
 
 @dataclass(frozen=True)
 class StreamedConstants:
@@ -60,6 +65,9 @@ class StreamedConstants:
     irrelevant and set to 0) attaining the maximum, None on the diagonal. ``passes``: score queries made
     (masked forward passes for an MLM; 0 for a score table). ``rounding``: relative bound on the float64
     rounding of each TV and oscillation (8 |V| u, as in :func:`mlmix.theory.local.constants.local_constants`).
+    ``score_error``: the stated sup-norm accuracy e of a queried model's scores (:data:`MODEL_SCORE_ULPS`
+    units of the largest |score|; 0 for a score table), which moves each TV by at most e/T (Lemma 6 on
+    both conditionals) and each oscillation by at most 4e.
     """
 
     rho_ij: np.ndarray
@@ -71,8 +79,8 @@ class StreamedConstants:
     contexts: int
     seconds: float
     rounding: float
+    score_error: float = 0.0
     resumed: bool = False
-    extra: dict = field(default_factory=dict)
 
     @property
     def rho(self) -> float:
@@ -158,9 +166,11 @@ def streamed_constants(source: Conditionals, *, folder: str | os.PathLike | None
         else:
             with OutputDir(folder, "streamed-constants", checkpoint_params(source, block_rows)) as out:
                 state, resumed = _run(source, table, out.path, block_rows, bar, out.path / "state.json")
+    error = 0.0 if table is not None else MODEL_SCORE_ULPS * 2.0**-24 * state["max_abs_score"]
     return StreamedConstants(np.array(state["rho_ij"]), np.array(state["delta_ij"]), state["rho_witness"],
                              state["delta_witness"], float(source.temperature), total, space.size,
-                             time.perf_counter() - start, 8 * q * float(np.finfo(np.float64).eps) / 2, resumed)
+                             time.perf_counter() - start, 8 * q * float(np.finfo(np.float64).eps) / 2, error,
+                             resumed)
 
 
 def _announce(source: Conditionals, total: int, say: Callable[[str], None]) -> None:
@@ -176,7 +186,7 @@ def _announce(source: Conditionals, total: int, say: Callable[[str], None]) -> N
 
 
 def _fresh_state(n: int) -> dict:
-    return {"site": 0, "rows": 0, "rho_ij": np.zeros((n, n)).tolist(), "delta_ij": np.zeros((n, n)).tolist(),
+    return {"site": 0, "rows": 0, "max_abs_score": 0.0, "rho_ij": np.zeros((n, n)).tolist(), "delta_ij": np.zeros((n, n)).tolist(),
             "rho_witness": [[None] * n for _ in range(n)], "delta_witness": [[None] * n for _ in range(n)]}
 
 
@@ -200,7 +210,9 @@ def _run(source: Conditionals, table: np.ndarray | None, scratch: Path, block_ro
                                                dtype=np.float64, shape=(contexts, q))
             for lo in range(state["rows"], contexts, block_rows):
                 hi = min(contexts, lo + block_rows)
-                scores[lo:hi] = query_scores(source, _states(np.arange(lo, hi, dtype=np.int64), i, n, q), i)
+                block = query_scores(source, _states(np.arange(lo, hi, dtype=np.int64), i, n, q), i)
+                scores[lo:hi] = block
+                state["max_abs_score"] = max(state["max_abs_score"], float(np.abs(block).max()))
                 bar.update(hi - lo)
                 if state_file is not None:
                     scores.flush()
