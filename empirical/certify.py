@@ -117,7 +117,8 @@ def certify(source: Conditionals, *, max_passes: int | None = None, budget_s: fl
     """Certified brackets of rho, alpha, Delta and T* of ``source`` (at ``temperature``, default its own),
     by enumeration when it fits ``max_passes`` score queries and ``budget_s`` seconds (at the measured
     rate of a masked LM), else from the hooks (module docstring). A masked LM's cached exact table is
-    used when present (``use_cache``; 0 passes). ``folder``: checkpoint the enumeration there (resumable)."""
+    used when present (``use_cache``; 0 passes). ``folder``: checkpoint an enumeration that queries the
+    source there (resumable; unused when a table is at hand)."""
     if temperature is not None:
         source = source.at_temperature(check_temperature(temperature))
     T = float(source.temperature)
@@ -135,7 +136,8 @@ def certify(source: Conditionals, *, max_passes: int | None = None, budget_s: fl
     allowed = min(math.inf if max_passes is None else max_passes, rate * budget_s if budget_s is not None else math.inf)
     rounding = 8 * q * EPS
     if needed <= allowed:
-        s = streamed_constants(source, folder=folder, block_rows=block_rows, progress=progress, log=log)
+        s = streamed_constants(source, folder=folder if needed else None, block_rows=block_rows, progress=progress,
+                               log=log)
         e = s.score_error
         lo_r, hi_r = _widen(s.rho_ij, rounding, e / T, 1.0)
         lo_d, hi_d = _widen(s.delta_ij, rounding, 4 * e, None)
