@@ -39,10 +39,10 @@ from mlmix.empirical.streamed_constants import (
     passes_needed,
     streamed_constants,
 )
-from mlmix.theory.sources.contexts import query_scores
 from mlmix.theory.local.influence import influence_and_oscillation
 from mlmix.theory.results import EPS, Result
 from mlmix.theory.sources.conditionals import Conditionals, ScoreTable
+from mlmix.theory.sources.contexts import query_scores
 from mlmix.validation import check_int, check_temperature
 
 #: A lower-bound hook: (source, max_passes=..., seed=...) -> {"rho_lower": (n, n), "delta_lower": (n, n)

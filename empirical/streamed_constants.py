@@ -48,6 +48,11 @@ from mlmix.validation import check_int
 #: Contexts per block (the memory unit: a few arrays of block_rows x |V| float64).
 DEFAULT_BLOCK_ROWS = 1 << 15
 
+#: Seconds of work between two checkpoints of a queried source (at the measured rate; a power of two of
+#: contexts, at least :data:`MIN_CHUNK_ROWS` and at most the block).
+CHUNK_SECONDS = 30.0
+MIN_CHUNK_ROWS = 64
+
 #: Version of the checkpoint layout (part of the folder's parameters).
 FORMAT = 1
 
@@ -156,16 +161,19 @@ def streamed_constants(source: Conditionals, *, folder: str | os.PathLike | None
         raise ValueError("the influence constants need n >= 2 free positions")
     table = source.table if isinstance(source, ScoreTable) else None
     total = 0 if table is not None else passes_needed(space)
+    chunk = block_rows
     if total:
-        _announce(source, total, say)
+        rate = _announce(source, total, say)
+        work = max(1, int(rate * CHUNK_SECONDS))
+        chunk = min(block_rows, max(MIN_CHUNK_ROWS, 1 << (work.bit_length() - 1)))
     start = time.perf_counter()
     with Counter("streamed constants", total, unit="passes", enabled=progress and total > 0) as bar:
         if folder is None:
             with tempfile.TemporaryDirectory(prefix="mlmix-streamed-") as scratch:
-                state, resumed = _run(source, table, Path(scratch), block_rows, bar, None)
+                state, resumed = _run(source, table, Path(scratch), block_rows, chunk, bar, None)
         else:
             with OutputDir(folder, "streamed-constants", checkpoint_params(source, block_rows)) as out:
-                state, resumed = _run(source, table, out.path, block_rows, bar, out.path / "state.json")
+                state, resumed = _run(source, table, out.path, block_rows, chunk, bar, out.path / "state.json")
     error = 0.0 if table is not None else MODEL_SCORE_ULPS * 2.0**-24 * state["max_abs_score"]
     return StreamedConstants(np.array(state["rho_ij"]), np.array(state["delta_ij"]), state["rho_witness"],
                              state["delta_witness"], float(source.temperature), total, space.size,
@@ -173,16 +181,18 @@ def streamed_constants(source: Conditionals, *, folder: str | os.PathLike | None
                              resumed)
 
 
-def _announce(source: Conditionals, total: int, say: Callable[[str], None]) -> None:
-    """The cost line of a masked LM (measured on a first small batch)."""
+def _announce(source: Conditionals, total: int, say: Callable[[str], None]) -> float:
+    """The cost line of a masked LM (measured on a first small batch); returns the rate (queries/s)."""
     if not hasattr(source, "scores_torch"):
         say(f"{total:,} score queries")
-        return
+        return float("inf")
     # deferred: torch loads only for a masked LM
     from mlmix.empirical.tabulate import cost_line, measure_rate
 
-    say(cost_line(total, measure_rate(source), source.device) +
+    rate = measure_rate(source)
+    say(cost_line(total, rate, source.device) +
         f" (n = {source.space.length} sites x {source.space.vocab_size}^{source.space.length - 1} contexts, streamed)")
+    return rate
 
 
 def _fresh_state(n: int) -> dict:
@@ -190,9 +200,10 @@ def _fresh_state(n: int) -> dict:
             "rho_witness": [[None] * n for _ in range(n)], "delta_witness": [[None] * n for _ in range(n)]}
 
 
-def _run(source: Conditionals, table: np.ndarray | None, scratch: Path, block_rows: int, bar: Counter,
+def _run(source: Conditionals, table: np.ndarray | None, scratch: Path, block_rows: int, chunk: int, bar: Counter,
          state_file: Path | None) -> tuple[dict, bool]:
-    """Site by site: fill the site's scores (resuming at the recorded row), sweep its lines, record."""
+    """Site by site: fill the site's scores ``chunk`` contexts at a time, checkpointed after each (resuming
+    at the recorded row), sweep its lines in blocks of ``block_rows``, record."""
     n, q = source.space.length, source.space.vocab_size
     contexts = q ** (n - 1)
     state, resumed = _fresh_state(n), False
@@ -208,12 +219,11 @@ def _run(source: Conditionals, table: np.ndarray | None, scratch: Path, block_ro
             path = scratch / f"site-{i}.f64"
             scores = np.lib.format.open_memmap(path, mode="r+" if state["rows"] and path.is_file() else "w+",
                                                dtype=np.float64, shape=(contexts, q))
-            for lo in range(state["rows"], contexts, block_rows):
-                hi = min(contexts, lo + block_rows)
-                block = query_scores(source, _states(np.arange(lo, hi, dtype=np.int64), i, n, q), i)
+            for lo in range(state["rows"], contexts, chunk):
+                hi = min(contexts, lo + chunk)
+                block = _query(source, _states(np.arange(lo, hi, dtype=np.int64), i, n, q), i, bar)
                 scores[lo:hi] = block
                 state["max_abs_score"] = max(state["max_abs_score"], float(np.abs(block).max()))
-                bar.update(hi - lo)
                 if state_file is not None:
                     scores.flush()
                     state["rows"] = hi
@@ -226,6 +236,20 @@ def _run(source: Conditionals, table: np.ndarray | None, scratch: Path, block_ro
             del scores
             (scratch / f"site-{i}.f64").unlink()
     return state, resumed
+
+
+def _query(source: Conditionals, states: np.ndarray, site: int, bar: Counter) -> np.ndarray:
+    """s_site(.|x_{-site}) of each state, the progress counted per batch of a masked LM (``on_rows``), else
+    per call."""
+    if not hasattr(source, "on_rows"):
+        out = query_scores(source, states, site)
+        bar.update(len(states))
+        return out
+    previous, source.on_rows = source.on_rows, bar.update
+    try:
+        return query_scores(source, states, site)
+    finally:
+        source.on_rows = previous
 
 
 def _states(index: np.ndarray, site: int, n: int, q: int) -> np.ndarray:
