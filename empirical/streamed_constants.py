@@ -212,6 +212,8 @@ def _run(source: Conditionals, table: np.ndarray | None, scratch: Path, block_ro
         if isinstance(saved, dict) and set(saved) == set(state):
             state, resumed = saved, True
     bar.update(0 if table is not None else state["site"] * contexts + state["rows"])
+    for done in range(state["site"]):  # a run stopped between recording a site and removing its scores
+        (scratch / f"site-{done}.f64").unlink(missing_ok=True)
     for i in range(state["site"], n):
         if table is not None:
             scores = table[i]
