@@ -5,6 +5,7 @@ contexts and, when |V|^n is small (the shipped default model), computed exactly 
     mlmix estimate --json --convergence             # + exact values and convergence with N
     mlmix estimate --model bert-base-uncased --length 16 --contexts 64 --device cuda:0 --json
     mlmix estimate --model ./my-model --candidates "the a of ! ." --length 8
+    mlmix estimate --model ./my-model --length 5 --certify --budget 2h --json   # + brackets over every context
 
 A hub id is only looked up offline when HF_HUB_OFFLINE is set; give a local folder (config,
 tokenizer files, *.safetensors) otherwise.
