@@ -25,6 +25,7 @@ refuses to mix parameters (:class:`mlmix.files.OutputDir`).
 from __future__ import annotations
 
 import hashlib
+import math
 import os
 import tempfile
 import time
@@ -164,8 +165,9 @@ def streamed_constants(source: Conditionals, *, folder: str | os.PathLike | None
     chunk = block_rows
     if total:
         rate = _announce(source, total, say)
-        work = max(1, int(rate * CHUNK_SECONDS))
-        chunk = min(block_rows, max(MIN_CHUNK_ROWS, 1 << (work.bit_length() - 1)))
+        if math.isfinite(rate):
+            work = max(1, int(rate * CHUNK_SECONDS))
+            chunk = min(block_rows, max(MIN_CHUNK_ROWS, 1 << (work.bit_length() - 1)))
     start = time.perf_counter()
     with Counter("streamed constants", total, unit="passes", enabled=progress and total > 0) as bar:
         if folder is None:
