@@ -9,6 +9,10 @@
   (conditionals of an autoregressive joint, rectangle statistic 0).
 - :mod:`mlmix.empirical.estimated_constants` — rho, Delta, rectangle R, drift and margins from sampled contexts,
   and side by side with the exact values when |V|^n is small (``mlmix estimate``).
+- :mod:`mlmix.empirical.streamed_constants` — the exact rho_ij, Delta_ij (and rho, alpha, Delta, T*) over every
+  context without the chain: streamed in blocks, checkpointed, resumable.
+- :mod:`mlmix.empirical.certify` — certified brackets [lower, upper] of those constants at any n and Theorem 5's
+  verdict (``mlmix estimate --certify``, ``mlmix verify --mlm``).
 
 The package re-exports nothing (``MaskedLMConditionals`` is exported by :mod:`mlmix`), and importing it does
 not load torch.

@@ -6,6 +6,7 @@ contexts and, when |V|^n is small (the shipped default model), computed exactly 
     mlmix estimate --model bert-base-uncased --length 16 --contexts 64 --device cuda:0 --json
     mlmix estimate --model ./my-model --candidates "the a of ! ." --length 8
     mlmix estimate --model sceptr:tiny --frame "C A S S _ _ _ E Q F F"    # SCEPTR from its PyPI wheel
+    mlmix estimate --model ./my-model --length 5 --certify --budget 2h --json   # + brackets over every context
 
 A hub id is only looked up offline when HF_HUB_OFFLINE is set; give a local folder (config,
 tokenizer files, *.safetensors) otherwise.
@@ -77,6 +78,10 @@ def configure(parser: argparse.ArgumentParser) -> None:
     out.add_argument("--exact-limit", type=int, default=CONSTANTS_LIMIT)
     out.add_argument("--max-passes", type=int, default=None,
                      help="refuse to tabulate an exact table that needs more masked forward passes")
+    out.add_argument("--certify", action="store_true",
+                     help="add certified brackets [lower, upper] of rho, alpha, Delta and T* over every context and "
+                          "Theorem 5's verdict: exact by streamed enumeration when its passes fit --max-passes and "
+                          "--budget (checkpointed in the cache, resumable), else sampled lower and trivial upper ends")
     out.add_argument("--convergence", action="store_true", help="estimates against the number of contexts")
     out.add_argument("--json", action="store_true", help="print JSON instead of a table")
     out.add_argument("--output", type=Path, default=None, help="also write the JSON report to this file")
@@ -209,6 +214,9 @@ def run(args: argparse.Namespace) -> int:
     start = time.perf_counter()
     if args.contexts is not None:
         check_int(args.contexts, "--contexts", minimum=1)
+    if args.max_passes is not None:
+        check_int(args.max_passes, "--max-passes", minimum=1)
+    parse_duration(args.budget)
     source = load_source(args)
     replacements = "auto" if args.replacements is None else (None if args.replacements == 0 else
                                                            TopK(args.replacements))
@@ -236,12 +244,26 @@ def run(args: argparse.Namespace) -> int:
     if law is not None:  # the shipped model: the exact constants of the law it was trained on
         report["true_law"] = est.constants(law, None, np.random.default_rng(args.seed), records=False,
                                            drift_symbols=drift, drift_k=args.drift_k)
+    if args.certify:
+        report["certified"] = _certified(source, args, say)
     report["seconds"] = time.perf_counter() - start  # loading included
     text = dumps_json(report)
     if args.output is not None:
         atomic_write_text(args.output, text + "\n")
     print(text if args.json else format_table(report))
     return 0
+
+
+def _certified(source, args: argparse.Namespace, say) -> dict:
+    """``--certify``: the brackets of :func:`mlmix.empirical.certify.certify` within --max-passes and --budget
+    (their own passes, beside the estimate's), checkpointed in the cache when the source is a masked LM."""
+    # deferred: torch and transformers load only when the command runs
+    from mlmix.empirical.certify import certify
+    from mlmix.empirical.streamed_constants import default_folder
+
+    result = certify(source, max_passes=args.max_passes, budget_s=parse_duration(args.budget), seed=args.seed,
+                     folder=default_folder(source), progress=not args.no_progress, log=say)
+    return result.as_dict()
 
 
 def _fmt(value) -> str:
@@ -296,6 +318,14 @@ def format_table(report: dict) -> str:
         lines.append(f"source: {route['passes']:,} forward passes of the model")
     if route.get("note"):
         lines.append(route["note"])
+    cert = report.get("certified")
+    if cert is not None:
+        lines.append(f"certified over every context ({cert['method']}; {cert['passes']:,} passes):")
+        for name in ("rho", "alpha", "delta", "contraction_temperature"):
+            r = cert[name]
+            lines.append(f"  {name:<26}[{_fmt(r.lower)}, {_fmt(r.upper)}]")
+        lines.append(f"  Theorem 5 at T = {cert['temperature']:g}: {cert['theorem5']['verdict']} "
+                     f"({cert['theorem5']['why']})")
     if "margins" in report:
         m = report["margins"]
         lines.append(f"state {' '.join(m.get('tokens', map(str, m['state'])))}: gamma {m['gamma']:.4g}, "

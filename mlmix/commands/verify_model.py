@@ -4,9 +4,11 @@ and whether their conclusions hold on its exact chain.
 The frame's conditionals are tabulated exactly (:func:`mlmix.empirical.tabulate.source_from_args`, the
 options and cache of ``mlmix exact --mlm``), the Glauber chain is analysed exactly
 (:class:`mlmix.theory.chain.markov_chain.Chain`), and the local constants come from
-:func:`mlmix.theory.local.constants.paper_constants`, the report ``mlmix exact`` prints: every context, up
-to 2^18 states, or, above that, sampled contexts (suprema over a sample are lower bounds, so they can
-refute a hypothesis such as rho < 1 but never establish it). For each result:
+:func:`mlmix.theory.local.constants.paper_constants` (every context, up to 2^18 states) or, above that,
+rho and T* from the certified brackets of :func:`mlmix.empirical.certify.certify` (streamed over every
+context of the table: exact, in the memory of a block) and the rectangle statistic from sampled contexts
+(:func:`mlmix.theory.local.constants.paper_constants` over them: a sampled R > 0 certifies incompatibility, a sampled R = 0
+establishes nothing). For each result:
 
 * **applies** (its hypotheses hold, certified by the accuracy of the constants), **does not apply**
   (they fail, and why), or **unknown at this size** (not decidable from what can be computed here);
@@ -30,6 +32,7 @@ import numpy as np
 
 from mlmix.commands.options import add_threads_argument
 from mlmix.commands.source_options import add_mlm_arguments, mlm_source_from_args, source_inputs
+from mlmix.empirical.certify import certify
 from mlmix.empirical.estimated_constants import DEFAULT_RECTANGLES, DEFAULT_TOP_K, uniform_contexts
 from mlmix.files import dumps_json, jsonable
 from mlmix.limits import CONSTANTS_LIMIT, REPORT_MIXING_LIMIT
@@ -198,18 +201,26 @@ def model_report(source: Any, eps: float = 0.25, basin: np.ndarray | None = None
     if exact:
         g = paper_constants(source, chain, eps, basin)
         method = "every context of V^n (exact local constants)"
-    else:  # suprema over a sample: intervals [sample max, ?], lower bounds only
+        c = {"rho": g["rho"], "t_star": g["contraction_temperature"], "rectangle": g["rectangle"]}
+        sampled = False
+    else:
+        # rho and T*: certified brackets, streamed over every context (memory of a block, not of V^n);
+        # the rectangle statistic from sampled contexts (a sampled R > 0 still certifies incompatibility)
+        cert = certify(source, seed=seed)
         rng = np.random.default_rng(seed)
         g = paper_constants(source, chain, eps, basin, contexts=uniform_contexts(space, SAMPLED_CONTEXTS, rng),
                             rng=rng, rectangles=DEFAULT_RECTANGLES, top_k=DEFAULT_TOP_K)
-        method = f"{SAMPLED_CONTEXTS} sampled contexts (lower bounds of the suprema), seed {seed}"
-    c = {"rho": g["rho"], "t_star": g["contraction_temperature"], "rectangle": g["rectangle"]}
+        c = {"rho": cert.rho, "t_star": cert.contraction_temperature, "rectangle": g["rectangle"]}
+        exact = cert.method == "enumeration"  # rho and T* only: the rectangle and the basin stay sampled
+        sampled = True
+        method = (f"every context of V^n, streamed (rho, T*: {cert.method}); {SAMPLED_CONTEXTS} sampled contexts "
+                  f"for the rectangle statistic, seed {seed}")
     basin_report = g.get("basin")
     quarter = t_mix if eps == 0.25 else chain.mixing_time(0.25) if chain.n_states <= REPORT_MIXING_LIMIT else None
     results = [_thm5(c, exact, n, eps, t_mix), _cor7(c, exact, n, eps, T, t_mix)]
     if basin is not None:
-        results.append(_thm8(basin_report, exact, quarter))
-    results.append(_rectangle(c["rectangle"], exact, summary.get("reversible")))
+        results.append(_thm8(basin_report, exact and not sampled, quarter))
+    results.append(_rectangle(c["rectangle"], exact and not sampled, summary.get("reversible")))
     chain_facts = {k: summary.get(k) for k in ("n_states", "irreducible", "reversible", "absolute_spectral_gap",
                                                "additive_gap", "t_mix")}
     return {"constants": method, "eps": eps, "temperature": T, "chain": chain_facts, "results": results}

@@ -68,21 +68,27 @@ def test_above_the_corollary_7_temperature(capsys):
     assert "Assumption 1 fails on the basin" in text
 
 
-def test_sampled_constants_can_only_refute(capsys, monkeypatch):
-    """Above the exact limit the suprema come from sampled contexts: a sampled rho >= 1 refutes rho < 1, and
-    a sampled rho < 1 leaves Theorem 5 unknown at this size (the limit is lowered to reach that path)."""
+def test_above_the_exact_limit_the_streamed_brackets_decide(capsys, monkeypatch):
+    """Above the exact limit rho and T* come from the certified brackets streamed over every context (the
+    limit is lowered to reach that path): Theorem 5 and Corollary 7 are decided as below it, with the same
+    numbers; the rectangle statistic and Theorem 8's margin come from samples / stay unknown."""
+    code, small = _run(capsys, "verify", "--mlm", str(DEFAULT_MODEL_DIR), *FRAME, "--json")
     monkeypatch.setattr("mlmix.commands.verify_model.CONSTANTS_LIMIT", 16)
     monkeypatch.setattr("mlmix.theory.local.constants.CONSTANTS_LIMIT", 16)
     code, cold = _run(capsys, "verify", "--mlm", str(DEFAULT_MODEL_DIR), *FRAME, "--temperature", "0.3",
                       "--basin", "b b b", "--json")
     assert code == 0
     r = _by_id(cold)
-    assert r["glauber.thm5"]["status"] == "does not apply" and "sampled rho >=" in r["glauber.thm5"]["why"]
+    assert r["glauber.thm5"]["status"] == "does not apply" and "(all contexts)" in r["glauber.thm5"]["why"]
     assert r["glauber.thm8"]["status"] == "unknown at this size"
+    assert "streamed" in cold["constants"]
     code, warm = _run(capsys, "verify", "--mlm", str(DEFAULT_MODEL_DIR), *FRAME, "--json")
-    r = _by_id(warm)
-    assert r["glauber.thm5"]["status"] == "unknown at this size" and "only a lower" in r["glauber.thm5"]["why"]
-    assert r["glauber.cor7"]["status"] == "does not apply"  # T = 1 <= T*_hat already refutes T > T*
+    r, s = _by_id(warm), _by_id(small)
+    assert r["glauber.thm5"]["status"] == s["glauber.thm5"]["status"] == "applies"
+    assert r["glauber.thm5"]["rho"]["value"] == s["glauber.thm5"]["rho"]["value"]
+    assert r["glauber.thm5"]["bound"] == s["glauber.thm5"]["bound"]
+    assert r["glauber.cor7"]["status"] == "does not apply"  # T = 1 <= T*
+    assert r["glauber.cor7"]["t_star"]["value"] == pytest.approx(s["glauber.cor7"]["t_star"]["value"], rel=1e-12)
     assert r["glauber.rectangle"]["status"] == "applies"  # a sampled R > 0 certifies incompatibility
 
 
@@ -143,3 +149,19 @@ def test_compatible_source_passes_the_rectangle_test():
     assert r["glauber.thm5"]["rho"].value == pytest.approx(np.tanh(0.4), rel=1e-12)
     assert r["glauber.cor7"]["status"] == "applies" and r["glauber.cor7"]["conclusion"] == "holds"
     assert r["glauber.cor7"]["t_star"].value == pytest.approx(0.4, rel=1e-12)
+
+
+def test_a_sampled_rectangle_never_certifies_compatibility(monkeypatch):
+    """Above the exact limit rho and T* are exact (streamed over every context), but R = 0 on sampled
+    rectangles does not make every rectangle 0: a compatible (Ising) source stays 'unknown', never
+    'compatible' from a sample."""
+    import networkx as nx
+
+    from mlmix.theory.sources.conditionals import IsingModel, ScoreTable
+
+    monkeypatch.setattr("mlmix.commands.verify_model.CONSTANTS_LIMIT", 16)
+    monkeypatch.setattr("mlmix.theory.local.constants.CONSTANTS_LIMIT", 16)
+    source = ScoreTable.from_conditionals(IsingModel(nx.cycle_graph(5), beta=0.4))
+    r = {e["id"]: e for e in vm.model_report(source)["results"]}
+    assert r["glauber.thm5"]["status"] == "applies"  # rho from every context: exact
+    assert r["glauber.rectangle"]["status"] == "unknown at this size"

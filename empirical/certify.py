@@ -1,0 +1,250 @@
+"""Certified brackets [lower, upper] of paper G's constants of a masked LM's frame, at any n.
+
+rho, alpha, Delta and T* are suprema over every context of V^n (THEOREMS.md 1.18, 1.19): a maximum over
+some contexts is a lower bound, and only every context (or a sound relaxation) gives an upper bound.
+:func:`certify` returns each as a :class:`~mlmix.theory.results.Result` whose [lower, upper] contains the
+supremum:
+
+* **enumeration** when its n |V|^(n-1) score queries fit ``max_passes`` and ``budget_s`` (or a score
+  table / cached exact table is at hand, 0 passes): the streamed exact values
+  (:func:`mlmix.empirical.streamed_constants.streamed_constants`), lower and upper within the float64
+  rounding 8 |V| u (+ n u for the sums) of the value;
+* otherwise **bounds**: the lower ends from ``lower_bounds`` (a hook; default: the maxima over uniformly
+  sampled contexts with every replacement, :func:`random_context_lower_bounds`), the upper ends from
+  ``relaxation`` (a hook returning sound per-pair upper bounds; default none) and the trivial bounds:
+  rho_ij <= 1 (a TV distance), so rho <= n - 1 and alpha <= n - 1; Lemma 6, rho_ij(T) <= tanh(Delta_ij /
+  (4T)), turns an upper bound of Delta_ij into one of rho_ij. Delta and T* have no trivial upper bound
+  (scores are unbounded logits): their upper end is unknown (None) unless a relaxation bounds Delta_ij.
+
+Aggregates of brackets: for every j, sum_i lower_ij <= sum_i rho_ij <= sum_i upper_ij, so
+max_j sum_i lower_ij <= rho <= max_j sum_i upper_ij (alpha: rows; Delta: the same with Delta_ij; T* =
+Delta / 4). Theorem 5's verdict (:func:`theorem5_verdict`): "applies" only when certified (rho's upper
+end < 1 at the temperature, or T above T*'s upper end: Cor. 7, rho(T) <= T*/T < 1), "does not apply"
+only when an evaluated context proves rho >= 1 (rho's lower end >= 1), else "undecided" with the bracket.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from mlmix.empirical.streamed_constants import (
+    DEFAULT_BLOCK_ROWS,
+    MODEL_SCORE_ULPS,
+    passes_needed,
+    streamed_constants,
+)
+from mlmix.theory.local.influence import influence_and_oscillation
+from mlmix.theory.results import EPS, Result
+from mlmix.theory.sources.conditionals import Conditionals, ScoreTable
+from mlmix.theory.sources.contexts import query_scores
+from mlmix.validation import check_int, check_temperature
+
+#: A lower-bound hook: (source, max_passes=..., seed=...) -> {"rho_lower": (n, n), "delta_lower": (n, n)
+#: (optional), "witnesses": anything JSON-able, "passes": int, "method": str (optional), "max_abs_score":
+#: the largest |score| it saw (optional; sizes a model's stated score accuracy, else taken as exact)}.
+LowerBounds = Callable[..., dict]
+#: A relaxation hook: (source) -> {"rho_upper": (n, n) and/or "delta_upper": (n, n), "method": str}, each
+#: entry a sound upper bound of the supremum, or None when it gives nothing.
+Relaxation = Callable[[Conditionals], "dict | None"]
+
+APPLIES, NOT_APPLY, UNDECIDED = "applies", "does not apply", "undecided"
+
+
+@dataclass(frozen=True)
+class CertifiedConstants:
+    """Brackets of rho, alpha, Delta and T* (module docstring), the per-pair bracket matrices, the score
+    queries used and Theorem 5's verdict at ``temperature``."""
+
+    rho: Result
+    alpha: Result
+    delta: Result
+    contraction_temperature: Result
+    rho_lower: np.ndarray
+    rho_upper: np.ndarray
+    delta_lower: np.ndarray
+    delta_upper: np.ndarray | None
+    passes: int
+    temperature: float
+    method: str
+    witnesses: Any = None
+    theorem5: dict = field(default_factory=dict)
+
+    def as_dict(self) -> dict:
+        """The JSON form of ``mlmix estimate --certify`` (``certified``)."""
+        return {"rho": self.rho, "alpha": self.alpha, "delta": self.delta,
+                "contraction_temperature": self.contraction_temperature, "passes": self.passes,
+                "temperature": self.temperature, "method": self.method, "theorem5": self.theorem5,
+                "rho_ij_lower": self.rho_lower.tolist(), "rho_ij_upper": self.rho_upper.tolist(),
+                "delta_ij_lower": self.delta_lower.tolist(),
+                "delta_ij_upper": None if self.delta_upper is None else self.delta_upper.tolist(),
+                "witnesses": self.witnesses}
+
+
+def random_context_lower_bounds(source: Conditionals, *, max_passes: int, seed: int = 0) -> dict:
+    """Lower bounds of every rho_ij and Delta_ij: maxima over as many uniform contexts as ``max_passes``
+    allows, each compared with every replacement (n + n (n-1)(|V|-1) score queries per context; see
+    :func:`mlmix.theory.local.influence.influence_and_oscillation`), and ``max_abs_score`` of their own
+    scores (n more; it sizes the stated accuracy of a model's scores). No context fits: zeros, 0 passes.
+    Hook keys: ``rho_lower`` and ``delta_lower`` (n x n), ``witnesses``, ``passes``, ``method`` and, for a
+    model, ``max_abs_score``."""
+    space = source.space
+    n, q = space.length, space.vocab_size
+    per_context = 2 * n + n * (n - 1) * (q - 1)  # + n for the largest |score|
+    count = int(max_passes) // per_context
+    if count == 0:
+        return {"rho_lower": np.zeros((n, n)), "delta_lower": np.zeros((n, n)), "witnesses": None, "passes": 0,
+                "method": f"no context (one needs {per_context} queries, over the {max_passes} left)"}
+    rng = np.random.default_rng(seed)
+    contexts = rng.integers(0, q, size=(count, n))
+    infl, osc = influence_and_oscillation(source, contexts, None, rng)
+    largest = max(float(np.abs(query_scores(source, contexts, i)).max()) for i in range(n))
+    return {"rho_lower": infl.rho_ij, "delta_lower": osc.delta_ij, "witnesses": {"contexts": count, "seed": seed},
+            "passes": count * per_context, "max_abs_score": 0.0 if isinstance(source, ScoreTable) else largest,
+            "method": f"maxima over {count} uniform contexts (seed {seed})"}
+
+
+def certify(source: Conditionals, *, max_passes: int | None = None, budget_s: float | None = None,
+            temperature: float | None = None, lower_bounds: LowerBounds = random_context_lower_bounds,
+            relaxation: Relaxation | None = None, seed: int = 0, folder: str | os.PathLike | None = None,
+            block_rows: int = DEFAULT_BLOCK_ROWS, use_cache: bool = True, progress: bool = False,
+            log: Callable[[str], None] | None = None) -> CertifiedConstants:
+    """Certified brackets of rho, alpha, Delta and T* of ``source`` (at ``temperature``, default its own),
+    by enumeration when it fits ``max_passes`` score queries and ``budget_s`` seconds (at the measured
+    rate of a masked LM), else from the hooks (module docstring). A masked LM's cached exact table is
+    used when present (``use_cache``; 0 passes). ``folder``: checkpoint an enumeration that queries the
+    source there (resumable; unused when a table is at hand)."""
+    if temperature is not None:
+        source = source.at_temperature(check_temperature(temperature))
+    T = float(source.temperature)
+    if max_passes is not None:
+        max_passes = check_int(max_passes, "--max-passes", minimum=1)
+    if budget_s is not None and not (budget_s > 0 and math.isfinite(budget_s)):
+        raise ValueError(f"the budget must be a positive number of seconds, got {budget_s!r}")
+    space = source.space
+    n, q = space.length, space.vocab_size
+    if n < 2:
+        raise ValueError("the influence constants need n >= 2 free positions")
+    source = _cached(source) if use_cache else source
+    needed = 0 if isinstance(source, ScoreTable) else passes_needed(space)
+    rate = _rate(source) if needed and budget_s is not None else math.inf
+    allowed = min(math.inf if max_passes is None else max_passes, rate * budget_s if budget_s is not None else math.inf)
+    rounding = 8 * q * EPS
+    if needed <= allowed:
+        s = streamed_constants(source, folder=folder if needed else None, block_rows=block_rows, progress=progress,
+                               log=log)
+        e = s.score_error
+        lo_r, hi_r = _widen(s.rho_ij, rounding, e / T, 1.0)
+        lo_d, hi_d = _widen(s.delta_ij, rounding, 4 * e, None)
+        out = _assemble(lo_r, hi_r, lo_d, hi_d, T, s.passes, "enumeration",
+                        {"rho": s.rho_witness, "delta": s.delta_witness},
+                        values=(s.rho, s.alpha, s.delta), rounding=n * EPS)
+        return out
+    budget = int(allowed) if math.isfinite(allowed) else 0
+    low = lower_bounds(source, max_passes=budget, seed=seed)
+    e = MODEL_SCORE_ULPS * 2.0**-24 * float(low.get("max_abs_score", 0.0))
+    lo_r = _widen(np.asarray(low["rho_lower"], dtype=np.float64), rounding, e / T, 1.0)[0]
+    lo_d = _widen(np.asarray(low.get("delta_lower", np.zeros((n, n))), dtype=np.float64), rounding, 4 * e, None)[0]
+    hi_r, hi_d = np.ones((n, n)), None
+    upper_method = "TV <= 1"
+    relaxed = relaxation(source) if relaxation is not None else None
+    if relaxed:
+        if relaxed.get("delta_upper") is not None:
+            hi_d = np.asarray(relaxed["delta_upper"], dtype=np.float64)
+            # Lemma 6: rho_ij(T) <= tanh(Delta_ij / (4T)), rounded up
+            hi_r = np.minimum(hi_r, np.tanh(hi_d / (4 * T)) * (1 + 4 * EPS) + 4 * EPS)
+        if relaxed.get("rho_upper") is not None:
+            hi_r = np.minimum(hi_r, np.asarray(relaxed["rho_upper"], dtype=np.float64))
+        upper_method = f"{relaxed.get('method', 'relaxation')}, TV <= 1"
+    method = f"lower: {low.get('method', 'lower-bound hook')}; upper: {upper_method}"
+    return _assemble(lo_r, hi_r, lo_d, hi_d, T, int(low.get("passes", 0)), method, low.get("witnesses"),
+                     values=None, rounding=n * EPS)
+
+
+def _widen(matrix: np.ndarray, rounding: float, error: float, cap: float | None) -> tuple[np.ndarray, np.ndarray]:
+    """Per-pair bracket of computed maxima: relative ``rounding`` and absolute ``error`` (a queried model's
+    score accuracy) outward, clipped to [0, cap]."""
+    lo = np.maximum(matrix * (1 - rounding) - error, 0.0)
+    hi = matrix * (1 + rounding) + error
+    return lo, (hi if cap is None else np.minimum(hi, cap))
+
+
+def _cached(source: Conditionals) -> Conditionals:
+    """A masked LM's cached exact table (at its temperature) when there is one, else the source."""
+    # deferred: torch loads only for a masked LM
+    from mlmix.empirical.mlm import MaskedLMConditionals
+    from mlmix.empirical.tabulate import cached_table
+
+    if isinstance(source, MaskedLMConditionals):
+        table = cached_table(source)
+        if table is not None:
+            return table
+    return source
+
+
+def _rate(source: Conditionals) -> float:
+    """Score queries per second: measured for a masked LM, unlimited for any other source."""
+    if not hasattr(source, "scores_torch"):
+        return math.inf
+    # deferred: torch loads only for a masked LM
+    from mlmix.empirical.tabulate import measure_rate
+
+    return measure_rate(source)
+
+
+def _aggregate(matrix: np.ndarray, axis: int) -> float:
+    m = np.asarray(matrix, dtype=np.float64)
+    m = m - np.diag(np.diag(m))
+    return float(m.sum(axis=axis).max())
+
+
+def _assemble(lo_r: np.ndarray, hi_r: np.ndarray, lo_d: np.ndarray, hi_d: np.ndarray | None, T: float,
+              passes: int, method: str, witnesses: Any, *, values: tuple | None, rounding: float) -> CertifiedConstants:
+    """Aggregate the per-pair brackets (sums rounded outward by ``rounding``) into Results."""
+    n = lo_r.shape[0]
+    down = lambda x: max(0.0, math.nextafter(x * (1 - rounding), -math.inf)) if x > 0 else 0.0
+    up = lambda x: math.nextafter(x * (1 + rounding), math.inf)
+
+    def bracket(name: str, lo: float, hi: float | None, value: float | None, cap: float | None = None) -> Result:
+        hi = None if hi is None else (min(up(hi), cap) if cap is not None else up(hi))
+        lo = down(lo)
+        if value is not None and hi is not None:
+            lo, hi = min(lo, value), max(hi, value)
+            rel = max(value - lo, hi - value) / value if value > 0 else 0.0
+            return Result(name, value, "enumeration", rel, lo, hi, None)
+        reason = ("the supremum over every context lies in [lower, upper]" if hi is not None else
+                  "no upper bound: scores are unbounded logits (a sound relaxation would give one)")
+        return Result.interval(name, lo, hi, method, reason)
+
+    rho_v, alpha_v, delta_v = values if values is not None else (None, None, None)
+    rho = bracket("rho", _aggregate(lo_r, 0), _aggregate(hi_r, 0), rho_v, n - 1.0)
+    alpha = bracket("alpha", _aggregate(lo_r, 1), _aggregate(hi_r, 1), alpha_v, n - 1.0)
+    delta = bracket("Delta", _aggregate(lo_d, 0), None if hi_d is None else _aggregate(hi_d, 0), delta_v)
+    t_star = bracket("T* = Delta/4 (Cor 7)", _aggregate(lo_d, 0) / 4,
+                     None if hi_d is None else _aggregate(hi_d, 0) / 4, None if delta_v is None else delta_v / 4)
+    return CertifiedConstants(rho, alpha, delta, t_star, lo_r, hi_r, lo_d, hi_d, passes, T, method, witnesses,
+                              theorem5_verdict(rho, t_star, T))
+
+
+def theorem5_verdict(rho: Result, t_star: Result, temperature: float) -> dict:
+    """Theorem 5 at T from the brackets: "applies" when rho's upper end < 1 or T > T*'s upper end
+    (Cor. 7: rho(T) <= T*/T < 1), "does not apply" when rho's lower end >= 1 (an evaluated context
+    attains it), else "undecided"."""
+    lo, hi = rho.lower, rho.upper
+    bracket = [lo, hi]
+    if hi is not None and hi < 1:
+        return {"verdict": APPLIES, "why": f"rho <= {hi:.6g} < 1 at T = {temperature:g}", "rho": bracket}
+    if t_star.upper is not None and temperature > t_star.upper:
+        return {"verdict": APPLIES, "why": f"T = {temperature:g} > T* <= {t_star.upper:.6g} (Cor. 7: rho <= T*/T < 1)",
+                "rho": bracket}
+    if lo is not None and lo >= 1:
+        return {"verdict": NOT_APPLY, "why": f"rho >= {lo:.6g} >= 1 at T = {temperature:g}, attained by evaluated "
+                                             "contexts", "rho": bracket}
+    hi_text = "?" if hi is None else f"{hi:.6g}"
+    return {"verdict": UNDECIDED, "why": f"rho in [{lo:.6g}, {hi_text}] at T = {temperature:g} contains 1",
+            "rho": bracket}

@@ -1,0 +1,73 @@
+"""``mlmix estimate --certify`` end to end: the ``certified`` brackets (schema-valid) contain the exact values
+of the same report, the enumeration is checkpointed in the cache so a second run makes no pass, a pass cap
+gives sampled lower and trivial upper ends with an honest verdict, and bad values exit 2 in one line."""
+
+import json
+from pathlib import Path
+
+import jsonschema
+import pytest
+from mlm_fixtures import save_model, tiny_masked_lm
+
+from mlmix.cli import main
+
+SCHEMA = Path(__file__).resolve().parents[2] / "docs" / "schema" / "estimate.schema.json"
+
+
+@pytest.fixture(scope="module")
+def folder(tmp_path_factory):
+    model, tok = tiny_masked_lm("roberta", seed=21)
+    return save_model(model, tok, tmp_path_factory.mktemp("models") / "rb")
+
+
+def run(capsys, folder, *args):
+    code = main(["estimate", "--model", str(folder), "--frame", "c _ _ ! _", "--candidates", "a b c",
+                 "--contexts", "4", "--rectangles", "5", "--no-records", "--json", "--certify", *args])
+    captured = capsys.readouterr()
+    assert code == 0, captured.err
+    return json.loads(captured.out), captured.err
+
+
+def test_certified_brackets_contain_the_exact_values_and_resume_from_the_cache(capsys, folder, tmp_path,
+                                                                              monkeypatch):
+    monkeypatch.setenv("MLMIX_CACHE", str(tmp_path / "cache"))
+    report, err = run(capsys, folder, "--exact", "no")
+    jsonschema.Draft202012Validator(json.loads(SCHEMA.read_text())).validate(report)
+    cert = report["certified"]
+    assert cert["method"] == "enumeration" and cert["passes"] == 3 * 9 and "streamed" in err
+    report_exact, _ = run(capsys, folder, "--exact", "yes")  # tabulated now: certify reads the cached table
+    exact = report_exact["exact"]
+    assert report_exact["certified"]["passes"] == 0
+    for name in ("rho", "alpha", "delta", "contraction_temperature"):
+        r, value = cert[name], exact[name]["value"]
+        assert r["lower"] <= value <= r["upper"] and r["upper"] - r["lower"] < 1e-3 * value + 1e-4, name
+    assert cert["theorem5"]["verdict"] == ("applies" if exact["rho"]["value"] < 1 else "does not apply")
+    streamed = list((tmp_path / "cache" / "streamed").iterdir())
+    assert len(streamed) == 1 and (streamed[0] / "state.json").is_file()
+
+
+def test_a_pass_cap_gives_bounds_and_an_honest_verdict(capsys, folder, tmp_path, monkeypatch):
+    monkeypatch.setenv("MLMIX_CACHE", str(tmp_path / "cache"))
+    report, _ = run(capsys, folder, "--exact", "no", "--max-passes", "20", "--temperature", "0.5")
+    cert = report["certified"]
+    assert cert["method"].startswith("lower: maxima over 1 uniform contexts") and cert["passes"] == 18
+    assert cert["rho"]["value"] is None and cert["rho"]["upper"] == 2.0 and cert["delta"]["upper"] is None
+    verdict = cert["theorem5"]["verdict"]
+    assert verdict == ("does not apply" if cert["rho"]["lower"] >= 1 else "undecided")
+    capsys.readouterr()
+    assert main(["estimate", "--model", str(folder), "--frame", "c _ _ ! _", "--candidates", "a b c",
+                 "--contexts", "4", "--rectangles", "5", "--certify", "--max-passes", "20", "--exact", "no",
+                 "--no-progress"]) == 0
+    text = capsys.readouterr().out
+    assert "certified over every context" in text and "Theorem 5 at T = 1" in text and "[" in text
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--max-passes", "0"], "--max-passes must be >= 1"),
+    (["--budget", "soon"], "--budget"),
+    (["--budget", "0"], "--budget"),
+])
+def test_bad_values_exit_2_in_one_line(capsys, folder, args, message):
+    assert main(["estimate", "--model", str(folder), "--length", "2", "--certify", "--no-progress", *args]) == 2
+    errors = [line for line in capsys.readouterr().err.splitlines() if line.strip()]
+    assert len(errors) == 1 and message in errors[0]
