@@ -720,3 +720,28 @@ def source_influence_upper(source, site: int, other: int,
     model, tokens, pos, allowed, support, slots = _source_call(source, site, allowed_symbols)
     j = source.space.check_site(int(other))
     return influence_upper(model, tokens, pos, slots[j], allowed, source.temperature, alphabet=support)
+
+
+def certify_relaxation(source) -> dict | None:
+    """The ``relaxation`` hook of :func:`mlmix.empirical.certify.certify`: ``rho_upper`` (n x n), the bound of
+    :func:`source_influence_upper` on every rho_ij over every context of the frame, for a masked LM that
+    is a ``BertForMaskedLM`` (:func:`_check_model`); None for any other source, and None as soon as one
+    pair's bound is vacuous (>= 1: the relaxation has lost the relation, so the other pairs would cost
+    their passes-worth of propagation for nothing; the bracket keeps TV <= 1)."""
+    model = getattr(source, "model", None)
+    if model is None or not hasattr(source, "slots"):
+        return None
+    try:
+        _check_model(model)
+    except ValueError:
+        return None
+    n = source.space.length
+    upper = np.ones((n, n))
+    for i in range(n):
+        for j in range(n):
+            if i != j:
+                upper[i, j] = min(1.0, source_influence_upper(source, i, j))
+                if upper[i, j] >= 1.0:
+                    return None
+    np.fill_diagonal(upper, 0.0)
+    return {"rho_upper": upper, "method": "affine-arithmetic relaxation of the network"}

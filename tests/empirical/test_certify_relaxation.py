@@ -1,0 +1,44 @@
+"""certify() with the relaxation hook: where the relaxation holds (BERT's own initialisation, one layer)
+the bracket's upper end of rho comes below the trivial n - 1, still contains the enumerated rho, and
+the verdict follows it; where it is vacuous or the model is not a BERT the hook steps aside."""
+
+import numpy as np
+import pytest
+import torch
+from mlm_fixtures import WORDS, tiny_masked_lm
+from transformers import BertConfig, BertForMaskedLM
+
+from mlmix.empirical.certify import certify
+from mlmix.empirical.mlm import MaskedLMConditionals
+from mlmix.empirical.relaxation import certify_relaxation
+from mlmix.theory.local.influence import influence_matrix
+
+
+def _source(kind: str, temperature: float = 1.0) -> MaskedLMConditionals:
+    model, tok = tiny_masked_lm(hidden=16, layers=2, seed=1)
+    if kind == "default":
+        torch.manual_seed(0)
+        model = BertForMaskedLM(BertConfig(vocab_size=len(tok), hidden_size=32, num_hidden_layers=1,
+                                           num_attention_heads=2, intermediate_size=64, max_position_embeddings=16))
+    return MaskedLMConditionals(model.eval(), tok, 3, candidates=" ".join(WORDS), device="cpu",
+                                temperature=temperature)
+
+
+def test_the_relaxation_gives_an_upper_end_that_contains_the_exact_rho():
+    source = _source("default")
+    exact = influence_matrix(source)
+    cert = certify(source, max_passes=30, relaxation=certify_relaxation, use_cache=False)  # too few to enumerate
+    rho = cert.rho
+    assert rho.value is None and "relaxation" in rho.method
+    assert rho.lower <= exact.rho <= rho.upper < 1.0 < source.space.length - 1
+    assert cert.theorem5["verdict"] == "applies"  # certified: upper rho < 1
+
+
+def test_without_the_relaxation_the_upper_end_is_trivial():
+    cert = certify(_source("default"), max_passes=30, use_cache=False)
+    assert cert.rho.upper == pytest.approx(2.0) and cert.theorem5["verdict"] == "undecided"
+
+
+def test_the_hook_steps_aside_where_it_is_vacuous():
+    assert certify_relaxation(_source("spread")) is None  # large weights: vacuous beyond one token
+    assert certify_relaxation(np.zeros(3)) is None
