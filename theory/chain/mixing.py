@@ -38,13 +38,19 @@ q(s) <= m / (s + 1) for m = max_x E_x tau (Markov's inequality). In particular d
 h = max_x (graph distance from x to C), q(s) = 1 for s < h; when the transient states hold no
 cycle (each its own class, no holding), tau <= L surely for L the longest path out of them, so
 q(s) = 0 for s >= L.
+
+On a matrix-free kernel (:func:`operator_mixing_bounds`): reversible heat-bath kernels are
+positive semi-definite (an average of conditional expectations), so the absolute gap is gamma and
+t_rel = 1 / gamma; with the conductance's named set and, for any chain, Fill's bound from the
+multiplicative gap, the bounds above through :class:`MixingBounds`. TV(mu P^t, pi) from a start law
+(:func:`distance_from`) by t applications of P^T, rounding t gamma per step.
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 import numpy as np
 import scipy.sparse as sp
@@ -55,8 +61,13 @@ from mlmix.limits import MEAN_EXIT_LIMIT, MIXING_LIMIT
 from mlmix.progress import seconds_for, steps
 from mlmix.theory.chain.hitting import expected_hitting_times
 from mlmix.theory.chain.structure import tree_depths
-from mlmix.theory.results import DEFAULT_RTOL, EPS, Result, VectorResult
+from mlmix.theory.results import DEFAULT_RTOL, EPS, NAMES, Result, VectorResult
 from mlmix.validation import Matrix, check_eps, check_memory, check_steps
+
+if TYPE_CHECKING:
+    import torch
+
+    from mlmix.theory.kernels.operators import KernelOperator
 
 #: Doubling stops at 2^MAX_DOUBLINGS steps.
 MAX_DOUBLINGS = 62
@@ -515,3 +526,47 @@ def _squaring(pw: _Powers, eps: float) -> tuple[int | None, int, float]:
     t_hi = descend(lambda d, e: d + e > eps) + 1  # first certified mixed (d + err <= eps)
     t_hi = max(t_hi, t_lo)
     return (t_lo if t_lo == t_hi else None), t_lo, t_hi
+
+
+# ------------------------------------------------------------ matrix-free (a KernelOperator)
+
+def operator_mixing_bounds(op: KernelOperator, pi: VectorResult, gap: Result, conductance: Result,
+                           eps: float = 0.25, multiplicative_gap: Result | None = None) -> Result:
+    """Certified bounds on the worst-start TV t_mix(eps) (module docstring), by
+    :class:`mlmix.theory.chain.mixing.MixingBounds` from the gap (reversible: positive semi-definite, so the
+    absolute gap is the gap), the conductance's named set and, for any chain, Fill's bound from the
+    multiplicative gap when given."""
+    import torch  # deferred: only the matrix-free route loads torch
+
+    eps = check_eps(eps)
+    log_min = torch.tensor(float(np.min(pi.log_value)), dtype=torch.float64, device=op.device)
+    bounds = MixingBounds(float(op.comm.allreduce_(log_min, "min")), op.reversible,
+                          abs_gap=gap if op.reversible else None, mult_gap=multiplicative_gap,
+                          set_mass=conductance.details.get("set_mass"),
+                          set_phi_upper=conductance.details.get("set_conductance_upper"))
+    lower, upper, how = bounds.t_mix_interval(eps)
+    if op.reversible:
+        how.append("P is positive semi-definite (an average of conditional expectations), so t_rel = 1/gap")
+    return Result.interval(NAMES["t_mix"], lower, upper if math.isfinite(upper) else None,
+                           "worst-start TV mixing time, certified bounds: " + "; ".join(how),
+                           "the exact worst-start t_mix needs dense powers of P; bounds only at this size", eps=eps)
+
+
+def distance_from(op: KernelOperator, mu: np.ndarray, t_max: int, pi: torch.Tensor,
+                  pi_rel_error: float | None) -> VectorResult:
+    """TV(mu P^t, pi) for t = 0..t_max by t_max applications of P^T (``mu`` over all states, ``pi`` this
+    process's part); ``abs_error`` bounds every entry (t gamma of rounding per step plus pi's L1 error)."""
+    from mlmix.theory.kernels.operator_vectors import global_total, local_part, rounding  # deferred: torch
+
+    m = local_part(op, mu).to(op.dtype)
+    p = pi.to(op.dtype)
+    out = np.empty(t_max + 1)
+    for t in range(t_max + 1):
+        out[t] = 0.5 * global_total(op, (m - p).abs())
+        if t < t_max:
+            m = op.apply(m, "measures")
+            m.div_(global_total(op, m))
+    gamma = rounding(op)
+    err = 0.5 * (t_max * 2 * gamma + _pi_l1_error(pi_rel_error) + 2 * op.n_states * EPS)
+    return VectorResult(NAMES["distance_curve"], out, f"{t_max} applications of P^T from the start law "
+                        "(matrix-free)", None, err)

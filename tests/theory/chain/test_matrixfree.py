@@ -13,15 +13,12 @@ from hypothesis import strategies as st
 
 from mlmix.files import dumps_json
 from mlmix.theory.chain.markov_chain import Chain
-from mlmix.theory.chain.matrixfree.analysis import (
-    analyse_operator,
-    hash_uniform,
-    operator_gap,
-    operator_stationary,
-    summary_dict,
-)
+from mlmix.theory.chain.matrixfree.analysis import analyse_operator, summary_dict
 from mlmix.theory.chain.shortcuts import mixing_time, set_conductance
+from mlmix.theory.chain.spectral import operator_gap
+from mlmix.theory.chain.stationary import operator_stationary
 from mlmix.theory.kernels.assembled import glauber_kernel, k_gibbs_kernel
+from mlmix.theory.kernels.operator_vectors import hash_uniform
 from mlmix.theory.kernels.operators import kernel_operator
 from mlmix.theory.linalg.krylov import gmres, lanczos
 from mlmix.theory.reference import ising_cycle_gap
@@ -210,8 +207,6 @@ def test_underflowing_conditionals_are_refused_not_guessed():
 
 def test_hash_uniform_is_splitmix64():
     """The start vectors' numbers against splitmix64 (Steele, Lea and Flood 2014) in Python integers."""
-    from mlmix.theory.chain.matrixfree.analysis import hash_uniform
-
     def splitmix(i: int, seed: int) -> float:
         m = (1 << 64) - 1
         z = (i * 0x9E3779B97F4A7C15 + seed * 0xBF58476D1CE4E5B9) & m

@@ -186,8 +186,7 @@ def test_operator_certifies_pi_entrywise(seed):
 
 def test_the_certificate_sees_a_perturbation():
     """A law off by 1e-7 in one entry is not certified below 1e-7 (the bound is not vacuous)."""
-    from mlmix.theory.chain.matrixfree.analysis import operator_stationary
-    from mlmix.theory.chain.matrixfree.solves import certify_stationary
+    from mlmix.theory.chain.stationary import certify_stationary, operator_stationary
 
     src = ScoreTable.random(2, 8, seed=4, scale=1.0)
     op = kernel_operator(src, device="cpu")

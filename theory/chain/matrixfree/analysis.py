@@ -1,43 +1,16 @@
-"""Chain quantities of a matrix-free kernel (:mod:`mlmix.theory.kernels.operators`), each with its accuracy.
-
-* **Stationary law.** Reversible (compatible source): log pi = log mu_T - log Z exactly, from the
-  joint in log space (entrywise relative accuracy of a few ulps of |log pi|). Otherwise GMRES on
-  (I - P^T + u 1^T) pi = u (u uniform; the solution has sum 1 and solves pi P = pi), with the
-  residual r = pi P - pi reported and the entrywise certificate of
-  :func:`mlmix.theory.chain.matrixfree.solves.certify_stationary` (rigorous, as on the CSR route); where
-  that fails (a metastable law), the a-posteriori bound (with f = (pi_hat - pi) / pi,
-  (I - P*) f = -r / pi, E(f, f) >= gamma Var_pi(f))
-
-      ||pi_hat - pi||_1 <= ||r / pi||_{L^2(pi)} / gamma,
-      |pi_hat(x) / pi(x) - 1| <= ||r / pi||_{L^2(pi)} / (gamma sqrt(pi(x)))
-
-  evaluated at pi_hat and the computed additive gap gamma (first order).
-* **Gap.** gamma = 1 - lambda_2 of S = (P + P*)/2 (= P when reversible): thick-restart Lanczos
-  (:func:`mlmix.theory.linalg.krylov.lanczos`) on the symmetric D^{1/2} S D^{-1/2}, sqrt(pi)
-  deflated. The value is the Rayleigh quotient E(f, f) / Var_pi(f) of the Ritz function f = y /
-  sqrt(pi), with E summed as non-negative terms (so a small gap keeps its relative accuracy); it is
-  an upper bound on gamma (variational). The lower bound is value - ||r|| with r = B y - theta y
-  recomputed with the operator (Weyl), plus the rounding of B y and, for non-reversible chains, the
-  error of pi_hat in B. It assumes the Krylov space did not miss an eigenvalue above lambda_2
-  (seeded pseudo-random start); the result is :meth:`Result.checked`, an interval when ||r|| is too
-  large for the requested accuracy.
-* **Conductance.** Phi* in [gamma_lower / 2, min(Phi(S), sqrt(2 gamma_upper))] (Cheeger, valid for
-  non-reversible chains through (P + P*)/2), S the best sweep set {f < t} of the Ritz function over
-  up to ``bins`` thresholds (all of them on small chains: then it is the exact sweep), with Phi(S)
-  recomputed as a sum of non-negative flows for the lighter side.
-* **t_mix(eps)** (worst-start TV): reversible heat-bath kernels are positive semi-definite (an
-  average of conditional expectations), so the absolute gap is gamma and t_rel = 1 / gamma;
-  (t_rel - 1) log(1 / (2 eps)) <= t_mix(eps) <= t_rel log(1 / (eps pi_min)) (LPW Thms 12.4, 12.5),
-  and, for any chain, t_mix(eps) >= (pi(S^c) - eps) / Phi(S) (THEOREMS.md 1.16) and Fill's
-  d(t) <= (1/2) sigma_2^t sqrt((1 - pi_min) / pi_min) with 1 - sigma_2^2 the gap of P* P (Lanczos on
-  C^T C, C = D^{1/2} P D^{-1/2}), all through :class:`mlmix.theory.chain.mixing.MixingBounds`.
+"""The chain of a matrix-free kernel operator (:mod:`mlmix.theory.kernels.operators`): every question of
+:class:`~mlmix.theory.chain.markov_chain.Chain` answered by operator applications alone, through the
+matrix-free algorithms of the quantity modules (stationary law: :mod:`~mlmix.theory.chain.stationary`;
+gaps: :mod:`~mlmix.theory.chain.spectral`; conductance: :mod:`~mlmix.theory.chain.conductance`; t_mix and
+distances: :mod:`~mlmix.theory.chain.mixing`; hitting times and committors:
+:mod:`~mlmix.theory.chain.hitting`; asymptotic variance and Kemeny bounds:
+:mod:`~mlmix.theory.chain.variance`), on one process or sharded, with the same names and certificates.
 """
 
 from __future__ import annotations
 
 import math
 import time
-from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
 from typing import Any
@@ -46,370 +19,21 @@ import numpy as np
 import torch
 from scipy.sparse.linalg import LinearOperator
 
-from mlmix.errors import ConvergenceError
 from mlmix.limits import MFPT_LIMIT
-from mlmix.progress import Convergence
 from mlmix.theory.chain.absorbing import Absorption, absorption_probabilities, expected_steps, fundamental_matrix
-from mlmix.theory.chain.conductance import sweep_profile
+from mlmix.theory.chain.conductance import SWEEP_BINS, operator_conductance
+from mlmix.theory.chain.hitting import operator_committor, operator_hitting_probabilities, operator_hitting_times
 from mlmix.theory.chain.markov_chain import Chain
-from mlmix.theory.chain.matrixfree.solves import (
-    asymptotic_variance,
-    certify_stationary,
-    committor,
-    distance_from,
-    global_total,
-    hitting_probabilities,
-    hitting_times,
-    kemeny_bounds,
-)
-from mlmix.theory.chain.mixing import MixingBounds
+from mlmix.theory.chain.mixing import MixingBounds, distance_from, operator_mixing_bounds
+from mlmix.theory.chain.spectral import GAP_RTOL, GapResult, _checked_pi, operator_gap, operator_multiplicative_gap
 from mlmix.theory.chain.spectrum import implied_timescales
+from mlmix.theory.chain.stationary import certify_stationary, operator_stationary, stationary_error_bound
 from mlmix.theory.chain.structure import Structure
+from mlmix.theory.chain.variance import kemeny_bounds, operator_asymptotic_variance
+from mlmix.theory.kernels.operator_vectors import global_total
 from mlmix.theory.kernels.operators import KernelOperator, kernel_operator
-from mlmix.theory.linalg.krylov import gmres, inner, lanczos, norm
-from mlmix.theory.results import DEFAULT_RTOL, EPS, NAMES, Result, VectorResult, results_frame
-from mlmix.validation import check_eps, check_int, check_real, check_state_set, check_steps, check_vector
-
-#: Relative accuracy the gap is driven to (the residual ||r|| <= GAP_RTOL x gap), when reachable.
-GAP_RTOL = 1e-8
-
-#: Relative residual of the GMRES solve for a non-reversible stationary law.
-STATIONARY_RTOL = 1e-13
-
-#: Thresholds tried by the sweep cut (every distinct value of f on chains with fewer states).
-SWEEP_BINS = 1 << 16
-
-_GOLDEN = -7046029254386353131  # 0x9E3779B97F4A7C15 as int64
-_MIX1 = -4658895280553007687    # 0xBF58476D1CE4E5B9
-_MIX2 = -7723592293110705685    # 0x94D049BB133111EB
-
-
-def _shr(z: torch.Tensor, s: int, out: torch.Tensor) -> torch.Tensor:
-    """Logical right shift of int64 (torch's >> is arithmetic), written into ``out``."""
-    return torch.bitwise_right_shift(z, s, out=out).bitwise_and_((1 << (64 - s)) - 1)
-
-
-def hash_uniform(start: int, stop: int, seed: int, device: torch.device) -> torch.Tensor:
-    """Uniform numbers in [0, 1) from the global state index (splitmix64): the same vector however
-    the states are sharded over processes."""
-    offset = torch.tensor(seed, dtype=torch.int64, device=device) * _MIX1  # int64 products wrap around
-    z = torch.arange(start, stop, dtype=torch.int64, device=device).mul_(_GOLDEN).add_(offset)
-    t = torch.empty_like(z)  # in place: fresh vectors of this size cost their page faults
-    for shift, mix in ((30, _MIX1), (27, _MIX2), (31, None)):
-        z.bitwise_xor_(_shr(z, shift, t))
-        if mix is not None:
-            z.mul_(mix)
-    return _shr(z, 11, t).to(torch.float64).mul_(2.0**-53)
-
-
-# ------------------------------------------------------------------------------------------ stationary law
-
-def _l1_residual(op: KernelOperator, pi: torch.Tensor) -> float:
-    out = op.apply(pi, "measures")
-    return global_total(op, out.sub_(pi).abs_())
-
-
-def operator_stationary(op: KernelOperator, *, rtol: float = STATIONARY_RTOL, progress: bool = False) -> VectorResult:
-    """The stationary law of ``op`` over this process's states (see the module docstring).
-
-    Reversible: exact from log mu_T (``rel_error`` bounds the entrywise relative error from the
-    rounding of log mu). Otherwise GMRES; ``residual`` = ||pi P - pi||_1, and ``abs_error`` /
-    ``rel_error`` stay None until :func:`stationary_error_bound` supplies the gap.
-    Raises ConvergenceError when GMRES stalls above ``rtol``.
-    """
-    rtol = check_real(rtol, "rtol", minimum=0.0, open_min=True)
-    comm = op.comm
-    if op.reversible:
-        log_mu, err = op.log_joint
-        lm = log_mu.reshape(-1)
-        m = comm.allreduce_(lm.max().clone(), "max")
-        z = global_total(op, (lm - m).exp())
-        log_pi = lm - (m + math.log(z))
-        n_total = op.n_states
-        rel = math.expm1(2 * err + 4 * EPS * (float(comm.allreduce_(log_pi.abs().max().clone(), "max"))
-                                               + math.log(n_total) + 1))
-        pi = log_pi.exp()
-        residual = _l1_residual(op, pi.to(op.dtype))
-        return VectorResult(NAMES["stationary"], pi.cpu().numpy(), "exact from the joint law in log space: log pi = "
-                            "log mu_T - log Z (reversible heat-bath kernel)", rel_error=rel, residual=residual,
-                            log_value=log_pi.cpu().numpy(), details={"representation": "operator"})
-    N = op.n_states
-    u = torch.full((op.local_size,), 1.0 / N, dtype=op.dtype, device=op.device)
-
-    def system(x: torch.Tensor, out: torch.Tensor) -> torch.Tensor:  # (I - P^T + u 1^T) x
-        op.apply(x, "measures", out)
-        return out.neg_().add_(x).add_(u, alpha=global_total(op, x))
-
-    report = Convergence("stationary law (GMRES)", progress)
-    sol = gmres(system, u, x0=u.clone(), comm=comm, restart=30, rtol=rtol, progress=report)
-    if not sol.converged:
-        raise ConvergenceError(f"stationary law: GMRES(30) reached relative residual {sol.relative_residual:.2e} "
-                               f"after {sol.matvecs} applications, not {rtol:g}")
-    pi = sol.x
-    pi.div_(global_total(op, pi))
-    method = f"GMRES(30) on (I - P^T + u 1^T) pi = u, {sol.matvecs} applications"
-    steps = 0
-    while float(comm.allreduce_(pi.min().clone(), "min")) <= 0:  # round-off below zero: smooth by pi <- pi P
-        if steps > op.space.length:
-            raise ConvergenceError("stationary law: entries stay <= 0 after smoothing; the chain may be reducible")
-        pi = op.apply(pi.clamp_(min=0.0), "measures")
-        pi.div_(global_total(op, pi))
-        steps += 1
-    if steps:
-        method += f", then {steps} step(s) pi <- pi P to clear round-off below zero"
-    residual = _l1_residual(op, pi)
-    return VectorResult(NAMES["stationary"], pi.cpu().numpy(), method, residual=residual,
-                        log_value=pi.log().cpu().numpy(), details={"representation": "operator"})
-
-
-def stationary_error_bound(op: KernelOperator, pi: VectorResult, gap_lower: float) -> VectorResult:
-    """``pi`` with the a-posteriori bounds of the module docstring filled in from the residual
-    r = pi P - pi and a lower bound on the additive gap (unchanged for an exact law)."""
-    if pi.rel_error is not None or gap_lower <= 0:
-        return pi
-    t = torch.as_tensor(pi.value, device=op.device, dtype=op.dtype)
-    rel, pi_min = _first_order_pi_error(op, t, gap_lower)
-    return VectorResult(pi.name, pi.value, pi.method + "; error bound ||r/pi||_pi / gap (first order)",
-                        rel_error=rel, abs_error=rel * math.sqrt(pi_min), residual=pi.residual,
-                        log_value=pi.log_value, details=dict(pi.details))
-
-
-# ------------------------------------------------------------------------------------------ gap
-
-@dataclass(frozen=True, eq=False)
-class GapResult:
-    """The additive gap (a :class:`Result`), the Ritz function f = y / sqrt(pi) (local tensor, the
-    Fiedler-type function whose sweep cuts bound the conductance) and the solver's figures."""
-
-    gap: Result
-    fiedler: torch.Tensor
-    matvecs: int
-    residual: float
-
-
-def _symmetric_operator(op: KernelOperator, pi: torch.Tensor):
-    """u -> D^{1/2} S D^{-1/2} u: from the square-rooted conditionals when reversible, else
-    (1/2) [ r P(u / r) + ((r u) P) / r ] with r = sqrt(pi)."""
-    if op.reversible:
-        return lambda u, out: op.apply(u, "symmetric", out)
-    r = pi.sqrt()
-    t1, t2 = torch.empty_like(r), torch.empty_like(r)
-
-    def apply(u: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
-        torch.div(u, r, out=t1)
-        op.apply(t1, "functions", out).mul_(r)
-        torch.mul(u, r, out=t1)
-        op.apply(t1, "measures", t2).div_(r)
-        return out.add_(t2).mul_(0.5)
-
-    return apply
-
-
-def _top_ritz(op: KernelOperator, sym, w: torch.Tensor, *, rtol: float, basis_size: int, max_matvecs: int,
-              seed: int, progress: bool, what: str):
-    """The largest Ritz pair of the symmetric ``sym`` with ``w`` (its eigenvector of eigenvalue 1)
-    deflated, and the residual ||B y - theta y|| recomputed with the undeflated operator."""
-    comm = op.comm
-
-    def deflated(u: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
-        sym(u, out)
-        return out.sub_(w, alpha=float(inner(comm, w, out)))
-
-    unit = float(torch.finfo(op.dtype).eps) / 2
-    floor = 8 * unit * (op.space.length * op.space.vocab_size + 4)
-    ritz = lanczos(deflated, _start_vector(op, w, seed), tol=lambda th: max(rtol * (1.0 - th), floor),
-                   comm=comm, basis_size=basis_size, max_matvecs=max_matvecs,
-                   progress=Convergence(f"{what} (Lanczos)", progress))
-    y = ritz.vector
-    y.sub_(w, alpha=float(inner(comm, w, y)))
-    y.div_(norm(comm, y))
-    By = sym(y, torch.empty_like(y))
-    theta = float(inner(comm, y, By))
-    residual = norm(comm, By.sub_(y, alpha=theta))
-    details: dict[str, Any] = {"residual": residual, "ritz_value": theta, "matvecs": ritz.matvecs,
-                               "lanczos_converged": ritz.converged, "representation": "operator",
-                               "dtype": str(op.dtype).replace("torch.", "")}
-    if ritz.next_value is not None and theta > ritz.next_value:
-        details["estimated_error"] = residual**2 / (theta - ritz.next_value)  # Temple, with an estimated gap
-    return ritz, y, theta, residual, details
-
-
-def _checked_pi(op: KernelOperator, pi: VectorResult) -> torch.Tensor:
-    pi_t = torch.as_tensor(pi.value, device=op.device).to(op.dtype)
-    pi_min = float(op.comm.allreduce_(pi_t.min().clone(), "min"))
-    if not pi_min > 1e-300:
-        raise ValueError(f"the stationary law underflows (smallest entry {pi_min:.3g}); raise the temperature")
-    return pi_t
-
-
-def _unit_sqrt(op: KernelOperator, pi_t: torch.Tensor) -> torch.Tensor:
-    w = pi_t.sqrt()
-    return w.div_(norm(op.comm, w))
-
-
-def operator_gap(op: KernelOperator, pi: VectorResult, *, rtol: float = GAP_RTOL, basis_size: int = 16,
-                 max_matvecs: int = 20_000, seed: int = 0, target_rtol: float = DEFAULT_RTOL,
-                 progress: bool = False) -> GapResult:
-    """gamma = 1 - lambda_2((P + P*)/2), the Poincaré gap (the spectral gap when P is reversible),
-    as a certified :class:`Result` (see the module docstring). ``rtol``: drive the residual to
-    rtol x gamma; ``target_rtol``: the accuracy below which the value is reported as an interval."""
-    if op.n_states < 2:
-        raise ValueError("a gap needs at least 2 states")
-    pi_t = _checked_pi(op, pi)
-    ritz, y, theta, residual, details = _top_ritz(op, _symmetric_operator(op, pi_t), _unit_sqrt(op, pi_t),
-                                                  rtol=rtol, basis_size=basis_size, max_matvecs=max_matvecs,
-                                                  seed=seed, progress=progress, what="gap")
-    f = y.div_(pi_t.sqrt())  # the Ritz function in L^2(pi)
-    mean = global_total(op, pi_t * f)
-    var = global_total(op, pi_t * (f - mean).square())
-    value = op.dirichlet_form(f, pi_t) / var
-    unit = float(torch.finfo(op.dtype).eps) / 2
-    n_terms = op.space.length * op.space.vocab_size + math.log2(max(op.n_states, 2))
-    margin = 8 * unit * n_terms + (0.0 if pi.rel_error is None else 2 * pi.rel_error)
-    rounding = 2 * unit * (op.space.length * op.space.vocab_size + 2)
-    pi_error = 0.0 if op.reversible else _pi_perturbation(op, pi, pi_t, max(value - residual, value / 2))
-    abs_error = residual + rounding + pi_error + 4 * unit
-    which = "D^1/2 P D^-1/2 (reversible, from sqrt conditionals)" if op.reversible else \
-        "D^1/2 (P + P*)/2 D^-1/2 (additive reversibilization, with the computed pi)"
-    method = (f"thick-restart Lanczos on {which}, sqrt(pi) deflated, {ritz.matvecs} applications "
-              f"(basis {basis_size}); value = E(f,f)/Var(f) of the Ritz function (an upper bound); "
-              f"lower bound value - ||r||, ||r|| = {residual:.2e} (Weyl; assumes no eigenvalue above "
-              f"lambda_2 was missed)")
-    if pi_error:
-        details["pi_error"] = pi_error
-    gap = Result.checked(NAMES["additive_gap"], value, abs_error, method, rtol=target_rtol, lower=0.0,
-                         upper=value * (1 + margin), **details)
-    return GapResult(gap, f, ritz.matvecs, residual)
-
-
-def operator_multiplicative_gap(op: KernelOperator, pi: VectorResult, additive_gap: Result, *,
-                                rtol: float = GAP_RTOL, basis_size: int = 16, max_matvecs: int = 20_000,
-                                seed: int = 0, target_rtol: float = DEFAULT_RTOL, progress: bool = False) -> Result:
-    """1 - sigma_2(P)^2, the gap of P* P (Fill's bound on t_mix for any chain): Lanczos on C^T C with
-    C = D^{1/2} P D^{-1/2} (two applications per step, P* P never formed), sqrt(pi) deflated; an
-    interval 1 - theta +- (||r|| + rounding + 2 x the error of pi in C)."""
-    pi_t = _checked_pi(op, pi)
-    r = pi_t.sqrt()
-    t1 = torch.empty_like(r)
-
-    def gram(u: torch.Tensor, out: torch.Tensor) -> torch.Tensor:  # C^T C u
-        torch.div(u, r, out=t1)
-        op.apply(t1, "functions", out).mul_(r)  # C u
-        out.mul_(r)
-        op.apply(out, "measures", t1)
-        return torch.div(t1, r, out=out)
-
-    ritz, _, theta, residual, details = _top_ritz(op, gram, _unit_sqrt(op, pi_t), rtol=rtol, basis_size=basis_size,
-                                                  max_matvecs=max_matvecs, seed=seed, progress=progress,
-                                                  what="multiplicative gap")
-    unit = float(torch.finfo(op.dtype).eps) / 2
-    rounding = 4 * unit * (op.space.length * op.space.vocab_size + 2)
-    pi_error = 0.0
-    if not op.reversible and (pi.rel_error is not None or additive_gap.lower):
-        pi_error = 2 * _pi_perturbation(op, pi, pi_t, additive_gap.lower or 0.0)
-    method = (f"thick-restart Lanczos on C^T C, C = D^1/2 P D^-1/2 (P* P never formed), sqrt(pi) deflated, "
-              f"{ritz.matvecs} steps of two applications; error <= ||r|| = {residual:.2e} (Weyl)")
-    return Result.checked(NAMES["multiplicative_gap"], 1.0 - theta, residual + rounding + pi_error + 4 * unit, method,
-                          rtol=target_rtol, lower=0.0, upper=1.0, **details)
-
-
-def _start_vector(op: KernelOperator, w: torch.Tensor, seed: int) -> torch.Tensor:
-    """Pseudo-random (a hash of the global state index, so the same however sharded), orthogonal to w."""
-    start = op.comm.rank * op.local_size
-    v0 = (hash_uniform(start, start + op.local_size, seed, op.device) - 0.5).to(op.dtype)
-    return v0.sub_(w, alpha=float(inner(op.comm, w, v0)))
-
-
-def _pi_perturbation(op: KernelOperator, pi: VectorResult, pi_t: torch.Tensor, gap: float) -> float:
-    """A bound on ||B_hat - B|| for B = D^{1/2} S D^{-1/2} built with pi_hat: with an entrywise relative
-    bound delta on pi_hat (the certificate), every entry of the non-negative B moves by at most
-    delta / (1 - delta) of itself and ||B|| <= 1; otherwise the first-order bound below."""
-    if pi.rel_error is not None and pi.rel_error < 1:
-        return pi.rel_error / (1 - pi.rel_error)
-    return _first_order_pi_error(op, pi_t, gap)[0] if gap > 0 else math.inf
-
-
-def _first_order_pi_error(op: KernelOperator, pi: torch.Tensor, gap: float) -> tuple[float, float]:
-    """(||r / pi||_pi / (gap sqrt(pi_min)), pi_min), r = pi P - pi: the entrywise relative error bound
-    of a computed pi (module docstring); also bounds the perturbation of D^{1/2} S D^{-1/2} it causes
-    (as ||B|| <= 1)."""
-    r = op.apply(pi, "measures").sub_(pi)
-    chi = math.sqrt(global_total(op, r.square_().div_(pi)))
-    pi_min = float(op.comm.allreduce_(pi.min().clone(), "min"))
-    return chi / (gap * math.sqrt(pi_min)), pi_min
-
-
-# ------------------------------------------------------------------------------------------ conductance
-
-def _thresholds(op: KernelOperator, f: torch.Tensor, bins: int) -> torch.Tensor:
-    stride = max(1, (op.n_states + bins - 1) // bins)
-    sample = op.comm.all_gather_cat(f[::stride].contiguous())
-    values = torch.unique(sample)  # sorted
-    if values.numel() > bins:
-        values = values[torch.linspace(0, values.numel() - 1, bins, device=values.device).long()].unique()
-    return values
-
-
-def operator_conductance(op: KernelOperator, pi: VectorResult, gap: GapResult, *,
-                         bins: int = SWEEP_BINS) -> Result:
-    """Phi* = min over pi(S) <= 1/2 of Q(S, S^c) / pi(S): an interval (module docstring), with the
-    named set (``set``: this process's mask), its size, mass and conductance in ``details``."""
-    comm = op.comm
-    pi_t = torch.as_tensor(pi.value, device=op.device).to(op.dtype)
-    f = gap.fiedler
-    thr = _thresholds(op, f, bins)
-    K = thr.numel()
-    bucket = torch.searchsorted(thr, f.contiguous(), right=True)  # number of thresholds <= f(x)
-    pairs = ((bx, by, (px * cxy).double()) for px, cxy, (bx,), (by,) in op.fibre_pairs(pi_t, [bucket]))
-    cut, light = sweep_profile(K, bucket, pi_t.double(), pairs, reduce=comm.allreduce_)  # sets {bucket < k}
-    ratio = torch.where(light > 0, cut / light.clamp(min=1e-300), torch.full_like(cut, math.inf))
-    k = int(torch.argmin(ratio)) + 1
-    S = bucket < k
-    mass_s = global_total(op, torch.where(S, pi_t, 0.0))
-    mass_c = global_total(op, torch.where(S, 0.0, pi_t))
-    if mass_s > mass_c:
-        S, mass_s, mass_c = ~S, mass_c, mass_s
-    size = int(comm.allreduce_(S.sum()))
-    phi_s = op.escape_flow(S, pi_t) / mass_s
-    unit = float(torch.finfo(op.dtype).eps) / 2
-    margin = 8 * unit * (op.space.length * op.space.vocab_size + math.log2(op.n_states)) + \
-        (2 * pi.rel_error if pi.rel_error is not None else 0.0)
-    phi_upper = phi_s * (1 + margin)
-    g = gap.gap
-    cheeger_upper = math.sqrt(2 * g.upper) if g.upper is not None else math.inf
-    upper = min(phi_upper, cheeger_upper)
-    lower = g.lower / 2 if g.lower is not None else 0.0
-    method = ("lower: Cheeger gap/2 (gap's lower bound); upper: "
-              + (f"Phi(S) of the best of {K} sweep sets of the Ritz function, recomputed as a sum of flows"
-                 if phi_upper <= cheeger_upper else "Cheeger sqrt(2 gap)"))
-    return Result.interval(NAMES["conductance"], lower, upper, method,
-                           "Phi* is a minimum over 2^N sets: only an enclosure is computable at this size",
-                           set_size=size, set_mass=mass_s, set=S.cpu().numpy(), set_conductance=phi_s,
-                           set_conductance_upper=phi_upper, log10_upper=math.log10(upper) if upper > 0 else None,
-                           sweep_thresholds=K)
-
-
-# ------------------------------------------------------------------------------------------ mixing
-
-def operator_mixing_bounds(op: KernelOperator, pi: VectorResult, gap: Result, conductance: Result,
-                           eps: float = 0.25, multiplicative_gap: Result | None = None) -> Result:
-    """Certified bounds on the worst-start TV t_mix(eps) (module docstring), by
-    :class:`mlmix.theory.chain.mixing.MixingBounds` from the gap (reversible: positive semi-definite, so the
-    absolute gap is the gap), the conductance's named set and, for any chain, Fill's bound from the
-    multiplicative gap when given."""
-    eps = check_eps(eps)
-    log_min = torch.tensor(float(np.min(pi.log_value)), dtype=torch.float64, device=op.device)
-    bounds = MixingBounds(float(op.comm.allreduce_(log_min, "min")), op.reversible,
-                          abs_gap=gap if op.reversible else None, mult_gap=multiplicative_gap,
-                          set_mass=conductance.details.get("set_mass"),
-                          set_phi_upper=conductance.details.get("set_conductance_upper"))
-    lower, upper, how = bounds.t_mix_interval(eps)
-    if op.reversible:
-        how.append("P is positive semi-definite (an average of conditional expectations), so t_rel = 1/gap")
-    return Result.interval(NAMES["t_mix"], lower, upper if math.isfinite(upper) else None,
-                           "worst-start TV mixing time, certified bounds: " + "; ".join(how),
-                           "the exact worst-start t_mix needs dense powers of P; bounds only at this size", eps=eps)
-
+from mlmix.theory.results import NAMES, Result, VectorResult, results_frame
+from mlmix.validation import check_eps, check_int, check_state_set, check_steps, check_vector
 
 # ------------------------------------------------------------------------------------------ the chain object
 
@@ -700,7 +324,7 @@ class OperatorChain(Chain):
         """sigma^2(f) through the Poisson equation (:func:`mlmix.theory.chain.matrixfree.solves.asymptotic_variance`)."""
 
         f = check_vector(f, self.n_states, "f")
-        return asymptotic_variance(self.op, f, self._pi_t, self.additive_gap, self._pi_rel_error)
+        return operator_asymptotic_variance(self.op, f, self._pi_t, self.additive_gap, self._pi_rel_error)
 
     @cached_property
     def kemeny_constant(self) -> Result:
@@ -712,12 +336,12 @@ class OperatorChain(Chain):
         """E_x tau_A for every start x, certified entrywise."""
 
         A = check_state_set(target, self.n_states, "target set A")
-        return hitting_times(self.op, A, self._pi_t)
+        return operator_hitting_times(self.op, A, self._pi_t)
 
     def hitting_probabilities(self, target: np.ndarray, t: int) -> VectorResult:
         """P_x(tau_A <= t) for every start x."""
 
-        return hitting_probabilities(self.op, check_state_set(target, self.n_states, "target set A"),
+        return operator_hitting_probabilities(self.op, check_state_set(target, self.n_states, "target set A"),
                                      check_steps(t))
 
     def committor(self, A: np.ndarray, B: np.ndarray) -> VectorResult:
@@ -727,7 +351,7 @@ class OperatorChain(Chain):
         Bm = check_state_set(B, self.n_states, "B")
         if (Am & Bm).any():
             raise ValueError("A and B must be disjoint")
-        return committor(self.op, Am, Bm, self._pi_t)
+        return operator_committor(self.op, Am, Bm, self._pi_t)
 
     def mean_first_passage_times(self, target: np.ndarray | int | None = None) -> VectorResult:
         """E_x tau_target for a target state or set; the full matrix needs a target per column."""
