@@ -46,8 +46,7 @@ from typing import Any, Callable
 import numpy as np
 import scipy.sparse as sp
 
-from mlmix.errors import MemoryLimitError, ReducibleChainError, UnderflowError
-from mlmix.files import atomic_save_npz
+from mlmix.errors import MemoryLimitError, UnderflowError
 from mlmix.limits import (
     DENSE_LIMIT,
     DENSE_STATIONARY_LIMIT,
@@ -57,18 +56,14 @@ from mlmix.limits import (
     REPORT_MIXING_LIMIT,
 )
 from mlmix.progress import (
-    Progress,
     announced,
     dense_seconds,
-    product_seconds,
-    seconds_for,
     steps,
-    torch_start_seconds,
 )
-from mlmix.provenance import stamp
-from mlmix.theory.chain import absorbing, mixing, spectral, spectrum
+from mlmix.theory.chain import absorbing, mixing, report, spectral, spectrum, trajectories
 from mlmix.theory.chain import conductance as cond
 from mlmix.theory.chain.hitting import committor, expected_hitting_times, hitting_probabilities
+from mlmix.theory.chain.persistence import load_chain, save_chain
 from mlmix.theory.chain.stationary import compute_stationary, log_potential, log_space_stationary
 from mlmix.theory.chain.structure import Structure, chain_structure
 from mlmix.theory.chain.variance import (
@@ -89,9 +84,6 @@ from mlmix.theory.results import (
     Result,
     VectorResult,
     _html_table,
-    dumps_results,
-    loads_results,
-    results_frame,
 )
 from mlmix.validation import (
     Matrix,
@@ -101,16 +93,7 @@ from mlmix.validation import (
     check_state_set,
     check_transition_matrix,
     check_vector,
-    format_bytes,
-    load_arrays,
-    matrix_from_arrays,
 )
-
-_FORMAT = "mlmix-chain-1"
-
-#: The figures :meth:`Chain.save` keeps (those already computed) and :meth:`Chain.load` restores.
-_SAVED_FIGURES = ("stationary", "spectral_gap", "additive_gap", "poincare_constant", "multiplicative_gap",
-                  "absolute_spectral_gap", "relaxation_time", "conductance", "kemeny_constant")
 
 
 class Chain:
@@ -804,43 +787,14 @@ class Chain:
         kernel, source, how its algorithms were chosen, the mlmix version) and every figure computed
         so far (:data:`_SAVED_FIGURES`, as :func:`~mlmix.theory.results.dumps_results` JSON);
         :meth:`load` reads them back."""
-
-        path = Path(path)
-        if path.suffix != ".npz":
-            raise ValueError(f"a chain is saved as .npz, got {path.name}")
-        about = stamp("chain", {"name": self.name, "representation_reason": self.representation_reason},
-                      {"source": None if self.source is None else type(self.source).__name__, "kernel": self.kernel,
-                       "temperature": getattr(self.source, "temperature", None)})
-        extra = {"name": np.array(self.name), "about": np.array(dumps_results(about)),
-                 "figures": np.array(dumps_results({k: self.__dict__[k] for k in _SAVED_FIGURES if k in self.__dict__}))}
-        if sp.issparse(self.P):
-            P = sp.csr_array(self.P)
-            atomic_save_npz(path, mlmix_format=np.array(_FORMAT), kind=np.array("csr"), data=P.data,
-                            indices=P.indices, indptr=P.indptr, shape=np.array(P.shape), **extra)
-        else:
-            atomic_save_npz(path, mlmix_format=np.array(_FORMAT), kind=np.array("dense"), P=np.asarray(self.P),
-                            **extra)
+        save_chain(self, path)
 
     @classmethod
     def load(cls, path: str | Path) -> "Chain":
         """Read a chain written by :meth:`save` (or ``scipy.sparse.save_npz`` / ``numpy.save``); a
         missing, corrupt or non-stochastic file is a one-line ValueError. The figures saved with it
         come back as computed (``chain.saved_about`` holds its saved description)."""
-
-        chain = cls(load_matrix(path), name=str(Path(path).name))
-        if Path(path).suffix.lower() != ".npz":
-            return chain
-        with np.load(path, allow_pickle=False) as z:
-            if "about" not in z.files:
-                return chain
-            try:
-                chain.saved_about = loads_results(str(z["about"]))
-                figures = loads_results(str(z["figures"]))
-            except (KeyError, ValueError, TypeError) as err:
-                raise ValueError(f"{path}: the saved description or figures are unreadable: {err}") from None
-            chain.name = str(z["name"])
-        chain.__dict__.update({k: v for k, v in figures.items() if k in _SAVED_FIGURES})
-        return chain
+        return load_chain(cls, path)
 
     # ------------------------------------------------------------------ report
     def summary(self, eps: float = 0.25, include_stationary: bool = False,
@@ -851,33 +805,7 @@ class Chain:
         (default that of `mlmix exact`). ``progress``: the cost estimate and a bar per phase for a long
         analysis (:mod:`mlmix.progress`). ``as_frame``: the same as a ``pandas.DataFrame``, one row per
         result (:func:`~mlmix.theory.results.results_frame`; pandas is the optional ``frames`` extra)."""
-
-        eps = check_eps(eps)
-        out: dict[str, Any] = {"n_states": self.n_states,
-                               "representation": f"{self.representation} ({self.representation_reason})",
-                               "irreducible": self.is_irreducible}
-        phases, cost = self._summary_cost(mixing_limit)
-        with Progress(f"analysis of {self.name}", phases, cost=cost, enabled=progress) as bar:
-            try:
-                out["closed_classes"] = len(self.closed_classes)
-                out["period"] = self.period if len(self.closed_classes) == 1 else None
-                with bar.phase("stationary law"):
-                    out["reversible"] = None if self._underflow else self.is_reversible
-                    out["stationary"] = self.stationary.as_dict(values=include_stationary)
-                with bar.phase("gaps"):
-                    for key in ("spectral_gap", "absolute_spectral_gap", "relaxation_time", "additive_gap",
-                                "poincare_constant"):
-                        out[key] = _guard(lambda: getattr(self, key), key)
-                with bar.phase("conductance"):
-                    out["conductance"] = _guard(lambda: self.conductance, "conductance")
-                with bar.phase("Kemeny constant"):
-                    out["kemeny_constant"] = _guard(lambda: self.kemeny_constant, "kemeny_constant")
-                out["eps"] = eps
-                with bar.phase("t_mix"):
-                    out["t_mix"] = _guard(lambda: self.mixing_time(eps, mixing_limit), "t_mix")
-            except (ReducibleChainError, UnderflowError) as err:
-                out["reason"] = str(err)
-        return results_frame(out) if as_frame else out
+        return report.summary(self, eps, include_stationary, mixing_limit, progress, as_frame)
 
     def _summary_cost(self, mixing_limit: int) -> tuple[list[tuple[str, float]], str]:
         """Expected seconds of each phase of :meth:`summary` (from the dense-product speed measured
@@ -887,36 +815,13 @@ class Chain:
         1,000 for the gaps (Lanczos with its orthogonalisation) plus the first import of torch, and 500
         for the conductance, fitted on an Ising cycle of 16,384 states) and the cost line: states,
         non-zeros, memory."""
-
-        N = self.n_states
-        nnz = int(self.P.nnz) if sp.issparse(self.P) else N * N
-        if self.is_dense:
-            cubes = {"stationary law": 0.5, "gaps": 18.0, "conductance": 1.0, "Kemeny constant": 2.0,
-                     "t_mix": 12.0 if N <= mixing_limit else 0.0}
-            phases = [(name, dense_seconds(N, c)) for name, c in cubes.items()]
-            memory = 8.0 * N * N * (6 + (mixing.MAX_DOUBLINGS // 4 + 3 if N <= mixing_limit else 0))
-        else:
-            product = product_seconds(self.P)
-            phases = [("stationary law", 150 * product), ("gaps", 1000 * product + torch_start_seconds()),
-                      ("conductance", 500 * product), ("Kemeny constant", 0.0), ("t_mix", 0.0)]
-            memory = 12.0 * nnz * 4
-        return phases, f"{N:,} states, {nnz:,} non-zeros, {self.representation} algorithms, about " \
-                       f"{format_bytes(memory)}"
+        return report.summary_cost(self, mixing_limit)
 
     def _progress_plan(self, phase: str, name: str) -> tuple[str, str, list]:
         """The phases still to run before ``name`` (a property or method of phase ``phase``) and their
         expected seconds (those of :meth:`_summary_cost`; a hitting-time solve as one dense
         elimination or, sparse, a sweep of products), for :func:`mlmix.progress.announced`."""
-
-        phases, cost = self._summary_cost(MIXING_LIMIT)
-        expected = dict(phases)
-        nnz = int(self.P.nnz) if sp.issparse(self.P) else self.n_states ** 2
-        expected["hitting times"] = dense_seconds(self.n_states, 1.0) if self.is_dense else seconds_for(4000.0 * nnz)
-        expected["variance"], expected["d(t)"] = expected["Kemeny constant"], expected["t_mix"]
-        prior = () if phase == "t_mix" and self.period > 1 else _PRIOR_PHASES[phase]  # periodic: t_mix is inf
-        steps = [(p, expected[p], lambda attr=_CACHED_PHASES[p]: getattr(self, attr))
-                 for p in prior if _CACHED_PHASES[p] not in self.__dict__]
-        return f"{name} of {self.name}", cost, steps + [(phase, expected[phase], None)]
+        return report.progress_plan(self, phase, name)
 
     def simulate(self, steps: int, start: int | np.ndarray | None = None, *, chains: int = 1,
                  seed: int | None = 0) -> np.ndarray:
@@ -926,45 +831,7 @@ class Chain:
         entries are the moves, 1 - their row sum the holding probability (one uniform per step and
         chain, inverse CDF over the row). ``chain.source.space.decode(x)`` gives the sequences of a
         chain built from a source."""
-        steps = check_int(steps, "steps", minimum=0)
-        chains = check_int(chains, "chains", minimum=1)
-        rng = np.random.default_rng(seed)
-        N = self.n_states
-        if start is None:
-            pi = np.asarray(self.stationary, dtype=np.float64)
-            x = np.minimum(np.searchsorted(np.cumsum(pi), rng.random(chains) * pi.sum(), side="right"), N - 1)
-        else:
-            idx = np.broadcast_to(np.asarray(start), (chains,))
-            if not np.issubdtype(idx.dtype, np.integer) or idx.min() < 0 or idx.max() >= N:
-                raise ValueError(f"start must be state indices in [0, {N}), one or one per chain")
-            x = idx.astype(np.int64)
-        Q = sp.csr_array(self.P, dtype=np.float64, copy=True)
-        Q.setdiag(0.0)
-        Q.eliminate_zeros()
-        cum = np.cumsum(Q.data)  # running total over all rows; row r's moves are cum[indptr[r]:indptr[r+1]]
-        before = np.concatenate(([0.0], cum))[Q.indptr[:-1]]
-        mass = np.concatenate(([0.0], cum))[Q.indptr[1:]] - before
-        out = np.empty((chains, steps + 1), dtype=np.int64)
-        out[:, 0] = x
-        if Q.nnz == 0:  # no moves: every state holds
-            out[:, 1:] = x[:, None]
-            return out
-        for t in range(steps):
-            u = rng.random(chains)
-            move = u < mass[x]
-            k = np.searchsorted(cum, before[x] + u, side="right")
-            k = np.minimum(k, Q.indptr[x + 1] - 1)  # rounding at a row's end stays in the row
-            x = np.where(move, Q.indices[np.maximum(k, 0)], x)
-            out[:, t + 1] = x
-        return out
-
-
-#: The phases an analysis phase needs first, and the cached attribute that holds each one's result.
-_PRIOR_PHASES = {"stationary law": (), "gaps": ("stationary law",), "conductance": ("stationary law", "gaps"),
-                 "Kemeny constant": ("stationary law",), "t_mix": ("stationary law", "gaps", "conductance"),
-                 "hitting times": (), "variance": ("stationary law",),
-                 "d(t)": ("stationary law", "gaps", "conductance")}
-_CACHED_PHASES = {"stationary law": "_logpi", "gaps": "_gap_and_mode", "conductance": "conductance"}
+        return trajectories.simulate(self, steps, start, chains=chains, seed=seed)
 
 
 def _check_support(support: Matrix, P: Matrix) -> sp.csr_array:
@@ -977,15 +844,6 @@ def _check_support(support: Matrix, P: Matrix) -> sp.csr_array:
     S.data[:] = 1.0
     S.eliminate_zeros()
     return S
-
-
-def _guard(compute: Callable[[], Result], key: str) -> Result:
-    """A quantity that hit a resource limit becomes an unresolved result with the reason (named by
-    the table :data:`~mlmix.theory.results.NAMES`)."""
-    try:
-        return compute()
-    except MemoryLimitError as err:
-        return Result.missing(NAMES[key], "-", str(err))
 
 
 def _minimum(name: str, a: Result, b: Result) -> Result:
@@ -1008,15 +866,3 @@ def _renamed(r: Result, name: str, note: str = "") -> Result:
     return Result(name, r.value, r.method + note, r.rel_error, r.lower, r.upper, r.reason, dict(r.details))
 
 
-def load_matrix(path: str | Path) -> Matrix:
-    """A row-stochastic matrix from ``.npz`` (:meth:`Chain.save` or scipy.sparse.save_npz) or ``.npy``
-    (no pickles); one-line ValueError for a missing, corrupt or invalid file
-    (:func:`~mlmix.validation.load_arrays`, :func:`~mlmix.validation.matrix_from_arrays`)."""
-    path = Path(path)
-    if path.suffix.lower() not in (".npy", ".npz"):
-        raise ValueError(f"matrix file must end in .npy or .npz, got {path.name}")
-    arrays = load_arrays(path, "matrix file")
-    try:
-        return check_transition_matrix(matrix_from_arrays(arrays))
-    except (TypeError, ValueError) as err:
-        raise ValueError(f"{path}: {err}") from None
