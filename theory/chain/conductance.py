@@ -222,6 +222,25 @@ def _thresholds(op: KernelOperator, f: torch.Tensor, bins: int) -> torch.Tensor:
     return values
 
 
+def operator_set_conductance(op: KernelOperator, S: np.ndarray, pi: VectorResult) -> Result:
+    """Phi(S) = Q(S, S^c) / pi(S) of a set (this process's boolean mask) on a matrix-free kernel, flows
+    summed as non-negative terms."""
+    import torch  # deferred: only the matrix-free route loads torch
+
+    from mlmix.theory.kernels.operator_vectors import global_total
+
+    mask = torch.as_tensor(check_state_set(S, op.local_size, "S"), device=op.device)
+    pi_t = torch.as_tensor(pi.value, device=op.device).to(op.dtype)
+    mass = global_total(op, torch.where(mask, pi_t, 0.0))
+    if not 0 < mass < 1:
+        raise ValueError("S must be a proper subset of the states")
+    unit = float(torch.finfo(op.dtype).eps) / 2
+    rel = 8 * unit * (op.space.length * op.space.vocab_size + math.log2(op.n_states)) + 2 * (pi.rel_error or 0.0)
+    return Result.approximate(NAMES["set_conductance"], op.escape_flow(mask, pi_t) / mass, rel,
+                              "flows summed as non-negative terms (matrix-free)", set_size=int(mask.sum()),
+                              set_mass=mass)
+
+
 def operator_conductance(op: KernelOperator, pi: VectorResult, gap: GapResult, *,
                          bins: int = SWEEP_BINS) -> Result:
     """Phi* = min over pi(S) <= 1/2 of Q(S, S^c) / pi(S): an interval (module docstring), with the

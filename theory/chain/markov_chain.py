@@ -39,12 +39,14 @@ stated accuracy (:attr:`Chain._subnormal`).
 from __future__ import annotations
 
 import math
+import time
 from functools import cached_property
 from pathlib import Path
 from typing import Any, Callable
 
 import numpy as np
 import scipy.sparse as sp
+import scipy.sparse.linalg as spla
 
 from mlmix.errors import MemoryLimitError, UnderflowError
 from mlmix.limits import (
@@ -62,19 +64,35 @@ from mlmix.progress import (
 )
 from mlmix.theory.chain import absorbing, mixing, report, spectral, spectrum, trajectories
 from mlmix.theory.chain import conductance as cond
-from mlmix.theory.chain.hitting import committor, expected_hitting_times, hitting_probabilities
+from mlmix.theory.chain.hitting import (
+    committor,
+    expected_hitting_times,
+    hitting_probabilities,
+    operator_committor,
+    operator_hitting_probabilities,
+    operator_hitting_times,
+)
 from mlmix.theory.chain.persistence import load_chain, save_chain
-from mlmix.theory.chain.stationary import compute_stationary, log_potential, log_space_stationary
-from mlmix.theory.chain.structure import Structure, chain_structure
+from mlmix.theory.chain.stationary import (
+    certify_stationary,
+    compute_stationary,
+    log_potential,
+    log_space_stationary,
+    operator_stationary,
+    stationary_error_bound,
+)
+from mlmix.theory.chain.structure import PositiveStructure, Structure, chain_structure
 from mlmix.theory.chain.variance import (
     asymptotic_variance_dense,
     asymptotic_variance_sparse,
+    kemeny_bounds,
     kemeny_constant_dense,
     kemeny_constant_transient,
     kemeny_interval,
+    operator_asymptotic_variance,
 )
 from mlmix.theory.kernels.assembled import glauber_kernel, independent_parallel_kernel, k_gibbs_kernel
-from mlmix.theory.kernels.representation import choose_representation
+from mlmix.theory.kernels.representation import choose_representation, is_operator
 from mlmix.theory.kernels.scan_and_mh import mh_kernel, systematic_kernel
 from mlmix.theory.kernels.support import kernel_log_offdiagonal, kernel_support
 from mlmix.theory.linalg.elimination import Elimination, eliminate
@@ -91,6 +109,7 @@ from mlmix.validation import (
     check_int,
     check_memory,
     check_state_set,
+    check_steps,
     check_transition_matrix,
     check_vector,
 )
@@ -101,7 +120,14 @@ class Chain:
 
     Parameters
     ----------
-    P : array or scipy.sparse matrix, (N, N), row-stochastic.
+    P : array or scipy.sparse matrix, (N, N), row-stochastic; or a matrix-free kernel
+        (:class:`~mlmix.theory.kernels.operators.KernelOperator`, possibly sharded: vectors are then this
+        process's slice), whose questions the quantity modules answer by operator applications alone
+        (:meth:`from_operator` sets the solvers' options). What needs the matrix itself (``save``,
+        ``to_scipy``, ``to_dense``, ``simulate``, the derived chains of a non-reversible kernel, the
+        worst-start d(t) curve) builds it from the source when it fits the memory limit and otherwise
+        raises the builder's one-line MemoryLimitError when called. The other parameters are a
+        matrix's.
     stationary : optional known stationary law (validated: a probability vector with
         ||pi P - pi||_1 <= 1e-9); skips its computation. With several closed classes and a positive
         ``stationary``, the gaps are exactly 0.
@@ -122,6 +148,12 @@ class Chain:
 
     def __init__(self, P: Matrix, *, stationary: np.ndarray | None = None, name: str | None = None,
                  dense_limit: int | None = None, support: Matrix | None = None) -> None:
+        self.op = P if is_operator(P) else None
+        if self.op is not None:
+            if stationary is not None or dense_limit is not None or support is not None:
+                raise TypeError("stationary, dense_limit and support are options of a matrix, not of an operator")
+            self._hold_operator(name)
+            return
         self.P = check_transition_matrix(P)
         self.n_states = int(self.P.shape[0])
         self._support_given = None if support is None else _check_support(support, self.P)
@@ -138,6 +170,53 @@ class Chain:
             if res > 1e-9:
                 raise ValueError(f"the given stationary law is not stationary: ||pi P - pi||_1 = {res:.3g}")
             self._given = pi
+
+    def _hold_operator(self, name: str | None, *, gap_rtol: float = spectral.GAP_RTOL, basis_size: int = 16,
+                       bins: int = cond.SWEEP_BINS, progress: bool = False) -> None:
+        """A chain on the matrix-free kernel ``self.op``: P is a ``scipy.sparse.linalg.LinearOperator``
+        (``@`` applies P to a function, ``.T @`` to a measure) on one process, the kernel itself when
+        sharded; ``progress`` also turns on the Krylov solvers' progress lines."""
+        op = self.op
+        N = self.n_states = op.n_states
+        self.P = op if op.comm.world_size > 1 else spla.LinearOperator(
+            (N, N), matvec=lambda f: op.matvec(np.ravel(f)), rmatvec=lambda mu: op.rmatvec(np.ravel(mu)), dtype=np.float64)
+        self.name = name or f"{op.description} on {N} states"
+        self.source, self.kernel, self._k = None, None, None
+        self.representation_reason = "a given operator"
+        self.dense_limit, self._dense_limit_given, self._given, self._support_given = 0, None, None, None
+        self._gap_rtol, self._basis, self._bins, self.progress = gap_rtol, basis_size, bins, progress
+        self.timings: dict[str, float] = {}
+
+    @classmethod
+    def from_operator(cls, op: Any, *, name: str | None = None, gap_rtol: float = spectral.GAP_RTOL,
+                      basis_size: int = 16, bins: int = cond.SWEEP_BINS, progress: bool = False) -> "Chain":
+        """The chain of a matrix-free kernel with the solvers' options: ``gap_rtol`` (the Lanczos residual
+        relative to the gap), ``basis_size``, ``bins`` (sweep thresholds of the conductance) and ``progress``
+        (the Krylov solvers' progress lines)."""
+        if not is_operator(op):
+            raise TypeError(f"from_operator needs a KernelOperator, got {type(op).__name__}")
+        chain = cls.__new__(cls)
+        chain.op = op
+        chain._hold_operator(name, gap_rtol=gap_rtol, basis_size=basis_size, bins=bins, progress=progress)
+        return chain
+
+    def _timed(self, key: str, compute: Callable[[], Any]) -> Any:
+        """``compute()``, its seconds added to :attr:`timings` (matrix-free chains)."""
+        t0 = time.perf_counter()
+        out = compute()
+        self.timings[key] = self.timings.get(key, 0.0) + time.perf_counter() - t0
+        return out
+
+    @cached_property
+    def _matrix(self) -> "Chain":
+        """This chain as a matrix: itself, or for a matrix-free chain the CSR chain built from its source
+        (memory checked by the builder)."""
+        if self.op is None:
+            return self
+        if self.source is None or self.kernel not in ("glauber", "k-gibbs"):
+            raise ValueError("this matrix-free chain was built from an operator alone: build it with "
+                             "Chain.from_source(source, representation='sparse') to get its matrix")
+        return Chain.from_source(self.source, self.kernel, k=self._k, representation="sparse", name=self.name)
 
     # ------------------------------------------------------------------ construction
     @classmethod
@@ -156,9 +235,9 @@ class Chain:
         candidates="a b !", temperature=0.7))``. ``name`` defaults to the source's ``label``.
 
         ``representation``: "dense" or "sparse" build the matrix and use the dense or the sparse
-        algorithms; "operator" returns the matrix-free
-        :class:`~mlmix.theory.chain.matrixfree.analysis.OperatorChain` (same questions; options ``device``,
-        ``dtype``); "auto" picks dense up to ``dense_limit`` states, sparse up to the kernel builders'
+        algorithms; "operator" a chain on the matrix-free kernel
+        (:func:`~mlmix.theory.kernels.operators.kernel_operator`; same questions; options ``device``,
+        ``dtype``, ``comm``); "auto" picks dense up to ``dense_limit`` states, sparse up to the kernel builders'
         state limit while the CSR kernel fits the memory limit, the operator beyond
         (:func:`~mlmix.theory.kernels.representation.choose_representation`).
         The choice and its reason are in ``summary()["representation"]``."""
@@ -178,11 +257,11 @@ class Chain:
         limit = DENSE_LIMIT if dense_limit is None else check_int(dense_limit, "dense_limit", minimum=0)
         rep, why = choose_representation(source.space, kernel, 2 if k is None else k, representation, limit)
         if rep == "operator":
-            # deferred: the matrix-free engine imports torch, which the dense and sparse routes never need
-            from mlmix.theory.chain.matrixfree.analysis import OperatorChain
+            # deferred: the matrix-free kernel imports torch, which the dense and sparse routes never need
+            from mlmix.theory.kernels.operators import kernel_operator
 
-            chain: Chain = OperatorChain.from_source(source, kernel, k=k, name=name, **operator_options)
-            chain.representation_reason = why
+            chain = cls(kernel_operator(source, kernel, 2 if k is None else k, **operator_options), name=name)
+            chain.source, chain.kernel, chain._k, chain.representation_reason = source, kernel, k, why
             return chain
         if operator_options:
             raise TypeError(f"{', '.join(operator_options)}: options of representation='operator' only")
@@ -196,8 +275,8 @@ class Chain:
 
     @property
     def representation(self) -> str:
-        """"dense" or "sparse": the algorithms this chain uses ("operator" for an OperatorChain)."""
-        return "dense" if self.is_dense else "sparse"
+        """"dense", "sparse" or "operator" (matrix-free): the algorithms this chain uses."""
+        return "operator" if self.op is not None else "dense" if self.is_dense else "sparse"
 
     @property
     def is_dense(self) -> bool:
@@ -205,16 +284,18 @@ class Chain:
         return self.n_states <= self.dense_limit
 
     def to_scipy(self) -> sp.csr_array:
-        return sp.csr_array(self.P)
+        return sp.csr_array(self._matrix.P)
 
     def to_dense(self) -> np.ndarray:
+        P = self._matrix.P
         check_memory(8.0 * self.n_states**2, f"a dense copy of {self.n_states} states")
-        return self.P.toarray() if sp.issparse(self.P) else np.asarray(self.P)
+        return P.toarray() if sp.issparse(P) else np.asarray(P)
 
     def _facts(self) -> list[tuple[str, str]]:
         """What a chain is, without computing anything: states, transitions, algorithms, origin."""
-        nnz = int(self.P.nnz) if sp.issparse(self.P) else int(np.count_nonzero(self.P))
-        facts = [("states", f"{self.n_states:,}"), ("transitions", f"{nnz:,} non-zero entries"),
+        nnz = None if self.op is not None else int(self.P.nnz) if sp.issparse(self.P) else int(np.count_nonzero(self.P))
+        moves = f"matrix-free ({self.op})" if nnz is None else f"{nnz:,} non-zero entries"
+        facts = [("states", f"{self.n_states:,}"), ("transitions", moves),
                  ("algorithms", f"{self.representation} ({self.representation_reason})")]
         if self.source is not None:
             facts.append(("source", f"{type(self.source).__name__}, kernel {self.kernel}"))
@@ -257,7 +338,11 @@ class Chain:
     def structure(self) -> Structure:
         """Communicating and closed classes and the period, from the exact sign pattern of the
         transitions (:attr:`_support`: a probability below the float range is still positive), else
-        from P's non-zero entries."""
+        from P's non-zero entries; a matrix-free kernel with positive conditionals: one aperiodic class,
+        without a graph (:class:`~mlmix.theory.chain.structure.PositiveStructure`), otherwise that of
+        the matrix (memory permitting)."""
+        if self.op is not None:
+            return PositiveStructure(self.op.local_size) if self.op.conditionals_positive() else self._matrix.structure
         return self._float_structure if self._support is None else chain_structure(self._support)
 
     @cached_property
@@ -296,6 +381,8 @@ class Chain:
         Dirichlet form and Var_pi (hence the gaps and conductances) and the forest sums of hitting times
         and the Kemeny constant by factors within rho^(2N); eps = rho^(2N) - 1 (0 when P has no such
         entry)."""
+        if self.op is not None:  # the operator's rounding is in its own bounds
+            return 0.0, ""
         data = np.abs(self.P.data if sp.issparse(self.P) else np.asarray(self.P).ravel())
         small = data[(data > 0) & (data < np.finfo(np.float64).tiny)]
         if small.size == 0:
@@ -320,7 +407,8 @@ class Chain:
 
     @property
     def is_irreducible(self) -> bool:
-        return self.structure.is_irreducible
+        """One communicating class (matrix-free: every single-site (block) move has positive probability)."""
+        return self.op.conditionals_positive() if self.op is not None else self.structure.is_irreducible
 
     @property
     def closed_classes(self) -> list[np.ndarray]:
@@ -341,8 +429,8 @@ class Chain:
 
     @cached_property
     def _core(self) -> "Chain":
-        """The chain restricted to its closed class (itself when irreducible)."""
-        if self.is_irreducible or self._reducible_given:
+        """The chain restricted to its closed class (itself when irreducible or matrix-free)."""
+        if self.op is not None or self.is_irreducible or self._reducible_given:
             return self
         C = self._recurrent
         sub = self.P[C][:, C] if not sp.issparse(self.P) else sp.csr_array(self.P)[C][:, C]
@@ -362,6 +450,12 @@ class Chain:
     # ------------------------------------------------------------------ stationary law
     @cached_property
     def _stationary(self) -> VectorResult:
+        if self.op is not None:
+            if not self.is_irreducible:
+                raise ValueError("some conditionals underflow to 0: irreducibility is not established matrix-free "
+                                 "(raise the temperature, or analyse the matrix)")
+            return self._timed("stationary_s", lambda: certify_stationary(
+                self.op, operator_stationary(self.op, progress=self.progress)))
         if self._given is not None:
             with np.errstate(divide="ignore"):
                 logpi = np.log(self._given)
@@ -381,8 +475,13 @@ class Chain:
     @announced("stationary law")
     def stationary(self) -> VectorResult:
         """pi P = pi (see :mod:`mlmix.theory.chain.stationary`). A sparse non-reversible law whose entrywise
-        certificate failed gets the first-order bound of :attr:`_pi_error` (which needs the gap)."""
+        certificate failed gets the first-order bound of :attr:`_pi_error` (which needs the gap); on a
+        matrix-free kernel: exact in log space when reversible, else the entrywise certificate or, where
+        that fails, the first-order bound (:mod:`mlmix.theory.chain.stationary`)."""
         st = self._stationary
+        if self.op is not None:
+            gap = self._gap.gap if st.rel_error is None else None
+            return st if gap is None or gap.lower is None else stationary_error_bound(self.op, st, gap.lower)
         if st.rel_error is not None or self._given is not None or self._reducible_given or self._core.is_reversible:
             return st
         delta, how = self._pi_error
@@ -437,6 +536,9 @@ class Chain:
         st = core._stationary
         if self._given is not None:
             return 0.0, "given"
+        if self.op is not None:  # the operator's law carries its own bound
+            rel = self.stationary.rel_error
+            return (math.inf, "not bounded") if rel is None else (rel, "certified")
         if st.rel_error is not None:
             return st.rel_error, "certified"
         how = "||r/pi||_pi / (gap sqrt(pi_min)) (first order)"
@@ -470,7 +572,10 @@ class Chain:
     @cached_property
     def is_reversible(self) -> bool:
         """Detailed balance pi(x) P(x, y) = pi(y) P(y, x), by Kolmogorov's criterion in log space
-        (on the closed class; transient states carry no mass)."""
+        (on the closed class; transient states carry no mass); a matrix-free kernel is reversible when its
+        source is compatible."""
+        if self.op is not None:
+            return self.op.reversible
         if self._given is not None:
             Q = sp.csr_array(self.P).multiply(self._given[:, None])
             return bool(abs(Q - Q.T).max() <= 1e-10 * abs(Q).max())
@@ -495,6 +600,8 @@ class Chain:
 
     @cached_property
     def _unrounded_gap_and_mode(self) -> tuple[Result, np.ndarray]:
+        if self.op is not None:
+            return self._gap.gap, self._gap.fiedler
         core = self._core
         if self._reducible_given:
             return Result.exact(NAMES["spectral_gap"], 0.0, "several closed classes: the indicator of one has zero "
@@ -508,9 +615,20 @@ class Chain:
     @cached_property
     def _gap_and_mode(self) -> tuple[Result, np.ndarray]:
         gap, mode = self._raw_gap_and_mode
-        if self._reducible_given or self._core.is_reversible:  # P's own gap: pi is not used
-            return gap, mode
+        if self.op is not None or self._reducible_given or self._core.is_reversible:  # P's own gap: pi is not
+            return gap, mode  # used (the operator's gap already holds the error of its pi)
         return self._charged(gap, (0.0, 2.0)), mode  # (P + P*)/2 has eigenvalues in [-1, 1]
+
+    @cached_property
+    def _gap(self) -> spectral.GapResult:
+        """The matrix-free gap with its Ritz function (:func:`~mlmix.theory.chain.spectral.operator_gap`)."""
+        return self._timed("gap_s", lambda: spectral.operator_gap(self.op, self._stationary, rtol=self._gap_rtol,
+                                                                   basis_size=self._basis, progress=self.progress))
+
+    @cached_property
+    def _pi_t(self) -> Any:
+        """The stationary law as a tensor of the matrix-free kernel (this process's slice)."""
+        return spectral._checked_pi(self.op, self.stationary)
 
     @cached_property
     @announced("gaps")
@@ -538,7 +656,14 @@ class Chain:
     @cached_property
     @announced("gaps")
     def multiplicative_gap(self) -> Result:
-        """1 - sigma_2(P)^2: the gap of P* P (Fill's bound)."""
+        """1 - sigma_2(P)^2: the gap of P* P (Fill's bound; matrix-free: Lanczos on C^T C for a
+        non-reversible kernel, from the absolute gap for a reversible one)."""
+        if self.op is not None:
+            if self.is_reversible:
+                return spectral.multiplicative_from_absolute(self.absolute_spectral_gap)
+            return self._timed("multiplicative_gap_s", lambda: spectral.operator_multiplicative_gap(
+                self.op, self._stationary, self.additive_gap, rtol=self._gap_rtol, basis_size=self._basis,
+                progress=self.progress))
         core = self._core
         if not core.is_dense:
             return self._charged(self._rounded_entries(spectral.multiplicative_gap_sparse(sp.csr_array(core.P),
@@ -556,6 +681,8 @@ class Chain:
         core = self._core
         if self._reducible_given:
             return Result.exact(NAMES["absolute_spectral_gap"], 0.0, "several closed classes: eigenvalue 1 is repeated")
+        if self.op is not None:
+            return spectral.operator_absolute_gap(self.is_reversible, self.additive_gap)
         if self.period > 1:  # exp(2 pi i / d) is an eigenvalue: exactly 0
             return Result.exact(NAMES["absolute_spectral_gap"], 0.0, f"period {self.period} from a breadth-first "
                                 f"search: exp(2 pi i / {self.period}) is an eigenvalue{self._on_core()}")
@@ -577,6 +704,9 @@ class Chain:
     def conductance(self) -> Result:
         """Phi* = min{Phi(S) : 0 < pi(S) <= 1/2}: exact up to 20 states, else a certified interval whose
         upper end is Phi of a named set (details: set_size, set_mass, set)."""
+        if self.op is not None:
+            return self._timed("conductance_s", lambda: cond.operator_conductance(self.op, self.stationary, self._gap,
+                                                                                   bins=self._bins))
         core = self._core
         if self._reducible_given:
             return Result.exact(NAMES["conductance"], 0.0, "several closed classes: one of mass <= 1/2 has no exit flow")
@@ -589,11 +719,17 @@ class Chain:
                         self._on_core())
 
     def set_conductance(self, S: np.ndarray) -> Result:
-        """Phi(S) = Q(S, S^c) / pi(S) of a set of states (mask or indices), in log space."""
+        """Phi(S) = Q(S, S^c) / pi(S) of a set of states (mask or indices), in log space (matrix-free: flows
+        summed as non-negative terms)."""
+        if self.op is not None:
+            return cond.operator_set_conductance(self.op, S, self.stationary)
         return self._charged(cond.set_conductance_result(self.P, S, self._logpi), (0.0, 1.0))
 
     # ------------------------------------------------------------------ mixing
     def _mixing_bounds(self) -> mixing.MixingBounds:
+        if self.op is not None:
+            return mixing.operator_bounds(self.op, self.stationary, self.additive_gap, self.conductance,
+                                          None if self.is_reversible else self.multiplicative_gap)
         core = self._core
         log_pi_min = float(core._logpi.min())
         witness = self.conductance.details if core.n_states > 1 else {}
@@ -627,6 +763,9 @@ class Chain:
             return Result.interval("t_mix", math.inf, None, f"period {d} from a breadth-first search",
                                    f"the chain is periodic (period {d}): d(t) >= 1 - 1/{d} > eps for every t, so "
                                    "t_mix is infinite")
+        if self.op is not None:  # bounded, not computed (``max_states`` does not apply)
+            return mixing.operator_mixing_bounds(self.op, self.stationary, self.additive_gap, self.conductance, eps,
+                                                 None if self.is_reversible else self.multiplicative_gap)
         try:
             return mixing.certified_mixing_time(self.P, eps, np.exp(self._logpi), self._mixing_bounds(),
                                                 pi_rel_error=self._pi_rel_error, max_states=max_states)
@@ -637,20 +776,27 @@ class Chain:
 
     @announced("d(t)")
     def tv_distance(self, t: int) -> Result:
-        """d(t) = max_x TV(P^t(x, .), pi)."""
+        """d(t) = max_x TV(P^t(x, .), pi) (matrix-free: the certified spectral upper bound)."""
+        if self.op is not None:
+            return mixing.operator_tv_distance(self._mixing_bounds(), t)
         return mixing.certified_tv_distance(self.P, t, np.exp(self._logpi), self._mixing_bounds(),
                                   pi_rel_error=self._pi_rel_error)
 
     def distance_curve(self, t_max: int, start: int | np.ndarray | None = None, progress: bool = True) -> VectorResult:
         """d(t) for t = 0..t_max from the worst start (dense powers; times the sparse P for a sparse
         chain), or TV(P^t(x0, .), pi) from a start state index or start law; ``progress``: cost
-        estimate and bar when long (:mod:`mlmix.progress`)."""
+        estimate and bar when long (:mod:`mlmix.progress`). Matrix-free: t_max applications of P^T from a
+        start; the worst-start curve needs the matrix (memory permitting)."""
+        if self.op is not None and start is None:
+            return self._matrix.distance_curve(t_max, progress=progress)
         if start is not None and np.ndim(start) == 0:
             mu = np.zeros(self.n_states)
             mu[check_state_set(start, self.n_states, "start")] = 1.0
             start = mu
         elif start is not None:
             start = check_vector(start, self.n_states, "start", probability=True)
+        if self.op is not None:
+            return mixing.distance_from(self.op, start, check_steps(t_max, "t_max"), self._pi_t, self._pi_rel_error)
         return mixing.tv_curve(self.P, t_max, np.exp(self._logpi), start, self._pi_rel_error, progress=progress)
 
     # ------------------------------------------------------------------ variance, Kemeny, hitting
@@ -658,6 +804,8 @@ class Chain:
     def asymptotic_variance(self, f: np.ndarray) -> Result:
         """sigma^2(f) of ergodic averages (CLT variance), via the Poisson equation."""
         f = check_vector(f, self.n_states, "f")
+        if self.op is not None:
+            return operator_asymptotic_variance(self.op, f, self._pi_t, self.additive_gap, self._pi_rel_error)
         core = self._core
         if core is not self:
             f = f[self._recurrent]
@@ -672,7 +820,10 @@ class Chain:
     def kemeny_constant(self) -> Result:
         """K = sum_{lambda != 1} 1 / (1 - lambda) = sum_j pi_j E_i tau_j (the same for every start i of
         an irreducible chain); with transient states, K of the closed class plus tr((I - P_TT)^-1)
-        (:func:`~mlmix.theory.chain.variance.kemeny_constant_transient`)."""
+        (:func:`~mlmix.theory.chain.variance.kemeny_constant_transient`); matrix-free: bounds from the trace
+        and the additive gap (:func:`~mlmix.theory.chain.variance.kemeny_bounds`)."""
+        if self.op is not None:
+            return kemeny_bounds(self.op, self.additive_gap)
         core = self._core
         if core is self and not core.is_dense:  # bounds from the trace and the (additive) gap
             return kemeny_interval(core.n_states, float(core.P.diagonal().sum()),
@@ -690,16 +841,26 @@ class Chain:
     @announced("hitting times")
     def hitting_time(self, target: np.ndarray) -> VectorResult:
         """E_x tau_A for every start x (0 on A, inf where A is not hit almost surely)."""
+        if self.op is not None:
+            return operator_hitting_times(self.op, check_state_set(target, self.n_states, "target set A"), self._pi_t)
         return self._rounded_vector(expected_hitting_times(self.P, target), self._subnormal[0])
 
     @announced("hitting times")
     def hitting_probabilities(self, target: np.ndarray, t: int) -> VectorResult:
         """P_x(tau_A <= t) for every start x."""
+        if self.op is not None:
+            return operator_hitting_probabilities(self.op, check_state_set(target, self.n_states, "target set A"),
+                                                  check_steps(t))
         return hitting_probabilities(self.P, target, t)
 
     @announced("hitting times")
     def committor(self, A: np.ndarray, B: np.ndarray) -> VectorResult:
         """q(x) = P_x(tau_B < tau_A), the probability of reaching B before A."""
+        if self.op is not None:
+            Am, Bm = check_state_set(A, self.n_states, "A"), check_state_set(B, self.n_states, "B")
+            if (Am & Bm).any():
+                raise ValueError("A and B must be disjoint")
+            return operator_committor(self.op, Am, Bm, self._pi_t)
         return committor(self.P, A, B)
 
     def mean_first_passage_times(self, target: np.ndarray | int | None = None) -> VectorResult:
@@ -724,23 +885,31 @@ class Chain:
         """E(f, g) = (1/2) sum pi(x) P(x, y) (f(x) - f(y)) (g(x) - g(y))."""
         f = check_vector(f, self.n_states, "f")
         g = None if g is None else check_vector(g, self.n_states, "g")
+        if self.op is not None:  # E(f, f) as non-negative terms, E(f, g) by polarization
+            return spectral.operator_dirichlet_form(self.op, self._pi_t, f, g)
         return spectral.dirichlet_form(self.P, f, g, np.exp(self._logpi))
 
     # ------------------------------------------------------------------ derived chains
     def time_reversal(self) -> "Chain":
-        """P*(x, y) = pi(y) P(y, x) / pi(x) (on the closed class)."""
+        """P*(x, y) = pi(y) P(y, x) / pi(x) (on the closed class; a reversible matrix-free chain itself)."""
+        if self.op is not None:
+            return self if self.is_reversible else self._matrix.time_reversal()
         core = self._core
         return Chain(spectral.time_reversal(core.P, core._logpi), name=f"time reversal of {self.name}",
                      dense_limit=self._dense_limit_given)
 
     def additive_reversibilization(self) -> "Chain":
-        """(P + P*)/2 (on the closed class)."""
+        """(P + P*)/2 (on the closed class; a reversible matrix-free chain itself)."""
+        if self.op is not None:
+            return self if self.is_reversible else self._matrix.additive_reversibilization()
         core = self._core
         return Chain(spectral.additive_reversibilization(core.P, core._logpi),
                      name=f"additive reversibilization of {self.name}", dense_limit=self._dense_limit_given)
 
     def multiplicative_reversibilization(self) -> "Chain":
-        """P* P (on the closed class)."""
+        """P* P (on the closed class; from the matrix of a matrix-free chain, memory permitting)."""
+        if self.op is not None:
+            return self._matrix.multiplicative_reversibilization()
         core = self._core
         return Chain(spectral.multiplicative_reversibilization(core.P, core._logpi),
                      name=f"multiplicative reversibilization of {self.name}", dense_limit=self._dense_limit_given)
@@ -748,7 +917,12 @@ class Chain:
     # ------------------------------------------------------------------ spectrum, classes, absorption
     def eigenvalues(self, k: int | None = None) -> VectorResult:
         """The ``k`` eigenvalues of largest modulus (all when None), with per-eigenvalue error bounds;
-        complex with condition numbers for a non-reversible chain (:mod:`mlmix.theory.chain.spectrum`)."""
+        complex with condition numbers for a non-reversible chain (:mod:`mlmix.theory.chain.spectrum`).
+        Matrix-free: [1, 1 - gap] of a reversible kernel for k <= 2, otherwise from the matrix."""
+        if self.op is not None:
+            if k in (1, 2) and self.is_reversible:
+                return spectrum.reversible_top_two(self.spectral_gap, k)
+            return self._matrix.eigenvalues(k)
         return spectrum.eigenvalues(self.P, k, self.is_irreducible and self.is_reversible)
 
     def implied_timescales(self, k: int | None = None) -> VectorResult:
@@ -757,6 +931,12 @@ class Chain:
 
     def stationary_distributions(self) -> VectorResult:
         """One stationary law per closed class (rows; :mod:`mlmix.theory.chain.absorbing`)."""
+        if self.op is not None:
+            if not isinstance(self.structure, PositiveStructure):
+                return self._matrix.stationary_distributions()
+            pi = self.stationary
+            return VectorResult("stationary laws of the closed classes", pi.value[None, :], pi.method, pi.rel_error,
+                                details={"classes": self.structure.closed_classes})
         self._check_resolved()
         return absorbing.stationary_distributions(self.P, self.structure)
 
@@ -766,6 +946,10 @@ class Chain:
 
     @cached_property
     def _absorption(self) -> absorbing.Absorption:
+        if self.op is not None:
+            if not isinstance(self.structure, PositiveStructure):
+                return self._matrix._absorption
+            return absorbing.Absorption(np.zeros(0, dtype=np.int64), self.structure.closed_classes, None, 0.0)
         self._check_resolved()
         return absorbing.absorption(self.P, self.structure)
 

@@ -530,26 +530,43 @@ def _squaring(pw: _Powers, eps: float) -> tuple[int | None, int, float]:
 
 # ------------------------------------------------------------ matrix-free (a KernelOperator)
 
-def operator_mixing_bounds(op: KernelOperator, pi: VectorResult, gap: Result, conductance: Result,
-                           eps: float = 0.25, multiplicative_gap: Result | None = None) -> Result:
-    """Certified bounds on the worst-start TV t_mix(eps) (module docstring), by
-    :class:`mlmix.theory.chain.mixing.MixingBounds` from the gap (reversible: positive semi-definite, so the
-    absolute gap is the gap), the conductance's named set and, for any chain, Fill's bound from the
-    multiplicative gap when given."""
+def operator_bounds(op: KernelOperator, pi: VectorResult, gap: Result, conductance: Result,
+                    multiplicative_gap: Result | None = None) -> MixingBounds:
+    """The :class:`MixingBounds` of a matrix-free kernel from the gap (reversible: positive
+    semi-definite, so the absolute gap is the gap), the conductance's named set and, for any chain,
+    Fill's bound from the multiplicative gap when given."""
     import torch  # deferred: only the matrix-free route loads torch
 
-    eps = check_eps(eps)
     log_min = torch.tensor(float(np.min(pi.log_value)), dtype=torch.float64, device=op.device)
-    bounds = MixingBounds(float(op.comm.allreduce_(log_min, "min")), op.reversible,
-                          abs_gap=gap if op.reversible else None, mult_gap=multiplicative_gap,
-                          set_mass=conductance.details.get("set_mass"),
-                          set_phi_upper=conductance.details.get("set_conductance_upper"))
-    lower, upper, how = bounds.t_mix_interval(eps)
+    return MixingBounds(float(op.comm.allreduce_(log_min, "min")), op.reversible,
+                        abs_gap=gap if op.reversible else None, mult_gap=multiplicative_gap,
+                        set_mass=conductance.details.get("set_mass"),
+                        set_phi_upper=conductance.details.get("set_conductance_upper"))
+
+
+def operator_mixing_bounds(op: KernelOperator, pi: VectorResult, gap: Result, conductance: Result,
+                           eps: float = 0.25, multiplicative_gap: Result | None = None) -> Result:
+    """Certified bounds on the worst-start TV t_mix(eps) (module docstring) from
+    :func:`operator_bounds`."""
+    eps = check_eps(eps)
+    lower, upper, how = operator_bounds(op, pi, gap, conductance, multiplicative_gap).t_mix_interval(eps)
     if op.reversible:
         how.append("P is positive semi-definite (an average of conditional expectations), so t_rel = 1/gap")
     return Result.interval(NAMES["t_mix"], lower, upper if math.isfinite(upper) else None,
                            "worst-start TV mixing time, certified bounds: " + "; ".join(how),
                            "the exact worst-start t_mix needs dense powers of P; bounds only at this size", eps=eps)
+
+
+def operator_tv_distance(bounds: MixingBounds, t: int) -> Result:
+    """d(t) = max_x TV(P^t(x, .), pi) on a matrix-free kernel: the certified spectral upper bound of
+    ``bounds`` (:func:`operator_bounds`; the worst start over all states is not computable matrix-free)."""
+    t = check_steps(t)
+    log_up = bounds.log_distance_upper(t)
+    hi = min(1.0, max(math.exp(log_up), 5e-324)) if log_up < 0 else 1.0
+    return Result.interval(NAMES["tv_distance"], 0.0, hi, "certified spectral upper bound",
+                           "the worst start over all states needs the powers of P: only the upper bound is "
+                           "computed matrix-free (distance_curve gives TV(mu P^t, pi) from a start)",
+                           log10_upper=log_up / math.log(10) if math.isfinite(log_up) else None)
 
 
 def distance_from(op: KernelOperator, mu: np.ndarray, t_max: int, pi: torch.Tensor,

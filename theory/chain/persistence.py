@@ -27,8 +27,9 @@ _SAVED_FIGURES = ("stationary", "spectral_gap", "additive_gap", "poincare_consta
 
 
 def save_chain(chain: Chain, path: str | Path) -> None:
-    """The body of :meth:`Chain.save`."""
+    """The body of :meth:`Chain.save` (a matrix-free chain saves its matrix, built from the source)."""
 
+    chain = chain._matrix
     path = Path(path)
     if path.suffix != ".npz":
         raise ValueError(f"a chain is saved as .npz, got {path.name}")

@@ -23,6 +23,8 @@ def summary(chain: Chain, eps: float, include_stationary: bool, mixing_limit: in
     """The body of :meth:`Chain.summary`."""
 
     eps = check_eps(eps)
+    if chain.op is not None:
+        return _operator_summary(chain, eps, include_stationary, progress, as_frame)
     out: dict[str, Any] = {"n_states": chain.n_states,
                            "representation": f"{chain.representation} ({chain.representation_reason})",
                            "irreducible": chain.is_irreducible}
@@ -50,10 +52,29 @@ def summary(chain: Chain, eps: float, include_stationary: bool, mixing_limit: in
     return results_frame(out) if as_frame else out
 
 
+def _operator_summary(chain: Chain, eps: float, include_stationary: bool, progress: bool, as_frame: bool) -> Any:
+    """The keys of :func:`summary` on a matrix-free chain (t_mix bounded, not computed; the seconds
+    spent are in ``chain.timings``); ``progress`` turns on the Krylov solvers' progress lines."""
+    chain.progress = chain.progress or progress
+    out: dict[str, Any] = {"n_states": chain.n_states, "representation": f"matrix-free operator ({chain.op})",
+                           "irreducible": chain.is_irreducible, "closed_classes": 1, "period": chain.period,
+                           "reversible": chain.is_reversible,
+                           "stationary": chain.stationary.as_dict(values=include_stationary)}
+    for key in ("spectral_gap", "absolute_spectral_gap", "relaxation_time", "additive_gap",
+                "poincare_constant", "conductance", "kemeny_constant"):
+        out[key] = getattr(chain, key)
+    out["eps"] = eps
+    out["t_mix"] = chain.mixing_time(eps)
+    return results_frame(out) if as_frame else out
+
+
 def summary_cost(chain: Chain, mixing_limit: int) -> tuple[list[tuple[str, float]], str]:
-    """The body of :meth:`Chain._summary_cost`."""
+    """The body of :meth:`Chain._summary_cost` (matrix-free: the Krylov solvers report their own progress)."""
 
     N = chain.n_states
+    if chain.op is not None:
+        return [(phase, 0.0) for phase in _PRIOR_PHASES if phase in _SUMMARY_PHASES], \
+            f"{N:,} states, matrix-free operator ({chain.op})"
     nnz = int(chain.P.nnz) if sp.issparse(chain.P) else N * N
     if chain.is_dense:
         cubes = {"stationary law": 0.5, "gaps": 18.0, "conductance": 1.0, "Kemeny constant": 2.0,
@@ -72,6 +93,8 @@ def summary_cost(chain: Chain, mixing_limit: int) -> tuple[list[tuple[str, float
 def progress_plan(chain: Chain, phase: str, name: str) -> tuple[str, str, list]:
     """The body of :meth:`Chain._progress_plan`."""
 
+    if chain.op is not None:  # the Krylov solvers report their own progress
+        return f"{name} of {chain.name}", summary_cost(chain, MIXING_LIMIT)[1], [(phase, 0.0, None)]
     phases, cost = summary_cost(chain, MIXING_LIMIT)
     expected = dict(phases)
     nnz = int(chain.P.nnz) if sp.issparse(chain.P) else chain.n_states ** 2
@@ -88,6 +111,7 @@ _PRIOR_PHASES = {"stationary law": (), "gaps": ("stationary law",), "conductance
                  "Kemeny constant": ("stationary law",), "t_mix": ("stationary law", "gaps", "conductance"),
                  "hitting times": (), "variance": ("stationary law",),
                  "d(t)": ("stationary law", "gaps", "conductance")}
+_SUMMARY_PHASES = ("stationary law", "gaps", "conductance", "Kemeny constant", "t_mix")
 _CACHED_PHASES = {"stationary law": "_logpi", "gaps": "_gap_and_mode", "conductance": "conductance"}
 
 

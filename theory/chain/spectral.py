@@ -412,6 +412,36 @@ def _pi_perturbation(op: KernelOperator, pi: VectorResult, pi_t: torch.Tensor, g
     return first_order_pi_error(op, pi_t, gap)[0] if gap > 0 else math.inf
 
 
+def operator_absolute_gap(reversible: bool, gap: Result) -> Result:
+    """The absolute spectral gap of a matrix-free kernel: the additive gap ``gap`` of a reversible
+    heat-bath kernel (positive semi-definite, so lambda_min >= 0); unresolved otherwise."""
+    if not reversible:
+        return Result.missing(NAMES["absolute_spectral_gap"], "matrix-free",
+                              "eigenvalues of a non-reversible P are not computed matrix-free")
+    return Result(NAMES["absolute_spectral_gap"], gap.value, "a reversible heat-bath kernel is positive "
+                  "semi-definite, so this is the spectral gap; " + gap.method, gap.rel_error, gap.lower, gap.upper,
+                  gap.reason, dict(gap.details))
+
+
+def multiplicative_from_absolute(g: Result) -> Result:
+    """1 - sigma_2^2 = 1 - (1 - absolute gap)^2 of a reversible chain (sigma_2 = lambda_*), from the
+    absolute gap's enclosure."""
+    lo = None if g.lower is None else 1 - (1 - g.lower) ** 2
+    hi = None if g.upper is None else 1 - (1 - g.upper) ** 2
+    return Result.interval(NAMES["multiplicative_gap"], lo, hi, "1 - (1 - absolute gap)^2 (reversible: "
+                           "sigma_2 = lambda_*)", "derived from the absolute gap's enclosure")
+
+
+def operator_dirichlet_form(op: KernelOperator, pi: torch.Tensor, f: np.ndarray, g: np.ndarray | None) -> float:
+    """E(f, g) = (1/2) sum pi(x) P(x, y) (f(x) - f(y)) (g(x) - g(y)) on a matrix-free kernel: E(f, f) as
+    non-negative terms, E(f, g) by polarization (E(f + g) - E(f - g)) / 4."""
+    f_t = op._tensor(f, "f")
+    if g is None:
+        return op.dirichlet_form(f_t, pi)
+    g_t = op._tensor(g, "g")
+    return (op.dirichlet_form(f_t + g_t, pi) - op.dirichlet_form(f_t - g_t, pi)) / 4
+
+
 def multiplicative_gap_sparse(P: sp.csr_array, logpi: np.ndarray, rtol: float = DEFAULT_RTOL) -> Result:
     """1 - sigma_2(P)^2 of a large chain, matrix-free: D^1/2 P* P D^-1/2 = C^T C with
     C = D^1/2 P D^-1/2, so Lanczos needs two sparse products per step and never forms P* P."""

@@ -15,7 +15,14 @@ if TYPE_CHECKING:
 
 def simulate(chain: Chain, steps: int, start: int | np.ndarray | None = None, *, chains: int = 1,
              seed: int | None = 0) -> np.ndarray:
-    """The body of :meth:`Chain.simulate`."""
+    """The body of :meth:`Chain.simulate`; a matrix-free chain runs on its matrix (built from the source,
+    memory permitting), a start drawn from the stationary law from its own certified law."""
+    if chain.op is not None:
+        if start is None:
+            pi = np.asarray(chain.stationary, dtype=np.float64)
+            draws = np.random.default_rng(seed).random(check_int(chains, "chains", minimum=1))
+            start = np.minimum(np.searchsorted(np.cumsum(pi), draws * pi.sum(), side="right"), chain.n_states - 1)
+        return simulate(chain._matrix, steps, start, chains=chains, seed=seed)
     steps = check_int(steps, "steps", minimum=0)
     chains = check_int(chains, "chains", minimum=1)
     rng = np.random.default_rng(seed)
