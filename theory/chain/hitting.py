@@ -35,7 +35,9 @@ import numpy as np
 import scipy.sparse as sp
 from scipy.sparse.csgraph import breadth_first_order
 
-from mlmix.limits import DENSE_HITTING_LIMIT, DOUBLING_LIMIT, HITTING_STEPS, HITTING_WORK
+from mlmix.limits import DENSE_HITTING_LIMIT, DOUBLING_LIMIT, HITTING_STEPS, HITTING_WORK, MFPT_LIMIT
+from mlmix.progress import dense_seconds
+from mlmix.progress import steps as progress_steps
 from mlmix.theory.linalg.elimination import eliminate
 from mlmix.theory.linalg.matrices import krylov_solve
 from mlmix.theory.results import EPS, NAMES, VectorResult
@@ -44,6 +46,7 @@ from mlmix.validation import Matrix, check_memory, check_state_set, check_steps,
 if TYPE_CHECKING:
     import torch
 
+    from mlmix.theory.chain.markov_chain import Chain
     from mlmix.theory.kernels.operators import KernelOperator
     from mlmix.theory.linalg.krylov import LinearSolve
 
@@ -313,3 +316,48 @@ def operator_hitting_probabilities(op: KernelOperator, A: np.ndarray, t: int) ->
         h = op.apply(h, "functions").mul_(1 - inA).add_(inA)
     rel = math.expm1(t * math.log1p(rounding(op)))
     return VectorResult(NAMES["hitting_probabilities"], gathered(op, h), f"{t} backward steps (matrix-free)", rel)
+
+
+# ------------------------------------------------------------ the questions of a Chain
+
+def chain_hitting_time(chain: Chain, target: np.ndarray) -> VectorResult:
+    """The body of :meth:`Chain.hitting_time`."""
+    if chain.op is not None:
+        return operator_hitting_times(chain.op, check_state_set(target, chain.n_states, "target set A"), chain._pi_t)
+    return chain._rounded_vector(expected_hitting_times(chain.P, target), chain._subnormal[0])
+
+
+def chain_hitting_probabilities(chain: Chain, target: np.ndarray, t: int) -> VectorResult:
+    """The body of :meth:`Chain.hitting_probabilities`."""
+    if chain.op is not None:
+        return operator_hitting_probabilities(chain.op, check_state_set(target, chain.n_states, "target set A"),
+                                              check_steps(t))
+    return hitting_probabilities(chain.P, target, t)
+
+
+def chain_committor(chain: Chain, A: np.ndarray, B: np.ndarray) -> VectorResult:
+    """The body of :meth:`Chain.committor`."""
+    if chain.op is not None:
+        Am, Bm = check_state_set(A, chain.n_states, "A"), check_state_set(B, chain.n_states, "B")
+        if (Am & Bm).any():
+            raise ValueError("A and B must be disjoint")
+        return operator_committor(chain.op, Am, Bm, chain._pi_t)
+    return committor(chain.P, A, B)
+
+
+def chain_mean_first_passage_times(chain: Chain, target: np.ndarray | int | None = None) -> VectorResult:
+    """The body of :meth:`Chain.mean_first_passage_times`."""
+    if target is not None:
+        return chain.hitting_time(target)
+    N = chain.n_states
+    if N > MFPT_LIMIT:
+        raise ValueError(f"the full mean-first-passage matrix is computed up to {MFPT_LIMIT} states; "
+                         f"this chain has {N}: give a target")
+
+    cols = [chain.hitting_time(np.array([j])) for j in progress_steps(range(N), "mean first passage times", total=N,
+                                                            expected=N * dense_seconds(N, 1.0),
+                                                            cost=f"{N} states, one solve per target")]
+    M = np.stack([c.value for c in cols], axis=1)
+    rel = max((c.rel_error or 0.0) for c in cols)
+    return VectorResult("mean first passage times E_i tau_j", M, cols[0].method + ", one elimination per target",
+                        rel)

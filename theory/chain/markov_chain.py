@@ -48,53 +48,32 @@ import numpy as np
 import scipy.sparse as sp
 import scipy.sparse.linalg as spla
 
-from mlmix.errors import MemoryLimitError, UnderflowError
+from mlmix.errors import UnderflowError
 from mlmix.limits import (
     DENSE_LIMIT,
     DENSE_STATIONARY_LIMIT,
     EXACT_CONDUCTANCE_LIMIT,
-    MFPT_LIMIT,
     MIXING_LIMIT,
     REPORT_MIXING_LIMIT,
 )
 from mlmix.progress import (
     announced,
-    dense_seconds,
-    steps,
 )
-from mlmix.theory.chain import absorbing, mixing, report, spectral, spectrum, trajectories
+from mlmix.theory.chain import absorbing, hitting, mixing, report, spectral, spectrum, trajectories, underflow, variance
 from mlmix.theory.chain import conductance as cond
-from mlmix.theory.chain.hitting import (
-    committor,
-    expected_hitting_times,
-    hitting_probabilities,
-    operator_committor,
-    operator_hitting_probabilities,
-    operator_hitting_times,
-)
 from mlmix.theory.chain.persistence import load_chain, save_chain
 from mlmix.theory.chain.stationary import (
     certify_stationary,
     compute_stationary,
     log_potential,
-    log_space_stationary,
     operator_stationary,
     stationary_error_bound,
 )
 from mlmix.theory.chain.structure import PositiveStructure, Structure, chain_structure
-from mlmix.theory.chain.variance import (
-    asymptotic_variance_dense,
-    asymptotic_variance_sparse,
-    kemeny_bounds,
-    kemeny_constant_dense,
-    kemeny_constant_transient,
-    kemeny_interval,
-    operator_asymptotic_variance,
-)
 from mlmix.theory.kernels.assembled import glauber_kernel, independent_parallel_kernel, k_gibbs_kernel
 from mlmix.theory.kernels.representation import choose_representation, is_operator
 from mlmix.theory.kernels.scan_and_mh import mh_kernel, systematic_kernel
-from mlmix.theory.kernels.support import kernel_log_offdiagonal, kernel_support
+from mlmix.theory.kernels.support import kernel_support
 from mlmix.theory.linalg.elimination import Elimination, eliminate
 from mlmix.theory.results import (
     DEFAULT_RTOL,
@@ -105,11 +84,8 @@ from mlmix.theory.results import (
 )
 from mlmix.validation import (
     Matrix,
-    check_eps,
     check_int,
     check_memory,
-    check_state_set,
-    check_steps,
     check_transition_matrix,
     check_vector,
 )
@@ -347,25 +323,8 @@ class Chain:
 
     @cached_property
     def _underflow(self) -> str | None:
-        """Why the float matrix P cannot stand for the chain, or None: transitions positive in exact
-        arithmetic underflowed to 0 and P has other communicating or closed classes than the exact
-        pattern. Then the stationary law is computed in log space where the kernel's logarithms are
-        at hand (:meth:`_log_space_law`), and what is computed from P with it (gaps, conductance,
-        Kemeny constant, t_mix, ...), reversibility, the laws of the closed classes and the absorption
-        quantities raise :class:`~mlmix.errors.UnderflowError` with this reason."""
-        if self._support is None:
-            return None
-        exact, flt = self.structure, self._float_structure
-        pairs = np.unique(np.stack([exact.labels, flt.labels]), axis=1).shape[1]
-        same = pairs == exact.n_classes == flt.n_classes and \
-            np.array_equal(exact.closed[exact.labels], flt.closed[flt.labels])
-        if same:
-            return None
-        lost = self._support.nnz - sp.csr_array(self.P).count_nonzero()
-        return (f"{lost} transition probabilities are positive but underflow to 0 in float64 (below 5e-324): "
-                f"the exact chain has {exact.n_classes} communicating class(es), {int(exact.closed.sum())} closed, "
-                f"the float64 matrix {flt.n_classes}, {int(flt.closed.sum())} closed; what is computed from the float64 "
-                "matrix (gaps, conductance, Kemeny constant, t_mix) is not resolved")
+        """:func:`~mlmix.theory.chain.underflow.underflow_reason`."""
+        return underflow.underflow_reason(self)
 
     def _check_resolved(self) -> None:
         if self._underflow is not None:
@@ -373,24 +332,8 @@ class Chain:
 
     @cached_property
     def _subnormal(self) -> tuple[float, str]:
-        """(eps, note) for the positive entries of P below the normal range (2.2e-308): a subnormal p is
-        a multiple of 2^-1074, so it carries a relative rounding up to delta = 2^-1075 / p (1e-10 at
-        p = 2.5e-314), however accurately it was computed. With every off-diagonal entry moved by a
-        relative delta, rho = (1 + delta) / (1 - delta), the Markov chain tree theorem moves pi (sums of
-        products of N - 1 entries) by a factor within rho^(N-1), and edge measures pi(x) P(x, y), the
-        Dirichlet form and Var_pi (hence the gaps and conductances) and the forest sums of hitting times
-        and the Kemeny constant by factors within rho^(2N); eps = rho^(2N) - 1 (0 when P has no such
-        entry)."""
-        if self.op is not None:  # the operator's rounding is in its own bounds
-            return 0.0, ""
-        data = np.abs(self.P.data if sp.issparse(self.P) else np.asarray(self.P).ravel())
-        small = data[(data > 0) & (data < np.finfo(np.float64).tiny)]
-        if small.size == 0:
-            return 0.0, ""
-        delta = 0.5 * (2.0**-1074 / float(small.min()))  # half an ulp of the subnormals, relative
-        eps = math.expm1(2 * self.n_states * (math.log1p(delta) - math.log1p(-delta))) if delta < 1 else math.inf
-        return eps, (f"; widened for {small.size} entries of P below the normal range of float64 (relative "
-                     f"rounding up to {delta:.1e})")
+        """:func:`~mlmix.theory.chain.underflow.subnormal_rounding`."""
+        return underflow.subnormal_rounding(self)
 
     def _rounded_entries(self, r: Result, within: tuple[float, float]) -> Result:
         """``r`` widened for the rounding of the subnormal entries of P (:attr:`_subnormal`)."""
@@ -503,27 +446,8 @@ class Chain:
         return self._stationary.log_value
 
     def _log_space_law(self) -> VectorResult:
-        """The stationary law of a chain whose float matrix underflows (:attr:`_underflow`): GTH in log
-        space on the logarithms of its transition probabilities, taken from the source (a Glauber or
-        MH kernel, whose entries are single conditionals), on the exact closed class; UnderflowError
-        where those logarithms are not at hand or the bound is not below 1."""
-        reason = self._underflow or ""
-        L = None
-        if self._source_kernel is not None and self.n_states <= DENSE_STATIONARY_LIMIT:
-            L = kernel_log_offdiagonal(self.source, self._source_kernel[0])
-        if L is None:
-            raise UnderflowError(reason + " (the law in log space needs a Glauber or MH chain from a source, "
-                                 f"of at most {DENSE_STATIONARY_LIMIT} states)")
-        C = self.structure.recurrent_class()
-        inner = log_space_stationary(L[np.ix_(C, C)])
-        if inner.rel_error is None:
-            raise UnderflowError(reason + f" (the log-space elimination's bound on {C.size} states is not below 1)")
-        N = self.n_states
-        logpi = np.full(N, -np.inf)
-        logpi[C] = inner.log_value
-        where = f"; zero on the {N - C.size} transient states" if C.size < N else ""
-        return VectorResult(NAMES["stationary"], np.exp(logpi), f"{inner.method}{where} (transition probabilities "
-                            "underflow float64)", inner.rel_error, None, None, logpi)
+        """:func:`~mlmix.theory.chain.underflow.log_space_law`."""
+        return underflow.log_space_law(self)
 
     @cached_property
     def _pi_error(self) -> tuple[float, str]:
@@ -727,93 +651,37 @@ class Chain:
 
     # ------------------------------------------------------------------ mixing
     def _mixing_bounds(self) -> mixing.MixingBounds:
-        if self.op is not None:
-            return mixing.operator_bounds(self.op, self.stationary, self.additive_gap, self.conductance,
-                                          None if self.is_reversible else self.multiplicative_gap)
-        core = self._core
-        log_pi_min = float(core._logpi.min())
-        witness = self.conductance.details if core.n_states > 1 else {}
-        rev = core.is_reversible
-        mult = None
-        if not rev:
-            try:
-                mult = self.multiplicative_gap
-            except MemoryLimitError:
-                mult = None
-        mod = None if rev or not core.is_dense else self.absolute_spectral_gap
-        return mixing.MixingBounds(log_pi_min, rev, self.absolute_spectral_gap if rev else None, mod, mult,
-                                   witness.get("set_mass"), self.conductance.upper, self._transient_decay)
+        return mixing.chain_mixing_bounds(self)
 
     @cached_property
     def _transient_decay(self) -> mixing.TransientDecay | None:
         """The entrance into the closed class from the transient states (None without transient states)."""
-        if self._core is self:
-            return None
-        return mixing.transient_decay(self.P, self.structure.transient, np.exp(self._logpi),
-                                      pi_rel_error=self._pi_rel_error)
+        return mixing.chain_transient_decay(self)
 
     @announced("t_mix")
     def mixing_time(self, eps: float = 0.25, max_states: int = MIXING_LIMIT) -> Result:
         """t_mix(eps) = min{t : d(t) <= eps}, d the worst-start TV distance: exact when resolvable (by
         dense squaring, for chains of at most ``max_states`` states), else a certified interval (see
         :mod:`mlmix.theory.chain.mixing`)."""
-        eps = check_eps(eps)
-        d = self.period
-        if d > 1 and eps < 1 - 1 / d:
-            return Result.interval("t_mix", math.inf, None, f"period {d} from a breadth-first search",
-                                   f"the chain is periodic (period {d}): d(t) >= 1 - 1/{d} > eps for every t, so "
-                                   "t_mix is infinite")
-        if self.op is not None:  # bounded, not computed (``max_states`` does not apply)
-            return mixing.operator_mixing_bounds(self.op, self.stationary, self.additive_gap, self.conductance, eps,
-                                                 None if self.is_reversible else self.multiplicative_gap)
-        try:
-            return mixing.certified_mixing_time(self.P, eps, np.exp(self._logpi), self._mixing_bounds(),
-                                                pi_rel_error=self._pi_rel_error, max_states=max_states)
-        except MemoryLimitError as err:
-            lo, hi, how = self._mixing_bounds().t_mix_interval(eps)
-            return Result.interval("t_mix", lo, hi if math.isfinite(hi) else None,
-                                   "certified bounds: " + ", ".join(how), str(err))
+        return mixing.chain_mixing_time(self, eps, max_states)
 
     @announced("d(t)")
     def tv_distance(self, t: int) -> Result:
         """d(t) = max_x TV(P^t(x, .), pi) (matrix-free: the certified spectral upper bound)."""
-        if self.op is not None:
-            return mixing.operator_tv_distance(self._mixing_bounds(), t)
-        return mixing.certified_tv_distance(self.P, t, np.exp(self._logpi), self._mixing_bounds(),
-                                  pi_rel_error=self._pi_rel_error)
+        return mixing.chain_tv_distance(self, t)
 
     def distance_curve(self, t_max: int, start: int | np.ndarray | None = None, progress: bool = True) -> VectorResult:
         """d(t) for t = 0..t_max from the worst start (dense powers; times the sparse P for a sparse
         chain), or TV(P^t(x0, .), pi) from a start state index or start law; ``progress``: cost
         estimate and bar when long (:mod:`mlmix.progress`). Matrix-free: t_max applications of P^T from a
         start; the worst-start curve needs the matrix (memory permitting)."""
-        if self.op is not None and start is None:
-            return self._matrix.distance_curve(t_max, progress=progress)
-        if start is not None and np.ndim(start) == 0:
-            mu = np.zeros(self.n_states)
-            mu[check_state_set(start, self.n_states, "start")] = 1.0
-            start = mu
-        elif start is not None:
-            start = check_vector(start, self.n_states, "start", probability=True)
-        if self.op is not None:
-            return mixing.distance_from(self.op, start, check_steps(t_max, "t_max"), self._pi_t, self._pi_rel_error)
-        return mixing.tv_curve(self.P, t_max, np.exp(self._logpi), start, self._pi_rel_error, progress=progress)
+        return mixing.chain_distance_curve(self, t_max, start, progress)
 
     # ------------------------------------------------------------------ variance, Kemeny, hitting
     @announced("variance")
     def asymptotic_variance(self, f: np.ndarray) -> Result:
         """sigma^2(f) of ergodic averages (CLT variance), via the Poisson equation."""
-        f = check_vector(f, self.n_states, "f")
-        if self.op is not None:
-            return operator_asymptotic_variance(self.op, f, self._pi_t, self.additive_gap, self._pi_rel_error)
-        core = self._core
-        if core is not self:
-            f = f[self._recurrent]
-        pi = np.exp(core._logpi)
-        if core.is_dense:
-            return asymptotic_variance_dense(core._grounded, core.P, f, pi, self._pi_error[0],
-                                             self.additive_gap)
-        return asymptotic_variance_sparse(core.P, f, pi, self.additive_gap)
+        return variance.chain_asymptotic_variance(self, f)
 
     @cached_property
     @announced("Kemeny constant")
@@ -822,64 +690,27 @@ class Chain:
         an irreducible chain); with transient states, K of the closed class plus tr((I - P_TT)^-1)
         (:func:`~mlmix.theory.chain.variance.kemeny_constant_transient`); matrix-free: bounds from the trace
         and the additive gap (:func:`~mlmix.theory.chain.variance.kemeny_bounds`)."""
-        if self.op is not None:
-            return kemeny_bounds(self.op, self.additive_gap)
-        core = self._core
-        if core is self and not core.is_dense:  # bounds from the trace and the (additive) gap
-            return kemeny_interval(core.n_states, float(core.P.diagonal().sum()),
-                                   self.spectral_gap if core.is_reversible else self.additive_gap,
-                                   how=f"{self._on_core()}; the exact value needs a dense grounded inverse "
-                                   f"(<= {self.dense_limit} states)", reversible=core.is_reversible)
-        if not self.is_dense or not core.is_dense:
-            return Result.missing("Kemeny constant", "-",
-                                  f"needs a dense grounded inverse (<= {self.dense_limit} states)")
-        closed = kemeny_constant_dense(core._grounded, np.exp(core._logpi), self._pi_error[0])
-        if core is not self:
-            closed = kemeny_constant_transient(self.P, self.structure.transient, closed)
-        return self._rounded_entries(closed, (0.0, math.inf))
+        return variance.chain_kemeny_constant(self)
 
     @announced("hitting times")
     def hitting_time(self, target: np.ndarray) -> VectorResult:
         """E_x tau_A for every start x (0 on A, inf where A is not hit almost surely)."""
-        if self.op is not None:
-            return operator_hitting_times(self.op, check_state_set(target, self.n_states, "target set A"), self._pi_t)
-        return self._rounded_vector(expected_hitting_times(self.P, target), self._subnormal[0])
+        return hitting.chain_hitting_time(self, target)
 
     @announced("hitting times")
     def hitting_probabilities(self, target: np.ndarray, t: int) -> VectorResult:
         """P_x(tau_A <= t) for every start x."""
-        if self.op is not None:
-            return operator_hitting_probabilities(self.op, check_state_set(target, self.n_states, "target set A"),
-                                                  check_steps(t))
-        return hitting_probabilities(self.P, target, t)
+        return hitting.chain_hitting_probabilities(self, target, t)
 
     @announced("hitting times")
     def committor(self, A: np.ndarray, B: np.ndarray) -> VectorResult:
         """q(x) = P_x(tau_B < tau_A), the probability of reaching B before A."""
-        if self.op is not None:
-            Am, Bm = check_state_set(A, self.n_states, "A"), check_state_set(B, self.n_states, "B")
-            if (Am & Bm).any():
-                raise ValueError("A and B must be disjoint")
-            return operator_committor(self.op, Am, Bm, self._pi_t)
-        return committor(self.P, A, B)
+        return hitting.chain_committor(self, A, B)
 
     def mean_first_passage_times(self, target: np.ndarray | int | None = None) -> VectorResult:
         """E_x tau_target for a target state or set (a vector over starts), or with no target the matrix
         M[i, j] = E_i tau_j (tau_j = 0 when i = j) for chains of at most :data:`MFPT_LIMIT` states."""
-        if target is not None:
-            return self.hitting_time(target)
-        N = self.n_states
-        if N > MFPT_LIMIT:
-            raise ValueError(f"the full mean-first-passage matrix is computed up to {MFPT_LIMIT} states; "
-                             f"this chain has {N}: give a target")
-
-        cols = [self.hitting_time(np.array([j])) for j in steps(range(N), "mean first passage times", total=N,
-                                                                expected=N * dense_seconds(N, 1.0),
-                                                                cost=f"{N} states, one solve per target")]
-        M = np.stack([c.value for c in cols], axis=1)
-        rel = max((c.rel_error or 0.0) for c in cols)
-        return VectorResult("mean first passage times E_i tau_j", M, cols[0].method + ", one elimination per target",
-                            rel)
+        return hitting.chain_mean_first_passage_times(self, target)
 
     def dirichlet_form(self, f: np.ndarray, g: np.ndarray | None = None) -> float:
         """E(f, g) = (1/2) sum pi(x) P(x, y) (f(x) - f(y)) (g(x) - g(y))."""

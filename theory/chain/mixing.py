@@ -56,17 +56,18 @@ import numpy as np
 import scipy.sparse as sp
 from scipy.sparse.csgraph import breadth_first_order, connected_components
 
-from mlmix.errors import NumericalError
+from mlmix.errors import MemoryLimitError, NumericalError
 from mlmix.limits import MEAN_EXIT_LIMIT, MIXING_LIMIT
 from mlmix.progress import seconds_for, steps
 from mlmix.theory.chain.hitting import expected_hitting_times
 from mlmix.theory.chain.structure import tree_depths
 from mlmix.theory.results import DEFAULT_RTOL, EPS, NAMES, Result, VectorResult
-from mlmix.validation import Matrix, check_eps, check_memory, check_steps
+from mlmix.validation import Matrix, check_eps, check_memory, check_state_set, check_steps, check_vector
 
 if TYPE_CHECKING:
     import torch
 
+    from mlmix.theory.chain.markov_chain import Chain
     from mlmix.theory.kernels.operators import KernelOperator
 
 #: Doubling stops at 2^MAX_DOUBLINGS steps.
@@ -587,3 +588,76 @@ def distance_from(op: KernelOperator, mu: np.ndarray, t_max: int, pi: torch.Tens
     err = 0.5 * (t_max * 2 * gamma + _pi_l1_error(pi_rel_error) + 2 * op.n_states * EPS)
     return VectorResult(NAMES["distance_curve"], out, f"{t_max} applications of P^T from the start law "
                         "(matrix-free)", None, err)
+
+
+# ------------------------------------------------------------ the questions of a Chain
+
+def chain_mixing_bounds(chain: Chain) -> MixingBounds:
+    """The body of :meth:`Chain._mixing_bounds`."""
+    if chain.op is not None:
+        return operator_bounds(chain.op, chain.stationary, chain.additive_gap, chain.conductance,
+                               None if chain.is_reversible else chain.multiplicative_gap)
+    core = chain._core
+    log_pi_min = float(core._logpi.min())
+    witness = chain.conductance.details if core.n_states > 1 else {}
+    rev = core.is_reversible
+    mult = None
+    if not rev:
+        try:
+            mult = chain.multiplicative_gap
+        except MemoryLimitError:
+            mult = None
+    mod = None if rev or not core.is_dense else chain.absolute_spectral_gap
+    return MixingBounds(log_pi_min, rev, chain.absolute_spectral_gap if rev else None, mod, mult,
+                        witness.get("set_mass"), chain.conductance.upper, chain._transient_decay)
+
+
+def chain_transient_decay(chain: Chain) -> TransientDecay | None:
+    """The body of :meth:`Chain._transient_decay`."""
+    if chain._core is chain:
+        return None
+    return transient_decay(chain.P, chain.structure.transient, np.exp(chain._logpi),
+                                  pi_rel_error=chain._pi_rel_error)
+
+
+def chain_mixing_time(chain: Chain, eps: float = 0.25, max_states: int = MIXING_LIMIT) -> Result:
+    """The body of :meth:`Chain.mixing_time`."""
+    eps = check_eps(eps)
+    d = chain.period
+    if d > 1 and eps < 1 - 1 / d:
+        return Result.interval("t_mix", math.inf, None, f"period {d} from a breadth-first search",
+                               f"the chain is periodic (period {d}): d(t) >= 1 - 1/{d} > eps for every t, so "
+                               "t_mix is infinite")
+    if chain.op is not None:  # bounded, not computed (``max_states`` does not apply)
+        return operator_mixing_bounds(chain.op, chain.stationary, chain.additive_gap, chain.conductance, eps,
+                                             None if chain.is_reversible else chain.multiplicative_gap)
+    try:
+        return certified_mixing_time(chain.P, eps, np.exp(chain._logpi), chain._mixing_bounds(),
+                                            pi_rel_error=chain._pi_rel_error, max_states=max_states)
+    except MemoryLimitError as err:
+        lo, hi, how = chain._mixing_bounds().t_mix_interval(eps)
+        return Result.interval("t_mix", lo, hi if math.isfinite(hi) else None,
+                               "certified bounds: " + ", ".join(how), str(err))
+
+
+def chain_tv_distance(chain: Chain, t: int) -> Result:
+    """The body of :meth:`Chain.tv_distance`."""
+    if chain.op is not None:
+        return operator_tv_distance(chain._mixing_bounds(), t)
+    return certified_tv_distance(chain.P, t, np.exp(chain._logpi), chain._mixing_bounds(),
+                              pi_rel_error=chain._pi_rel_error)
+
+
+def chain_distance_curve(chain: Chain, t_max: int, start: int | np.ndarray | None = None, progress: bool = True) -> VectorResult:
+    """The body of :meth:`Chain.distance_curve`."""
+    if chain.op is not None and start is None:
+        return chain._matrix.distance_curve(t_max, progress=progress)
+    if start is not None and np.ndim(start) == 0:
+        mu = np.zeros(chain.n_states)
+        mu[check_state_set(start, chain.n_states, "start")] = 1.0
+        start = mu
+    elif start is not None:
+        start = check_vector(start, chain.n_states, "start", probability=True)
+    if chain.op is not None:
+        return distance_from(chain.op, start, check_steps(t_max, "t_max"), chain._pi_t, chain._pi_rel_error)
+    return tv_curve(chain.P, t_max, np.exp(chain._logpi), start, chain._pi_rel_error, progress=progress)

@@ -49,11 +49,12 @@ import scipy.sparse as sp
 from mlmix.theory.linalg.elimination import Elimination, eliminate
 from mlmix.theory.linalg.matrices import krylov_solve
 from mlmix.theory.results import DEFAULT_RTOL, EPS, NAMES, Result
-from mlmix.validation import Matrix, check_memory
+from mlmix.validation import Matrix, check_memory, check_vector
 
 if TYPE_CHECKING:
     import torch
 
+    from mlmix.theory.chain.markov_chain import Chain
     from mlmix.theory.kernels.operators import KernelOperator
 
 
@@ -247,3 +248,39 @@ def kemeny_bounds(op: KernelOperator, gap: Result) -> Result:
     trace = op.n_states * sum(b.weight * q ** -len(b.sites) for b in op.blocks)
     how = " = N sum_K w_K |V|^-|K|" + (" (a positive semi-definite heat-bath kernel)" if op.reversible else "")
     return kemeny_interval(op.n_states, trace, gap, 0.0, how=how, reversible=op.reversible)
+
+
+# ------------------------------------------------------------ the questions of a Chain
+
+def chain_asymptotic_variance(chain: Chain, f: np.ndarray) -> Result:
+    """The body of :meth:`Chain.asymptotic_variance`."""
+    f = check_vector(f, chain.n_states, "f")
+    if chain.op is not None:
+        return operator_asymptotic_variance(chain.op, f, chain._pi_t, chain.additive_gap, chain._pi_rel_error)
+    core = chain._core
+    if core is not chain:
+        f = f[chain._recurrent]
+    pi = np.exp(core._logpi)
+    if core.is_dense:
+        return asymptotic_variance_dense(core._grounded, core.P, f, pi, chain._pi_error[0],
+                                         chain.additive_gap)
+    return asymptotic_variance_sparse(core.P, f, pi, chain.additive_gap)
+
+
+def chain_kemeny_constant(chain: Chain) -> Result:
+    """The body of :meth:`Chain.kemeny_constant`."""
+    if chain.op is not None:
+        return kemeny_bounds(chain.op, chain.additive_gap)
+    core = chain._core
+    if core is chain and not core.is_dense:  # bounds from the trace and the (additive) gap
+        return kemeny_interval(core.n_states, float(core.P.diagonal().sum()),
+                               chain.spectral_gap if core.is_reversible else chain.additive_gap,
+                               how=f"{chain._on_core()}; the exact value needs a dense grounded inverse "
+                               f"(<= {chain.dense_limit} states)", reversible=core.is_reversible)
+    if not chain.is_dense or not core.is_dense:
+        return Result.missing("Kemeny constant", "-",
+                              f"needs a dense grounded inverse (<= {chain.dense_limit} states)")
+    closed = kemeny_constant_dense(core._grounded, np.exp(core._logpi), chain._pi_error[0])
+    if core is not chain:
+        closed = kemeny_constant_transient(chain.P, chain.structure.transient, closed)
+    return chain._rounded_entries(closed, (0.0, math.inf))
