@@ -20,7 +20,7 @@ except PackageNotFoundError:  # running from a source tree that was never instal
 
 _LAZY = {
     "Chain": "mlmix.theory.chain.markov_chain",
-    "OperatorChain": "mlmix.theory.chain.matrixfree.analysis",
+    "OperatorChain": "mlmix.theory.chain.operator_chain",
     "Result": "mlmix.theory.results",
     "VectorResult": "mlmix.theory.results",
     "IsingModel": "mlmix.theory.sources.conditionals",

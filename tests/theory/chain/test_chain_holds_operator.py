@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from mlmix.theory.chain.markov_chain import Chain
-from mlmix.theory.chain.matrixfree.analysis import OperatorChain
+from mlmix.theory.chain.operator_chain import OperatorChain
 from mlmix.theory.kernels.assembled import glauber_kernel
 from mlmix.theory.kernels.operators import kernel_operator
 from mlmix.theory.sources.conditionals import IsingModel, ScoreTable
@@ -25,7 +25,7 @@ def test_from_source_needs_no_matrix_free_package():
             "from mlmix.theory.chain.markov_chain import Chain\n"
             "from mlmix.theory.sources.conditionals import IsingModel\n"
             "c = Chain.from_source(IsingModel(nx.cycle_graph(5), beta=0.3), representation='operator', device='cpu')\n"
-            "print(c.spectral_gap.resolved, 'mlmix.theory.chain.matrixfree.analysis' in sys.modules)")
+            "print(c.spectral_gap.resolved, 'mlmix.theory.chain.operator_chain' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert out.stdout.split() == ["True", "False"], out.stderr[-300:]
 

@@ -13,7 +13,7 @@ import pytest
 import torch
 
 from mlmix.theory.chain.markov_chain import Chain
-from mlmix.theory.chain.matrixfree.analysis import OperatorChain
+from mlmix.theory.chain.operator_chain import OperatorChain
 from mlmix.theory.kernels.assembled import glauber_kernel
 from mlmix.theory.kernels.operators import kernel_operator
 from mlmix.theory.results import NAMES, Result, VectorResult

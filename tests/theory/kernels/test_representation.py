@@ -12,7 +12,7 @@ import pytest
 
 from mlmix.cli import main
 from mlmix.theory.chain.markov_chain import Chain
-from mlmix.theory.chain.matrixfree.analysis import OperatorChain
+from mlmix.theory.chain.operator_chain import OperatorChain
 from mlmix.theory.kernels.representation import csr_memory
 from mlmix.theory.sources.conditionals import IsingModel, ScoreTable
 from mlmix.validation import memory_limit

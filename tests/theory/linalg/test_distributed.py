@@ -13,8 +13,8 @@ import torch.multiprocessing as mp
 
 from mlmix.files import atomic_save_npz
 from mlmix.theory.chain.hitting import operator_committor, operator_hitting_probabilities, operator_hitting_times
-from mlmix.theory.chain.matrixfree.analysis import analyse_operator
 from mlmix.theory.chain.mixing import distance_from
+from mlmix.theory.chain.operator_chain import analyse_operator
 from mlmix.theory.chain.variance import operator_asymptotic_variance
 from mlmix.theory.kernels.operator_vectors import hash_uniform
 from mlmix.theory.kernels.operators import kernel_operator
