@@ -151,7 +151,7 @@ class Chain:
                        bins: int = cond.SWEEP_BINS, progress: bool = False) -> None:
         """A chain on the matrix-free kernel ``self.op``: P is a ``scipy.sparse.linalg.LinearOperator``
         (``@`` applies P to a function, ``.T @`` to a measure) on one process, the kernel itself when
-        sharded; ``progress`` also turns on the Krylov solvers' progress lines."""
+        sharded; ``progress``: the Krylov solvers' progress lines (no cost announcements on this chain)."""
         op = self.op
         N = self.n_states = op.n_states
         self.P = op if op.comm.world_size > 1 else spla.LinearOperator(
@@ -160,7 +160,8 @@ class Chain:
         self.source, self.kernel, self._k = None, None, None
         self.representation_reason = "a given operator"
         self.dense_limit, self._dense_limit_given, self._given, self._support_given = 0, None, None, None
-        self._gap_rtol, self._basis, self._bins, self.progress = gap_rtol, basis_size, bins, progress
+        self._gap_rtol, self._basis, self._bins, self._solver_progress = gap_rtol, basis_size, bins, progress
+        self.progress = False  # no cost announcements: the Krylov solvers report their own progress
         self.timings: dict[str, float] = {}
 
     @classmethod
@@ -398,7 +399,7 @@ class Chain:
                 raise ValueError("some conditionals underflow to 0: irreducibility is not established matrix-free "
                                  "(raise the temperature, or analyse the matrix)")
             return self._timed("stationary_s", lambda: certify_stationary(
-                self.op, operator_stationary(self.op, progress=self.progress)))
+                self.op, operator_stationary(self.op, progress=self._solver_progress)))
         if self._given is not None:
             with np.errstate(divide="ignore"):
                 logpi = np.log(self._given)
@@ -547,7 +548,7 @@ class Chain:
     def _gap(self) -> spectral.GapResult:
         """The matrix-free gap with its Ritz function (:func:`~mlmix.theory.chain.spectral.operator_gap`)."""
         return self._timed("gap_s", lambda: spectral.operator_gap(self.op, self._stationary, rtol=self._gap_rtol,
-                                                                   basis_size=self._basis, progress=self.progress))
+                                                                   basis_size=self._basis, progress=self._solver_progress))
 
     @cached_property
     def _pi_t(self) -> Any:
@@ -587,7 +588,7 @@ class Chain:
                 return spectral.multiplicative_from_absolute(self.absolute_spectral_gap)
             return self._timed("multiplicative_gap_s", lambda: spectral.operator_multiplicative_gap(
                 self.op, self._stationary, self.additive_gap, rtol=self._gap_rtol, basis_size=self._basis,
-                progress=self.progress))
+                progress=self._solver_progress))
         core = self._core
         if not core.is_dense:
             return self._charged(self._rounded_entries(spectral.multiplicative_gap_sparse(sp.csr_array(core.P),

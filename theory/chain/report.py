@@ -55,7 +55,7 @@ def summary(chain: Chain, eps: float, include_stationary: bool, mixing_limit: in
 def _operator_summary(chain: Chain, eps: float, include_stationary: bool, progress: bool, as_frame: bool) -> Any:
     """The keys of :func:`summary` on a matrix-free chain (t_mix bounded, not computed; the seconds
     spent are in ``chain.timings``); ``progress`` turns on the Krylov solvers' progress lines."""
-    chain.progress = chain.progress or progress
+    chain._solver_progress = chain._solver_progress or progress
     out: dict[str, Any] = {"n_states": chain.n_states, "representation": f"matrix-free operator ({chain.op})",
                            "irreducible": chain.is_irreducible, "closed_classes": 1, "period": chain.period,
                            "reversible": chain.is_reversible,
