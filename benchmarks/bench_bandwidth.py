@@ -54,7 +54,8 @@ def measure(n: int, beta: float, basis: int, threads: int) -> dict:
     import networkx as nx
     import torch
 
-    from mlmix.theory.chain.matrixfree.analysis import operator_gap, operator_stationary
+    from mlmix.theory.chain.spectral import operator_gap
+    from mlmix.theory.chain.stationary import operator_stationary
     from mlmix.theory.kernels.operators import kernel_operator
     from mlmix.theory.sources.conditionals import IsingModel
 

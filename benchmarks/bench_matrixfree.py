@@ -10,7 +10,7 @@ Cases (all heat-bath Glauber):
   scores:Q^N     ScoreTable.random(Q, N, seed=0): an incompatible (non-reversible) chain on Q^N states
 
 Implementations:
-  operator       mlmix.theory.chain.matrixfree.analysis.analyse_operator on kernel_operator(source):
+  operator       mlmix.theory.chain.operator_chain.analyse_operator on kernel_operator(source):
                  stationary law, gap, conductance interval, t_mix bounds
   exact-cli      `mlmix exact --model ising --graph cycle:N --beta B --json` as a user runs it (the
                  CSR path of mlmix.Chain), wall-clock time of the command
@@ -61,7 +61,7 @@ def _source(case: str, beta: float):
 def run_operator(case: str, beta: float, threads: int, device: str, dtype: str, gap_rtol: float) -> dict:
     import torch
 
-    from mlmix.theory.chain.matrixfree.analysis import analyse_operator, summary_dict
+    from mlmix.theory.chain.operator_chain import analyse_operator, summary_dict
     from mlmix.theory.kernels.operators import kernel_operator
 
     torch.set_num_threads(threads)

@@ -460,7 +460,7 @@ def diagnose(chain, source: Conditionals | None = None, *, draws: np.ndarray | N
              tokens: Sequence[str] | None = None, kernel: str | None = None, mixing_limit: int = 2048,
              inputs: dict | None = None) -> dict:
     """The library diagnostics of each test function beside the exact truth of ``chain`` (a
-    :class:`~mlmix.theory.chain.markov_chain.Chain` built by ``Chain.from_source``, or an ``OperatorChain``), with
+    :class:`~mlmix.theory.chain.markov_chain.Chain` built by ``Chain.from_source`` on any representation), with
     the verdicts (module docstring). Two ways in:
 
     * ``draws=None``: simulate ``chains`` chains (default 4) for ``steps`` steps (default 1000) from

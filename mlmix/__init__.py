@@ -2,8 +2,8 @@
 
 The objects users touch are exported here (lazily, so ``import mlmix`` stays light and does not load
 torch), so user code never imports the deep module paths, which may move: ``Chain`` (an exact chain
-on any representation, every quantity with its accuracy) and ``OperatorChain`` (its matrix-free
-form), ``Result`` / ``VectorResult``, the sources ``IsingModel``, ``PottsModel``, ``LogWeightTable``,
+on any representation, every quantity with its accuracy) and ``OperatorChain`` (``Chain`` on a
+matrix-free operator, with the solvers' options), ``Result`` / ``VectorResult``, the sources ``IsingModel``, ``PottsModel``, ``LogWeightTable``,
 ``ScoreTable`` and ``MaskedLMConditionals``, and the kernels (``glauber_kernel``, ``k_gibbs_kernel``,
 ``block_kernel``, ``adaptive_block_kernel``, ``independent_parallel_kernel``, and the matrix-free
 ``kernel_operator``). The three rooms are ``mlmix.theory``, ``mlmix.verify`` and ``mlmix.empirical``.
@@ -24,7 +24,7 @@ except PackageNotFoundError:  # running from a source tree that was never instal
 
 _LAZY = {
     "Chain": "mlmix.theory.chain.markov_chain",
-    "OperatorChain": "mlmix.theory.chain.matrixfree.analysis",
+    "OperatorChain": "mlmix.theory.chain.operator_chain",
     "Result": "mlmix.theory.results",
     "VectorResult": "mlmix.theory.results",
     "IsingModel": "mlmix.theory.sources.conditionals",

@@ -310,7 +310,7 @@ def _csr_npz(path, data, indices, indptr, shape=(3, 3)):
 def test_a_duplicated_sparse_entry_is_summed_not_a_hang(tmp_path):
     """scipy .npz with (0, 1) stored twice (1/4 + 1/4): the entries are summed before the graph search
     (which hung on them) and the chain is the 3-state one with P(0, 1) = 1/2."""
-    from mlmix.theory.chain.markov_chain import load_matrix
+    from mlmix.theory.chain.persistence import load_matrix
 
     _csr_npz(tmp_path / "dup.npz", [0.25, 0.25, 0.5, 1.0, 1.0], [1, 1, 0, 2, 0], [0, 3, 4, 5])
     ch = Chain(load_matrix(tmp_path / "dup.npz"))
@@ -326,7 +326,7 @@ def test_a_duplicated_sparse_entry_is_summed_not_a_hang(tmp_path):
     ([1, 1, 0, 2, 0], [0, 3, 2, 5], "non-decreasing"),
 ])
 def test_broken_csr_arrays_are_one_line_errors(tmp_path, indices, indptr, message):
-    from mlmix.theory.chain.markov_chain import load_matrix
+    from mlmix.theory.chain.persistence import load_matrix
 
     _csr_npz(tmp_path / "bad.npz", [0.25, 0.25, 0.5, 1.0, 1.0], indices, indptr)
     with pytest.raises(ValueError, match=message) as err:
@@ -393,7 +393,7 @@ def test_a_huge_distance_curve_is_a_memory_refusal():
 
 
 def test_a_complex_matrix_is_refused_not_truncated(tmp_path):
-    from mlmix.theory.chain.markov_chain import load_matrix
+    from mlmix.theory.chain.persistence import load_matrix
 
     P = np.array([[0.5, 0.5], [0.5, 0.5]]) * (1 + 0j)
     np.save(tmp_path / "c.npy", P)
@@ -409,7 +409,7 @@ def test_a_complex_matrix_is_refused_not_truncated(tmp_path):
 def test_flipped_bytes_and_truncations_of_every_matrix_format_are_one_line_errors(tmp_path, layout):
     """Seeded corruptions (1-3 random bytes, or a truncation) of each matrix format: the file is read
     or refused with a ValueError, never another exception (zlib errors, numpy's header parser)."""
-    from mlmix.theory.chain.markov_chain import load_matrix
+    from mlmix.theory.chain.persistence import load_matrix
 
     P = np.array([[0.5, 0.5, 0], [0.25, 0.5, 0.25], [0, 0.5, 0.5]])
     src = tmp_path / ("m.npy" if layout == "npy" else "m.npz")

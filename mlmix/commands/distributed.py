@@ -15,7 +15,7 @@ import torch
 
 from mlmix.commands.source_options import add_source_arguments, build_source, validate_source
 from mlmix.files import atomic_save_npz, dumps_json
-from mlmix.theory.chain.matrixfree.analysis import analyse_operator, summary_dict
+from mlmix.theory.chain.operator_chain import analyse_operator, summary_dict
 from mlmix.theory.kernels.operators import DTYPES, kernel_operator
 from mlmix.theory.linalg.sharding import init_from_environment, local_range
 from mlmix.validation import check_eps

@@ -276,7 +276,7 @@ def test_the_sparse_cost_counts_products_timed_on_the_chain(monkeypatch):
     chain = Chain.from_source(IsingModel(nx.cycle_graph(10), beta=0.5), representation="sparse")
     monkeypatch.setitem(sys.modules, "torch", sys.modules.get("torch", object()))  # no start-up term
     for product in (1e-3, 2e-3):
-        monkeypatch.setattr("mlmix.theory.chain.markov_chain.product_seconds", lambda P, t=product: t)
+        monkeypatch.setattr("mlmix.theory.chain.chain_summary.product_seconds", lambda P, t=product: t)
         phases = dict(chain._summary_cost(2048)[0])
         assert sum(phases.values()) == pytest.approx(1650 * product)
 

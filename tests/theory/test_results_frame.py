@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from mlmix import Chain
-from mlmix.theory.chain.matrixfree.analysis import OperatorChain
+from mlmix.theory.chain.operator_chain import OperatorChain
 from mlmix.theory.kernels.operators import kernel_operator
 from mlmix.theory.sources.conditionals import IsingModel
 

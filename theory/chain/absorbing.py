@@ -1,5 +1,5 @@
 """Chains with transient states, seen class by class (the peers' absorbing-chain and reducible-chain
-questions, issue 20).
+questions).
 
 With T the transient states, Q = P_TT and the closed classes C_1..C_m (absorbing states are closed
 classes of one state; Kemeny and Snell, *Finite Markov Chains*, ch. III):

@@ -19,21 +19,32 @@ conductance is exact by enumeration of all 2^N - 2 sets up to :data:`EXACT_CONDU
 states; above, the interval [lower, upper] has lower = gamma_lower / 2 (Cheeger, with the gap's
 certified lower end) and upper = Phi of an actual set (the best sweep cut of the slowest mode and of
 the stationary-mass ordering), named by its size and mass: both numbers are in [0, 1].
+
+On a matrix-free kernel (:func:`operator_conductance`): Phi* in
+[gamma_lower / 2, min(Phi(S), sqrt(2 gamma_upper))], S the best sweep set {f < t} of the gap's Ritz
+function over up to :data:`SWEEP_BINS` thresholds (all of them on small chains: then it is the exact
+sweep), with Phi(S) recomputed as a sum of non-negative flows for the lighter side.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Callable, Iterable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import scipy.sparse as sp
 from scipy.special import logsumexp
 
 from mlmix.limits import EXACT_CONDUCTANCE_LIMIT
-from mlmix.theory.results import EPS, Result
+from mlmix.theory.results import EPS, NAMES, Result, VectorResult
 from mlmix.validation import Matrix, check_state_set
+
+if TYPE_CHECKING:
+    import torch
+
+    from mlmix.theory.chain.spectral import GapResult
+    from mlmix.theory.kernels.operators import KernelOperator
 
 #: pi(S) <= 1/2 is tested as pi(S) <= 1/2 + _HALF_TOL so that sets of mass exactly 1/2 count.
 _HALF_TOL = 1e-12
@@ -192,3 +203,82 @@ def conductance_interval(P: Matrix, logpi: np.ndarray, gap: Result, modes: list[
                                   **_witness("conductance", upper, best[1], best[2]))
     return Result.interval("conductance", lower, upper, method, reason,
                            **_witness("conductance", upper, best[1], best[2]))
+
+
+# ------------------------------------------------------------ matrix-free (a KernelOperator)
+
+#: Thresholds tried by the sweep cut (every distinct value of f on chains with fewer states).
+SWEEP_BINS = 1 << 16
+
+
+def _thresholds(op: KernelOperator, f: torch.Tensor, bins: int) -> torch.Tensor:
+    import torch  # deferred: only the matrix-free route loads torch
+
+    stride = max(1, (op.n_states + bins - 1) // bins)
+    sample = op.comm.all_gather_cat(f[::stride].contiguous())
+    values = torch.unique(sample)  # sorted
+    if values.numel() > bins:
+        values = values[torch.linspace(0, values.numel() - 1, bins, device=values.device).long()].unique()
+    return values
+
+
+def operator_set_conductance(op: KernelOperator, S: np.ndarray, pi: VectorResult) -> Result:
+    """Phi(S) = Q(S, S^c) / pi(S) of a set (this process's boolean mask) on a matrix-free kernel, flows
+    summed as non-negative terms."""
+    import torch  # deferred: only the matrix-free route loads torch
+
+    from mlmix.theory.kernels.operator_vectors import global_total
+
+    mask = torch.as_tensor(check_state_set(S, op.local_size, "S"), device=op.device)
+    pi_t = torch.as_tensor(pi.value, device=op.device).to(op.dtype)
+    mass = global_total(op, torch.where(mask, pi_t, 0.0))
+    if not 0 < mass < 1:
+        raise ValueError("S must be a proper subset of the states")
+    unit = float(torch.finfo(op.dtype).eps) / 2
+    rel = 8 * unit * (op.space.length * op.space.vocab_size + math.log2(op.n_states)) + 2 * (pi.rel_error or 0.0)
+    return Result.approximate(NAMES["set_conductance"], op.escape_flow(mask, pi_t) / mass, rel,
+                              "flows summed as non-negative terms (matrix-free)", set_size=int(mask.sum()),
+                              set_mass=mass)
+
+
+def operator_conductance(op: KernelOperator, pi: VectorResult, gap: GapResult, *,
+                         bins: int = SWEEP_BINS) -> Result:
+    """Phi* = min over pi(S) <= 1/2 of Q(S, S^c) / pi(S): an interval (module docstring), with the
+    named set (``set``: this process's mask), its size, mass and conductance in ``details``."""
+    import torch  # deferred: only the matrix-free route loads torch
+
+    from mlmix.theory.kernels.operator_vectors import global_total
+
+    comm = op.comm
+    pi_t = torch.as_tensor(pi.value, device=op.device).to(op.dtype)
+    f = gap.fiedler
+    thr = _thresholds(op, f, bins)
+    K = thr.numel()
+    bucket = torch.searchsorted(thr, f.contiguous(), right=True)  # number of thresholds <= f(x)
+    pairs = ((bx, by, (px * cxy).double()) for px, cxy, (bx,), (by,) in op.fibre_pairs(pi_t, [bucket]))
+    cut, light = sweep_profile(K, bucket, pi_t.double(), pairs, reduce=comm.allreduce_)  # sets {bucket < k}
+    ratio = torch.where(light > 0, cut / light.clamp(min=1e-300), torch.full_like(cut, math.inf))
+    k = int(torch.argmin(ratio)) + 1
+    S = bucket < k
+    mass_s = global_total(op, torch.where(S, pi_t, 0.0))
+    mass_c = global_total(op, torch.where(S, 0.0, pi_t))
+    if mass_s > mass_c:
+        S, mass_s, mass_c = ~S, mass_c, mass_s
+    size = int(comm.allreduce_(S.sum()))
+    phi_s = op.escape_flow(S, pi_t) / mass_s
+    unit = float(torch.finfo(op.dtype).eps) / 2
+    margin = 8 * unit * (op.space.length * op.space.vocab_size + math.log2(op.n_states)) + \
+        (2 * pi.rel_error if pi.rel_error is not None else 0.0)
+    phi_upper = phi_s * (1 + margin)
+    g = gap.gap
+    cheeger_upper = math.sqrt(2 * g.upper) if g.upper is not None else math.inf
+    upper = min(phi_upper, cheeger_upper)
+    lower = g.lower / 2 if g.lower is not None else 0.0
+    method = ("lower: Cheeger gap/2 (gap's lower bound); upper: "
+              + (f"Phi(S) of the best of {K} sweep sets of the Ritz function, recomputed as a sum of flows"
+                 if phi_upper <= cheeger_upper else "Cheeger sqrt(2 gap)"))
+    return Result.interval(NAMES["conductance"], lower, upper, method,
+                           "Phi* is a minimum over 2^N sets: only an enclosure is computable at this size",
+                           set_size=size, set_mass=mass_s, set=S.cpu().numpy(), set_conductance=phi_s,
+                           set_conductance_upper=phi_upper, log10_upper=math.log10(upper) if upper > 0 else None,
+                           sweep_thresholds=K)

@@ -13,21 +13,42 @@ non-negative right-hand sides: on dense sets they are solved by GTH elimination
 (escape probabilities of 1e-17 and hitting times of 1e19 steps included, where LU on I - P_BB
 returns garbage); on large sparse sets by a Krylov method with its residual reported. Paper P
 Prop. 4 and paper G Thm 8 (exit times from a basin) are checked with these functions.
+
+On a matrix-free kernel (:func:`operator_hitting_times`, :func:`operator_committor`): with
+r = 1 - (I - P_UU) h_hat and M = (I - P_UU)^-1 >= 0, h - h_hat = M r, so |h - h_hat| <= ||r||_inf M 1
+= ||r||_inf h entrywise: the relative error of every entry is at most rho / (1 - rho), rho = ||r||_inf
+plus its rounding. Committors: (I - P_CC) q = P 1_B on C = (A u B)^c; the same argument gives
+|q - q_hat| <= rho E_x tau_{A u B} entrywise (those hitting times computed and certified too).
+Reversible kernels solve the symmetric positive definite forms D^1/2 (I - P_UU) D^-1/2 by conjugate
+gradients (from the square-rooted conditionals); others use GMRES. Every solve runs on one process or
+sharded (torch.distributed): sets and functions over all states are cut to each process's part, inner
+products and maxima are reduced over the processes, and the results are gathered
+(:mod:`mlmix.theory.kernels.operator_vectors`).
 """
 
 from __future__ import annotations
 
 import math
+from typing import TYPE_CHECKING
 
 import numpy as np
 import scipy.sparse as sp
 from scipy.sparse.csgraph import breadth_first_order
 
-from mlmix.limits import DENSE_HITTING_LIMIT, DOUBLING_LIMIT, HITTING_STEPS, HITTING_WORK
+from mlmix.limits import DENSE_HITTING_LIMIT, DOUBLING_LIMIT, HITTING_STEPS, HITTING_WORK, MFPT_LIMIT
+from mlmix.progress import dense_seconds
+from mlmix.progress import steps as progress_steps
 from mlmix.theory.linalg.elimination import eliminate
 from mlmix.theory.linalg.matrices import krylov_solve
-from mlmix.theory.results import EPS, VectorResult
+from mlmix.theory.results import EPS, NAMES, VectorResult
 from mlmix.validation import Matrix, check_memory, check_state_set, check_steps, check_vector
+
+if TYPE_CHECKING:
+    import torch
+
+    from mlmix.theory.chain.markov_chain import Chain
+    from mlmix.theory.kernels.operators import KernelOperator
+    from mlmix.theory.linalg.krylov import LinearSolve
 
 
 def hitting_probabilities(P: Matrix, target: np.ndarray, t: int) -> VectorResult:
@@ -190,3 +211,153 @@ def committor(P: Matrix, A: np.ndarray, B: np.ndarray) -> VectorResult:
     x, method, rel, res = _solve_absorbed(P, live, [Bm, Am | (C & ~live)], None, "committor")
     q[live] = x
     return VectorResult("committor P_x(tau_B < tau_A)", q, method, rel, None, res)
+
+
+# ------------------------------------------------------------ matrix-free (a KernelOperator)
+
+def _absorbed(op: KernelOperator, unknown: torch.Tensor, b: torch.Tensor, pi: torch.Tensor) -> tuple[
+        torch.Tensor, LinearSolve, str]:
+    """x with x = 0 off ``unknown`` and (I - P_UU) x = b on it (b = 0 off U)."""
+
+    from mlmix.theory.kernels.operator_vectors import MAX_MATVECS, SOLVE_RTOL
+    from mlmix.theory.linalg.krylov import conjugate_gradient, gmres
+
+    keep = unknown.to(op.dtype)
+    if op.reversible:  # D^1/2 (I - P_UU) D^-1/2 is symmetric positive definite
+        r = pi.sqrt()
+
+        def sym(y: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
+            op.apply(y * keep, "symmetric", out)
+            return out.mul_(keep).neg_().add_(y)
+
+        sol = conjugate_gradient(sym, b * r, comm=op.comm, rtol=SOLVE_RTOL, max_matvecs=MAX_MATVECS)
+        how = f"conjugate gradients on D^1/2 (I - P_UU) D^-1/2 (reversible), {sol.matvecs} applications"
+        return sol.x / r, sol, how
+
+    def apply(x: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
+        op.apply(x * keep, "functions", out)
+        return out.mul_(keep).neg_().add_(x)
+
+    sol = gmres(apply, b, comm=op.comm, restart=50, rtol=SOLVE_RTOL, max_matvecs=MAX_MATVECS)
+    return sol.x, sol, f"GMRES(50) on (I - P_UU) x = b, {sol.matvecs} applications"
+
+
+def _local_mask(op: KernelOperator, S: np.ndarray) -> torch.Tensor:
+    from mlmix.theory.kernels.operator_vectors import local_part  # deferred: torch
+
+    return local_part(op, np.asarray(S, dtype=bool))
+
+
+def operator_hitting_times(op: KernelOperator, A: np.ndarray, pi: torch.Tensor) -> VectorResult:
+    """E_x tau_A for every start x (``A`` a boolean mask; the chain irreducible), certified entrywise."""
+    import torch  # deferred: only the matrix-free route loads torch
+
+    from mlmix.theory.kernels.operator_vectors import gathered, global_total, rounding
+
+    name = NAMES["hitting_time"]
+    Am = _local_mask(op, A)
+    if global_total(op, Am.to(torch.float64), "min") > 0:
+        return VectorResult(name, np.zeros(op.n_states), "every state is in A", 0.0)
+    U = ~Am
+    one = U.to(op.dtype)
+    h, sol, how = _absorbed(op, U, one, pi)
+    h = h * one
+    gamma = rounding(op)
+    Ph = op.apply(h, "functions")
+    P_abs = op.apply(h.abs(), "functions")
+    r = (one - (h - Ph * one)) * one
+    rho = global_total(op, (r.abs() + gamma * (one + h.abs() + P_abs) * one), "max")
+    rel = rho / (1 - rho) if rho < 1 else None
+    return VectorResult(name, gathered(op, h), how + f"; entrywise error <= rho / (1 - rho), rho = ||r||_inf = {rho:.1e} "
+                        "(M = (I - P_UU)^-1 >= 0, M 1 = E tau_A)", rel, None, sol.relative_residual,
+                        details={"representation": "operator"})
+
+
+def operator_committor(op: KernelOperator, A: np.ndarray, B: np.ndarray, pi: torch.Tensor) -> VectorResult:
+    """q(x) = P_x(tau_B < tau_A) (masks), with the entrywise absolute error bound rho E_x tau_{A u B}
+    (``details['max_abs_error']``; ``abs_error`` its sum, ``rel_error`` the entrywise relative bound
+    where every q > 0)."""
+    from mlmix.theory.kernels.operator_vectors import gathered, global_total, rounding  # deferred: torch
+
+    Am, Bm = _local_mask(op, A), _local_mask(op, B)
+    C = ~(Am | Bm)
+    keep = C.to(op.dtype)
+    inB = Bm.to(op.dtype)
+    b = op.apply(inB, "functions").mul_(keep)
+    x, sol, how = _absorbed(op, C, b, pi)
+    x = x * keep
+    gamma = rounding(op)
+    Px = op.apply(x, "functions")
+    r = (b - (x - Px * keep)) * keep
+    rho = global_total(op, (r.abs() + gamma * (x.abs() + op.apply(x.abs(), "functions") + b) * keep), "max")
+    k = operator_hitting_times(op, gathered(op, ~C).astype(bool), pi)
+    q = x + inB
+    name = NAMES["committor"]
+    if k.rel_error is None or not rho < 1:
+        return VectorResult(name, gathered(op, q), how + "; not certified (the residual or E tau_{A u B} is not bounded)",
+                            None, None, sol.relative_residual, details={"representation": "operator"})
+    bound = rho * np.asarray(k.value) * (1 + k.rel_error)
+    qn = gathered(op, q)
+    rel = float(np.max(bound / qn)) if (qn > 0).all() else None
+    return VectorResult(name, qn, how + f"; |error| <= rho E_x tau_(A u B) entrywise, rho = {rho:.1e}",
+                        rel if rel is not None and rel < 1 else None, float(bound.sum()), sol.relative_residual,
+                        details={"representation": "operator", "max_abs_error": float(bound.max())})
+
+
+def operator_hitting_probabilities(op: KernelOperator, A: np.ndarray, t: int) -> VectorResult:
+    """P_x(tau_A <= t) by t backward steps h <- 1_A + 1_{A^c} P h (non-negative: entrywise relative
+    rounding (1 + gamma)^t - 1)."""
+    from mlmix.theory.kernels.operator_vectors import gathered, rounding  # deferred: torch
+
+    Am = _local_mask(op, A)
+    inA = Am.to(op.dtype)
+    h = inA.clone()
+    for _ in range(t):
+        h = op.apply(h, "functions").mul_(1 - inA).add_(inA)
+    rel = math.expm1(t * math.log1p(rounding(op)))
+    return VectorResult(NAMES["hitting_probabilities"], gathered(op, h), f"{t} backward steps (matrix-free)", rel)
+
+
+# ------------------------------------------------------------ the questions of a Chain
+
+def chain_hitting_time(chain: Chain, target: np.ndarray) -> VectorResult:
+    """The body of :meth:`Chain.hitting_time`."""
+    if chain.op is not None:
+        return operator_hitting_times(chain.op, check_state_set(target, chain.n_states, "target set A"), chain._pi_t)
+    return chain._rounded_vector(expected_hitting_times(chain.P, target), chain._subnormal[0])
+
+
+def chain_hitting_probabilities(chain: Chain, target: np.ndarray, t: int) -> VectorResult:
+    """The body of :meth:`Chain.hitting_probabilities`."""
+    if chain.op is not None:
+        return operator_hitting_probabilities(chain.op, check_state_set(target, chain.n_states, "target set A"),
+                                              check_steps(t))
+    return hitting_probabilities(chain.P, target, t)
+
+
+def chain_committor(chain: Chain, A: np.ndarray, B: np.ndarray) -> VectorResult:
+    """The body of :meth:`Chain.committor`."""
+    if chain.op is not None:
+        Am, Bm = check_state_set(A, chain.n_states, "A"), check_state_set(B, chain.n_states, "B")
+        if (Am & Bm).any():
+            raise ValueError("A and B must be disjoint")
+        return operator_committor(chain.op, Am, Bm, chain._pi_t)
+    return committor(chain.P, A, B)
+
+
+def chain_mean_first_passage_times(chain: Chain, target: np.ndarray | int | None = None) -> VectorResult:
+    """The body of :meth:`Chain.mean_first_passage_times`."""
+    if target is not None:
+        return chain.hitting_time(target)
+    N = chain.n_states
+    if N > MFPT_LIMIT:
+        raise ValueError(f"the full mean-first-passage matrix is computed up to {MFPT_LIMIT} states; "
+                         f"this chain has {N}: give a target")
+
+    cols = [chain.hitting_time(np.array([j])) for j in progress_steps(range(N), "mean first passage times", total=N,
+                                                            expected=N * dense_seconds(N, 1.0),
+                                                            cost=f"{N} states, one solve per target")]
+    M = np.stack([c.value for c in cols], axis=1)
+    rel = max((c.rel_error or 0.0) for c in cols)
+    return VectorResult("mean first passage times E_i tau_j", M, cols[0].method + ", one elimination per target",
+                        rel)

@@ -39,49 +39,51 @@ stated accuracy (:attr:`Chain._subnormal`).
 from __future__ import annotations
 
 import math
+import time
 from functools import cached_property
 from pathlib import Path
 from typing import Any, Callable
 
 import numpy as np
 import scipy.sparse as sp
+import scipy.sparse.linalg as spla
 
-from mlmix.errors import MemoryLimitError, ReducibleChainError, UnderflowError
-from mlmix.files import atomic_save_npz
+from mlmix.errors import UnderflowError
 from mlmix.limits import (
     DENSE_LIMIT,
     DENSE_STATIONARY_LIMIT,
     EXACT_CONDUCTANCE_LIMIT,
-    MFPT_LIMIT,
     MIXING_LIMIT,
     REPORT_MIXING_LIMIT,
 )
 from mlmix.progress import (
-    Progress,
     announced,
-    dense_seconds,
-    product_seconds,
-    seconds_for,
-    steps,
-    torch_start_seconds,
 )
-from mlmix.provenance import stamp
-from mlmix.theory.chain import absorbing, mixing, spectral, spectrum
+from mlmix.theory.chain import (
+    absorbing,
+    chain_summary,
+    hitting,
+    mixing,
+    spectral,
+    spectrum,
+    trajectories,
+    underflow,
+    variance,
+)
 from mlmix.theory.chain import conductance as cond
-from mlmix.theory.chain.hitting import committor, expected_hitting_times, hitting_probabilities
-from mlmix.theory.chain.nonreversible_gap import absolute_gap
-from mlmix.theory.chain.stationary import compute_stationary, log_potential, log_space_stationary
-from mlmix.theory.chain.structure import Structure, chain_structure
-from mlmix.theory.chain.variance import (
-    asymptotic_variance_dense,
-    asymptotic_variance_sparse,
-    kemeny_constant_dense,
-    kemeny_constant_transient,
-    kemeny_interval,
+from mlmix.theory.chain.nonreversible_gap import absolute_gap, kernel_functions
+from mlmix.theory.chain.persistence import load_chain, save_chain
+from mlmix.theory.chain.stationary import (
+    certify_stationary,
+    compute_stationary,
+    log_potential,
+    operator_stationary,
+    stationary_error_bound,
 )
+from mlmix.theory.chain.structure import PositiveStructure, Structure, chain_structure
 from mlmix.theory.kernels.registry import resolve_kernel
-from mlmix.theory.kernels.representation import choose_representation
-from mlmix.theory.kernels.support import kernel_log_offdiagonal, kernel_support
+from mlmix.theory.kernels.representation import choose_representation, is_operator
+from mlmix.theory.kernels.support import kernel_support
 from mlmix.theory.linalg.elimination import Elimination, eliminate
 from mlmix.theory.results import (
     DEFAULT_RTOL,
@@ -89,28 +91,14 @@ from mlmix.theory.results import (
     Result,
     VectorResult,
     _html_table,
-    dumps_results,
-    loads_results,
-    results_frame,
 )
 from mlmix.validation import (
     Matrix,
-    check_eps,
     check_int,
     check_memory,
-    check_state_set,
     check_transition_matrix,
     check_vector,
-    format_bytes,
-    load_arrays,
-    matrix_from_arrays,
 )
-
-_FORMAT = "mlmix-chain-1"
-
-#: The figures :meth:`Chain.save` keeps (those already computed) and :meth:`Chain.load` restores.
-_SAVED_FIGURES = ("stationary", "spectral_gap", "additive_gap", "poincare_constant", "multiplicative_gap",
-                  "absolute_spectral_gap", "relaxation_time", "conductance", "kemeny_constant")
 
 
 class Chain:
@@ -118,7 +106,14 @@ class Chain:
 
     Parameters
     ----------
-    P : array or scipy.sparse matrix, (N, N), row-stochastic.
+    P : array or scipy.sparse matrix, (N, N), row-stochastic; or a matrix-free kernel
+        (:class:`~mlmix.theory.kernels.operators.KernelOperator`, possibly sharded: vectors are then this
+        process's slice), whose questions the quantity modules answer by operator applications alone
+        (:meth:`from_operator` sets the solvers' options). What needs the matrix itself (``save``,
+        ``to_scipy``, ``to_dense``, ``simulate``, the derived chains of a non-reversible kernel, the
+        worst-start d(t) curve) builds it from the source when it fits the memory limit and otherwise
+        raises the builder's one-line MemoryLimitError when called. The other parameters are a
+        matrix's.
     stationary : optional known stationary law (validated: a probability vector with
         ||pi P - pi||_1 <= 1e-9); skips its computation. With several closed classes and a positive
         ``stationary``, the gaps are exactly 0.
@@ -139,6 +134,12 @@ class Chain:
 
     def __init__(self, P: Matrix, *, stationary: np.ndarray | None = None, name: str | None = None,
                  dense_limit: int | None = None, support: Matrix | None = None) -> None:
+        self.op = P if is_operator(P) else None
+        if self.op is not None:
+            if stationary is not None or dense_limit is not None or support is not None:
+                raise TypeError("stationary, dense_limit and support are options of a matrix, not of an operator")
+            self._hold_operator(name)
+            return
         self.P = check_transition_matrix(P)
         self.n_states = int(self.P.shape[0])
         self._support_given = None if support is None else _check_support(support, self.P)
@@ -155,6 +156,54 @@ class Chain:
             if res > 1e-9:
                 raise ValueError(f"the given stationary law is not stationary: ||pi P - pi||_1 = {res:.3g}")
             self._given = pi
+
+    def _hold_operator(self, name: str | None, *, gap_rtol: float = spectral.GAP_RTOL, basis_size: int = 16,
+                       bins: int = cond.SWEEP_BINS, progress: bool = False) -> None:
+        """A chain on the matrix-free kernel ``self.op``: P is a ``scipy.sparse.linalg.LinearOperator``
+        (``@`` applies P to a function, ``.T @`` to a measure) on one process, the kernel itself when
+        sharded; ``progress``: the Krylov solvers' progress lines (no cost announcements on this chain)."""
+        op = self.op
+        N = self.n_states = op.n_states
+        self.P = op if op.comm.world_size > 1 else spla.LinearOperator(
+            (N, N), matvec=lambda f: op.matvec(np.ravel(f)), rmatvec=lambda mu: op.rmatvec(np.ravel(mu)), dtype=np.float64)
+        self.name = name or f"{op.description} on {N} states"
+        self.source, self.kernel, self._k = None, None, None
+        self.representation_reason = "a given operator"
+        self.dense_limit, self._dense_limit_given, self._given, self._support_given = 0, None, None, None
+        self._gap_rtol, self._basis, self._bins, self._solver_progress = gap_rtol, basis_size, bins, progress
+        self.progress = False  # no cost announcements: the Krylov solvers report their own progress
+        self.timings: dict[str, float] = {}
+
+    @classmethod
+    def from_operator(cls, op: Any, *, name: str | None = None, gap_rtol: float = spectral.GAP_RTOL,
+                      basis_size: int = 16, bins: int = cond.SWEEP_BINS, progress: bool = False) -> "Chain":
+        """The chain of a matrix-free kernel with the solvers' options: ``gap_rtol`` (the Lanczos residual
+        relative to the gap), ``basis_size``, ``bins`` (sweep thresholds of the conductance) and ``progress``
+        (the Krylov solvers' progress lines)."""
+        if not is_operator(op):
+            raise TypeError(f"from_operator needs a KernelOperator, got {type(op).__name__}")
+        chain = cls.__new__(cls)
+        chain.op = op
+        chain._hold_operator(name, gap_rtol=gap_rtol, basis_size=basis_size, bins=bins, progress=progress)
+        return chain
+
+    def _timed(self, key: str, compute: Callable[[], Any]) -> Any:
+        """``compute()``, its seconds added to :attr:`timings` (matrix-free chains)."""
+        t0 = time.perf_counter()
+        out = compute()
+        self.timings[key] = self.timings.get(key, 0.0) + time.perf_counter() - t0
+        return out
+
+    @cached_property
+    def _matrix(self) -> "Chain":
+        """This chain as a matrix: itself, or for a matrix-free chain the CSR chain built from its source
+        (memory checked by the builder)."""
+        if self.op is None:
+            return self
+        if self.source is None or self.kernel not in ("glauber", "k-gibbs"):
+            raise ValueError("this matrix-free chain was built from an operator alone: build it with "
+                             "Chain.from_source(source, representation='sparse') to get its matrix")
+        return Chain.from_source(self.source, self.kernel, k=self._k, representation="sparse", name=self.name)
 
     # ------------------------------------------------------------------ construction
     @classmethod
@@ -173,9 +222,9 @@ class Chain:
         candidates="a b !", temperature=0.7))``. ``name`` defaults to the source's ``label``.
 
         ``representation``: "dense" or "sparse" build the matrix and use the dense or the sparse
-        algorithms; "operator" returns the matrix-free
-        :class:`~mlmix.theory.chain.matrixfree.analysis.OperatorChain` (same questions; options ``device``,
-        ``dtype``); "auto" picks dense up to ``dense_limit`` states, sparse up to the kernel builders'
+        algorithms; "operator" a chain on the matrix-free kernel
+        (:func:`~mlmix.theory.kernels.operators.kernel_operator`; same questions; options ``device``,
+        ``dtype``, ``comm``); "auto" picks dense up to ``dense_limit`` states, sparse up to the kernel builders'
         state limit while the CSR kernel fits the memory limit, the operator beyond
         (:func:`~mlmix.theory.kernels.representation.choose_representation`).
         The choice and its reason are in ``summary()["representation"]``."""
@@ -186,11 +235,11 @@ class Chain:
         limit = DENSE_LIMIT if dense_limit is None else check_int(dense_limit, "dense_limit", minimum=0)
         rep, why = choose_representation(source.space, kernel, 2 if k is None else k, representation, limit)
         if rep == "operator":
-            # deferred: the matrix-free engine imports torch, which the dense and sparse routes never need
-            from mlmix.theory.chain.matrixfree.analysis import OperatorChain
+            # deferred: the matrix-free kernel imports torch, which the dense and sparse routes never need
+            from mlmix.theory.kernels.operators import kernel_operator
 
-            chain: Chain = OperatorChain.from_source(source, kernel, k=k, name=name, **operator_options)
-            chain.representation_reason = why
+            chain = cls(kernel_operator(source, kernel, 2 if k is None else k, **operator_options), name=name)
+            chain.source, chain.kernel, chain._k, chain.representation_reason = source, kernel, k, why
             return chain
         if operator_options:
             raise TypeError(f"{', '.join(operator_options)}: options of representation='operator' only")
@@ -204,8 +253,8 @@ class Chain:
 
     @property
     def representation(self) -> str:
-        """"dense" or "sparse": the algorithms this chain uses ("operator" for an OperatorChain)."""
-        return "dense" if self.is_dense else "sparse"
+        """"dense", "sparse" or "operator" (matrix-free): the algorithms this chain uses."""
+        return "operator" if self.op is not None else "dense" if self.is_dense else "sparse"
 
     @property
     def is_dense(self) -> bool:
@@ -213,16 +262,18 @@ class Chain:
         return self.n_states <= self.dense_limit
 
     def to_scipy(self) -> sp.csr_array:
-        return sp.csr_array(self.P)
+        return sp.csr_array(self._matrix.P)
 
     def to_dense(self) -> np.ndarray:
+        P = self._matrix.P
         check_memory(8.0 * self.n_states**2, f"a dense copy of {self.n_states} states")
-        return self.P.toarray() if sp.issparse(self.P) else np.asarray(self.P)
+        return P.toarray() if sp.issparse(P) else np.asarray(P)
 
     def _facts(self) -> list[tuple[str, str]]:
         """What a chain is, without computing anything: states, transitions, algorithms, origin."""
-        nnz = int(self.P.nnz) if sp.issparse(self.P) else int(np.count_nonzero(self.P))
-        facts = [("states", f"{self.n_states:,}"), ("transitions", f"{nnz:,} non-zero entries"),
+        nnz = None if self.op is not None else int(self.P.nnz) if sp.issparse(self.P) else int(np.count_nonzero(self.P))
+        moves = f"matrix-free ({self.op})" if nnz is None else f"{nnz:,} non-zero entries"
+        facts = [("states", f"{self.n_states:,}"), ("transitions", moves),
                  ("algorithms", f"{self.representation} ({self.representation_reason})")]
         if self.source is not None:
             facts.append(("source", f"{type(self.source).__name__}, kernel {self.kernel}"))
@@ -265,30 +316,17 @@ class Chain:
     def structure(self) -> Structure:
         """Communicating and closed classes and the period, from the exact sign pattern of the
         transitions (:attr:`_support`: a probability below the float range is still positive), else
-        from P's non-zero entries."""
+        from P's non-zero entries; a matrix-free kernel with positive conditionals: one aperiodic class,
+        without a graph (:class:`~mlmix.theory.chain.structure.PositiveStructure`), otherwise that of
+        the matrix (memory permitting)."""
+        if self.op is not None:
+            return PositiveStructure(self.op.local_size) if self.op.conditionals_positive() else self._matrix.structure
         return self._float_structure if self._support is None else chain_structure(self._support)
 
     @cached_property
     def _underflow(self) -> str | None:
-        """Why the float matrix P cannot stand for the chain, or None: transitions positive in exact
-        arithmetic underflowed to 0 and P has other communicating or closed classes than the exact
-        pattern. Then the stationary law is computed in log space where the kernel's logarithms are
-        at hand (:meth:`_log_space_law`), and what is computed from P with it (gaps, conductance,
-        Kemeny constant, t_mix, ...), reversibility, the laws of the closed classes and the absorption
-        quantities raise :class:`~mlmix.errors.UnderflowError` with this reason."""
-        if self._support is None:
-            return None
-        exact, flt = self.structure, self._float_structure
-        pairs = np.unique(np.stack([exact.labels, flt.labels]), axis=1).shape[1]
-        same = pairs == exact.n_classes == flt.n_classes and \
-            np.array_equal(exact.closed[exact.labels], flt.closed[flt.labels])
-        if same:
-            return None
-        lost = self._support.nnz - sp.csr_array(self.P).count_nonzero()
-        return (f"{lost} transition probabilities are positive but underflow to 0 in float64 (below 5e-324): "
-                f"the exact chain has {exact.n_classes} communicating class(es), {int(exact.closed.sum())} closed, "
-                f"the float64 matrix {flt.n_classes}, {int(flt.closed.sum())} closed; what is computed from the float64 "
-                "matrix (gaps, conductance, Kemeny constant, t_mix) is not resolved")
+        """:func:`~mlmix.theory.chain.underflow.underflow_reason`."""
+        return underflow.underflow_reason(self)
 
     def _check_resolved(self) -> None:
         if self._underflow is not None:
@@ -296,22 +334,8 @@ class Chain:
 
     @cached_property
     def _subnormal(self) -> tuple[float, str]:
-        """(eps, note) for the positive entries of P below the normal range (2.2e-308): a subnormal p is
-        a multiple of 2^-1074, so it carries a relative rounding up to delta = 2^-1075 / p (1e-10 at
-        p = 2.5e-314), however accurately it was computed. With every off-diagonal entry moved by a
-        relative delta, rho = (1 + delta) / (1 - delta), the Markov chain tree theorem moves pi (sums of
-        products of N - 1 entries) by a factor within rho^(N-1), and edge measures pi(x) P(x, y), the
-        Dirichlet form and Var_pi (hence the gaps and conductances) and the forest sums of hitting times
-        and the Kemeny constant by factors within rho^(2N); eps = rho^(2N) - 1 (0 when P has no such
-        entry)."""
-        data = np.abs(self.P.data if sp.issparse(self.P) else np.asarray(self.P).ravel())
-        small = data[(data > 0) & (data < np.finfo(np.float64).tiny)]
-        if small.size == 0:
-            return 0.0, ""
-        delta = 0.5 * (2.0**-1074 / float(small.min()))  # half an ulp of the subnormals, relative
-        eps = math.expm1(2 * self.n_states * (math.log1p(delta) - math.log1p(-delta))) if delta < 1 else math.inf
-        return eps, (f"; widened for {small.size} entries of P below the normal range of float64 (relative "
-                     f"rounding up to {delta:.1e})")
+        """:func:`~mlmix.theory.chain.underflow.subnormal_rounding`."""
+        return underflow.subnormal_rounding(self)
 
     def _rounded_entries(self, r: Result, within: tuple[float, float]) -> Result:
         """``r`` widened for the rounding of the subnormal entries of P (:attr:`_subnormal`)."""
@@ -328,7 +352,8 @@ class Chain:
 
     @property
     def is_irreducible(self) -> bool:
-        return self.structure.is_irreducible
+        """One communicating class (matrix-free: every single-site (block) move has positive probability)."""
+        return self.op.conditionals_positive() if self.op is not None else self.structure.is_irreducible
 
     @property
     def closed_classes(self) -> list[np.ndarray]:
@@ -349,8 +374,8 @@ class Chain:
 
     @cached_property
     def _core(self) -> "Chain":
-        """The chain restricted to its closed class (itself when irreducible)."""
-        if self.is_irreducible or self._reducible_given:
+        """The chain restricted to its closed class (itself when irreducible or matrix-free)."""
+        if self.op is not None or self.is_irreducible or self._reducible_given:
             return self
         C = self._recurrent
         sub = self.P[C][:, C] if not sp.issparse(self.P) else sp.csr_array(self.P)[C][:, C]
@@ -370,6 +395,12 @@ class Chain:
     # ------------------------------------------------------------------ stationary law
     @cached_property
     def _stationary(self) -> VectorResult:
+        if self.op is not None:
+            if not self.is_irreducible:
+                raise ValueError("some conditionals underflow to 0: irreducibility is not established matrix-free "
+                                 "(raise the temperature, or analyse the matrix)")
+            return self._timed("stationary_s", lambda: certify_stationary(
+                self.op, operator_stationary(self.op, progress=self._solver_progress)))
         if self._given is not None:
             with np.errstate(divide="ignore"):
                 logpi = np.log(self._given)
@@ -389,8 +420,13 @@ class Chain:
     @announced("stationary law")
     def stationary(self) -> VectorResult:
         """pi P = pi (see :mod:`mlmix.theory.chain.stationary`). A sparse non-reversible law whose entrywise
-        certificate failed gets the first-order bound of :attr:`_pi_error` (which needs the gap)."""
+        certificate failed gets the first-order bound of :attr:`_pi_error` (which needs the gap); on a
+        matrix-free kernel: exact in log space when reversible, else the entrywise certificate or, where
+        that fails, the first-order bound (:mod:`mlmix.theory.chain.stationary`)."""
         st = self._stationary
+        if self.op is not None:
+            gap = self._gap.gap if st.rel_error is None else None
+            return st if gap is None or gap.lower is None else stationary_error_bound(self.op, st, gap.lower)
         if st.rel_error is not None or self._given is not None or self._reducible_given or self._core.is_reversible:
             return st
         delta, how = self._pi_error
@@ -412,27 +448,8 @@ class Chain:
         return self._stationary.log_value
 
     def _log_space_law(self) -> VectorResult:
-        """The stationary law of a chain whose float matrix underflows (:attr:`_underflow`): GTH in log
-        space on the logarithms of its transition probabilities, taken from the source (a Glauber or
-        MH kernel, whose entries are single conditionals), on the exact closed class; UnderflowError
-        where those logarithms are not at hand or the bound is not below 1."""
-        reason = self._underflow or ""
-        L = None
-        if self._source_kernel is not None and self.n_states <= DENSE_STATIONARY_LIMIT:
-            L = kernel_log_offdiagonal(self.source, self._source_kernel[0])
-        if L is None:
-            raise UnderflowError(reason + " (the law in log space needs a Glauber or MH chain from a source, "
-                                 f"of at most {DENSE_STATIONARY_LIMIT} states)")
-        C = self.structure.recurrent_class()
-        inner = log_space_stationary(L[np.ix_(C, C)])
-        if inner.rel_error is None:
-            raise UnderflowError(reason + f" (the log-space elimination's bound on {C.size} states is not below 1)")
-        N = self.n_states
-        logpi = np.full(N, -np.inf)
-        logpi[C] = inner.log_value
-        where = f"; zero on the {N - C.size} transient states" if C.size < N else ""
-        return VectorResult(NAMES["stationary"], np.exp(logpi), f"{inner.method}{where} (transition probabilities "
-                            "underflow float64)", inner.rel_error, None, None, logpi)
+        """:func:`~mlmix.theory.chain.underflow.log_space_law`."""
+        return underflow.log_space_law(self)
 
     @cached_property
     def _pi_error(self) -> tuple[float, str]:
@@ -445,6 +462,9 @@ class Chain:
         st = core._stationary
         if self._given is not None:
             return 0.0, "given"
+        if self.op is not None:  # the operator's law carries its own bound
+            rel = self.stationary.rel_error
+            return (math.inf, "not bounded") if rel is None else (rel, "certified")
         if st.rel_error is not None:
             return st.rel_error, "certified"
         how = "||r/pi||_pi / (gap sqrt(pi_min)) (first order)"
@@ -478,7 +498,10 @@ class Chain:
     @cached_property
     def is_reversible(self) -> bool:
         """Detailed balance pi(x) P(x, y) = pi(y) P(y, x), by Kolmogorov's criterion in log space
-        (on the closed class; transient states carry no mass)."""
+        (on the closed class; transient states carry no mass); a matrix-free kernel is reversible when its
+        source is compatible."""
+        if self.op is not None:
+            return self.op.reversible
         if self._given is not None:
             Q = sp.csr_array(self.P).multiply(self._given[:, None])
             return bool(abs(Q - Q.T).max() <= 1e-10 * abs(Q).max())
@@ -503,6 +526,8 @@ class Chain:
 
     @cached_property
     def _unrounded_gap_and_mode(self) -> tuple[Result, np.ndarray]:
+        if self.op is not None:
+            return self._gap.gap, self._gap.fiedler
         core = self._core
         if self._reducible_given:
             return Result.exact(NAMES["spectral_gap"], 0.0, "several closed classes: the indicator of one has zero "
@@ -516,9 +541,20 @@ class Chain:
     @cached_property
     def _gap_and_mode(self) -> tuple[Result, np.ndarray]:
         gap, mode = self._raw_gap_and_mode
-        if self._reducible_given or self._core.is_reversible:  # P's own gap: pi is not used
-            return gap, mode
+        if self.op is not None or self._reducible_given or self._core.is_reversible:  # P's own gap: pi is not
+            return gap, mode  # used (the operator's gap already holds the error of its pi)
         return self._charged(gap, (0.0, 2.0)), mode  # (P + P*)/2 has eigenvalues in [-1, 1]
+
+    @cached_property
+    def _gap(self) -> spectral.GapResult:
+        """The matrix-free gap with its Ritz function (:func:`~mlmix.theory.chain.spectral.operator_gap`)."""
+        return self._timed("gap_s", lambda: spectral.operator_gap(self.op, self._stationary, rtol=self._gap_rtol,
+                                                                   basis_size=self._basis, progress=self._solver_progress))
+
+    @cached_property
+    def _pi_t(self) -> Any:
+        """The stationary law as a tensor of the matrix-free kernel (this process's slice)."""
+        return spectral._checked_pi(self.op, self.stationary)
 
     @cached_property
     @announced("gaps")
@@ -546,7 +582,14 @@ class Chain:
     @cached_property
     @announced("gaps")
     def multiplicative_gap(self) -> Result:
-        """1 - sigma_2(P)^2: the gap of P* P (Fill's bound)."""
+        """1 - sigma_2(P)^2: the gap of P* P (Fill's bound; matrix-free: Lanczos on C^T C for a
+        non-reversible kernel, from the absolute gap for a reversible one)."""
+        if self.op is not None:
+            if self.is_reversible:
+                return spectral.multiplicative_from_absolute(self.absolute_spectral_gap)
+            return self._timed("multiplicative_gap_s", lambda: spectral.operator_multiplicative_gap(
+                self.op, self._stationary, self.additive_gap, rtol=self._gap_rtol, basis_size=self._basis,
+                progress=self._solver_progress))
         core = self._core
         if not core.is_dense:
             return self._charged(self._rounded_entries(spectral.multiplicative_gap_sparse(sp.csr_array(core.P),
@@ -564,6 +607,11 @@ class Chain:
         core = self._core
         if self._reducible_given:
             return Result.exact(NAMES["absolute_spectral_gap"], 0.0, "several closed classes: eigenvalue 1 is repeated")
+        if self.op is not None and self.is_reversible:
+            return spectral.operator_absolute_gap(True, self.additive_gap)
+        if self.op is not None:
+            return _renamed(absolute_gap(kernel_functions(self.op), self.n_states, lambda: self._pi_t,
+                                         lambda: self.multiplicative_gap), NAMES["absolute_spectral_gap"])
         if self.period > 1:  # exp(2 pi i / d) is an eigenvalue: exactly 0
             return Result.exact(NAMES["absolute_spectral_gap"], 0.0, f"period {self.period} from a breadth-first "
                                 f"search: exp(2 pi i / {self.period}) is an eigenvalue{self._on_core()}")
@@ -585,6 +633,9 @@ class Chain:
     def conductance(self) -> Result:
         """Phi* = min{Phi(S) : 0 < pi(S) <= 1/2}: exact up to 20 states, else a certified interval whose
         upper end is Phi of a named set (details: set_size, set_mass, set)."""
+        if self.op is not None:
+            return self._timed("conductance_s", lambda: cond.operator_conductance(self.op, self.stationary, self._gap,
+                                                                                   bins=self._bins))
         core = self._core
         if self._reducible_given:
             return Result.exact(NAMES["conductance"], 0.0, "several closed classes: one of mass <= 1/2 has no exit flow")
@@ -597,158 +648,104 @@ class Chain:
                         self._on_core())
 
     def set_conductance(self, S: np.ndarray) -> Result:
-        """Phi(S) = Q(S, S^c) / pi(S) of a set of states (mask or indices), in log space."""
+        """Phi(S) = Q(S, S^c) / pi(S) of a set of states (mask or indices), in log space (matrix-free: flows
+        summed as non-negative terms)."""
+        if self.op is not None:
+            return cond.operator_set_conductance(self.op, S, self.stationary)
         return self._charged(cond.set_conductance_result(self.P, S, self._logpi), (0.0, 1.0))
 
     # ------------------------------------------------------------------ mixing
     def _mixing_bounds(self) -> mixing.MixingBounds:
-        core = self._core
-        log_pi_min = float(core._logpi.min())
-        witness = self.conductance.details if core.n_states > 1 else {}
-        rev = core.is_reversible
-        mult = None
-        if not rev:
-            try:
-                mult = self.multiplicative_gap
-            except MemoryLimitError:
-                mult = None
-        mod = None if rev else self.absolute_spectral_gap
-        return mixing.MixingBounds(log_pi_min, rev, self.absolute_spectral_gap if rev else None, mod, mult,
-                                   witness.get("set_mass"), self.conductance.upper, self._transient_decay)
+        return mixing.chain_mixing_bounds(self)
 
     @cached_property
     def _transient_decay(self) -> mixing.TransientDecay | None:
         """The entrance into the closed class from the transient states (None without transient states)."""
-        if self._core is self:
-            return None
-        return mixing.transient_decay(self.P, self.structure.transient, np.exp(self._logpi),
-                                      pi_rel_error=self._pi_rel_error)
+        return mixing.chain_transient_decay(self)
 
     @announced("t_mix")
     def mixing_time(self, eps: float = 0.25, max_states: int = MIXING_LIMIT) -> Result:
         """t_mix(eps) = min{t : d(t) <= eps}, d the worst-start TV distance: exact when resolvable (by
         dense squaring, for chains of at most ``max_states`` states), else a certified interval (see
         :mod:`mlmix.theory.chain.mixing`)."""
-        eps = check_eps(eps)
-        d = self.period
-        if d > 1 and eps < 1 - 1 / d:
-            return Result.interval("t_mix", math.inf, None, f"period {d} from a breadth-first search",
-                                   f"the chain is periodic (period {d}): d(t) >= 1 - 1/{d} > eps for every t, so "
-                                   "t_mix is infinite")
-        try:
-            return mixing.certified_mixing_time(self.P, eps, np.exp(self._logpi), self._mixing_bounds(),
-                                                pi_rel_error=self._pi_rel_error, max_states=max_states)
-        except MemoryLimitError as err:
-            lo, hi, how = self._mixing_bounds().t_mix_interval(eps)
-            return Result.interval("t_mix", lo, hi if math.isfinite(hi) else None,
-                                   "certified bounds: " + ", ".join(how), str(err))
+        return mixing.chain_mixing_time(self, eps, max_states)
 
     @announced("d(t)")
     def tv_distance(self, t: int) -> Result:
-        """d(t) = max_x TV(P^t(x, .), pi)."""
-        return mixing.certified_tv_distance(self.P, t, np.exp(self._logpi), self._mixing_bounds(),
-                                  pi_rel_error=self._pi_rel_error)
+        """d(t) = max_x TV(P^t(x, .), pi) (matrix-free: the certified spectral upper bound)."""
+        return mixing.chain_tv_distance(self, t)
 
     def distance_curve(self, t_max: int, start: int | np.ndarray | None = None, progress: bool = True) -> VectorResult:
         """d(t) for t = 0..t_max from the worst start (dense powers; times the sparse P for a sparse
         chain), or TV(P^t(x0, .), pi) from a start state index or start law; ``progress``: cost
-        estimate and bar when long (:mod:`mlmix.progress`)."""
-        if start is not None and np.ndim(start) == 0:
-            mu = np.zeros(self.n_states)
-            mu[check_state_set(start, self.n_states, "start")] = 1.0
-            start = mu
-        elif start is not None:
-            start = check_vector(start, self.n_states, "start", probability=True)
-        return mixing.tv_curve(self.P, t_max, np.exp(self._logpi), start, self._pi_rel_error, progress=progress)
+        estimate and bar when long (:mod:`mlmix.progress`). Matrix-free: t_max applications of P^T from a
+        start; the worst-start curve needs the matrix (memory permitting)."""
+        return mixing.chain_distance_curve(self, t_max, start, progress)
 
     # ------------------------------------------------------------------ variance, Kemeny, hitting
     @announced("variance")
     def asymptotic_variance(self, f: np.ndarray) -> Result:
         """sigma^2(f) of ergodic averages (CLT variance), via the Poisson equation."""
-        f = check_vector(f, self.n_states, "f")
-        core = self._core
-        if core is not self:
-            f = f[self._recurrent]
-        pi = np.exp(core._logpi)
-        if core.is_dense:
-            return asymptotic_variance_dense(core._grounded, core.P, f, pi, self._pi_error[0],
-                                             self.additive_gap)
-        return asymptotic_variance_sparse(core.P, f, pi, self.additive_gap)
+        return variance.chain_asymptotic_variance(self, f)
 
     @cached_property
     @announced("Kemeny constant")
     def kemeny_constant(self) -> Result:
         """K = sum_{lambda != 1} 1 / (1 - lambda) = sum_j pi_j E_i tau_j (the same for every start i of
         an irreducible chain); with transient states, K of the closed class plus tr((I - P_TT)^-1)
-        (:func:`~mlmix.theory.chain.variance.kemeny_constant_transient`)."""
-        core = self._core
-        if core is self and not core.is_dense:  # bounds from the trace and the (additive) gap
-            return kemeny_interval(core.n_states, float(core.P.diagonal().sum()),
-                                   self.spectral_gap if core.is_reversible else self.additive_gap,
-                                   how=f"{self._on_core()}; the exact value needs a dense grounded inverse "
-                                   f"(<= {self.dense_limit} states)", reversible=core.is_reversible)
-        if not self.is_dense or not core.is_dense:
-            return Result.missing("Kemeny constant", "-",
-                                  f"needs a dense grounded inverse (<= {self.dense_limit} states)")
-        closed = kemeny_constant_dense(core._grounded, np.exp(core._logpi), self._pi_error[0])
-        if core is not self:
-            closed = kemeny_constant_transient(self.P, self.structure.transient, closed)
-        return self._rounded_entries(closed, (0.0, math.inf))
+        (:func:`~mlmix.theory.chain.variance.kemeny_constant_transient`); matrix-free: bounds from the trace
+        and the additive gap (:func:`~mlmix.theory.chain.variance.kemeny_bounds`)."""
+        return variance.chain_kemeny_constant(self)
 
     @announced("hitting times")
     def hitting_time(self, target: np.ndarray) -> VectorResult:
         """E_x tau_A for every start x (0 on A, inf where A is not hit almost surely)."""
-        return self._rounded_vector(expected_hitting_times(self.P, target), self._subnormal[0])
+        return hitting.chain_hitting_time(self, target)
 
     @announced("hitting times")
     def hitting_probabilities(self, target: np.ndarray, t: int) -> VectorResult:
         """P_x(tau_A <= t) for every start x."""
-        return hitting_probabilities(self.P, target, t)
+        return hitting.chain_hitting_probabilities(self, target, t)
 
     @announced("hitting times")
     def committor(self, A: np.ndarray, B: np.ndarray) -> VectorResult:
         """q(x) = P_x(tau_B < tau_A), the probability of reaching B before A."""
-        return committor(self.P, A, B)
+        return hitting.chain_committor(self, A, B)
 
     def mean_first_passage_times(self, target: np.ndarray | int | None = None) -> VectorResult:
         """E_x tau_target for a target state or set (a vector over starts), or with no target the matrix
         M[i, j] = E_i tau_j (tau_j = 0 when i = j) for chains of at most :data:`MFPT_LIMIT` states."""
-        if target is not None:
-            return self.hitting_time(target)
-        N = self.n_states
-        if N > MFPT_LIMIT:
-            raise ValueError(f"the full mean-first-passage matrix is computed up to {MFPT_LIMIT} states; "
-                             f"this chain has {N}: give a target")
-
-        cols = [self.hitting_time(np.array([j])) for j in steps(range(N), "mean first passage times", total=N,
-                                                                expected=N * dense_seconds(N, 1.0),
-                                                                cost=f"{N} states, one solve per target")]
-        M = np.stack([c.value for c in cols], axis=1)
-        rel = max((c.rel_error or 0.0) for c in cols)
-        return VectorResult("mean first passage times E_i tau_j", M, cols[0].method + ", one elimination per target",
-                            rel)
+        return hitting.chain_mean_first_passage_times(self, target)
 
     def dirichlet_form(self, f: np.ndarray, g: np.ndarray | None = None) -> float:
         """E(f, g) = (1/2) sum pi(x) P(x, y) (f(x) - f(y)) (g(x) - g(y))."""
         f = check_vector(f, self.n_states, "f")
         g = None if g is None else check_vector(g, self.n_states, "g")
+        if self.op is not None:  # E(f, f) as non-negative terms, E(f, g) by polarization
+            return spectral.operator_dirichlet_form(self.op, self._pi_t, f, g)
         return spectral.dirichlet_form(self.P, f, g, np.exp(self._logpi))
 
     # ------------------------------------------------------------------ derived chains
     def time_reversal(self) -> "Chain":
-        """P*(x, y) = pi(y) P(y, x) / pi(x) (on the closed class)."""
+        """P*(x, y) = pi(y) P(y, x) / pi(x) (on the closed class; a reversible matrix-free chain itself)."""
+        if self.op is not None:
+            return self if self.is_reversible else self._matrix.time_reversal()
         core = self._core
         return Chain(spectral.time_reversal(core.P, core._logpi), name=f"time reversal of {self.name}",
                      dense_limit=self._dense_limit_given)
 
     def additive_reversibilization(self) -> "Chain":
-        """(P + P*)/2 (on the closed class)."""
+        """(P + P*)/2 (on the closed class; a reversible matrix-free chain itself)."""
+        if self.op is not None:
+            return self if self.is_reversible else self._matrix.additive_reversibilization()
         core = self._core
         return Chain(spectral.additive_reversibilization(core.P, core._logpi),
                      name=f"additive reversibilization of {self.name}", dense_limit=self._dense_limit_given)
 
     def multiplicative_reversibilization(self) -> "Chain":
-        """P* P (on the closed class)."""
+        """P* P (on the closed class; from the matrix of a matrix-free chain, memory permitting)."""
+        if self.op is not None:
+            return self._matrix.multiplicative_reversibilization()
         core = self._core
         return Chain(spectral.multiplicative_reversibilization(core.P, core._logpi),
                      name=f"multiplicative reversibilization of {self.name}", dense_limit=self._dense_limit_given)
@@ -756,7 +753,12 @@ class Chain:
     # ------------------------------------------------------------------ spectrum, classes, absorption
     def eigenvalues(self, k: int | None = None) -> VectorResult:
         """The ``k`` eigenvalues of largest modulus (all when None), with per-eigenvalue error bounds;
-        complex with condition numbers for a non-reversible chain (:mod:`mlmix.theory.chain.spectrum`)."""
+        complex with condition numbers for a non-reversible chain (:mod:`mlmix.theory.chain.spectrum`).
+        Matrix-free: [1, 1 - gap] of a reversible kernel for k <= 2, otherwise from the matrix."""
+        if self.op is not None:
+            if k in (1, 2) and self.is_reversible:
+                return spectrum.reversible_top_two(self.spectral_gap, k)
+            return self._matrix.eigenvalues(k)
         return spectrum.eigenvalues(self.P, k, self.is_irreducible and self.is_reversible)
 
     def implied_timescales(self, k: int | None = None) -> VectorResult:
@@ -765,6 +767,12 @@ class Chain:
 
     def stationary_distributions(self) -> VectorResult:
         """One stationary law per closed class (rows; :mod:`mlmix.theory.chain.absorbing`)."""
+        if self.op is not None:
+            if not isinstance(self.structure, PositiveStructure):
+                return self._matrix.stationary_distributions()
+            pi = self.stationary
+            return VectorResult("stationary laws of the closed classes", pi.value[None, :], pi.method, pi.rel_error,
+                                details={"classes": self.structure.closed_classes})
         self._check_resolved()
         return absorbing.stationary_distributions(self.P, self.structure)
 
@@ -774,6 +782,10 @@ class Chain:
 
     @cached_property
     def _absorption(self) -> absorbing.Absorption:
+        if self.op is not None:
+            if not isinstance(self.structure, PositiveStructure):
+                return self._matrix._absorption
+            return absorbing.Absorption(np.zeros(0, dtype=np.int64), self.structure.closed_classes, None, 0.0)
         self._check_resolved()
         return absorbing.absorption(self.P, self.structure)
 
@@ -795,43 +807,14 @@ class Chain:
         kernel, source, how its algorithms were chosen, the mlmix version) and every figure computed
         so far (:data:`_SAVED_FIGURES`, as :func:`~mlmix.theory.results.dumps_results` JSON);
         :meth:`load` reads them back."""
-
-        path = Path(path)
-        if path.suffix != ".npz":
-            raise ValueError(f"a chain is saved as .npz, got {path.name}")
-        about = stamp("chain", {"name": self.name, "representation_reason": self.representation_reason},
-                      {"source": None if self.source is None else type(self.source).__name__, "kernel": self.kernel,
-                       "temperature": getattr(self.source, "temperature", None)})
-        extra = {"name": np.array(self.name), "about": np.array(dumps_results(about)),
-                 "figures": np.array(dumps_results({k: self.__dict__[k] for k in _SAVED_FIGURES if k in self.__dict__}))}
-        if sp.issparse(self.P):
-            P = sp.csr_array(self.P)
-            atomic_save_npz(path, mlmix_format=np.array(_FORMAT), kind=np.array("csr"), data=P.data,
-                            indices=P.indices, indptr=P.indptr, shape=np.array(P.shape), **extra)
-        else:
-            atomic_save_npz(path, mlmix_format=np.array(_FORMAT), kind=np.array("dense"), P=np.asarray(self.P),
-                            **extra)
+        save_chain(self, path)
 
     @classmethod
     def load(cls, path: str | Path) -> "Chain":
         """Read a chain written by :meth:`save` (or ``scipy.sparse.save_npz`` / ``numpy.save``); a
         missing, corrupt or non-stochastic file is a one-line ValueError. The figures saved with it
         come back as computed (``chain.saved_about`` holds its saved description)."""
-
-        chain = cls(load_matrix(path), name=str(Path(path).name))
-        if Path(path).suffix.lower() != ".npz":
-            return chain
-        with np.load(path, allow_pickle=False) as z:
-            if "about" not in z.files:
-                return chain
-            try:
-                chain.saved_about = loads_results(str(z["about"]))
-                figures = loads_results(str(z["figures"]))
-            except (KeyError, ValueError, TypeError) as err:
-                raise ValueError(f"{path}: the saved description or figures are unreadable: {err}") from None
-            chain.name = str(z["name"])
-        chain.__dict__.update({k: v for k, v in figures.items() if k in _SAVED_FIGURES})
-        return chain
+        return load_chain(cls, path)
 
     # ------------------------------------------------------------------ report
     def summary(self, eps: float = 0.25, include_stationary: bool = False,
@@ -842,33 +825,7 @@ class Chain:
         (default that of `mlmix exact`). ``progress``: the cost estimate and a bar per phase for a long
         analysis (:mod:`mlmix.progress`). ``as_frame``: the same as a ``pandas.DataFrame``, one row per
         result (:func:`~mlmix.theory.results.results_frame`; pandas is the optional ``frames`` extra)."""
-
-        eps = check_eps(eps)
-        out: dict[str, Any] = {"n_states": self.n_states,
-                               "representation": f"{self.representation} ({self.representation_reason})",
-                               "irreducible": self.is_irreducible}
-        phases, cost = self._summary_cost(mixing_limit)
-        with Progress(f"analysis of {self.name}", phases, cost=cost, enabled=progress) as bar:
-            try:
-                out["closed_classes"] = len(self.closed_classes)
-                out["period"] = self.period if len(self.closed_classes) == 1 else None
-                with bar.phase("stationary law"):
-                    out["reversible"] = None if self._underflow else self.is_reversible
-                    out["stationary"] = self.stationary.as_dict(values=include_stationary)
-                with bar.phase("gaps"):
-                    for key in ("spectral_gap", "absolute_spectral_gap", "relaxation_time", "additive_gap",
-                                "poincare_constant"):
-                        out[key] = _guard(lambda: getattr(self, key), key)
-                with bar.phase("conductance"):
-                    out["conductance"] = _guard(lambda: self.conductance, "conductance")
-                with bar.phase("Kemeny constant"):
-                    out["kemeny_constant"] = _guard(lambda: self.kemeny_constant, "kemeny_constant")
-                out["eps"] = eps
-                with bar.phase("t_mix"):
-                    out["t_mix"] = _guard(lambda: self.mixing_time(eps, mixing_limit), "t_mix")
-            except (ReducibleChainError, UnderflowError) as err:
-                out["reason"] = str(err)
-        return results_frame(out) if as_frame else out
+        return chain_summary.summary(self, eps, include_stationary, mixing_limit, progress, as_frame)
 
     def _summary_cost(self, mixing_limit: int) -> tuple[list[tuple[str, float]], str]:
         """Expected seconds of each phase of :meth:`summary` (from the dense-product speed measured
@@ -878,36 +835,13 @@ class Chain:
         1,000 for the gaps (Lanczos with its orthogonalisation) plus the first import of torch, and 500
         for the conductance, fitted on an Ising cycle of 16,384 states) and the cost line: states,
         non-zeros, memory."""
-
-        N = self.n_states
-        nnz = int(self.P.nnz) if sp.issparse(self.P) else N * N
-        if self.is_dense:
-            cubes = {"stationary law": 0.5, "gaps": 18.0, "conductance": 1.0, "Kemeny constant": 2.0,
-                     "t_mix": 12.0 if N <= mixing_limit else 0.0}
-            phases = [(name, dense_seconds(N, c)) for name, c in cubes.items()]
-            memory = 8.0 * N * N * (6 + (mixing.MAX_DOUBLINGS // 4 + 3 if N <= mixing_limit else 0))
-        else:
-            product = product_seconds(self.P)
-            phases = [("stationary law", 150 * product), ("gaps", 1000 * product + torch_start_seconds()),
-                      ("conductance", 500 * product), ("Kemeny constant", 0.0), ("t_mix", 0.0)]
-            memory = 12.0 * nnz * 4
-        return phases, f"{N:,} states, {nnz:,} non-zeros, {self.representation} algorithms, about " \
-                       f"{format_bytes(memory)}"
+        return chain_summary.summary_cost(self, mixing_limit)
 
     def _progress_plan(self, phase: str, name: str) -> tuple[str, str, list]:
         """The phases still to run before ``name`` (a property or method of phase ``phase``) and their
         expected seconds (those of :meth:`_summary_cost`; a hitting-time solve as one dense
         elimination or, sparse, a sweep of products), for :func:`mlmix.progress.announced`."""
-
-        phases, cost = self._summary_cost(MIXING_LIMIT)
-        expected = dict(phases)
-        nnz = int(self.P.nnz) if sp.issparse(self.P) else self.n_states ** 2
-        expected["hitting times"] = dense_seconds(self.n_states, 1.0) if self.is_dense else seconds_for(4000.0 * nnz)
-        expected["variance"], expected["d(t)"] = expected["Kemeny constant"], expected["t_mix"]
-        prior = () if phase == "t_mix" and self.period > 1 else _PRIOR_PHASES[phase]  # periodic: t_mix is inf
-        steps = [(p, expected[p], lambda attr=_CACHED_PHASES[p]: getattr(self, attr))
-                 for p in prior if _CACHED_PHASES[p] not in self.__dict__]
-        return f"{name} of {self.name}", cost, steps + [(phase, expected[phase], None)]
+        return chain_summary.progress_plan(self, phase, name)
 
     def simulate(self, steps: int, start: int | np.ndarray | None = None, *, chains: int = 1,
                  seed: int | None = 0) -> np.ndarray:
@@ -917,45 +851,7 @@ class Chain:
         entries are the moves, 1 - their row sum the holding probability (one uniform per step and
         chain, inverse CDF over the row). ``chain.source.space.decode(x)`` gives the sequences of a
         chain built from a source."""
-        steps = check_int(steps, "steps", minimum=0)
-        chains = check_int(chains, "chains", minimum=1)
-        rng = np.random.default_rng(seed)
-        N = self.n_states
-        if start is None:
-            pi = np.asarray(self.stationary, dtype=np.float64)
-            x = np.minimum(np.searchsorted(np.cumsum(pi), rng.random(chains) * pi.sum(), side="right"), N - 1)
-        else:
-            idx = np.broadcast_to(np.asarray(start), (chains,))
-            if not np.issubdtype(idx.dtype, np.integer) or idx.min() < 0 or idx.max() >= N:
-                raise ValueError(f"start must be state indices in [0, {N}), one or one per chain")
-            x = idx.astype(np.int64)
-        Q = sp.csr_array(self.P, dtype=np.float64, copy=True)
-        Q.setdiag(0.0)
-        Q.eliminate_zeros()
-        cum = np.cumsum(Q.data)  # running total over all rows; row r's moves are cum[indptr[r]:indptr[r+1]]
-        before = np.concatenate(([0.0], cum))[Q.indptr[:-1]]
-        mass = np.concatenate(([0.0], cum))[Q.indptr[1:]] - before
-        out = np.empty((chains, steps + 1), dtype=np.int64)
-        out[:, 0] = x
-        if Q.nnz == 0:  # no moves: every state holds
-            out[:, 1:] = x[:, None]
-            return out
-        for t in range(steps):
-            u = rng.random(chains)
-            move = u < mass[x]
-            k = np.searchsorted(cum, before[x] + u, side="right")
-            k = np.minimum(k, Q.indptr[x + 1] - 1)  # rounding at a row's end stays in the row
-            x = np.where(move, Q.indices[np.maximum(k, 0)], x)
-            out[:, t + 1] = x
-        return out
-
-
-#: The phases an analysis phase needs first, and the cached attribute that holds each one's result.
-_PRIOR_PHASES = {"stationary law": (), "gaps": ("stationary law",), "conductance": ("stationary law", "gaps"),
-                 "Kemeny constant": ("stationary law",), "t_mix": ("stationary law", "gaps", "conductance"),
-                 "hitting times": (), "variance": ("stationary law",),
-                 "d(t)": ("stationary law", "gaps", "conductance")}
-_CACHED_PHASES = {"stationary law": "_logpi", "gaps": "_gap_and_mode", "conductance": "conductance"}
+        return trajectories.simulate(self, steps, start, chains=chains, seed=seed)
 
 
 def _check_support(support: Matrix, P: Matrix) -> sp.csr_array:
@@ -968,15 +864,6 @@ def _check_support(support: Matrix, P: Matrix) -> sp.csr_array:
     S.data[:] = 1.0
     S.eliminate_zeros()
     return S
-
-
-def _guard(compute: Callable[[], Result], key: str) -> Result:
-    """A quantity that hit a resource limit becomes an unresolved result with the reason (named by
-    the table :data:`~mlmix.theory.results.NAMES`)."""
-    try:
-        return compute()
-    except MemoryLimitError as err:
-        return Result.missing(NAMES[key], "-", str(err))
 
 
 def _minimum(name: str, a: Result, b: Result) -> Result:
@@ -999,15 +886,3 @@ def _renamed(r: Result, name: str, note: str = "") -> Result:
     return Result(name, r.value, r.method + note, r.rel_error, r.lower, r.upper, r.reason, dict(r.details))
 
 
-def load_matrix(path: str | Path) -> Matrix:
-    """A row-stochastic matrix from ``.npz`` (:meth:`Chain.save` or scipy.sparse.save_npz) or ``.npy``
-    (no pickles); one-line ValueError for a missing, corrupt or invalid file
-    (:func:`~mlmix.validation.load_arrays`, :func:`~mlmix.validation.matrix_from_arrays`)."""
-    path = Path(path)
-    if path.suffix.lower() not in (".npy", ".npz"):
-        raise ValueError(f"matrix file must end in .npy or .npz, got {path.name}")
-    arrays = load_arrays(path, "matrix file")
-    try:
-        return check_transition_matrix(matrix_from_arrays(arrays))
-    except (TypeError, ValueError) as err:
-        raise ValueError(f"{path}: {err}") from None

@@ -38,25 +38,37 @@ q(s) <= m / (s + 1) for m = max_x E_x tau (Markov's inequality). In particular d
 h = max_x (graph distance from x to C), q(s) = 1 for s < h; when the transient states hold no
 cycle (each its own class, no holding), tau <= L surely for L the longest path out of them, so
 q(s) = 0 for s >= L.
+
+On a matrix-free kernel (:func:`operator_mixing_bounds`): reversible heat-bath kernels are
+positive semi-definite (an average of conditional expectations), so the absolute gap is gamma and
+t_rel = 1 / gamma; with the conductance's named set and, for any chain, Fill's bound from the
+multiplicative gap, the bounds above through :class:`MixingBounds`. TV(mu P^t, pi) from a start law
+(:func:`distance_from`) by t applications of P^T, rounding t gamma per step.
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 import numpy as np
 import scipy.sparse as sp
 from scipy.sparse.csgraph import breadth_first_order, connected_components
 
-from mlmix.errors import NumericalError
+from mlmix.errors import MemoryLimitError, NumericalError
 from mlmix.limits import MEAN_EXIT_LIMIT, MIXING_LIMIT
 from mlmix.progress import seconds_for, steps
 from mlmix.theory.chain.hitting import expected_hitting_times
 from mlmix.theory.chain.structure import tree_depths
-from mlmix.theory.results import DEFAULT_RTOL, EPS, Result, VectorResult
-from mlmix.validation import Matrix, check_eps, check_memory, check_steps
+from mlmix.theory.results import DEFAULT_RTOL, EPS, NAMES, Result, VectorResult
+from mlmix.validation import Matrix, check_eps, check_memory, check_state_set, check_steps, check_vector
+
+if TYPE_CHECKING:
+    import torch
+
+    from mlmix.theory.chain.markov_chain import Chain
+    from mlmix.theory.kernels.operators import KernelOperator
 
 #: Doubling stops at 2^MAX_DOUBLINGS steps.
 MAX_DOUBLINGS = 62
@@ -515,3 +527,137 @@ def _squaring(pw: _Powers, eps: float) -> tuple[int | None, int, float]:
     t_hi = descend(lambda d, e: d + e > eps) + 1  # first certified mixed (d + err <= eps)
     t_hi = max(t_hi, t_lo)
     return (t_lo if t_lo == t_hi else None), t_lo, t_hi
+
+
+# ------------------------------------------------------------ matrix-free (a KernelOperator)
+
+def operator_bounds(op: KernelOperator, pi: VectorResult, gap: Result, conductance: Result,
+                    multiplicative_gap: Result | None = None) -> MixingBounds:
+    """The :class:`MixingBounds` of a matrix-free kernel from the gap (reversible: positive
+    semi-definite, so the absolute gap is the gap), the conductance's named set and, for any chain,
+    Fill's bound from the multiplicative gap when given."""
+    import torch  # deferred: only the matrix-free route loads torch
+
+    log_min = torch.tensor(float(np.min(pi.log_value)), dtype=torch.float64, device=op.device)
+    return MixingBounds(float(op.comm.allreduce_(log_min, "min")), op.reversible,
+                        abs_gap=gap if op.reversible else None, mult_gap=multiplicative_gap,
+                        set_mass=conductance.details.get("set_mass"),
+                        set_phi_upper=conductance.details.get("set_conductance_upper"))
+
+
+def operator_mixing_bounds(op: KernelOperator, pi: VectorResult, gap: Result, conductance: Result,
+                           eps: float = 0.25, multiplicative_gap: Result | None = None) -> Result:
+    """Certified bounds on the worst-start TV t_mix(eps) (module docstring) from
+    :func:`operator_bounds`."""
+    eps = check_eps(eps)
+    lower, upper, how = operator_bounds(op, pi, gap, conductance, multiplicative_gap).t_mix_interval(eps)
+    if op.reversible:
+        how.append("P is positive semi-definite (an average of conditional expectations), so t_rel = 1/gap")
+    return Result.interval(NAMES["t_mix"], lower, upper if math.isfinite(upper) else None,
+                           "worst-start TV mixing time, certified bounds: " + "; ".join(how),
+                           "the exact worst-start t_mix needs dense powers of P; bounds only at this size", eps=eps)
+
+
+def operator_tv_distance(bounds: MixingBounds, t: int) -> Result:
+    """d(t) = max_x TV(P^t(x, .), pi) on a matrix-free kernel: the certified spectral upper bound of
+    ``bounds`` (:func:`operator_bounds`; the worst start over all states is not computable matrix-free)."""
+    t = check_steps(t)
+    log_up = bounds.log_distance_upper(t)
+    hi = min(1.0, max(math.exp(log_up), 5e-324)) if log_up < 0 else 1.0
+    return Result.interval(NAMES["tv_distance"], 0.0, hi, "certified spectral upper bound",
+                           "the worst start over all states needs the powers of P: only the upper bound is "
+                           "computed matrix-free (distance_curve gives TV(mu P^t, pi) from a start)",
+                           log10_upper=log_up / math.log(10) if math.isfinite(log_up) else None)
+
+
+def distance_from(op: KernelOperator, mu: np.ndarray, t_max: int, pi: torch.Tensor,
+                  pi_rel_error: float | None) -> VectorResult:
+    """TV(mu P^t, pi) for t = 0..t_max by t_max applications of P^T (``mu`` over all states, ``pi`` this
+    process's part); ``abs_error`` bounds every entry (t gamma of rounding per step plus pi's L1 error)."""
+    from mlmix.theory.kernels.operator_vectors import global_total, local_part, rounding  # deferred: torch
+
+    m = local_part(op, mu).to(op.dtype)
+    p = pi.to(op.dtype)
+    out = np.empty(t_max + 1)
+    for t in range(t_max + 1):
+        out[t] = 0.5 * global_total(op, (m - p).abs())
+        if t < t_max:
+            m = op.apply(m, "measures")
+            m.div_(global_total(op, m))
+    gamma = rounding(op)
+    err = 0.5 * (t_max * 2 * gamma + _pi_l1_error(pi_rel_error) + 2 * op.n_states * EPS)
+    return VectorResult(NAMES["distance_curve"], out, f"{t_max} applications of P^T from the start law "
+                        "(matrix-free)", None, err)
+
+
+# ------------------------------------------------------------ the questions of a Chain
+
+def chain_mixing_bounds(chain: Chain) -> MixingBounds:
+    """The body of :meth:`Chain._mixing_bounds`."""
+    if chain.op is not None:
+        return operator_bounds(chain.op, chain.stationary, chain.additive_gap, chain.conductance,
+                               None if chain.is_reversible else chain.multiplicative_gap)
+    core = chain._core
+    log_pi_min = float(core._logpi.min())
+    witness = chain.conductance.details if core.n_states > 1 else {}
+    rev = core.is_reversible
+    mult = None
+    if not rev:
+        try:
+            mult = chain.multiplicative_gap
+        except MemoryLimitError:
+            mult = None
+    mod = None if rev else chain.absolute_spectral_gap
+    return MixingBounds(log_pi_min, rev, chain.absolute_spectral_gap if rev else None, mod, mult,
+                        witness.get("set_mass"), chain.conductance.upper, chain._transient_decay)
+
+
+def chain_transient_decay(chain: Chain) -> TransientDecay | None:
+    """The body of :meth:`Chain._transient_decay`."""
+    if chain._core is chain:
+        return None
+    return transient_decay(chain.P, chain.structure.transient, np.exp(chain._logpi),
+                                  pi_rel_error=chain._pi_rel_error)
+
+
+def chain_mixing_time(chain: Chain, eps: float = 0.25, max_states: int = MIXING_LIMIT) -> Result:
+    """The body of :meth:`Chain.mixing_time`."""
+    eps = check_eps(eps)
+    d = chain.period
+    if d > 1 and eps < 1 - 1 / d:
+        return Result.interval("t_mix", math.inf, None, f"period {d} from a breadth-first search",
+                               f"the chain is periodic (period {d}): d(t) >= 1 - 1/{d} > eps for every t, so "
+                               "t_mix is infinite")
+    if chain.op is not None:  # bounded, not computed (``max_states`` does not apply)
+        return operator_mixing_bounds(chain.op, chain.stationary, chain.additive_gap, chain.conductance, eps,
+                                             None if chain.is_reversible else chain.multiplicative_gap)
+    try:
+        return certified_mixing_time(chain.P, eps, np.exp(chain._logpi), chain._mixing_bounds(),
+                                            pi_rel_error=chain._pi_rel_error, max_states=max_states)
+    except MemoryLimitError as err:
+        lo, hi, how = chain._mixing_bounds().t_mix_interval(eps)
+        return Result.interval("t_mix", lo, hi if math.isfinite(hi) else None,
+                               "certified bounds: " + ", ".join(how), str(err))
+
+
+def chain_tv_distance(chain: Chain, t: int) -> Result:
+    """The body of :meth:`Chain.tv_distance`."""
+    if chain.op is not None:
+        return operator_tv_distance(chain._mixing_bounds(), t)
+    return certified_tv_distance(chain.P, t, np.exp(chain._logpi), chain._mixing_bounds(),
+                              pi_rel_error=chain._pi_rel_error)
+
+
+def chain_distance_curve(chain: Chain, t_max: int, start: int | np.ndarray | None = None, progress: bool = True) -> VectorResult:
+    """The body of :meth:`Chain.distance_curve`."""
+    if chain.op is not None and start is None:
+        return chain._matrix.distance_curve(t_max, progress=progress)
+    if start is not None and np.ndim(start) == 0:
+        mu = np.zeros(chain.n_states)
+        mu[check_state_set(start, chain.n_states, "start")] = 1.0
+        start = mu
+    elif start is not None:
+        start = check_vector(start, chain.n_states, "start", probability=True)
+    if chain.op is not None:
+        return distance_from(chain.op, start, check_steps(t_max, "t_max"), chain._pi_t, chain._pi_rel_error)
+    return tv_curve(chain.P, t_max, np.exp(chain._logpi), start, chain._pi_rel_error, progress=progress)

@@ -25,11 +25,24 @@ needed) and L = I - B has the eigenvalues 1 - lambda_k(S) in [0, 2].
   the gap and 1 + lambda_min (absolute accuracy, from the symmetric eigensolver; for chains with
   P(x, x) >= delta it is at least 2 delta); for non-reversible chains from the eigenvalues of P with
   their condition numbers (an interval when unresolved). The **relaxation time** is its inverse.
+
+On a matrix-free kernel (:func:`operator_gap`): gamma = 1 - lambda_2 of S = (P + P*)/2 (= P when
+reversible) by thick-restart Lanczos (:func:`mlmix.theory.linalg.krylov.lanczos`) on the symmetric
+D^{1/2} S D^{-1/2}, sqrt(pi) deflated. The value is the Rayleigh quotient E(f, f) / Var_pi(f) of the
+Ritz function f = y / sqrt(pi), with E summed as non-negative terms (so a small gap keeps its
+relative accuracy); it is an upper bound on gamma (variational). The lower bound is value - ||r|| with
+r = B y - theta y recomputed with the operator (Weyl), plus the rounding of B y and, for
+non-reversible chains, the error of pi_hat in B. It assumes the Krylov space did not miss an
+eigenvalue above lambda_2 (seeded pseudo-random start); the result is :meth:`Result.checked`, an
+interval when ||r|| is too large for the requested accuracy. The multiplicative gap 1 - sigma_2^2
+(:func:`operator_multiplicative_gap`) is the same Lanczos on C^T C, C = D^{1/2} P D^{-1/2}.
 """
 
 from __future__ import annotations
 
-from typing import Callable
+import math
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Callable
 
 import numpy as np
 import scipy.linalg as la
@@ -38,10 +51,17 @@ import scipy.sparse.linalg as spla
 from scipy.linalg.lapack import dpocon
 
 from mlmix.limits import DENSE_SPECTRAL_LIMIT, EIGH_LIMIT
+from mlmix.progress import Convergence
+from mlmix.theory.chain.stationary import first_order_pi_error
 from mlmix.theory.chain.structure import chain_structure, product_classes
 from mlmix.theory.linalg.elimination import Elimination, eliminate
-from mlmix.theory.results import DEFAULT_RTOL, EPS, Result
+from mlmix.theory.results import DEFAULT_RTOL, EPS, NAMES, Result, VectorResult
 from mlmix.validation import Matrix, check_memory
+
+if TYPE_CHECKING:
+    import torch
+
+    from mlmix.theory.kernels.operators import KernelOperator
 
 # ----------------------------------------------------------------------------------- reversibilizations
 
@@ -212,6 +232,214 @@ def _lanczos_gap(S: sp.csr_array, logpi: np.ndarray, rtol: float, name: str) -> 
     return lanczos_gap(spla.aslinearoperator(symmetric_form(S)), logpi, name,
                        "Lanczos on D^1/2 S D^-1/2 with sqrt(pi) deflated", rtol=rtol,
                        upper=lambda f: rayleigh_upper_bound(S, f, pi))
+
+
+# ------------------------------------------------------------ matrix-free (a KernelOperator)
+
+#: Relative accuracy the gap is driven to (the residual ||r|| <= GAP_RTOL x gap), when reachable.
+GAP_RTOL = 1e-8
+
+
+@dataclass(frozen=True, eq=False)
+class GapResult:
+    """The additive gap (a :class:`Result`), the Ritz function f = y / sqrt(pi) (local tensor, the
+    Fiedler-type function whose sweep cuts bound the conductance) and the solver's figures."""
+
+    gap: Result
+    fiedler: torch.Tensor
+    matvecs: int
+    residual: float
+
+
+def _symmetric_operator(op: KernelOperator, pi: torch.Tensor):
+    """u -> D^{1/2} S D^{-1/2} u: from the square-rooted conditionals when reversible, else
+    (1/2) [ r P(u / r) + ((r u) P) / r ] with r = sqrt(pi)."""
+    import torch  # deferred: only the matrix-free route loads torch
+
+    if op.reversible:
+        return lambda u, out: op.apply(u, "symmetric", out)
+    r = pi.sqrt()
+    t1, t2 = torch.empty_like(r), torch.empty_like(r)
+
+    def apply(u: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
+        torch.div(u, r, out=t1)
+        op.apply(t1, "functions", out).mul_(r)
+        torch.mul(u, r, out=t1)
+        op.apply(t1, "measures", t2).div_(r)
+        return out.add_(t2).mul_(0.5)
+
+    return apply
+
+
+def _top_ritz(op: KernelOperator, sym, w: torch.Tensor, *, rtol: float, basis_size: int, max_matvecs: int,
+              seed: int, progress: bool, what: str):
+    """The largest Ritz pair of the symmetric ``sym`` with ``w`` (its eigenvector of eigenvalue 1)
+    deflated, and the residual ||B y - theta y|| recomputed with the undeflated operator."""
+    import torch  # deferred: only the matrix-free route loads torch
+
+    from mlmix.theory.linalg.krylov import inner, lanczos, norm
+
+    comm = op.comm
+
+    def deflated(u: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
+        sym(u, out)
+        return out.sub_(w, alpha=float(inner(comm, w, out)))
+
+    unit = float(torch.finfo(op.dtype).eps) / 2
+    floor = 8 * unit * (op.space.length * op.space.vocab_size + 4)
+    ritz = lanczos(deflated, _start_vector(op, w, seed), tol=lambda th: max(rtol * (1.0 - th), floor),
+                   comm=comm, basis_size=basis_size, max_matvecs=max_matvecs,
+                   progress=Convergence(f"{what} (Lanczos)", progress))
+    y = ritz.vector
+    y.sub_(w, alpha=float(inner(comm, w, y)))
+    y.div_(norm(comm, y))
+    By = sym(y, torch.empty_like(y))
+    theta = float(inner(comm, y, By))
+    residual = norm(comm, By.sub_(y, alpha=theta))
+    details: dict[str, Any] = {"residual": residual, "ritz_value": theta, "matvecs": ritz.matvecs,
+                               "lanczos_converged": ritz.converged, "representation": "operator",
+                               "dtype": str(op.dtype).replace("torch.", "")}
+    if ritz.next_value is not None and theta > ritz.next_value:
+        details["estimated_error"] = residual**2 / (theta - ritz.next_value)  # Temple, with an estimated gap
+    return ritz, y, theta, residual, details
+
+
+def _checked_pi(op: KernelOperator, pi: VectorResult) -> torch.Tensor:
+    import torch  # deferred: only the matrix-free route loads torch
+
+    pi_t = torch.as_tensor(pi.value, device=op.device).to(op.dtype)
+    pi_min = float(op.comm.allreduce_(pi_t.min().clone(), "min"))
+    if not pi_min > 1e-300:
+        raise ValueError(f"the stationary law underflows (smallest entry {pi_min:.3g}); raise the temperature")
+    return pi_t
+
+
+def _unit_sqrt(op: KernelOperator, pi_t: torch.Tensor) -> torch.Tensor:
+    from mlmix.theory.linalg.krylov import norm  # deferred: torch
+
+    w = pi_t.sqrt()
+    return w.div_(norm(op.comm, w))
+
+
+def operator_gap(op: KernelOperator, pi: VectorResult, *, rtol: float = GAP_RTOL, basis_size: int = 16,
+                 max_matvecs: int = 20_000, seed: int = 0, target_rtol: float = DEFAULT_RTOL,
+                 progress: bool = False) -> GapResult:
+    """gamma = 1 - lambda_2((P + P*)/2), the Poincaré gap (the spectral gap when P is reversible),
+    as a certified :class:`Result` (see the module docstring). ``rtol``: drive the residual to
+    rtol x gamma; ``target_rtol``: the accuracy below which the value is reported as an interval."""
+    import torch  # deferred: only the matrix-free route loads torch
+
+    from mlmix.theory.kernels.operator_vectors import global_total
+
+    if op.n_states < 2:
+        raise ValueError("a gap needs at least 2 states")
+    pi_t = _checked_pi(op, pi)
+    ritz, y, theta, residual, details = _top_ritz(op, _symmetric_operator(op, pi_t), _unit_sqrt(op, pi_t),
+                                                  rtol=rtol, basis_size=basis_size, max_matvecs=max_matvecs,
+                                                  seed=seed, progress=progress, what="gap")
+    f = y.div_(pi_t.sqrt())  # the Ritz function in L^2(pi)
+    mean = global_total(op, pi_t * f)
+    var = global_total(op, pi_t * (f - mean).square())
+    value = op.dirichlet_form(f, pi_t) / var
+    unit = float(torch.finfo(op.dtype).eps) / 2
+    n_terms = op.space.length * op.space.vocab_size + math.log2(max(op.n_states, 2))
+    margin = 8 * unit * n_terms + (0.0 if pi.rel_error is None else 2 * pi.rel_error)
+    rounding = 2 * unit * (op.space.length * op.space.vocab_size + 2)
+    pi_error = 0.0 if op.reversible else _pi_perturbation(op, pi, pi_t, max(value - residual, value / 2))
+    abs_error = residual + rounding + pi_error + 4 * unit
+    which = "D^1/2 P D^-1/2 (reversible, from sqrt conditionals)" if op.reversible else \
+        "D^1/2 (P + P*)/2 D^-1/2 (additive reversibilization, with the computed pi)"
+    method = (f"thick-restart Lanczos on {which}, sqrt(pi) deflated, {ritz.matvecs} applications "
+              f"(basis {basis_size}); value = E(f,f)/Var(f) of the Ritz function (an upper bound); "
+              f"lower bound value - ||r||, ||r|| = {residual:.2e} (Weyl; assumes no eigenvalue above "
+              f"lambda_2 was missed)")
+    if pi_error:
+        details["pi_error"] = pi_error
+    gap = Result.checked(NAMES["additive_gap"], value, abs_error, method, rtol=target_rtol, lower=0.0,
+                         upper=value * (1 + margin), **details)
+    return GapResult(gap, f, ritz.matvecs, residual)
+
+
+def operator_multiplicative_gap(op: KernelOperator, pi: VectorResult, additive_gap: Result, *,
+                                rtol: float = GAP_RTOL, basis_size: int = 16, max_matvecs: int = 20_000,
+                                seed: int = 0, target_rtol: float = DEFAULT_RTOL, progress: bool = False) -> Result:
+    """1 - sigma_2(P)^2, the gap of P* P (Fill's bound on t_mix for any chain): Lanczos on C^T C with
+    C = D^{1/2} P D^{-1/2} (two applications per step, P* P never formed), sqrt(pi) deflated; an
+    interval 1 - theta +- (||r|| + rounding + 2 x the error of pi in C)."""
+    import torch  # deferred: only the matrix-free route loads torch
+
+    pi_t = _checked_pi(op, pi)
+    r = pi_t.sqrt()
+    t1 = torch.empty_like(r)
+
+    def gram(u: torch.Tensor, out: torch.Tensor) -> torch.Tensor:  # C^T C u
+        torch.div(u, r, out=t1)
+        op.apply(t1, "functions", out).mul_(r)  # C u
+        out.mul_(r)
+        op.apply(out, "measures", t1)
+        return torch.div(t1, r, out=out)
+
+    ritz, _, theta, residual, details = _top_ritz(op, gram, _unit_sqrt(op, pi_t), rtol=rtol, basis_size=basis_size,
+                                                  max_matvecs=max_matvecs, seed=seed, progress=progress,
+                                                  what="multiplicative gap")
+    unit = float(torch.finfo(op.dtype).eps) / 2
+    rounding = 4 * unit * (op.space.length * op.space.vocab_size + 2)
+    pi_error = 0.0
+    if not op.reversible and (pi.rel_error is not None or additive_gap.lower):
+        pi_error = 2 * _pi_perturbation(op, pi, pi_t, additive_gap.lower or 0.0)
+    method = (f"thick-restart Lanczos on C^T C, C = D^1/2 P D^-1/2 (P* P never formed), sqrt(pi) deflated, "
+              f"{ritz.matvecs} steps of two applications; error <= ||r|| = {residual:.2e} (Weyl)")
+    return Result.checked(NAMES["multiplicative_gap"], 1.0 - theta, residual + rounding + pi_error + 4 * unit, method,
+                          rtol=target_rtol, lower=0.0, upper=1.0, **details)
+
+
+def _start_vector(op: KernelOperator, w: torch.Tensor, seed: int) -> torch.Tensor:
+    """Pseudo-random (a hash of the global state index, so the same however sharded), orthogonal to w."""
+    from mlmix.theory.kernels.operator_vectors import hash_uniform
+    from mlmix.theory.linalg.krylov import inner  # deferred: torch
+
+    start = op.comm.rank * op.local_size
+    v0 = (hash_uniform(start, start + op.local_size, seed, op.device) - 0.5).to(op.dtype)
+    return v0.sub_(w, alpha=float(inner(op.comm, w, v0)))
+
+
+def _pi_perturbation(op: KernelOperator, pi: VectorResult, pi_t: torch.Tensor, gap: float) -> float:
+    """A bound on ||B_hat - B|| for B = D^{1/2} S D^{-1/2} built with pi_hat: with an entrywise relative
+    bound delta on pi_hat (the certificate), every entry of the non-negative B moves by at most
+    delta / (1 - delta) of itself and ||B|| <= 1; otherwise the first-order bound below."""
+    if pi.rel_error is not None and pi.rel_error < 1:
+        return pi.rel_error / (1 - pi.rel_error)
+    return first_order_pi_error(op, pi_t, gap)[0] if gap > 0 else math.inf
+
+
+def operator_absolute_gap(reversible: bool, gap: Result) -> Result:
+    """The absolute spectral gap of a matrix-free kernel: the additive gap ``gap`` of a reversible
+    heat-bath kernel (positive semi-definite, so lambda_min >= 0); unresolved otherwise."""
+    if not reversible:
+        return Result.missing(NAMES["absolute_spectral_gap"], "matrix-free",
+                              "eigenvalues of a non-reversible P are not computed matrix-free")
+    return Result(NAMES["absolute_spectral_gap"], gap.value, "a reversible heat-bath kernel is positive "
+                  "semi-definite, so this is the spectral gap; " + gap.method, gap.rel_error, gap.lower, gap.upper,
+                  gap.reason, dict(gap.details))
+
+
+def multiplicative_from_absolute(g: Result) -> Result:
+    """1 - sigma_2^2 = 1 - (1 - absolute gap)^2 of a reversible chain (sigma_2 = lambda_*), from the
+    absolute gap's enclosure."""
+    lo = None if g.lower is None else 1 - (1 - g.lower) ** 2
+    hi = None if g.upper is None else 1 - (1 - g.upper) ** 2
+    return Result.interval(NAMES["multiplicative_gap"], lo, hi, "1 - (1 - absolute gap)^2 (reversible: "
+                           "sigma_2 = lambda_*)", "derived from the absolute gap's enclosure")
+
+
+def operator_dirichlet_form(op: KernelOperator, pi: torch.Tensor, f: np.ndarray, g: np.ndarray | None) -> float:
+    """E(f, g) = (1/2) sum pi(x) P(x, y) (f(x) - f(y)) (g(x) - g(y)) on a matrix-free kernel: E(f, f) as
+    non-negative terms, E(f, g) by polarization (E(f + g) - E(f - g)) / 4."""
+    f_t = op._tensor(f, "f")
+    if g is None:
+        return op.dirichlet_form(f_t, pi)
+    g_t = op._tensor(g, "g")
+    return (op.dirichlet_form(f_t + g_t, pi) - op.dirichlet_form(f_t - g_t, pi)) / 4
 
 
 def multiplicative_gap_sparse(P: sp.csr_array, logpi: np.ndarray, rtol: float = DEFAULT_RTOL) -> Result:

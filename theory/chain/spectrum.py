@@ -25,7 +25,7 @@ import scipy.linalg as la
 import scipy.sparse as sp
 
 from mlmix.limits import DENSE_SPECTRUM_LIMIT
-from mlmix.theory.results import EPS, VectorResult
+from mlmix.theory.results import EPS, Result, VectorResult
 from mlmix.validation import Matrix, check_memory
 
 
@@ -91,6 +91,18 @@ def eigenvalues(P: Matrix, k: int | None, reversible: bool) -> VectorResult:
     return VectorResult("eigenvalues", lam, "LAPACK eig with left and right eigenvectors (non-reversible: complex); "
                         "error <= kappa_j (residual + N u ||P||_F), first order", None, float(bound.sum()),
                         details={"error_bounds": bound, "condition_numbers": kappa, "residuals": res})
+
+
+def reversible_top_two(gap: Result, k: int) -> VectorResult:
+    """The eigenvalues 1 (k = 1) and 1 - gap (k = 2) of a reversible chain from its spectral gap, the
+    gap's enclosure as the error bound (what a matrix-free kernel answers)."""
+    if k == 1:
+        return VectorResult("eigenvalues", np.ones(1), "the eigenvalue 1 of a stochastic matrix", None, 0.0,
+                            details={"error_bounds": np.zeros(1)})
+    mid = gap.value if gap.resolved else (gap.lower + gap.upper) / 2
+    err = max(mid - gap.lower, gap.upper - mid)
+    return VectorResult("eigenvalues", np.array([1.0, 1.0 - mid]), f"1 and 1 - spectral gap ({gap.method})",
+                        None, err, details={"error_bounds": np.array([0.0, err])})
 
 
 def implied_timescales(ev: VectorResult) -> VectorResult:

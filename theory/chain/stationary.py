@@ -19,11 +19,30 @@ and the accuracy is the residual ||pi P - pi||_1 (normwise).
 
 A chain with transient states and a single closed class C has the unique law that is zero off C
 (computed on C). Several closed classes: ReducibleChainError naming them.
+
+On a matrix-free kernel (:class:`~mlmix.theory.kernels.operators.KernelOperator`,
+:func:`operator_stationary`): reversible (compatible source), log pi = log mu_T - log Z exactly, from
+the joint in log space (entrywise relative accuracy of a few ulps of |log pi|). Otherwise GMRES on
+(I - P^T + u 1^T) pi = u (u uniform; the solution has sum 1 and solves pi P = pi), with the residual
+r = pi P - pi reported and the entrywise certificate of :func:`certify_stationary`: the M-matrix
+supersolution argument of :func:`certify_supersolution` with A = (I - P^T) grounded at z applied
+matrix-free (A v = v - P^T v, its rounding <= gamma (v + P^T v) for v >= 0,
+:func:`~mlmix.theory.kernels.operator_vectors.rounding`) and the solves A v = c by GMRES on the
+regularised system (I - P^T + u 1^T) y = c'. Where that fails (a metastable law), the a-posteriori
+bound of :func:`stationary_error_bound` (with f = (pi_hat - pi) / pi, (I - P*) f = -r / pi,
+E(f, f) >= gamma Var_pi(f))
+
+    ||pi_hat - pi||_1 <= ||r / pi||_{L^2(pi)} / gamma,
+    |pi_hat(x) / pi(x) - 1| <= ||r / pi||_{L^2(pi)} / (gamma sqrt(pi(x)))
+
+evaluated at pi_hat and the computed additive gap gamma (first order).
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 import numpy as np
 import scipy.sparse as sp
@@ -33,10 +52,16 @@ from scipy.special import logsumexp
 
 from mlmix.errors import ConvergenceError
 from mlmix.limits import DENSE_STATIONARY_LIMIT
+from mlmix.progress import Convergence
 from mlmix.theory.chain.structure import Structure, chain_structure, tree_depths
 from mlmix.theory.linalg.elimination import eliminate
-from mlmix.theory.results import EPS, VectorResult
-from mlmix.validation import Matrix, check_memory, check_transition_matrix
+from mlmix.theory.results import EPS, NAMES, VectorResult
+from mlmix.validation import Matrix, check_memory, check_real, check_transition_matrix
+
+if TYPE_CHECKING:
+    import torch
+
+    from mlmix.theory.kernels.operators import KernelOperator
 
 #: Relative residual target of the iterative (sparse) stationary solve.
 ITERATIVE_RTOL = 1e-12
@@ -354,3 +379,155 @@ def log_space_stationary(L: np.ndarray) -> VectorResult:
     return VectorResult("stationary law", np.exp(logpi), "GTH state elimination in log space on the logarithms of "
                         f"the transition probabilities (N = {N}); relative error <= expm1(8 N^4 eps (2 + max|log P|))",
                         rel, None, None, logpi)
+
+
+# ------------------------------------------------------------ matrix-free (a KernelOperator)
+
+#: Relative residual of the GMRES solve for a non-reversible stationary law.
+STATIONARY_RTOL = 1e-13
+
+
+def _l1_residual(op: KernelOperator, pi: torch.Tensor) -> float:
+    from mlmix.theory.kernels.operator_vectors import global_total  # deferred: torch
+
+    out = op.apply(pi, "measures")
+    return global_total(op, out.sub_(pi).abs_())
+
+
+def operator_stationary(op: KernelOperator, *, rtol: float = STATIONARY_RTOL, progress: bool = False) -> VectorResult:
+    """The stationary law of ``op`` over this process's states (see the module docstring).
+
+    Reversible: exact from log mu_T (``rel_error`` bounds the entrywise relative error from the
+    rounding of log mu). Otherwise GMRES; ``residual`` = ||pi P - pi||_1, and ``abs_error`` /
+    ``rel_error`` stay None until :func:`stationary_error_bound` supplies the gap.
+    Raises ConvergenceError when GMRES stalls above ``rtol``.
+    """
+    import torch  # deferred: only the matrix-free route loads torch
+
+    from mlmix.theory.kernels.operator_vectors import global_total
+    from mlmix.theory.linalg.krylov import gmres
+
+    rtol = check_real(rtol, "rtol", minimum=0.0, open_min=True)
+    comm = op.comm
+    if op.reversible:
+        log_mu, err = op.log_joint
+        lm = log_mu.reshape(-1)
+        m = comm.allreduce_(lm.max().clone(), "max")
+        z = global_total(op, (lm - m).exp())
+        log_pi = lm - (m + math.log(z))
+        n_total = op.n_states
+        rel = math.expm1(2 * err + 4 * EPS * (float(comm.allreduce_(log_pi.abs().max().clone(), "max"))
+                                               + math.log(n_total) + 1))
+        pi = log_pi.exp()
+        residual = _l1_residual(op, pi.to(op.dtype))
+        return VectorResult(NAMES["stationary"], pi.cpu().numpy(), "exact from the joint law in log space: log pi = "
+                            "log mu_T - log Z (reversible heat-bath kernel)", rel_error=rel, residual=residual,
+                            log_value=log_pi.cpu().numpy(), details={"representation": "operator"})
+    N = op.n_states
+    u = torch.full((op.local_size,), 1.0 / N, dtype=op.dtype, device=op.device)
+
+    def system(x: torch.Tensor, out: torch.Tensor) -> torch.Tensor:  # (I - P^T + u 1^T) x
+        op.apply(x, "measures", out)
+        return out.neg_().add_(x).add_(u, alpha=global_total(op, x))
+
+    report = Convergence("stationary law (GMRES)", progress)
+    sol = gmres(system, u, x0=u.clone(), comm=comm, restart=30, rtol=rtol, progress=report)
+    if not sol.converged:
+        raise ConvergenceError(f"stationary law: GMRES(30) reached relative residual {sol.relative_residual:.2e} "
+                               f"after {sol.matvecs} applications, not {rtol:g}")
+    pi = sol.x
+    pi.div_(global_total(op, pi))
+    method = f"GMRES(30) on (I - P^T + u 1^T) pi = u, {sol.matvecs} applications"
+    steps = 0
+    while float(comm.allreduce_(pi.min().clone(), "min")) <= 0:  # round-off below zero: smooth by pi <- pi P
+        if steps > op.space.length:
+            raise ConvergenceError("stationary law: entries stay <= 0 after smoothing; the chain may be reducible")
+        pi = op.apply(pi.clamp_(min=0.0), "measures")
+        pi.div_(global_total(op, pi))
+        steps += 1
+    if steps:
+        method += f", then {steps} step(s) pi <- pi P to clear round-off below zero"
+    residual = _l1_residual(op, pi)
+    return VectorResult(NAMES["stationary"], pi.cpu().numpy(), method, residual=residual,
+                        log_value=pi.log().cpu().numpy(), details={"representation": "operator"})
+
+
+def stationary_error_bound(op: KernelOperator, pi: VectorResult, gap_lower: float) -> VectorResult:
+    """``pi`` with the a-posteriori bounds of the module docstring filled in from the residual
+    r = pi P - pi and a lower bound on the additive gap (unchanged for an exact law)."""
+    import torch  # deferred: only the matrix-free route loads torch
+
+    if pi.rel_error is not None or gap_lower <= 0:
+        return pi
+    t = torch.as_tensor(pi.value, device=op.device, dtype=op.dtype)
+    rel, pi_min = first_order_pi_error(op, t, gap_lower)
+    return VectorResult(pi.name, pi.value, pi.method + "; error bound ||r/pi||_pi / gap (first order)",
+                        rel_error=rel, abs_error=rel * math.sqrt(pi_min), residual=pi.residual,
+                        log_value=pi.log_value, details=dict(pi.details))
+
+
+def first_order_pi_error(op: KernelOperator, pi: torch.Tensor, gap: float) -> tuple[float, float]:
+    """(||r / pi||_pi / (gap sqrt(pi_min)), pi_min), r = pi P - pi: the entrywise relative error bound
+    of a computed pi (module docstring); also bounds the perturbation of D^{1/2} S D^{-1/2} it causes
+    (as ||B|| <= 1)."""
+    from mlmix.theory.kernels.operator_vectors import global_total  # deferred: torch
+
+    r = op.apply(pi, "measures").sub_(pi)
+    chi = math.sqrt(global_total(op, r.square_().div_(pi)))
+    pi_min = float(op.comm.allreduce_(pi.min().clone(), "min"))
+    return chi / (gap * math.sqrt(pi_min)), pi_min
+
+
+def certify_stationary(op: KernelOperator, pi: VectorResult) -> VectorResult:
+    """``pi`` with the entrywise certificate of the module docstring when it verifies (``rel_error``
+    bounds max_x |pi_hat(x) / pi(x) - 1|); unchanged when it does not or when ``pi`` already has an
+    entrywise bound (the exact law of a reversible kernel). Sharded operators: every process calls it
+    with its slice."""
+    import torch  # deferred: only the matrix-free route loads torch
+
+    from mlmix.theory.kernels.operator_vectors import as_numpy, as_tensor, rounding
+    from mlmix.theory.linalg.krylov import gmres
+
+    if pi.log_value is None or pi.rel_error is not None:
+        return pi
+    comm = op.comm
+
+    def reduce(value: float, how: str) -> float:
+        return float(comm.allreduce_(torch.tensor(float(value), dtype=torch.float64, device=op.device), how))
+
+    logpi = np.asarray(pi.log_value, dtype=np.float64)
+    N = op.n_states
+    log_z = reduce(float(logpi.max()), "max")  # ground at the heaviest state, on the lowest rank holding it
+    owner = reduce(comm.rank if float(logpi.max()) == log_z else comm.world_size, "min")
+    z = int(np.argmax(logpi)) if comm.rank == owner else None
+    R = np.ones(logpi.size, dtype=bool)
+    if z is not None:
+        R[z] = False
+    gamma = rounding(op)
+
+    def apply(v: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        w = as_numpy(op.apply(as_tensor(op, v), "measures"))
+        return (v - w)[R], gamma * (v + w)[R]
+
+    pi_hat = np.exp(logpi)
+    u = torch.full((op.local_size,), 1.0 / N, dtype=op.dtype, device=op.device)
+
+    def system(x: torch.Tensor, out: torch.Tensor) -> torch.Tensor:  # (I - P^T + u 1^T) x
+        op.apply(x, "measures", out)
+        return out.neg_().add_(x).add_(u, alpha=float(comm.allreduce_(x.sum(dtype=torch.float64))))
+
+    def solve(c: np.ndarray) -> np.ndarray:  # A v = c with v_z = 0, through the regularised system
+        rhs = c.copy()
+        total = reduce(float(c[R].sum()), "sum")
+        if z is not None:
+            rhs[z] = -total
+        y = as_numpy(gmres(system, as_tensor(op, rhs), comm=comm, restart=30, rtol=1e-12, max_matvecs=600).x)
+        y_z = reduce(float(y[z]) if z is not None else 0.0, "sum")
+        return y - (y_z / math.exp(log_z)) * pi_hat
+
+    rel = certify_supersolution(apply, logpi, z, solve, log_z=log_z, reduce=reduce)
+    if not rel < 1:
+        return pi
+    rel = min(rel + 2 * EPS * reduce(float(np.abs(logpi).max()), "max"), 1.0)  # exp(log pi); ||error||_1 <= rel
+    return VectorResult(pi.name, pi.value, pi.method + "; error bound: a-posteriori certificate (M-matrix "
+                        "supersolution, matrix-free)", rel, rel, pi.residual, pi.log_value, dict(pi.details))

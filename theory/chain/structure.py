@@ -140,3 +140,15 @@ def _period(G: sp.csr_array) -> int:
         if d == 1:
             break
     return max(d, 1)
+
+
+class PositiveStructure(Structure):
+    """The structure of a matrix-free kernel whose conditionals are all positive: every state reaches
+    every other by single-site moves (one class), and each move keeps the state with positive
+    probability (period 1). No transition graph is stored (``graph`` is None)."""
+
+    def __init__(self, n_local: int) -> None:
+        super().__init__(np.zeros(n_local, dtype=np.int64), np.array([True]), None)
+
+    def period(self, states: np.ndarray | None = None) -> int:
+        return 1

@@ -24,17 +24,38 @@ are those of P_CC and of P_TT: K = K_C + sum over the eigenvalues mu of P_TT of 
 = K_C + tr((I - P_TT)^{-1}), the trace of the fundamental matrix (expected visits to x from x before
 entering C), a sum of non-negative terms from a subtraction-free GTH solve. (Kemeny's identity
 K = sum_j pi_j E_i tau_j then holds for starts i in C only.)
+
+On a matrix-free kernel: sigma^2(f) = 2 <f_bar, g>_pi - <f_bar, f_bar>_pi with
+(I - P + 1 pi^T) g = f_bar (:func:`operator_asymptotic_variance`; conjugate gradients on the
+symmetric form when reversible, else GMRES): |error| <= 2 ||f_bar||_pi ||r||_pi / gamma with r the
+residual and gamma a lower bound on the additive gap (E(h, h) >= gamma Var_pi(h)). The Kemeny
+constant (:func:`kemeny_bounds`) of a reversible heat-bath kernel (positive semi-definite),
+K = sum_{j >= 2} 1 / (1 - lambda_j) with 0 <= lambda_j <= 1 - gamma: 1 + lambda <= 1 / (1 - lambda)
+<= 1 + lambda / gamma (the chord of a convex function), and sum_{j >= 2} lambda_j = tr P - 1 with
+tr P = N sum_K w_K |V|^-|K| exactly (the conditionals of a block sum to 1 over its values), so K lies
+in [N - 2 + tr P, N - 1 + (tr P - 1) / gamma]. A non-reversible kernel: Re lambda_j in
+[-1, 1 - gamma_add] and 1/2 <= Re 1/(1 - lambda_j) <= 1/Re(1 - lambda_j) give
+K in [(N - 1)/2, (N - 1)/2 + (tr P + N - 2) / (2 gamma_add)] (:func:`kemeny_interval`).
 """
 
 from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING
 
 import numpy as np
 import scipy.sparse as sp
 
 from mlmix.theory.linalg.elimination import Elimination, eliminate
 from mlmix.theory.linalg.matrices import krylov_solve
-from mlmix.theory.results import DEFAULT_RTOL, EPS, Result
-from mlmix.validation import Matrix, check_memory
+from mlmix.theory.results import DEFAULT_RTOL, EPS, NAMES, Result
+from mlmix.validation import Matrix, check_memory, check_vector
+
+if TYPE_CHECKING:
+    import torch
+
+    from mlmix.theory.chain.markov_chain import Chain
+    from mlmix.theory.kernels.operators import KernelOperator
 
 
 def asymptotic_variance_dense(el: Elimination, P: Matrix, f: np.ndarray, pi: np.ndarray, pi_rel_error: float,
@@ -172,3 +193,94 @@ def kemeny_constant_transient(P: Matrix, transient: np.ndarray, closed: Result, 
     hi = closed.upper + trace * (1 + rel)
     value = (closed.value if closed.value is not None else (closed.lower + closed.upper) / 2) + trace
     return Result.checked("Kemeny constant", value, max(value - lo, hi - value), method, rtol=rtol, lower=lo, upper=hi)
+
+
+# ------------------------------------------------------------ matrix-free (a KernelOperator)
+
+def operator_asymptotic_variance(op: KernelOperator, f: np.ndarray, pi: torch.Tensor, gap: Result,
+                        pi_rel_error: float | None = None) -> Result:
+    """sigma^2(f) through the Poisson equation (module docstring), on one process or sharded. The error
+    bound adds the effect of pi's entrywise relative error ``pi_rel_error`` on 2 <f_bar, g>_pi - Var_pi(f),
+    3 rel (2 <|f_bar g|>_pi + Var_pi f), as on the dense route."""
+
+    from mlmix.theory.kernels.operator_vectors import MAX_MATVECS, SOLVE_RTOL, global_total, local_part, rounding
+    from mlmix.theory.linalg.krylov import conjugate_gradient, gmres
+
+    ft = local_part(op, f).to(op.dtype)
+    fbar = ft - global_total(op, pi * ft)
+    if op.reversible:  # D^1/2 (I - P + 1 pi^T) D^-1/2 = I - B + sqrt(pi) sqrt(pi)^T: positive definite
+        r = pi.sqrt()
+
+        def sym(y: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
+            op.apply(y, "symmetric", out)
+            return out.neg_().add_(y).add_(r, alpha=global_total(op, r * y))
+
+        sol = conjugate_gradient(sym, fbar * r, comm=op.comm, rtol=SOLVE_RTOL, max_matvecs=MAX_MATVECS)
+        g = sol.x / r
+        how = f"conjugate gradients on D^1/2 (I - P + 1 pi^T) D^-1/2, {sol.matvecs} applications"
+    else:
+        def apply(x: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
+            op.apply(x, "functions", out)
+            return out.neg_().add_(x).add_(global_total(op, pi * x))
+
+        sol = gmres(apply, fbar, comm=op.comm, restart=50, rtol=SOLVE_RTOL, max_matvecs=MAX_MATVECS)
+        g = sol.x
+        how = f"GMRES(50) on (I - P + 1 pi^T) g = f_bar, {sol.matvecs} applications"
+    Pg = op.apply(g, "functions")
+    res = fbar - (g - Pg + global_total(op, pi * g))
+    res = res.abs_().add_(op.apply(g.abs(), "functions").add_(g.abs()).add_(fbar.abs()), alpha=rounding(op))
+    var = global_total(op, pi * fbar.square())
+    sigma2 = 2.0 * global_total(op, pi * fbar * g) - var
+    g_lo = gap.lower or 0.0
+    err = 2.0 * math.sqrt(var * global_total(op, pi * res.square())) / g_lo if g_lo > 0 else math.inf
+    err += 8 * EPS * op.n_states ** 0.5 * (abs(sigma2) + var)  # the inner products
+    err += 3.0 * (pi_rel_error or 0.0) * (2.0 * global_total(op, pi * (fbar * g).abs()) + var)  # pi's own error
+    return Result.checked(NAMES["asymptotic_variance"], sigma2, err, how + "; error <= 2 ||f_bar||_pi ||r||_pi / gap "
+                          "(r with its rounding)", lower=0.0)
+
+
+def kemeny_bounds(op: KernelOperator, gap: Result) -> Result:
+    """Bounds on K from tr P = N sum_K w_K |V|^-|K| (exact for any heat-bath kernel: a block's conditionals
+    sum to 1 over its values) and ``gap``, the additive gap: the interval of
+    :func:`mlmix.theory.chain.variance.kemeny_interval`, with lambda_min = 0 for a reversible (positive
+    semi-definite) kernel and the non-reversible bounds otherwise (module docstring)."""
+    q = op.space.vocab_size
+    trace = op.n_states * sum(b.weight * q ** -len(b.sites) for b in op.blocks)
+    how = " = N sum_K w_K |V|^-|K|" + (" (a positive semi-definite heat-bath kernel)" if op.reversible else "")
+    return kemeny_interval(op.n_states, trace, gap, 0.0, how=how, reversible=op.reversible)
+
+
+# ------------------------------------------------------------ the questions of a Chain
+
+def chain_asymptotic_variance(chain: Chain, f: np.ndarray) -> Result:
+    """The body of :meth:`Chain.asymptotic_variance`."""
+    f = check_vector(f, chain.n_states, "f")
+    if chain.op is not None:
+        return operator_asymptotic_variance(chain.op, f, chain._pi_t, chain.additive_gap, chain._pi_rel_error)
+    core = chain._core
+    if core is not chain:
+        f = f[chain._recurrent]
+    pi = np.exp(core._logpi)
+    if core.is_dense:
+        return asymptotic_variance_dense(core._grounded, core.P, f, pi, chain._pi_error[0],
+                                         chain.additive_gap)
+    return asymptotic_variance_sparse(core.P, f, pi, chain.additive_gap)
+
+
+def chain_kemeny_constant(chain: Chain) -> Result:
+    """The body of :meth:`Chain.kemeny_constant`."""
+    if chain.op is not None:
+        return kemeny_bounds(chain.op, chain.additive_gap)
+    core = chain._core
+    if core is chain and not core.is_dense:  # bounds from the trace and the (additive) gap
+        return kemeny_interval(core.n_states, float(core.P.diagonal().sum()),
+                               chain.spectral_gap if core.is_reversible else chain.additive_gap,
+                               how=f"{chain._on_core()}; the exact value needs a dense grounded inverse "
+                               f"(<= {chain.dense_limit} states)", reversible=core.is_reversible)
+    if not chain.is_dense or not core.is_dense:
+        return Result.missing("Kemeny constant", "-",
+                              f"needs a dense grounded inverse (<= {chain.dense_limit} states)")
+    closed = kemeny_constant_dense(core._grounded, np.exp(core._logpi), chain._pi_error[0])
+    if core is not chain:
+        closed = kemeny_constant_transient(chain.P, chain.structure.transient, closed)
+    return chain._rounded_entries(closed, (0.0, math.inf))

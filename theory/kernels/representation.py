@@ -8,6 +8,7 @@ import torch, so choosing the dense or sparse route never loads it.
 
 from __future__ import annotations
 
+import sys
 from typing import Any
 
 from mlmix.limits import SPARSE_AUTO_LIMIT
@@ -76,3 +77,10 @@ def choose_representation(space: StateSpace, kernel: str = "glauber", k: int = 2
         return "sparse", f"the CSR kernel and its analysis need about {format_bytes(need)} <= {format_bytes(limit)}"
     return "operator", (f"the CSR kernel would need about {format_bytes(need)} > the memory limit "
                         f"{format_bytes(limit)}: matrix-free")
+
+
+def is_operator(P: Any) -> bool:
+    """Whether ``P`` is a matrix-free kernel (:class:`~mlmix.theory.kernels.operators.KernelOperator`,
+    without importing torch: one exists only once its module is loaded) rather than a matrix."""
+    operators = sys.modules.get("mlmix.theory.kernels.operators")
+    return operators is not None and isinstance(P, operators.KernelOperator)

@@ -1,5 +1,5 @@
-"""One chain, three representations: every answer of the matrix-free operator chain
-(:class:`~mlmix.theory.chain.matrixfree.analysis.OperatorChain`, the kernels of
+"""One chain, three representations: every answer of the chain on a matrix-free operator
+(:class:`~mlmix.theory.chain.markov_chain.Chain` holding a kernel of
 :mod:`mlmix.theory.kernels.operators`) and of the CSR chain must lie inside the dense chain's certified
 enclosure (paper key ``diagnostics``).
 

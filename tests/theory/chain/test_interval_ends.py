@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 
 from mlmix.theory import results
-from mlmix.theory.chain import markov_chain as core
 from mlmix.theory.chain import mixing
+from mlmix.theory.chain import variance as core
 from mlmix.theory.local.constants import thm5_bound
 from mlmix.theory.results import Result
 from mlmix.verify.theorems import intervals as I

@@ -13,15 +13,12 @@ from hypothesis import strategies as st
 
 from mlmix.files import dumps_json
 from mlmix.theory.chain.markov_chain import Chain
-from mlmix.theory.chain.matrixfree.analysis import (
-    analyse_operator,
-    hash_uniform,
-    operator_gap,
-    operator_stationary,
-    summary_dict,
-)
+from mlmix.theory.chain.operator_chain import analyse_operator, summary_dict
 from mlmix.theory.chain.shortcuts import mixing_time, set_conductance
+from mlmix.theory.chain.spectral import operator_gap
+from mlmix.theory.chain.stationary import operator_stationary
 from mlmix.theory.kernels.assembled import glauber_kernel, k_gibbs_kernel
+from mlmix.theory.kernels.operator_vectors import hash_uniform
 from mlmix.theory.kernels.operators import kernel_operator
 from mlmix.theory.linalg.krylov import gmres, lanczos
 from mlmix.theory.reference import ising_cycle_gap
@@ -93,7 +90,7 @@ def test_non_reversible_score_tables_against_dense(q, n, seed, T):
 
 @pytest.mark.parametrize("seed", range(3))
 def test_multiplicative_gap_against_dense(seed):
-    from mlmix.theory.chain.matrixfree.analysis import OperatorChain
+    from mlmix.theory.chain.operator_chain import OperatorChain
 
     src = ScoreTable.random(3, 5, seed=seed, scale=1.5)
     ref = Chain(glauber_kernel(src)).multiplicative_gap  # dense singular values, relative accuracy
@@ -200,7 +197,7 @@ def test_ising_cycle_gap_closed_form_at_2_20_states():
 def test_underflowing_conditionals_are_refused_not_guessed():
     """At beta = 400 some heat-bath probabilities underflow to 0: irreducibility is no longer visible
     from the conditionals, so the matrix-free chain refuses instead of returning a law."""
-    from mlmix.theory.chain.matrixfree.analysis import OperatorChain
+    from mlmix.theory.chain.operator_chain import OperatorChain
 
     chain = OperatorChain(kernel_operator(IsingModel(nx.cycle_graph(6), beta=400.0), device="cpu"))
     assert not chain.is_irreducible
@@ -210,8 +207,6 @@ def test_underflowing_conditionals_are_refused_not_guessed():
 
 def test_hash_uniform_is_splitmix64():
     """The start vectors' numbers against splitmix64 (Steele, Lea and Flood 2014) in Python integers."""
-    from mlmix.theory.chain.matrixfree.analysis import hash_uniform
-
     def splitmix(i: int, seed: int) -> float:
         m = (1 << 64) - 1
         z = (i * 0x9E3779B97F4A7C15 + seed * 0xBF58476D1CE4E5B9) & m

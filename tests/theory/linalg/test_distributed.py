@@ -12,14 +12,11 @@ import torch
 import torch.multiprocessing as mp
 
 from mlmix.files import atomic_save_npz
-from mlmix.theory.chain.matrixfree.analysis import analyse_operator, hash_uniform
-from mlmix.theory.chain.matrixfree.solves import (
-    asymptotic_variance,
-    committor,
-    distance_from,
-    hitting_probabilities,
-    hitting_times,
-)
+from mlmix.theory.chain.hitting import operator_committor, operator_hitting_probabilities, operator_hitting_times
+from mlmix.theory.chain.mixing import distance_from
+from mlmix.theory.chain.operator_chain import analyse_operator
+from mlmix.theory.chain.variance import operator_asymptotic_variance
+from mlmix.theory.kernels.operator_vectors import hash_uniform
 from mlmix.theory.kernels.operators import kernel_operator
 from mlmix.theory.linalg.sharding import LOCAL, Comm
 from mlmix.theory.sources.conditionals import IsingModel, LogWeightTable, ScoreTable
@@ -51,9 +48,9 @@ def _figures(comm: Comm, name: str) -> dict[str, np.ndarray]:
     pi = torch.as_tensor(res["stationary"].value).to(op.dtype)
     mu = np.zeros(N)
     mu[3] = 1.0
-    var = asymptotic_variance(op, np.cos(np.arange(N)), pi, gap)
-    out.update(hitting=hitting_times(op, A, pi).value, committor=committor(op, A, B, pi).value,
-               hitting_probabilities=hitting_probabilities(op, A, 5).value,
+    var = operator_asymptotic_variance(op, np.cos(np.arange(N)), pi, gap)
+    out.update(hitting=operator_hitting_times(op, A, pi).value, committor=operator_committor(op, A, B, pi).value,
+               hitting_probabilities=operator_hitting_probabilities(op, A, 5).value,
                distance=distance_from(op, mu, 6, pi, res["stationary"].rel_error).value,
                variance=np.array([var.value if var.value is not None else np.nan, var.lower, var.upper]))
     return out

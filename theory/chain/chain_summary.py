@@ -1,0 +1,124 @@
+"""The report of a chain (:meth:`Chain.summary <mlmix.theory.chain.markov_chain.Chain.summary>`, what
+`mlmix exact` prints) and the cost estimates of its phases for :mod:`mlmix.progress`."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Callable
+
+import scipy.sparse as sp
+
+from mlmix.errors import MemoryLimitError, ReducibleChainError, UnderflowError
+from mlmix.limits import MIXING_LIMIT
+from mlmix.progress import Progress, dense_seconds, product_seconds, seconds_for, torch_start_seconds
+from mlmix.theory.chain import mixing
+from mlmix.theory.results import NAMES, Result, results_frame
+from mlmix.validation import check_eps, format_bytes
+
+if TYPE_CHECKING:
+    from mlmix.theory.chain.markov_chain import Chain
+
+
+def summary(chain: Chain, eps: float, include_stationary: bool, mixing_limit: int, progress: bool,
+            as_frame: bool) -> Any:
+    """The body of :meth:`Chain.summary`."""
+
+    eps = check_eps(eps)
+    if chain.op is not None:
+        return _operator_summary(chain, eps, include_stationary, progress, as_frame)
+    out: dict[str, Any] = {"n_states": chain.n_states,
+                           "representation": f"{chain.representation} ({chain.representation_reason})",
+                           "irreducible": chain.is_irreducible}
+    phases, cost = summary_cost(chain, mixing_limit)
+    with Progress(f"analysis of {chain.name}", phases, cost=cost, enabled=progress) as bar:
+        try:
+            out["closed_classes"] = len(chain.closed_classes)
+            out["period"] = chain.period if len(chain.closed_classes) == 1 else None
+            with bar.phase("stationary law"):
+                out["reversible"] = None if chain._underflow else chain.is_reversible
+                out["stationary"] = chain.stationary.as_dict(values=include_stationary)
+            with bar.phase("gaps"):
+                for key in ("spectral_gap", "absolute_spectral_gap", "relaxation_time", "additive_gap",
+                            "poincare_constant"):
+                    out[key] = _guard(lambda: getattr(chain, key), key)
+            with bar.phase("conductance"):
+                out["conductance"] = _guard(lambda: chain.conductance, "conductance")
+            with bar.phase("Kemeny constant"):
+                out["kemeny_constant"] = _guard(lambda: chain.kemeny_constant, "kemeny_constant")
+            out["eps"] = eps
+            with bar.phase("t_mix"):
+                out["t_mix"] = _guard(lambda: chain.mixing_time(eps, mixing_limit), "t_mix")
+        except (ReducibleChainError, UnderflowError) as err:
+            out["reason"] = str(err)
+    return results_frame(out) if as_frame else out
+
+
+def _operator_summary(chain: Chain, eps: float, include_stationary: bool, progress: bool, as_frame: bool) -> Any:
+    """The keys of :func:`summary` on a matrix-free chain (t_mix bounded, not computed; the seconds
+    spent are in ``chain.timings``); ``progress`` turns on the Krylov solvers' progress lines."""
+    chain._solver_progress = chain._solver_progress or progress
+    out: dict[str, Any] = {"n_states": chain.n_states, "representation": f"matrix-free operator ({chain.op})",
+                           "irreducible": chain.is_irreducible, "closed_classes": 1, "period": chain.period,
+                           "reversible": chain.is_reversible,
+                           "stationary": chain.stationary.as_dict(values=include_stationary)}
+    for key in ("spectral_gap", "absolute_spectral_gap", "relaxation_time", "additive_gap",
+                "poincare_constant", "conductance", "kemeny_constant"):
+        out[key] = getattr(chain, key)
+    out["eps"] = eps
+    out["t_mix"] = chain.mixing_time(eps)
+    return results_frame(out) if as_frame else out
+
+
+def summary_cost(chain: Chain, mixing_limit: int) -> tuple[list[tuple[str, float]], str]:
+    """The body of :meth:`Chain._summary_cost` (matrix-free: the Krylov solvers report their own progress)."""
+
+    N = chain.n_states
+    if chain.op is not None:
+        return [(phase, 0.0) for phase in _PRIOR_PHASES if phase in _SUMMARY_PHASES], \
+            f"{N:,} states, matrix-free operator ({chain.op})"
+    nnz = int(chain.P.nnz) if sp.issparse(chain.P) else N * N
+    if chain.is_dense:
+        cubes = {"stationary law": 0.5, "gaps": 18.0, "conductance": 1.0, "Kemeny constant": 2.0,
+                 "t_mix": 12.0 if N <= mixing_limit else 0.0}
+        phases = [(name, dense_seconds(N, c)) for name, c in cubes.items()]
+        memory = 8.0 * N * N * (6 + (mixing.MAX_DOUBLINGS // 4 + 3 if N <= mixing_limit else 0))
+    else:
+        product = product_seconds(chain.P)
+        phases = [("stationary law", 150 * product), ("gaps", 1000 * product + torch_start_seconds()),
+                  ("conductance", 500 * product), ("Kemeny constant", 0.0), ("t_mix", 0.0)]
+        memory = 12.0 * nnz * 4
+    return phases, f"{N:,} states, {nnz:,} non-zeros, {chain.representation} algorithms, about " \
+                   f"{format_bytes(memory)}"
+
+
+def progress_plan(chain: Chain, phase: str, name: str) -> tuple[str, str, list]:
+    """The body of :meth:`Chain._progress_plan`."""
+
+    if chain.op is not None:  # the Krylov solvers report their own progress
+        return f"{name} of {chain.name}", summary_cost(chain, MIXING_LIMIT)[1], [(phase, 0.0, None)]
+    phases, cost = summary_cost(chain, MIXING_LIMIT)
+    expected = dict(phases)
+    nnz = int(chain.P.nnz) if sp.issparse(chain.P) else chain.n_states ** 2
+    expected["hitting times"] = dense_seconds(chain.n_states, 1.0) if chain.is_dense else seconds_for(4000.0 * nnz)
+    expected["variance"], expected["d(t)"] = expected["Kemeny constant"], expected["t_mix"]
+    prior = () if phase == "t_mix" and chain.period > 1 else _PRIOR_PHASES[phase]  # periodic: t_mix is inf
+    steps = [(p, expected[p], lambda attr=_CACHED_PHASES[p]: getattr(chain, attr))
+             for p in prior if _CACHED_PHASES[p] not in chain.__dict__]
+    return f"{name} of {chain.name}", cost, steps + [(phase, expected[phase], None)]
+
+
+#: The phases an analysis phase needs first, and the cached attribute that holds each one's result.
+_PRIOR_PHASES = {"stationary law": (), "gaps": ("stationary law",), "conductance": ("stationary law", "gaps"),
+                 "Kemeny constant": ("stationary law",), "t_mix": ("stationary law", "gaps", "conductance"),
+                 "hitting times": (), "variance": ("stationary law",),
+                 "d(t)": ("stationary law", "gaps", "conductance")}
+_SUMMARY_PHASES = ("stationary law", "gaps", "conductance", "Kemeny constant", "t_mix")
+_CACHED_PHASES = {"stationary law": "_logpi", "gaps": "_gap_and_mode", "conductance": "conductance"}
+
+
+def _guard(compute: Callable[[], Result], key: str) -> Result:
+    """A quantity that hit a resource limit becomes an unresolved result with the reason (named by
+    the table :data:`~mlmix.theory.results.NAMES`)."""
+    try:
+        return compute()
+    except MemoryLimitError as err:
+        return Result.missing(NAMES[key], "-", str(err))

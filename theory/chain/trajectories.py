@@ -1,0 +1,56 @@
+"""Trajectories of a chain (:meth:`Chain.simulate <mlmix.theory.chain.markov_chain.Chain.simulate>`)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import numpy as np
+import scipy.sparse as sp
+
+from mlmix.validation import check_int
+
+if TYPE_CHECKING:
+    from mlmix.theory.chain.markov_chain import Chain
+
+
+def simulate(chain: Chain, steps: int, start: int | np.ndarray | None = None, *, chains: int = 1,
+             seed: int | None = 0) -> np.ndarray:
+    """The body of :meth:`Chain.simulate`; a matrix-free chain runs on its matrix (built from the source,
+    memory permitting), a start drawn from the stationary law from its own certified law."""
+    if chain.op is not None:
+        if start is None:
+            pi = np.asarray(chain.stationary, dtype=np.float64)
+            draws = np.random.default_rng(seed).random(check_int(chains, "chains", minimum=1))
+            start = np.minimum(np.searchsorted(np.cumsum(pi), draws * pi.sum(), side="right"), chain.n_states - 1)
+        return simulate(chain._matrix, steps, start, chains=chains, seed=seed)
+    steps = check_int(steps, "steps", minimum=0)
+    chains = check_int(chains, "chains", minimum=1)
+    rng = np.random.default_rng(seed)
+    N = chain.n_states
+    if start is None:
+        pi = np.asarray(chain.stationary, dtype=np.float64)
+        x = np.minimum(np.searchsorted(np.cumsum(pi), rng.random(chains) * pi.sum(), side="right"), N - 1)
+    else:
+        idx = np.broadcast_to(np.asarray(start), (chains,))
+        if not np.issubdtype(idx.dtype, np.integer) or idx.min() < 0 or idx.max() >= N:
+            raise ValueError(f"start must be state indices in [0, {N}), one or one per chain")
+        x = idx.astype(np.int64)
+    Q = sp.csr_array(chain.P, dtype=np.float64, copy=True)
+    Q.setdiag(0.0)
+    Q.eliminate_zeros()
+    cum = np.cumsum(Q.data)  # running total over all rows; row r's moves are cum[indptr[r]:indptr[r+1]]
+    before = np.concatenate(([0.0], cum))[Q.indptr[:-1]]
+    mass = np.concatenate(([0.0], cum))[Q.indptr[1:]] - before
+    out = np.empty((chains, steps + 1), dtype=np.int64)
+    out[:, 0] = x
+    if Q.nnz == 0:  # no moves: every state holds
+        out[:, 1:] = x[:, None]
+        return out
+    for t in range(steps):
+        u = rng.random(chains)
+        move = u < mass[x]
+        k = np.searchsorted(cum, before[x] + u, side="right")
+        k = np.minimum(k, Q.indptr[x + 1] - 1)  # rounding at a row's end stays in the row
+        x = np.where(move, Q.indices[np.maximum(k, 0)], x)
+        out[:, t + 1] = x
+    return out
