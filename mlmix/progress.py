@@ -139,8 +139,9 @@ def model_stack_seconds() -> float:
 def if_late(text: str, *, enabled: bool = True) -> Iterator[None]:
     """Say ``mlmix: text (still running after N s) ...`` if the block, a step of unknown but usually
     short duration (a command's start-up), is still running after :func:`late_after` seconds; nothing
-    otherwise, nor when not ``enabled`` (nor inside :func:`no_announcements`)."""
-    if not enabled or _SILENT.get():
+    otherwise, nor when not ``enabled``, nor inside :func:`no_announcements` or an announced
+    computation (a :class:`Progress` or :func:`steps`, which already says what runs)."""
+    if not enabled or _SILENT.get() or _RUNNING.get():
         yield
         return
     timer = threading.Timer(late_after(), lambda: say(f"{text} (still running after {format_seconds(late_after())}) ..."))

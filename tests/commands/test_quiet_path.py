@@ -192,3 +192,48 @@ def test_model_load_quiet(mlm_module, capsys, monkeypatch):
 def test_load_seconds_grow_with_parameters(mlm_module):
     assert mlm_module.load_seconds(0) == mlm_module.LOAD_START
     assert mlm_module.load_seconds(72_585) < progress.DEFAULT_THRESHOLD <= mlm_module.load_seconds(3 * 10**8)
+
+
+# ------------------------------------------------------------------ verify and plots, in Python
+
+
+@pytest.fixture
+def late(monkeypatch):
+    monkeypatch.setattr(progress, "late_after", lambda: 0.05)
+
+
+def test_run_one_says_which_check_is_still_running(capsys, monkeypatch):
+    from mlmix.verify import runner
+
+    entry = runner.select(["glauber.lemma6"])[0]
+    capsys.readouterr()
+    monkeypatch.setattr(progress, "late_after", lambda: 0.05)
+    monkeypatch.setattr(runner, "search", lambda entry, examples, seed: time.sleep(0.4) or "report")
+    assert runner.run_one(entry, 7, 0) == "report"
+    n = runner.examples_for(entry, 7)
+    assert capsys.readouterr() == ("", f"mlmix: verify: checking glauber.lemma6 on {n} instances "
+                                       "(still running after < 1 s) ...\n")
+    for _ in progress.steps([0], "verify", total=1, expected=0.0):  # mlmix verify names it already
+        runner.run_one(entry, 7, 0)
+    assert capsys.readouterr() == ("", "")
+
+
+def test_run_one_quiet_when_fast(capsys, monkeypatch):
+    from mlmix.verify import runner
+
+    monkeypatch.setattr(runner, "search", lambda entry, examples, seed: "report")
+    entry = runner.select(["glauber.lemma6"])[0]
+    capsys.readouterr()
+    runner.run_one(entry, 7, 0)
+    assert capsys.readouterr() == ("", "")
+
+
+def test_save_figure_says_it_is_writing_when_late(late, tmp_path, capsys, monkeypatch):
+    from mlmix import plot_style, plots
+
+    monkeypatch.setattr(plot_style, "save", lambda fig, path: time.sleep(0.4))
+    plots.save_figure(None, tmp_path / "f.pdf")
+    assert capsys.readouterr() == ("", f"mlmix: writing {tmp_path / 'f.pdf'} (still running after < 1 s) ...\n")
+    with no_announcements():
+        plots.save_figure(None, tmp_path / "g.pdf")
+    assert capsys.readouterr() == ("", "")
