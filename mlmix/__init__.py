@@ -13,6 +13,7 @@ Public modules beside these names: :mod:`mlmix.strategies` (Hypothesis strategie
 never pass or fail on roundoff) and :mod:`mlmix.errors` (the exceptions mlmix raises).
 """
 
+import sys
 from importlib import import_module
 from importlib.metadata import PackageNotFoundError, version
 from typing import Any
@@ -47,7 +48,17 @@ def __dir__() -> list[str]:
     return sorted(set(globals()) | set(_LAZY))
 
 
+#: Lazily exported modules that import torch and transformers: their first import takes seconds.
+_MODEL_STACK = {"mlmix.empirical.mlm"}
+
+
 def __getattr__(name: str) -> Any:
     if name in _LAZY:
-        return getattr(import_module(_LAZY[name]), name)
+        module = _LAZY[name]
+        if module in _MODEL_STACK and module not in sys.modules:
+            # deferred: the progress module loads numpy and tqdm, which `import mlmix` does not need
+            from mlmix.progress import announce, model_stack_seconds
+
+            announce(f"importing torch and transformers for {name}", model_stack_seconds())
+        return getattr(import_module(module), name)
     raise AttributeError(f"module 'mlmix' has no attribute {name!r}")

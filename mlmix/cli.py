@@ -26,7 +26,7 @@ from mlmix import __version__
 from mlmix.commands.options import OneLineParser, torch_threads
 from mlmix.errors import InputError, InvalidResultError, NumericalError
 from mlmix.files import describe_written, recording_writes
-from mlmix.progress import write_stderr
+from mlmix.progress import announce, if_late, model_stack_seconds, no_announcements, write_stderr
 from mlmix.validation import memory_limit, parse_size
 
 SUBCOMMANDS = {
@@ -88,20 +88,25 @@ def _main(argv: list[str] | None) -> int:
     sub = parser.add_subparsers(dest="command", required=True, metavar="{" + ",".join(SUBCOMMANDS) + "}",
                                 parser_class=OneLineParser)
     name = next((a for a in argv if a in SUBCOMMANDS), None)
-    for cmd, (module, help_text) in SUBCOMMANDS.items():
-        p = sub.add_parser(cmd, help=help_text, description=help_text)
-        if cmd == name:
-            importlib.import_module(module).configure(p)
-            _common(p)
+    # its modules load before its options are parsed: a line if that outlasts late_after() (a loaded machine)
+    with if_late(f"mlmix {name}: loading its modules", enabled=name is not None and "--no-progress" not in argv):
+        for cmd, (module, help_text) in SUBCOMMANDS.items():
+            p = sub.add_parser(cmd, help=help_text, description=help_text)
+            if cmd == name:
+                importlib.import_module(module).configure(p)
+                _common(p)
     try:
         args = parser.parse_args(argv)
     except SystemExit as stop:  # a bad argument (one line already printed), --help or --version
         return int(stop.code or 0)
     args.debug, args.max_memory = debug, max_memory
+    if loads_model(args):
+        announce(f"mlmix {args.command}: importing torch and transformers", model_stack_seconds(),
+                 enabled=not getattr(args, "no_progress", False))
     try:
         limit = None if args.max_memory is None else parse_size(args.max_memory)
-        with memory_limit(limit), torch_threads(getattr(args, "threads", None)), \
-                recording_writes() as written:  # --threads: set here only
+        with memory_limit(limit), torch_threads(getattr(args, "threads", None)), recording_writes() as written, \
+                no_announcements(getattr(args, "no_progress", False)):  # --threads: set here only
             code = int(importlib.import_module(SUBCOMMANDS[args.command][0]).run(args) or 0)
         sys.stdout.flush()  # a closed pipe shows here, inside the handlers below
         if written:
@@ -126,6 +131,12 @@ def _main(argv: list[str] | None) -> int:
         write_stderr(f"mlmix {args.command}: internal error: {type(err).__name__}: {_one_line(err)} "
                      "(run with --debug for the traceback)")
         return 3
+
+
+def loads_model(args: argparse.Namespace) -> bool:
+    """Whether the command loads a language model (``estimate``, ``convert``, any ``--mlm``): then
+    torch and transformers are imported first, which takes seconds (:func:`model_stack_seconds`)."""
+    return args.command in ("estimate", "convert") or getattr(args, "mlm", None) is not None
 
 
 def refused_input(err: BaseException) -> bool:

@@ -32,6 +32,7 @@ import numpy as np
 from mlmix import plot_style as style
 from mlmix.errors import NumericalError
 from mlmix.limits import PLOT_DENSE_LIMIT
+from mlmix.progress import if_late
 from mlmix.theory.chain.markov_chain import Chain
 from mlmix.theory.kernels.scan_and_mh import Truncated
 from mlmix.theory.local.influence import aggregate_influence, influence_matrix
@@ -289,6 +290,11 @@ def report_figure(chain: Any, source: Any = None, *, title: str | None = None, e
     """One page: distance curve, spectrum, stationary law and (for a source) rho_ij; ``title`` on top
     (default :func:`chain_title`). A panel whose quantity is not answered for this chain says so and
     why; the others are drawn."""
+    with if_late("drawing the report figure"):
+        return _report_figure(chain, source, title, eps)
+
+
+def _report_figure(chain: Any, source: Any, title: str | None, eps: float) -> Any:
     fig, axes = style.subplots(2, 2, figsize=(13, 9.5))
     _panel(axes[0, 0], "distance to stationarity $d(t)$",
            lambda: plot_distance_curve(chain, eps=eps, ax=axes[0, 0], title="distance to stationarity $d(t)$"))
@@ -310,4 +316,5 @@ def report_figure(chain: Any, source: Any = None, *, title: str | None = None, e
 
 def save_figure(fig: Any, path: str | Path) -> None:
     """Write ``fig`` atomically as PDF, SVG or PNG (by the suffix) and close it."""
-    style.save(fig, path)
+    with if_late(f"writing {path}"):
+        style.save(fig, path)

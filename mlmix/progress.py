@@ -123,6 +123,61 @@ def torch_start_seconds() -> float:
     return 0.0 if "torch" in sys.modules else TORCH_START
 
 
+#: Expected seconds of the first import of transformers with its masked-LM classes (it follows torch's):
+#: about what it takes on a quiet two-core machine (its model classes are imported on first use);
+#: nothing once transformers is imported.
+TRANSFORMERS_START = 4.0
+
+
+def model_stack_seconds() -> float:
+    """Expected seconds of importing what a masked LM needs and is not imported yet: torch
+    (:func:`torch_start_seconds`) and transformers (:data:`TRANSFORMERS_START`)."""
+    return torch_start_seconds() + (0.0 if "transformers" in sys.modules else TRANSFORMERS_START)
+
+
+@contextlib.contextmanager
+def if_late(text: str, *, enabled: bool = True) -> Iterator[None]:
+    """Say ``mlmix: text (still running after N s) ...`` if the block, a step of unknown but usually
+    short duration (a command's start-up), is still running after :func:`late_after` seconds; nothing
+    otherwise, nor when not ``enabled``, nor inside :func:`no_announcements` or an announced
+    computation (a :class:`Progress` or :func:`steps`, which already says what runs)."""
+    if not enabled or _SILENT.get() or _RUNNING.get():
+        yield
+        return
+    timer = threading.Timer(late_after(), lambda: say(f"{text} (still running after {format_seconds(late_after())}) ..."))
+    timer.daemon = True
+    timer.start()
+    try:
+        yield
+    finally:
+        timer.cancel()
+
+
+#: Whether :func:`announce` is off for the whole command (``--no-progress``, :func:`no_announcements`).
+_SILENT: contextvars.ContextVar[bool] = contextvars.ContextVar("mlmix_progress_silent", default=False)
+
+
+@contextlib.contextmanager
+def no_announcements(silent: bool = True) -> Iterator[None]:
+    """Within the block, :func:`announce` says nothing when ``silent`` (``--no-progress`` reaches the
+    steps that no option is passed to, such as loading a model inside a command)."""
+    token = _SILENT.set(_SILENT.get() or bool(silent))
+    try:
+        yield
+    finally:
+        _SILENT.reset(token)
+
+
+def announce(text: str, expected: float, *, enabled: bool = True) -> bool:
+    """The cost line ``mlmix: text (about N s) ...`` of one step with no phases (an import, loading a
+    model) before it runs, when it is ``enabled`` (and not inside :func:`no_announcements`) and
+    ``expected`` seconds reach :func:`threshold`; whether it said so."""
+    if not enabled or _SILENT.get() or expected < threshold():
+        return False
+    say(f"{text} (about {format_seconds(expected)}) ...")
+    return True
+
+
 def dense_seconds(n_states: int, cubes: float) -> float:
     """Expected seconds of a dense step costing ``cubes`` x N^3 floating-point operations."""
     return seconds_for(cubes * float(n_states) ** 3)

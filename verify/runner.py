@@ -15,6 +15,7 @@ from typing import Any, Iterable
 from hypothesis import HealthCheck, find, settings
 
 import mlmix.verify.theorems as package
+from mlmix.progress import if_late
 from mlmix.verify.verdicts import (
     CATALOGUE,
     STOPS,
@@ -39,8 +40,9 @@ PROFILES = {"default": {"examples": 100, "violations": False},
 def load_theorems() -> dict[str, Entry]:
     """Import every module of :mod:`mlmix.verify.theorems` (each registers its results); the catalogue."""
 
-    for info in pkgutil.iter_modules(package.__path__, package.__name__ + "."):
-        importlib.import_module(info.name)
+    with if_late("verify: loading the theorems of both papers"):
+        for info in pkgutil.iter_modules(package.__path__, package.__name__ + "."):
+            importlib.import_module(info.name)
     return CATALOGUE
 
 
@@ -78,7 +80,9 @@ def run_one(entry: Entry, examples: int, seed: int, violations: bool = False) ->
     if isinstance(entry, NotCheckable):
         return unchecked_report(entry)
     try:
-        report = search(entry, examples=examples_for(entry, examples), seed=seed)
+        n = examples_for(entry, examples)
+        with if_late(f"verify: checking {entry.id} on {n} instances"):  # quiet inside mlmix verify's steps
+            report = search(entry, examples=n, seed=seed)
     except STOPS:
         raise
     except BaseException as err:  # a crash outside a check (a strategy, the search): an error, and the run goes on

@@ -236,7 +236,8 @@ def test_progress_to_a_pipe_is_plain_lines_on_stderr_only(runs):
     done = runs["pipe"]
     assert done.returncode == 0
     assert json.loads(done.stdout)["n_states"] == 8
-    lines = done.stderr.splitlines()
+    # a start-up that outlasts 2 s on a loaded machine says so (mlmix.progress.if_late): not a phase line
+    lines = [line for line in done.stderr.splitlines() if "(still running after " not in line]
     assert len(lines) == 8 and all(line.startswith("mlmix: analysis of chain on 8 states") for line in lines[:6])
     assert lines[6:] == ["mlmix: paper G constants of chain on 8 states: 8 states, n = 3, about < 1 s expected "
                          f"(paper G constants < 1 s; {lines[6].split('; ')[-1]}",

@@ -57,8 +57,8 @@ def test_closed_pipe_in_a_subprocess():
     proc = subprocess.Popen([sys.executable, "-m", "mlmix", "exact", "--graph", "cycle:3"],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     proc.stdout.close()
-    err = proc.stderr.read().decode()
-    assert proc.wait(timeout=120) == 141 and err == ""
+    err = proc.stderr.read().decode()  # nothing but a late start-up's line on a loaded machine (if_late)
+    assert proc.wait(timeout=120) == 141 and all("(still running after " in line for line in err.splitlines())
 
 
 def test_plain_help():

@@ -33,6 +33,12 @@ def _run(argv, threshold="0"):
     return subprocess.run([sys.executable, *argv], capture_output=True, text=True, timeout=300, env=env)
 
 
+def _planned(stderr):
+    """The lines of stderr but those of a step that outlasted its expected time on a loaded machine (a
+    slow start-up: mlmix.progress.if_late)."""
+    return [line for line in stderr.splitlines() if "(still running after " not in line]
+
+
 def test_one_line_per_phase_when_stderr_is_not_a_terminal():
     done = _run(["-c", SCRIPT, "on"])
     assert done.returncode == 0, done.stderr
@@ -78,12 +84,12 @@ def test_a_property_read_on_its_own_announces_its_phases():
 
 def test_cli_exact_and_verify_in_a_log():
     exact = _run(["-m", "mlmix", "exact", "--graph", "cycle:4"])
-    assert exact.returncode == 0 and len(exact.stderr.splitlines()) == 1 + len(PHASES) + 2  # + paper G's constants
+    assert exact.returncode == 0 and len(_planned(exact.stderr)) == 1 + len(PHASES) + 2  # + paper G's constants
     assert _run(["-m", "mlmix", "exact", "--graph", "cycle:4", "--no-progress"]).stderr == ""
     verify = _run(["-m", "mlmix", "verify", "--theorem", "glauber.prop1", "--theorem", "glauber.thm8",
                    "--examples", "2"])
     assert verify.returncode == 0, verify.stderr
-    cost, *lines = verify.stderr.splitlines()
+    cost, *lines = _planned(verify.stderr)
     total = len(lines)  # id prefixes bring their families (glauber.thm8.*)
     assert f"{total} results, 2 instances each" in cost and total >= 2
     assert [line.split("]: ")[0] for line in lines] == [f"mlmix: verify [{i}/{total}" for i in range(1, total + 1)]
