@@ -256,16 +256,25 @@ def search_worst_contexts(source: Conditionals, *, max_passes: int | None = None
 
     complete = all(rows.evaluate([(i, _column(c, j, q)) for c in contexts for i, j in todo]))
     active = list(todo) if complete else []
+    peaked: set[tuple[int, int]] = set()
     expansions = 0
     while active:
         requests, expanding = [], []
         for i, j in active:
             best = best_pairs(i, j)
             states, _ = rows.arrays(i)
-            g = int(best.tv.argmax())
-            x, y = states[best.tv_rows[g, 0]], states[best.tv_rows[g, 1]]
-            if rows.key(i, x) in rows.starred[i] and rows.key(i, y) in rows.starred[i]:
-                continue  # local maximum: every neighbouring pair is evaluated and none is better
+            for rank, g in enumerate(np.argsort(-best.tv, kind="stable")):
+                x, y = states[best.tv_rows[g, 0]], states[best.tv_rows[g, 1]]
+                if rows.key(i, x) not in rows.starred[i] or rows.key(i, y) not in rows.starred[i]:
+                    break
+                if rank == 0:
+                    peaked.add((i, j))  # a local maximum: every neighbouring pair is evaluated, none is better
+                if budget is None:
+                    break
+            else:
+                continue  # every group's best pair is expanded
+            if (i, j) in peaked and budget is None:
+                continue
             requests.append((i, np.concatenate([_star(x, i, q), _star(y, i, q)])))
             expanding.append((i, j, x, y))
         taken = rows.evaluate(requests)
@@ -274,9 +283,9 @@ def search_worst_contexts(source: Conditionals, *, max_passes: int | None = None
                 rows.starred[i].update((rows.key(i, x), rows.key(i, y)))
                 expansions += 1
         if not all(taken):
-            complete = False
             break
         active = [(i, j) for i, j, _, _ in expanding]
+    complete = complete and peaked.issuperset(todo)
     rho, delta = np.zeros((n, n)), np.zeros((n, n))
     witnesses: dict[tuple[int, int], tuple[np.ndarray, np.ndarray]] = {}
     delta_witnesses: dict[tuple[int, int], tuple[np.ndarray, np.ndarray]] = {}
