@@ -22,7 +22,9 @@ every re-choice of (a, b) at j has been evaluated. The search, per pair (i, j):
 1. evaluates the column at j of ``starts`` contexts drawn uniformly from V^n (seeded);
 2. repeatedly expands the best evaluated pair of (i, j) (steepest ascent: the best neighbour becomes
    the next pair to expand) until the best evaluated pair is already expanded: a local maximum in
-   which no single free site and no re-choice at j increases the TV.
+   which no single free site and no re-choice at j increases the TV;
+3. with a pass budget (``max_passes``) only: goes on best-first, expanding the best pair not yet
+   expanded among the groups of evaluated rows, until the budget is spent (or nothing is left).
 
 Every row evaluated for site i serves every pair (i, j') (the star of x holds the columns of x at
 all j'), and rows are cached, so a row is never asked twice; ``passes`` counts the rows asked. The
@@ -56,7 +58,8 @@ class ContextSearch:
     states; x_i = x'_i is the masked site's filler and does not matter); ``delta_lower`` and
     ``delta_witnesses`` the same for osc_v(s_i(v|x_{-i}) - s_i(v|x'_{-i})). A pair with no evaluated
     pair has 0 and no witness. ``passes``: score rows asked of the source (masked forward passes);
-    ``converged``: every searched pair reached a local maximum within ``max_passes``.
+    ``converged``: every searched pair reached a local maximum within ``max_passes``;
+    ``expansions``: pairs expanded (two stars each); ``pairs``: the pairs searched.
     """
 
     rho_lower: np.ndarray
@@ -231,9 +234,10 @@ def search_worst_contexts(source: Conditionals, *, max_passes: int | None = None
     """Lower bounds of rho_ij (paper G Def. 2) and Delta_ij (section 5.2) by a hill climb over contexts
     (module docstring): for each ordered pair (i, j) in ``pairs`` (default all i != j), the columns at j
     of ``starts`` uniform contexts (``seed``), then steepest ascent over expanded pairs (one free site
-    re-chosen over all of V, or (x_j, x'_j) re-chosen) to a local maximum. At most ``max_passes``
-    score rows (masked forward passes) are asked; batches are taken whole, so the search may stop
-    early (``converged`` False). Each entry is attained by its witness pair, hence
+    re-chosen over all of V, or (x_j, x'_j) re-chosen) to a local maximum. With ``max_passes`` the
+    search then goes on best-first until at most that many score rows (masked forward passes) are
+    asked; batches are taken whole, and ``converged`` says whether every pair reached its local
+    maximum first. Each entry is attained by its witness pair, hence
     rho_lower <= rho_ij and delta_lower <= Delta_ij entrywise; rho, alpha and T* of the result are
     lower bounds of the aggregates (Thm 5, Dobrushin, Cor. 7).
     """
