@@ -32,6 +32,10 @@ reported values are maxima over ALL pairs of evaluated rows that differ at one s
 x_{-i,-j}), with the per-pair formulas of :func:`mlmix.theory.local.influence.pair_distances`: each
 entry is attained by an evaluated pair (its witness) and is a lower bound of the supremum. Exact
 values need all n |V|^(n-1) rows (:func:`mlmix.theory.local.influence.influence_and_oscillation`).
+
+Cost: a column is |V| rows and comparing its pairs takes |V|^3 operations, so the search is meant for
+alphabets of up to a few hundred symbols (the 20 amino acids, a restricted candidate set). Measured
+against enumeration on AntiBERTy: docs/real-model.md, "Searched lower bounds".
 """
 
 from __future__ import annotations

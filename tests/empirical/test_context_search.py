@@ -4,6 +4,7 @@ pass budget, and finding a planted worst context that uniform sampling misses.""
 
 from __future__ import annotations
 
+import json
 from functools import lru_cache
 
 import numpy as np
@@ -77,6 +78,8 @@ def test_score_table_bounds_and_pass_count(seed, q, n):
     assert np.all(found.rho_lower <= exact.rho_ij + 1e-12)
     assert np.all(found.delta_lower <= osc.delta_ij + 1e-12)
     _check_witnesses(table, found, 1e-12)
+    report = json.loads(json.dumps(found.as_dict()))
+    assert report["passes"] == found.passes and report["rho"] == pytest.approx(found.rho)
     if n == 2:  # one column per pair is the whole supremum
         np.testing.assert_allclose(found.rho_lower, exact.rho_ij, rtol=0, atol=1e-12)
 
