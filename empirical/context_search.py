@@ -49,9 +49,6 @@ from mlmix.theory.sources.conditionals import Conditionals
 from mlmix.theory.sources.contexts import query_scores
 from mlmix.validation import check_int, check_site_pairs
 
-#: Improvements of a pair's TV smaller than this are not moves (rounding of float64 softmax).
-IMPROVEMENT = 1e-12
-
 
 @dataclass(frozen=True)
 class ContextSearch:
