@@ -94,6 +94,23 @@ def check_sites(values: object, length: int, name: str) -> list[int]:
     return sites
 
 
+def check_site_pairs(pairs: object, length: int, name: str = "pairs") -> list[tuple[int, int]]:
+    """Ordered pairs (i, j) of distinct sites in [0, length), duplicates dropped (first order kept);
+    at least one pair."""
+    if isinstance(pairs, (str, bytes, dict)) or not hasattr(pairs, "__iter__"):
+        raise InputTypeError(f"{name} must be a sequence of site pairs (i, j), got {type(pairs).__name__}")
+    out: list[tuple[int, int]] = []
+    for pair in pairs:
+        sites = check_sites(pair, length, name)
+        if len(sites) != 2 or sites[0] == sites[1]:
+            raise InputValueError(f"{name} must hold pairs (i, j) of two different sites, got {pair!r}")
+        if tuple(sites) not in out:
+            out.append((sites[0], sites[1]))
+    if not out:
+        raise InputValueError(f"{name} holds no pair")
+    return out
+
+
 def check_array_shape(a: object, shape: tuple[int, ...], name: str, meaning: str = "") -> np.ndarray:
     """A float64 array of exactly ``shape`` without NaN (infinities allowed: log-probabilities of
     removed symbols are -inf); ``meaning`` spells the shape out in the message."""

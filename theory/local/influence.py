@@ -61,6 +61,17 @@ def _pairs(source: Conditionals, contexts: np.ndarray | None, replacements: Repl
                 yield _PairBatch(site, sx[r], oracle.all_sites(y, skip=site, known=sx[r]))
 
 
+def pair_distances(x_scores: np.ndarray, y_scores: np.ndarray, temperature: float) -> tuple[np.ndarray, np.ndarray]:
+    """The two per-pair terms of rho_ij and Delta_ij for score vectors on the last axis (broadcast):
+
+        TV = (1/2) sum_v |softmax(x/T)_v - softmax(y/T)_v|,     osc = max_v (x - y)_v - min_v (x - y)_v.
+    """
+    x, y = np.asarray(x_scores, dtype=np.float64), np.asarray(y_scores, dtype=np.float64)
+    tv = 0.5 * np.abs(softmax(x / temperature, axis=-1) - softmax(y / temperature, axis=-1)).sum(-1)
+    diff = x - y
+    return tv, diff.max(axis=-1) - diff.min(axis=-1)
+
+
 @dataclass(frozen=True)
 class InfluenceResult:
     """Influence coefficients (paper G, Definition 2) over a context set.
@@ -108,9 +119,7 @@ def influence_and_oscillation(source: Conditionals, contexts: np.ndarray | None 
     pairs = 0
     for batch in _pairs(source, contexts, replacements, rng, max_states):
         j = int(batch.site[0])
-        tv = 0.5 * np.abs(softmax(batch.x_scores / T, axis=-1) - softmax(batch.y_scores / T, axis=-1)).sum(-1)
-        diff = batch.x_scores - batch.y_scores
-        osc = diff.max(axis=-1) - diff.min(axis=-1)
+        tv, osc = pair_distances(batch.x_scores, batch.y_scores, T)
         tv[:, j] = 0.0
         osc[:, j] = 0.0
         rho[:, j] = np.maximum(rho[:, j], tv.max(axis=0))
