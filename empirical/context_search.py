@@ -72,6 +72,7 @@ class ContextSearch:
     converged: bool
     expansions: int
     pairs: list[tuple[int, int]] = field(default_factory=list)
+    max_abs_score: float = 0.0
 
     @property
     def rho(self) -> float:
@@ -311,4 +312,24 @@ def search_worst_contexts(source: Conditionals, *, max_passes: int | None = None
                 y[i] = x[i]  # the masked site's filler: the two contexts differ at j only
                 matrix[i, j] = float(value[g])
                 out[(i, j)] = (x, y)
-    return ContextSearch(rho, delta, witnesses, delta_witnesses, rows.passes, T, complete, expansions, todo)
+    finite = [np.abs(sc[np.isfinite(sc)]).max(initial=0.0) for sc in (rows.arrays(i)[1] for i in range(n))]
+    return ContextSearch(rho, delta, witnesses, delta_witnesses, rows.passes, T, complete, expansions, todo,
+                         float(max(finite, default=0.0)))
+
+
+def search_lower_bounds(source: Conditionals, *, max_passes: int, seed: int = 0) -> dict:
+    """The ``lower_bounds`` hook of :func:`mlmix.empirical.certify.certify`: :func:`search_worst_contexts`
+    from one start within ``max_passes`` score rows (one start with a budget did best on AntiBERTy,
+    docs/real-model.md "Searched lower bounds"), as the hook's dict (``rho_lower``, ``delta_lower``,
+    ``witnesses``, ``passes``, ``method``, ``max_abs_score``). No budget at all: zeros, 0 passes."""
+    n = source.space.length
+    if max_passes < 1:
+        return {"rho_lower": np.zeros((n, n)), "delta_lower": np.zeros((n, n)), "witnesses": {}, "passes": 0,
+                "method": "no pass in the budget"}
+    found = search_worst_contexts(source, max_passes=max_passes, starts=1, seed=seed)
+    return {"rho_lower": found.rho_lower, "delta_lower": found.delta_lower,
+            "witnesses": [{"pair": [int(i), int(j)], "x": x.tolist(), "y": y.tolist()}
+                          for (i, j), (x, y) in sorted(found.witnesses.items())], "passes": found.passes,
+            "method": f"worst-context search ({found.expansions} pairs expanded, "
+                      f"{'local maxima reached' if found.converged else 'budget spent before local maxima'})",
+            "max_abs_score": found.max_abs_score}

@@ -259,11 +259,12 @@ def _certified(source, args: argparse.Namespace, say) -> dict:
     (their own passes, beside the estimate's), checkpointed in the cache when the source is a masked LM."""
     # deferred: torch and transformers load only when the command runs
     from mlmix.empirical.certify import certify
+    from mlmix.empirical.context_search import search_lower_bounds
     from mlmix.empirical.relaxation import certify_relaxation
     from mlmix.empirical.streamed_constants import default_folder
 
     result = certify(source, max_passes=args.max_passes, budget_s=parse_duration(args.budget), seed=args.seed,
-                     relaxation=certify_relaxation, folder=default_folder(source), progress=not args.no_progress,
+                     lower_bounds=search_lower_bounds, relaxation=certify_relaxation, folder=default_folder(source), progress=not args.no_progress,
                      log=say)
     return result.as_dict()
 

@@ -50,7 +50,7 @@ def test_a_pass_cap_gives_bounds_and_an_honest_verdict(capsys, folder, tmp_path,
     monkeypatch.setenv("MLMIX_CACHE", str(tmp_path / "cache"))
     report, _ = run(capsys, folder, "--exact", "no", "--max-passes", "20", "--temperature", "0.5")
     cert = report["certified"]
-    assert cert["method"].startswith("lower: maxima over 1 uniform contexts") and cert["passes"] == 18
+    assert cert["method"].startswith("lower: worst-context search") and 0 < cert["passes"] <= 20
     assert cert["rho"]["value"] is None and cert["rho"]["upper"] == 2.0 and cert["delta"]["upper"] is None
     verdict = cert["theorem5"]["verdict"]
     assert verdict == ("does not apply" if cert["rho"]["lower"] >= 1 else "undecided")
