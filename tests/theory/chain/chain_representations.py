@@ -17,7 +17,8 @@ MATRIX_REPRESENTATIONS = ("dense", "csr")
 def chain_in(representation: str, P=None, *, source=None, kernel: str = "glauber", **options) -> Chain:
     """The chain of the matrix ``P`` or of the ``kernel`` on ``source`` held as ``representation``:
     "dense" (every dense algorithm), "csr" (a CSR matrix and the sparse algorithms: dense_limit 0) or
-    "operator" (the matrix-free kernel of ``source``; a bare matrix has none: ValueError)."""
+    "operator" (the matrix-free kernel of ``source``; a bare matrix has none: ValueError). A
+    ``dense_limit`` in ``options`` overrides the representation's own (a caller asking for a path)."""
     if (P is None) == (source is None):
         raise ValueError("give a matrix or a source")
     if source is not None:
@@ -28,9 +29,9 @@ def chain_in(representation: str, P=None, *, source=None, kernel: str = "glauber
         raise ValueError("a bare matrix has no matrix-free operator: pass source=")
     elif representation == "dense":
         M = P.toarray() if sp.issparse(P) else np.asarray(P)
-        chain = Chain(M, dense_limit=max(M.shape[0], 1), **options)
+        chain = Chain(M, **{"dense_limit": max(M.shape[0], 1), **options})
     else:
-        chain = Chain(sp.csr_array(P), dense_limit=0, **options)
+        chain = Chain(sp.csr_array(P), **{"dense_limit": 0, **options})
     chain.progress = False
     return chain
 
