@@ -1,6 +1,9 @@
 """Building one chain in each representation (:func:`chain_in`) and checking an answer against an exact
 value whatever the representation (:func:`assert_encloses`); the fixtures are in conftest.py."""
 
+import contextlib
+import signal
+
 import numpy as np
 import scipy.sparse as sp
 
@@ -45,3 +48,19 @@ def assert_encloses(result, exact: float, *, slack: float = 0.0) -> None:
         assert result.reason, result
         assert result.lower is None or result.lower - slack <= exact, (result, exact)
         assert result.upper is None or exact <= result.upper + slack, (result, exact)
+
+
+@contextlib.contextmanager
+def within_seconds(seconds: int):
+    """Raise TimeoutError when the block runs past ``seconds`` (SIGALRM: main thread, POSIX): a test of a
+    path known to hang fails in bounded time instead of stalling the suite."""
+    def expire(signum, frame):
+        raise TimeoutError(f"still running after {seconds} s")
+
+    previous = signal.signal(signal.SIGALRM, expire)
+    signal.alarm(seconds)
+    try:
+        yield
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, previous)
