@@ -1,6 +1,9 @@
 """Building one chain in each representation (:func:`chain_in`) and checking an answer against an exact
 value whatever the representation (:func:`assert_encloses`); the fixtures are in conftest.py."""
 
+import contextlib
+import signal
+
 import numpy as np
 import scipy.sparse as sp
 
@@ -17,7 +20,8 @@ MATRIX_REPRESENTATIONS = ("dense", "csr")
 def chain_in(representation: str, P=None, *, source=None, kernel: str = "glauber", **options) -> Chain:
     """The chain of the matrix ``P`` or of the ``kernel`` on ``source`` held as ``representation``:
     "dense" (every dense algorithm), "csr" (a CSR matrix and the sparse algorithms: dense_limit 0) or
-    "operator" (the matrix-free kernel of ``source``; a bare matrix has none: ValueError)."""
+    "operator" (the matrix-free kernel of ``source``; a bare matrix has none: ValueError). A
+    ``dense_limit`` in ``options`` overrides the representation's own (a caller asking for a path)."""
     if (P is None) == (source is None):
         raise ValueError("give a matrix or a source")
     if source is not None:
@@ -28,9 +32,9 @@ def chain_in(representation: str, P=None, *, source=None, kernel: str = "glauber
         raise ValueError("a bare matrix has no matrix-free operator: pass source=")
     elif representation == "dense":
         M = P.toarray() if sp.issparse(P) else np.asarray(P)
-        chain = Chain(M, dense_limit=max(M.shape[0], 1), **options)
+        chain = Chain(M, **{"dense_limit": max(M.shape[0], 1), **options})
     else:
-        chain = Chain(sp.csr_array(P), dense_limit=0, **options)
+        chain = Chain(sp.csr_array(P), **{"dense_limit": 0, **options})
     chain.progress = False
     return chain
 
@@ -44,3 +48,19 @@ def assert_encloses(result, exact: float, *, slack: float = 0.0) -> None:
         assert result.reason, result
         assert result.lower is None or result.lower - slack <= exact, (result, exact)
         assert result.upper is None or exact <= result.upper + slack, (result, exact)
+
+
+@contextlib.contextmanager
+def within_seconds(seconds: int):
+    """Raise TimeoutError when the block runs past ``seconds`` (SIGALRM: main thread, POSIX): a test of a
+    path known to hang fails in bounded time instead of stalling the suite."""
+    def expire(signum, frame):
+        raise TimeoutError(f"still running after {seconds} s")
+
+    previous = signal.signal(signal.SIGALRM, expire)
+    signal.alarm(seconds)
+    try:
+        yield
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, previous)

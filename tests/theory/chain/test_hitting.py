@@ -67,24 +67,29 @@ def test_expected_times_solve_first_step_equations_and_sum_tails(seed):
     assert return_time == pytest.approx(1 / pi[a], rel=1e-10)
 
 
-def test_two_state_hitting():
+def test_two_state_hitting(matrix_chain_of):
     a, b = 0.3, 0.1
     P = two_state(a, b)
-    np.testing.assert_allclose(expected_hitting_times(P, [1]), [1 / a, 0])
-    np.testing.assert_allclose(hitting_probabilities(P, [1], 5), [1 - (1 - a) ** 5, 1])
+    ch = matrix_chain_of(P)
+    for k in (expected_hitting_times(P, [1]), ch.hitting_time([1])):
+        np.testing.assert_allclose(k, [1 / a, 0])
+    for h in (hitting_probabilities(P, [1], 5), ch.hitting_probabilities([1], 5)):
+        np.testing.assert_allclose(h, [1 - (1 - a) ** 5, 1])
 
 
-def test_unreachable_targets_give_infinite_times():
+def test_unreachable_targets_give_infinite_times(matrix_chain_of):
     # 0 -> {1, 3}; 1 -> target 2; 3 absorbing outside the target; 4 only reaches 2
     P = np.array([[0.0, 0.5, 0.0, 0.5, 0.0],
                   [0.0, 0.5, 0.5, 0.0, 0.0],
                   [0.0, 0.0, 1.0, 0.0, 0.0],
                   [0.0, 0.0, 0.0, 1.0, 0.0],
                   [0.0, 0.0, 0.5, 0.0, 0.5]])
-    k = expected_hitting_times(P, [2])
-    assert k[0] == np.inf and k[3] == np.inf
-    np.testing.assert_allclose(k[[1, 2, 4]], [2.0, 0.0, 2.0])
-    np.testing.assert_allclose(hitting_probabilities(P, [2], 200)[[0, 3]], [0.5, 0.0], atol=1e-12)
+    ch = matrix_chain_of(P)
+    for k in (expected_hitting_times(P, [2]), ch.hitting_time([2]).value):
+        assert k[0] == np.inf and k[3] == np.inf
+        np.testing.assert_allclose(k[[1, 2, 4]], [2.0, 0.0, 2.0])
+    for h in (hitting_probabilities(P, [2], 200), ch.hitting_probabilities([2], 200).value):
+        np.testing.assert_allclose(h[[0, 3]], [0.5, 0.0], atol=1e-12)
 
 
 @pytest.mark.parametrize("kind", ["reversible", "non-reversible"])
@@ -100,25 +105,35 @@ def test_dense_and_krylov_paths_agree(monkeypatch, kind):
     np.testing.assert_allclose(sparse, dense, rtol=1e-8)
 
 
-def test_ising_symmetry_of_hitting_times():
+def test_ising_symmetry_of_hitting_times(chain_of):
     """Spin-flip symmetry of a field-free Ising model: times to all-plus from x equal times to
-    all-minus from the flipped state."""
+    all-minus from the flipped state; the chain of the source in each representation (the operator's
+    conjugate gradients included) within its stated accuracy of the dense GTH times."""
     m = IsingModel(nx.cycle_graph(5), beta=0.7)
     P = glauber_kernel(m)
     N = m.space.size
     k_plus = expected_hitting_times(P, [N - 1])
     k_minus = expected_hitting_times(P, [0])
     np.testing.assert_allclose(k_plus, k_minus[::-1], rtol=1e-10)
+    ch = chain_of(source=m)
+    got = ch.hitting_time([N - 1])
+    assert got.rel_error is not None and got.rel_error < 1e-8
+    np.testing.assert_allclose(got.value, k_plus, rtol=got.rel_error + k_plus.rel_error, atol=0)
+    np.testing.assert_allclose(ch.hitting_time([0]).value, got.value[::-1], rtol=1e-8)
 
 
-def test_hitting_the_whole_space_is_immediate():
+def test_hitting_the_whole_space_is_immediate(matrix_chain_of):
     P = two_state(0.2, 0.3)
+    ch = matrix_chain_of(P)
     np.testing.assert_array_equal(expected_hitting_times(P, [0, 1]), [0.0, 0.0])
     np.testing.assert_array_equal(hitting_probabilities(P, [0, 1], 3), [1.0, 1.0])
+    np.testing.assert_array_equal(ch.hitting_time([0, 1]).value, [0.0, 0.0])
+    np.testing.assert_array_equal(ch.hitting_probabilities([0, 1], 3).value, [1.0, 1.0])
 
 
-def test_gamblers_ruin_committor():
-    """Biased walk on 0..L, p up, q down: P_x(hit L before 0) = (1 - r^x) / (1 - r^L), r = q/p."""
+def test_gamblers_ruin_committor(matrix_chain_of):
+    """Biased walk on 0..L, p up, q down: P_x(hit L before 0) = (1 - r^x) / (1 - r^L), r = q/p
+    (committor and Chain.committor on dense and CSR)."""
     L, p, q = 12, 0.3, 0.5
     P = np.zeros((L + 1, L + 1))
     for x in range(1, L):
@@ -128,6 +143,9 @@ def test_gamblers_ruin_committor():
     r = q / p
     np.testing.assert_allclose(h, [(1 - r**x) / (1 - r**L) for x in range(L + 1)], rtol=1e-12)
     assert h.rel_error < 1e-10 and "GTH" in h.method
+    via = matrix_chain_of(P).committor([0], [L])
+    assert via.rel_error < 1e-10
+    np.testing.assert_allclose(via.value, [(1 - r**x) / (1 - r**L) for x in range(L + 1)], rtol=1e-12)
 
 
 def test_metastable_committor_keeps_relative_accuracy(matrix_chain_of):

@@ -8,6 +8,7 @@ from fractions import Fraction
 import mpmath as mp
 import numpy as np
 import pytest
+from chain_representations import assert_encloses, chain_in
 
 from mlmix.theory import results
 from mlmix.theory.chain import mixing
@@ -22,8 +23,13 @@ def two_state(a: float, b: float) -> np.ndarray:
     return np.array([[1 - a, a], [b, 1 - b]])
 
 
-def case(P: np.ndarray, eps: float = 0.25, weights: np.ndarray | None = None) -> I.Case:
-    return I.Case(P, lambda **kw: I.Chain(P, **kw), eps, {"kind": "test"},
+def case(P: np.ndarray, eps: float = 0.25, weights: np.ndarray | None = None,
+         representation: str | None = None) -> I.Case:
+    """The check's instance on P; ``representation`` (dense, csr) builds its chains with
+    :func:`chain_representations.chain_in` instead of the engine's default."""
+    make = (lambda **kw: I.Chain(P, **kw)) if representation is None else \
+        (lambda **kw: chain_in(representation, P, **kw))
+    return I.Case(P, make, eps, {"kind": "test"},
                   {"n": None, "vocab": None, "temperature": None, "states": P.shape[0], "reversible": None}, weights)
 
 
@@ -64,12 +70,17 @@ def test_kemeny_references():
 
 
 @pytest.mark.parametrize("P, weights", [(BD, W_BD), (TR, W_TR), (two_state(0.2, 0.5), None)])
-def test_checks_hold_on_small_chains(P, weights):
+def test_checks_hold_on_small_chains(P, weights, matrix_representation):
+    """The interval ends of t_mix hold on chains held dense and CSR; the Kemeny check builds its dense and
+    trace-and-gap chains itself, and the Kemeny constant of the chain held each way encloses the
+    reference (CSR on the chain with transient states: not resolved, with its reason)."""
     for eps in (0.25, 0.01):
-        v = I.MixingTimeEnds().check(case(P, eps, weights))
+        v = I.MixingTimeEnds().check(case(P, eps, weights, matrix_representation))
         assert v.holds and v.trivial is None, v.failing()
     v = I.KemenyEnds().check(case(P, weights=weights))
     assert v.holds and v.trivial is None
+    K, err = I.kemeny_reference(case(P, weights=weights))
+    assert_encloses(chain_in(matrix_representation, P).kemeny_constant, K, slack=err + 1e-12 * K)
 
 
 def test_uniform_jump_attains_both_kemeny_ends():

@@ -7,13 +7,12 @@ import mpmath as mp
 import networkx as nx
 import numpy as np
 import pytest
-from chain_representations import assert_encloses, chain_in
+from chain_representations import MATRIX_REPRESENTATIONS, assert_encloses, chain_in
 from helpers import two_state
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from mlmix.errors import UnresolvedError
-from mlmix.theory.chain.markov_chain import Chain
 from mlmix.theory.chain.shortcuts import distance_curve, mixing_time, tv_distance
 from mlmix.theory.kernels.assembled import glauber_kernel
 from mlmix.theory.sources.conditionals import IsingModel, ScoreTable
@@ -27,13 +26,16 @@ def two_state_t_mix(a, b, eps):
         c, lam = max(a, b) / (a + b), abs(1 - a - b)
         if c <= eps:
             return 0
+        if lam == 0:  # a + b = 1: d(1) = 0
+            return 1
         return int(mp.ceil(mp.log(mp.mpf(eps) / c) / mp.log(lam)))
 
 
+@pytest.mark.parametrize("rep", MATRIX_REPRESENTATIONS)
 @settings(max_examples=30)
 @given(st.floats(0.02, 0.98), st.floats(0.02, 0.98), st.sampled_from([0.25, 0.1, 0.01]))
-def test_two_state_distance_and_mixing_time_closed_form(a, b, eps):
-    ch = Chain(two_state(a, b))
+def test_two_state_distance_and_mixing_time_closed_form(rep, a, b, eps):
+    ch = chain_in(rep, two_state(a, b))
     expected = max(a, b) / (a + b) * np.abs(1 - a - b) ** np.arange(13)
     np.testing.assert_allclose(ch.distance_curve(12), expected, rtol=1e-9, atol=1e-15)
     t = ch.mixing_time(eps)
@@ -83,33 +85,35 @@ def test_ising_at_beta_10_reports_bounds_not_null(chain_of):
         assert rel.reason and (t.upper is None or t.upper >= t.lower)
 
 
+@pytest.mark.parametrize("rep", MATRIX_REPRESENTATIONS)
 @settings(max_examples=30)
 @given(st.integers(0, 10**6), st.integers(0, 62), st.sampled_from([0.05, 1.0]))
-def test_tv_distance_is_always_in_0_1_and_the_interval_contains_the_closed_form(seed, k, T):
+def test_tv_distance_is_always_in_0_1_and_the_interval_contains_the_closed_form(rep, seed, k, T):
     rng = np.random.default_rng(seed)
     a, b = rng.uniform(0.01, 0.99, size=2)
     t = 2**k
-    d = Chain(two_state(a, b)).tv_distance(t)
+    d = chain_in(rep, two_state(a, b)).tv_distance(t)
     assert 0.0 <= d.lower <= d.upper <= 1.0
     with mp.workdps(40):
         truth = float(max(a, b) / (a + b) * mp.power(abs(1 - mp.mpf(a) - mp.mpf(b)), t))
     assert d.lower <= truth * (1 + 1e-9) and truth <= d.upper * (1 + 1e-9) + 1e-300
     P = glauber_kernel(ScoreTable.random(2, 3, seed=seed, temperature=T))
-    d2 = Chain(P).tv_distance(t)
+    d2 = chain_in(rep, P).tv_distance(t)
     assert 0.0 <= d2.lower <= d2.upper <= 1.0
 
 
-def test_the_issue_example_tv_distance_at_2_to_the_62():
-    d = Chain(np.array([[0.9, 0.1], [0.2, 0.8]])).tv_distance(2**62)
+def test_the_issue_example_tv_distance_at_2_to_the_62(matrix_chain_of):
+    d = matrix_chain_of(np.array([[0.9, 0.1], [0.2, 0.8]])).tv_distance(2**62)
     assert d.lower == 0.0 and d.upper < 1e-300 and not d.resolved
     assert d.details["log10_upper"] < -1e17
 
 
+@pytest.mark.parametrize("rep", MATRIX_REPRESENTATIONS)
 @settings(max_examples=12)
 @given(st.integers(0, 10**6), st.sampled_from([0.25, 0.05]), st.sampled_from([0.3, 1.0]))
-def test_curve_single_time_and_bisection_agree(seed, eps, T):
+def test_curve_single_time_and_bisection_agree(rep, seed, eps, T):
     P = glauber_kernel(ScoreTable.random(2, 3, seed=seed, temperature=T))
-    ch = Chain(P)
+    ch = chain_in(rep, P)
     pi = ch.stationary.value
     t = int(ch.mixing_time(eps))
     d = ch.distance_curve(t + 2)
@@ -119,20 +123,21 @@ def test_curve_single_time_and_bisection_agree(seed, eps, T):
     Pt = np.linalg.matrix_power(P.toarray(), t)  # worst start, computed independently
     assert d[t] == pytest.approx(max(0.5 * np.abs(Pt[x] - pi).sum() for x in range(P.shape[0])), abs=1e-12)
     assert d[0] == pytest.approx(1 - pi.min(), abs=1e-12)
-    # the plain functions are thin calls into the same code
-    assert mixing_time(P, eps) == t and tv_distance(P, t) == float(ch.tv_distance(t))
-    np.testing.assert_array_equal(distance_curve(P, t + 2), np.asarray(d))
+    # the plain functions are thin calls into the same code (the default representation: equal to rounding)
+    assert mixing_time(P, eps) == t and tv_distance(P, t) == pytest.approx(float(ch.tv_distance(t)), abs=1e-12)
+    np.testing.assert_allclose(distance_curve(P, t + 2), np.asarray(d), rtol=0, atol=1e-12)
     # from one start: the same TV as row x of P^t
     x = int(np.argmin(pi))
     dx = ch.distance_curve(t, start=x)
     assert dx[t] == pytest.approx(0.5 * np.abs(Pt[x] - pi).sum(), abs=1e-12) and dx[t] <= d[t] + 1e-12
 
 
+@pytest.mark.parametrize("rep", MATRIX_REPRESENTATIONS)
 @settings(max_examples=10)
 @given(st.integers(0, 10**6), st.sampled_from([0.25, 0.05]))
-def test_certified_bounds_bracket_the_exact_t_mix_of_non_reversible_chains(seed, eps):
+def test_certified_bounds_bracket_the_exact_t_mix_of_non_reversible_chains(rep, seed, eps):
     """Fill's upper bound, the eigenvalue and conductance lower bounds, for non-reversible chains."""
-    ch = Chain(glauber_kernel(ScoreTable.random(2, 3, seed=seed, temperature=0.5)))
+    ch = chain_in(rep, glauber_kernel(ScoreTable.random(2, 3, seed=seed, temperature=0.5)))
     t = int(ch.mixing_time(eps))
     lo, hi, how = ch._mixing_bounds().t_mix_interval(eps)
     assert lo <= t <= hi and "Fill's bound (multiplicative reversibilization)" in how

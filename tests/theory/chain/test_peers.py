@@ -70,17 +70,18 @@ def test_per_class_stationary_laws(matrix_chain_of):
     np.testing.assert_allclose(laws.value, exact, rtol=max(laws.rel_error, 1e-15), atol=0)
 
 
-def test_cyclic_classes_and_the_exact_zero_absolute_gap_of_a_periodic_chain():
-    """A period-3 chain: the absolute spectral gap is exactly 0 (not [0, 2e-15]), t_rel is infinite."""
+def test_cyclic_classes_and_the_exact_zero_absolute_gap_of_a_periodic_chain(matrix_chain_of):
+    """A period-3 chain: the absolute spectral gap is exactly 0 (not [0, 2e-15]), t_rel is infinite;
+    the eigenvalues include the three cube roots of unity (dense and CSR)."""
     P = np.array([[0, 0.5, 0.5, 0, 0], [0, 0, 0, 1, 0], [0, 0, 0, 0.4, 0.6], [1, 0, 0, 0, 0], [1, 0, 0, 0, 0]])
-    for chain in (Chain(P), Chain(sp.csr_array(P), dense_limit=0)):
-        assert chain.period == 3
-        classes = chain.cyclic_classes()
-        assert [list(c) for c in classes] == [[0], [1, 2], [3, 4]]
-        gap = chain.absolute_spectral_gap
-        assert gap.value == 0 and gap.rel_error == 0 and "period 3" in gap.method
-        assert chain.relaxation_time.upper is None
-    ev = Chain(P).eigenvalues()
+    chain = matrix_chain_of(P)
+    assert chain.period == 3
+    classes = chain.cyclic_classes()
+    assert [list(c) for c in classes] == [[0], [1, 2], [3, 4]]
+    gap = chain.absolute_spectral_gap
+    assert gap.value == 0 and gap.rel_error == 0 and "period 3" in gap.method
+    assert chain.relaxation_time.upper is None
+    ev = chain.eigenvalues()
     cube_roots = sorted(np.abs(np.asarray(ev.value)[:3] ** 3 - 1))
     assert max(cube_roots) <= 3 * ev.details["error_bounds"][:3].max() + 1e-15
 
@@ -112,11 +113,13 @@ def test_non_reversible_eigenvalues_with_condition_numbers(matrix_chain_of):
     assert ts.value.shape == (2,) and ts.value[0] == pytest.approx(-1 / math.log(abs(exact[1])), rel=1e-12)
 
 
-def test_sparse_reversible_eigenvalues_against_dense():
+def test_sparse_reversible_eigenvalues_against_dense(chain_of):
+    """Ising cycle of 13 sites: the top eigenvalues of the sparse chain, and the second of the chain in
+    each representation within the two stated error bounds of each other."""
     src = IsingModel(nx.cycle_graph(13), beta=0.4)
     sparse = Chain.from_source(src, representation="sparse")
     ev = sparse.eigenvalues(4)
-    op = Chain.from_source(src, representation="operator", device="cpu").eigenvalues(2)
+    op = chain_of(source=src).eigenvalues(2)
     assert abs(ev.value[1] - op.value[1]) <= ev.details["error_bounds"][1] + op.details["error_bounds"][1]
     assert ev.value[0] == pytest.approx(1.0, abs=ev.details["error_bounds"][0] + 1e-15)
     assert np.all(np.diff(ev.value) <= 0)

@@ -14,6 +14,7 @@ import scipy.sparse as sp
 from mlmix.errors import ReducibleChainError
 from mlmix.theory.chain.absorbing import cyclic_classes
 from mlmix.theory.chain.structure import chain_structure, communicating_classes, product_classes, tree_depths
+from mlmix.theory.sources.conditionals import IsingModel
 
 
 def random_chain(n: int, seed: int, density: float = 0.15) -> np.ndarray:
@@ -62,9 +63,10 @@ def cycle_chain(lengths: list[int], hold: bool = False) -> np.ndarray:
 
 
 @pytest.mark.parametrize("seed", range(8))
-def test_classes_closed_classes_and_transient_states_against_networkx(seed):
+def test_classes_closed_classes_and_transient_states_against_networkx(seed, matrix_chain_of):
+    """chain_structure and Chain.structure (dense and CSR) against networkx."""
     P = random_chain(30, seed, density=0.04)
-    st = chain_structure(sp.csr_array(P))
+    st = matrix_chain_of(P).structure
     G = digraph(P)
     assert as_sets(st.classes) == as_sets(nx.strongly_connected_components(G))
     assert as_sets(st.closed_classes) == as_sets(nx.attracting_components(G))
@@ -94,16 +96,16 @@ def test_dense_and_sparse_input_give_the_same_structure():
     ([6], False, 6), ([4, 6], False, 2), ([3, 5], False, 1), ([6, 9, 12], False, 3), ([4], True, 1),
     ([1], False, 1),
 ])
-def test_period_against_the_gcd_of_cycle_lengths(lengths, hold, period):
+def test_period_against_the_gcd_of_cycle_lengths(lengths, hold, period, matrix_chain_of):
     P = cycle_chain(lengths, hold)
     st = chain_structure(P)
     assert st.is_irreducible
-    assert st.period() == cycle_gcd(digraph(P)) == period
+    assert st.period() == cycle_gcd(digraph(P)) == period == matrix_chain_of(P).period
     assert (st.period() == 1) == nx.is_aperiodic(digraph(P))
 
 
 @pytest.mark.parametrize("seed", range(6))
-def test_period_of_random_chains_against_networkx(seed):
+def test_period_of_random_chains_against_networkx(seed, matrix_chain_of):
     """Random strongly connected graphs (a Hamiltonian cycle in random order plus random edges), the odd
     seeds bipartite (edges only between the two sides, so every cycle is even), against cycle gcds."""
     rng = np.random.default_rng(seed)
@@ -119,29 +121,32 @@ def test_period_of_random_chains_against_networkx(seed):
     st = chain_structure(P)
     G = digraph(P)
     assert st.is_irreducible and nx.is_strongly_connected(G)
-    assert st.period() == cycle_gcd(G)
+    assert st.period() == cycle_gcd(G) == matrix_chain_of(P).period
     if seed % 2:
         assert st.period() % 2 == 0
 
 
-def test_period_of_the_closed_class_ignores_transient_states():
+def test_period_of_the_closed_class_ignores_transient_states(matrix_chain_of):
     """A transient state with a self-loop leads into a 3-cycle: the closed class has period 3."""
     P = np.zeros((4, 4))
     P[0, 0], P[0, 1] = 0.5, 0.5
     P[1, 2], P[2, 3], P[3, 1] = 1.0, 1.0, 1.0
+    assert matrix_chain_of(P).period == 3
     st = chain_structure(P)
     assert not st.is_irreducible and st.transient.tolist() == [True, False, False, False]
     assert st.period() == 3 and st.period(np.array([0])) == 1
 
 
 @pytest.mark.parametrize("lengths", [[6], [4, 6], [6, 9, 12], [3, 5]])
-def test_cyclic_classes_step_forward_one_class_at_a_time(lengths):
+def test_cyclic_classes_step_forward_one_class_at_a_time(lengths, matrix_chain_of):
     """The d cyclic classes partition the class, every edge goes from class c to c + 1 (mod d), and they
-    are the classes of the BFS distance mod d computed by networkx."""
+    are the classes of the BFS distance mod d computed by networkx (Chain.cyclic_classes, dense and CSR,
+    gives the same classes)."""
     P = cycle_chain(lengths)
     st = chain_structure(P)
     states = st.recurrent_class()
     cyc = cyclic_classes(st, states)
+    assert as_sets(matrix_chain_of(P).cyclic_classes()) == as_sets(cyc)
     d = st.period()
     assert len(cyc) == d and sorted(np.concatenate(cyc).tolist()) == sorted(states.tolist())
     where = {int(x): c for c, cls in enumerate(cyc) for x in cls}
@@ -211,3 +216,11 @@ def test_bad_input_is_a_one_line_error(bad, err):
     with pytest.raises(err) as info:
         communicating_classes(bad)
     assert "\n" not in str(info.value)
+
+
+def test_structure_of_a_source_chain_in_every_representation(chain_of):
+    """Glauber dynamics of an Ising path of 3 sites: one class of 8 states with self-loops (period 1),
+    whatever the representation; the kernel's support is the single-site-update graph (hypercube)."""
+    ch = chain_of(source=IsingModel(nx.path_graph(3), beta=1.0))
+    assert ch.n_states == 8 and ch.is_irreducible and ch.period == 1
+    assert len(ch.closed_classes) == 1 and sorted(ch.closed_classes[0].tolist()) == list(range(8))

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 import scipy.sparse.linalg as spla
-from chain_representations import MATRIX_REPRESENTATIONS, REPRESENTATIONS, assert_encloses, chain_in
+from chain_representations import MATRIX_REPRESENTATIONS, REPRESENTATIONS, assert_encloses, chain_in, within_seconds
 from helpers import two_state
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -95,13 +95,22 @@ def test_reversible_bound_is_attained_by_the_second_eigenvector(chain_of):
         assert ch.asymptotic_variance(f).value <= (2 / gap - 1) * var * (1 + 1e-10)
 
 
-@pytest.mark.parametrize("depth", [20.0, 60.0])
-def test_metastable_birth_death_variance_against_high_precision(depth):
+@pytest.mark.parametrize("depth, matrix_representation", [
+    (20.0, "dense"), (60.0, "dense"),
+    pytest.param(20.0, "csr", marks=pytest.mark.xfail(strict=True, raises=TimeoutError, reason=(
+        "CSR Chain(birth_death(depth=20)).asymptotic_variance(right-well indicator) on 25 states (additive gap "
+        "8.8e-10) does not return: still running after 10 minutes on this machine, where dense takes "
+        "milliseconds; it should answer (or refuse in one line) in bounded time"))),
+])
+def test_metastable_birth_death_variance_against_high_precision(depth, matrix_representation, matrix_chain_of):
+    """The metastable double well's asymptotic variance on dense and CSR, within its stated bound of
+    a 60+-digit solve of the Poisson equation."""
     P, V = birth_death(depth=depth)
-    ch = Chain(P)
+    ch = matrix_chain_of(P)
     N = P.shape[0]
     f = (np.arange(N) > N // 2).astype(float)  # the right well
-    v = ch.asymptotic_variance(f)
+    with within_seconds(5):
+        v = ch.asymptotic_variance(f)
     with mp.workdps(60 + int(depth)):
         # the chain mlmix analyses: the float off-diagonal entries, diagonal = 1 - their sum (exactly);
         # a float row summing to 1 +- 1e-16 would otherwise leak 1e-16 per step, over ~1/gap steps
@@ -121,7 +130,10 @@ def test_metastable_birth_death_variance_against_high_precision(depth):
                 A[x, y] = (1 if x == y else 0) - Pm[x][y] + pi[y]
         g = mp.lu_solve(A, mp.matrix(fb))
         ref = float(2 * mp.fsum(pi[x] * fb[x] * g[x] for x in range(N)) - mp.fsum(pi[x] * fb[x] ** 2 for x in range(N)))
-    assert v.value > 1e3 and abs(v.value / ref - 1) <= max(v.rel_error, 1e-12) and v.rel_error < 1e-8
+    assert_encloses(v, ref, slack=1e-12 * ref)
+    assert ref > 1e3
+    if matrix_chain_of.args == ("dense",):
+        assert v.resolved and v.rel_error < 1e-8
 
 
 @pytest.mark.parametrize("kind", ["reversible", "non-reversible"])
@@ -177,15 +189,18 @@ def test_bad_functions(matrix_chain_of):
         ch.asymptotic_variance("f")
 
 
-def test_kemeny_bounds_of_a_non_reversible_chain_hold_where_the_reversible_ones_fail():
+def test_kemeny_bounds_of_a_non_reversible_chain_hold_where_the_reversible_ones_fail(matrix_chain_of):
     """P = (1 - s) I + s C (C the cyclic shift on m states): eigenvalues 1 - s + s w^j, so
     K = (1/s) sum_j 1/(1 - w^j) = (m - 1) / (2 s) exactly. The reversible lower end N - 2 + tr P is above
-    it (complex eigenvalues break the tangent bound); the non-reversible interval contains it."""
+    it (complex eigenvalues break the tangent bound); the non-reversible interval contains it (dense:
+    resolved; CSR: that interval or better)."""
     m, s = 5, 0.9
     P = (1 - s) * np.eye(m) + s * np.roll(np.eye(m), 1, axis=1)
     exact = (m - 1) / (2 * s)
-    chain = Chain(P)
-    assert chain.kemeny_constant.value == pytest.approx(exact, rel=1e-12)
+    chain = matrix_chain_of(P)
+    assert_encloses(chain.kemeny_constant, exact, slack=1e-12 * exact)
+    if matrix_chain_of.args == ("dense",):
+        assert chain.kemeny_constant.value == pytest.approx(exact, rel=1e-12)
     trace = float(np.trace(P))
     assert m - 2 + trace > exact  # the reversible lower end would be wrong here
     box = kemeny_interval(m, trace, chain.additive_gap, reversible=False)
