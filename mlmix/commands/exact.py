@@ -109,7 +109,7 @@ def run(args: argparse.Namespace) -> int:
     if args.save_scores is not None:
         save_scores(args.save_scores, getattr(source, "base", source), getattr(source, "tokens", None))
     summary = chain.summary(args.eps, include_stationary=args.stationary, mixing_limit=args.mixing_limit,
-                            **({} if chain.representation == "operator" else {"progress": not args.no_progress}))
+                            progress=not args.no_progress)
     report = stamp("exact", {"chain": title, **summary}, exact_inputs(args, source))
     if source is not None and args.kernel == "glauber" and "reason" not in report and not isinstance(source, Truncated):
         if _has_zeros(source):
