@@ -128,8 +128,8 @@ def asymptotic_variance_sparse(P: Matrix, f: np.ndarray, pi: np.ndarray, gap: Re
     except ConvergenceError as exc:
         upper = (2.0 / g_lo - 1.0) * var * (1 + 4 * N * EPS) if g_lo > 0 else None
         return Result.interval("asymptotic variance", 0.0, upper, "Krylov solve of (I - P + 1 pi^T) g = f - pi(f); "
-                               "enclosure 0 <= sigma^2 <= (2 / gap - 1) Var_pi(f)", f"{exc} (a metastable chain: "
-                               f"analyse it with at most {direct_limit} states for the GTH solve)")
+                               "enclosure 0 <= sigma^2 <= (2 / gap - 1) Var_pi(f)", f"{exc}; the GTH solve that "
+                               f"metastable chains need runs up to {direct_limit} states")
     r = op @ g - fbar
     sigma2 = 2.0 * float(pi @ (fbar * g)) - var
     shift = abs(float(pi @ fbar)) + 2 * N * EPS * float(pi @ np.abs(fbar))  # the centring's rounding (dense case)

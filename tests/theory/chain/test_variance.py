@@ -126,6 +126,22 @@ def test_metastable_birth_death_variance_against_high_precision(depth, matrix_ch
     assert v.resolved and v.rel_error < 1e-8
 
 
+def test_stalled_krylov_poisson_solve_is_an_enclosure_in_bounded_time():
+    """Above the direct limit (forced to 0 here) the metastable double well's Poisson equation stalls in
+    GMRES and BiCGSTAB at a relative residual of 1e-7: the answer is the enclosure 0 <= sigma^2 <=
+    (2 / gap - 1) Var_pi(f) with the solvers' reason, in seconds (it ran GMRES for minutes before)."""
+    P, _ = birth_death(depth=20.0)
+    N = P.shape[0]
+    f = (np.arange(N) > N // 2).astype(float)
+    exact = Chain(P.toarray() if sp.issparse(P) else P).asymptotic_variance(f)
+    chain = Chain(sp.csr_array(P), dense_limit=0)
+    pi, gap = chain.stationary.value, chain.additive_gap
+    with within_seconds(5):
+        v = asymptotic_variance_sparse(sp.csr_array(P), f, pi, gap, direct_limit=0)
+    assert not v.resolved and "did not converge" in v.reason and v.lower == 0.0
+    assert exact.value * (1 + exact.rel_error) <= v.upper
+
+
 @pytest.mark.parametrize("kind", ["reversible", "non-reversible"])
 def test_dense_and_krylov_paths_agree(kind):
     src = PottsModel.random(nx.cycle_graph(5), 3, seed=1) if kind == "reversible" else ScoreTable.random(3, 5, seed=1)
