@@ -25,6 +25,11 @@ are those of P_CC and of P_TT: K = K_C + sum over the eigenvalues mu of P_TT of 
 entering C), a sum of non-negative terms from a subtraction-free GTH solve. (Kemeny's identity
 K = sum_j pi_j E_i tau_j then holds for starts i in C only.)
 
+A sparse chain (:func:`asymptotic_variance_sparse`) uses the same grounded GTH factors up to
+:data:`~mlmix.limits.DENSE_POISSON_LIMIT` states (Krylov solvers stall on metastable chains) and a
+Krylov solve above, with the residual bound below, or the enclosure 0 <= sigma^2 <= (2 / gap - 1)
+Var_pi(f) when the solve does not converge.
+
 On a matrix-free kernel: sigma^2(f) = 2 <f_bar, g>_pi - <f_bar, f_bar>_pi with
 (I - P + 1 pi^T) g = f_bar (:func:`operator_asymptotic_variance`; conjugate gradients on the
 symmetric form when reversible, else GMRES): |error| <= 2 ||f_bar||_pi ||r||_pi / gamma with r the
