@@ -25,6 +25,10 @@ DENSE_SPECTRUM_LIMIT = 4096
 ABSORBING_LIMIT = 4096
 #: Hitting problems with up to this many unknown states are solved by dense GTH elimination.
 DENSE_HITTING_LIMIT = 4096
+#: The Poisson equation of a sparse chain's asymptotic variance by dense GTH elimination (grounded at the
+#: heaviest state) up to this many states: Krylov solvers stall on metastable chains (residual 1e-5 at an
+#: additive gap of 1e-9), the subtraction-free factors do not; 128 MiB and a few seconds at 4096.
+DENSE_POISSON_LIMIT = 4096
 #: Exact worst-start TV distances and t_mix by dense squaring up to this many states (each squaring
 #: is one N^3 product: 0.5 s at 4096 on one core).
 MIXING_LIMIT = 4096

@@ -25,6 +25,11 @@ are those of P_CC and of P_TT: K = K_C + sum over the eigenvalues mu of P_TT of 
 entering C), a sum of non-negative terms from a subtraction-free GTH solve. (Kemeny's identity
 K = sum_j pi_j E_i tau_j then holds for starts i in C only.)
 
+A sparse chain (:func:`asymptotic_variance_sparse`) uses the same grounded GTH factors up to
+:data:`~mlmix.limits.DENSE_POISSON_LIMIT` states (Krylov solvers stall on metastable chains) and a
+Krylov solve above, with the residual bound below, or the enclosure 0 <= sigma^2 <= (2 / gap - 1)
+Var_pi(f) when the solve does not converge.
+
 On a matrix-free kernel: sigma^2(f) = 2 <f_bar, g>_pi - <f_bar, f_bar>_pi with
 (I - P + 1 pi^T) g = f_bar (:func:`operator_asymptotic_variance`; conjugate gradients on the
 symmetric form when reversible, else GMRES): |error| <= 2 ||f_bar||_pi ||r||_pi / gamma with r the
@@ -46,8 +51,10 @@ from typing import TYPE_CHECKING
 import numpy as np
 import scipy.sparse as sp
 
+from mlmix.errors import ConvergenceError
+from mlmix.limits import DENSE_POISSON_LIMIT
 from mlmix.theory.linalg.elimination import Elimination, eliminate
-from mlmix.theory.linalg.matrices import krylov_solve
+from mlmix.theory.linalg.matrices import krylov_solve, to_dense
 from mlmix.theory.results import DEFAULT_RTOL, EPS, NAMES, Result
 from mlmix.validation import Matrix, check_memory, check_vector
 
@@ -75,7 +82,8 @@ def asymptotic_variance_dense(el: Elimination, P: Matrix, f: np.ndarray, pi: np.
     var = float(pi @ (fbar * fbar))
     sigma2 = 2.0 * float(pi @ (fbar * ghat)) - var
     c = 8.0 * N * EPS
-    err_pi = 3.0 * pi_rel_error * (2.0 * float(pi @ np.abs(fbar * ghat)) + var)
+    weight = 2.0 * float(pi @ np.abs(fbar * ghat)) + var
+    err_pi = 3.0 * pi_rel_error * weight if weight else 0.0  # an unbounded pi's error (inf) moves no 0
     g_abs, g_one = el.solve(np.abs(fbar)), el.solve(np.ones(N))
     mean_err = 4 * N * EPS * float(pi @ np.abs(f))
     err_gth = (2.0 * float(pi @ (np.abs(fbar) * (c * g_abs + mean_err * g_one))) + c * var
@@ -97,21 +105,38 @@ def asymptotic_variance_dense(el: Elimination, P: Matrix, f: np.ndarray, pi: np.
     return Result.checked("asymptotic variance", sigma2, err, method, rtol=rtol, lower=0.0, upper=None)
 
 
-def asymptotic_variance_sparse(P: Matrix, f: np.ndarray, pi: np.ndarray, gap: Result,
-                               *, rtol: float = DEFAULT_RTOL) -> Result:
-    """sigma^2(f) on a large sparse chain: a Krylov solve of (I - P + 1 pi^T) g = f_bar with its
-    residual r; |sigma^2 error| <= 2 ||f_bar||_pi ||r||_pi / gap (reversible-type bound using the
-    gap's lower end), an interval when that is too large or unknown."""
+def asymptotic_variance_sparse(P: Matrix, f: np.ndarray, pi: np.ndarray, gap: Result, pi_rel_error: float = 0.0,
+                               *, rtol: float = DEFAULT_RTOL, direct_limit: int = DENSE_POISSON_LIMIT) -> Result:
+    """sigma^2(f) on a sparse chain, the algorithm chosen by size here (one place):
+
+    * up to ``direct_limit`` states (:data:`~mlmix.limits.DENSE_POISSON_LIMIT`): the GTH factors of P
+      grounded at the heaviest state and the certified bound of :func:`asymptotic_variance_dense` (Krylov
+      solvers stall on metastable chains, where the subtraction-free factors stay accurate);
+    * above: a Krylov solve of (I - P + 1 pi^T) g = f_bar with its residual r; |sigma^2 error| <=
+      2 ||f_bar||_pi ||r||_pi / gap (the gap's lower end), an interval when that is too large or unknown.
+      When the solve does not converge within its budget: the interval 0 <= sigma^2 <= (2 / gap - 1)
+      Var_pi(f) (||g||_pi <= ||f_bar||_pi / gap for pi(g) = 0) with the solver's reason.
+
+    ``pi_rel_error``: the entrywise relative error of ``pi`` (the direct route charges it)."""
     N = f.size
+    if N <= direct_limit:
+        el = eliminate(to_dense(P), last=int(np.argmax(pi)))
+        return asymptotic_variance_dense(el, P, f, pi, pi_rel_error, gap, rtol=rtol)
     P = sp.csr_array(P)
     fbar = f - float(pi @ f)
     op = sp.linalg.LinearOperator((N, N), matvec=lambda v: v - P @ v + pi @ v, dtype=np.float64)
     check_memory(8.0 * 70 * N, "the Krylov solve of the Poisson equation")
-    g, method = krylov_solve(op, fbar, spd=False, diagonal=1.0 - P.diagonal() + pi, what="Poisson equation")
-    r = op @ g - fbar
     var = float(pi @ fbar**2)
-    sigma2 = 2.0 * float(pi @ (fbar * g)) - var
     g_lo = gap.lower or 0.0
+    try:
+        g, method = krylov_solve(op, fbar, spd=False, diagonal=1.0 - P.diagonal() + pi, what="Poisson equation")
+    except ConvergenceError as exc:
+        upper = (2.0 / g_lo - 1.0) * var * (1 + 4 * N * EPS) if g_lo > 0 else None
+        return Result.interval("asymptotic variance", 0.0, upper, "Krylov solve of (I - P + 1 pi^T) g = f - pi(f); "
+                               "enclosure 0 <= sigma^2 <= (2 / gap - 1) Var_pi(f)", f"{exc}; the GTH solve that "
+                               f"metastable chains need runs up to {direct_limit} states")
+    r = op @ g - fbar
+    sigma2 = 2.0 * float(pi @ (fbar * g)) - var
     shift = abs(float(pi @ fbar)) + 2 * N * EPS * float(pi @ np.abs(fbar))  # the centring's rounding (dense case)
     err = (2.0 * np.sqrt(var * float(pi @ r**2)) / g_lo + 2.0 * shift**2) if g_lo > 0 else np.inf
     return Result.checked("asymptotic variance", sigma2, err, method + "; error <= 2 ||f||_pi ||residual||_pi / gap",
@@ -264,7 +289,7 @@ def chain_asymptotic_variance(chain: Chain, f: np.ndarray) -> Result:
     if core.is_dense:
         return asymptotic_variance_dense(core._grounded, core.P, f, pi, chain._pi_error[0],
                                          chain.additive_gap)
-    return asymptotic_variance_sparse(core.P, f, pi, chain.additive_gap)
+    return asymptotic_variance_sparse(core.P, f, pi, chain.additive_gap, chain._pi_error[0])
 
 
 def chain_kemeny_constant(chain: Chain) -> Result:

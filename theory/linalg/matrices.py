@@ -12,6 +12,11 @@ import scipy.sparse.linalg as spla
 from mlmix.errors import ConvergenceError
 from mlmix.validation import Matrix
 
+#: GMRES restarts without halving the true residual after which the solve counts as stalled (at the
+#: floating-point floor of an ill-conditioned system, e.g. a metastable chain's Poisson equation, it
+#: otherwise runs out its whole budget: minutes on 25 states) and BiCGSTAB is tried.
+STALL_RESTARTS = 50
+
 
 def to_dense(P: Matrix) -> np.ndarray:
     return P.toarray() if sp.issparse(P) else np.asarray(P)
@@ -20,7 +25,8 @@ def to_dense(P: Matrix) -> np.ndarray:
 def krylov_solve(A: Matrix | spla.LinearOperator, b: np.ndarray, *, spd: bool, diagonal: np.ndarray | None = None,
                  rtol: float = 1e-10, maxiter: int = 20_000, what: str = "linear system") -> tuple[np.ndarray, str]:
     """Solve A x = b with a Krylov method: CG when A is symmetric positive definite (``spd``), else
-    GMRES(60) then BiCGSTAB if GMRES stalls. ``diagonal`` (diag of A) gives a Jacobi preconditioner.
+    GMRES(60) then BiCGSTAB if GMRES stalls (:data:`STALL_RESTARTS` restarts without halving the
+    residual) or runs out of ``maxiter``. ``diagonal`` (diag of A) gives a Jacobi preconditioner.
 
     Never factorises A (sparse LU fills in catastrophically on Hamming graphs). Returns the
     solution and the method used; raises :class:`ConvergenceError` when the true residual
@@ -39,7 +45,7 @@ def krylov_solve(A: Matrix | spla.LinearOperator, b: np.ndarray, *, spd: bool, d
         return np.zeros(n), "zero right-hand side"
     attempts = [("CG", lambda: conjugate_gradient(A, b, preconditioner=M, rtol=rtol, max_matvecs=maxiter))] if spd \
         else [("GMRES(60)", lambda: gmres(A, b, preconditioner=M, restart=60, rtol=rtol, max_matvecs=61 * maxiter,
-                                          patience=maxiter)),
+                                          patience=min(maxiter, STALL_RESTARTS))),
               ("BiCGSTAB", lambda: bicgstab(A, b, preconditioner=M, rtol=rtol, max_matvecs=2 * maxiter + 1))]
     worst = np.inf
     for name, solve in attempts:
