@@ -469,8 +469,10 @@ class Chain:
             return st.rel_error, "certified"
         how = "||r/pi||_pi / (gap sqrt(pi_min)) (first order)"
         pi = st.value
+        if not pi.min() > 0:  # a zero (unresolved) entry: no bound, and no gap to build from pi_hat
+            return math.inf, how
         gap_lower = core._raw_gap_and_mode[0].lower or 0.0
-        if pi.min() <= 0 or gap_lower <= 0:
+        if gap_lower <= 0:
             return math.inf, how
         r = core.P.T @ pi - pi
         chi = math.sqrt(float(np.sum(r * r / pi)))
@@ -535,6 +537,10 @@ class Chain:
         if core.is_reversible:
             el = core._grounded if core.is_dense else None
             return spectral.reversible_gap(core.P, core._logpi, name=NAMES["spectral_gap"], el=el, dense=core.is_dense)
+        if not np.isfinite(core._logpi).all():  # P* = D^-1 P^T D needs pi_hat > 0 on the irreducible core
+            return Result.missing(NAMES["additive_gap"], "-", "the computed stationary law has zero entries (a "
+                                  "Krylov law that did not resolve a metastable chain): (P + P*)/2 is undefined"
+                                  ), np.zeros(self.n_states)
         S = spectral.additive_reversibilization(core.P, core._logpi)
         return spectral.reversible_gap(S, core._logpi, name=NAMES["additive_gap"], dense=core.is_dense)
 

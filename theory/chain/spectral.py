@@ -50,6 +50,7 @@ import scipy.sparse as sp
 import scipy.sparse.linalg as spla
 from scipy.linalg.lapack import dpocon
 
+from mlmix.errors import ConvergenceError, UnresolvedError
 from mlmix.limits import DENSE_SPECTRAL_LIMIT, EIGH_LIMIT
 from mlmix.progress import Convergence
 from mlmix.theory.chain.stationary import first_order_pi_error
@@ -67,7 +68,11 @@ if TYPE_CHECKING:
 
 def time_reversal(P: Matrix, logpi: np.ndarray) -> Matrix:
     """P*(x, y) = pi(y) P(y, x) / pi(x), formed as exp(log P(y,x) + log pi(y) - log pi(x)) so that
-    stationary masses spanning hundreds of decades do not overflow."""
+    stationary masses spanning hundreds of decades do not overflow. A law with a zero entry (log pi
+    = -inf, or NaN) defines no P* (pi(x) divides): UnresolvedError, never NaN entries."""
+    if not np.isfinite(logpi).all():
+        raise UnresolvedError("time reversal P* = D^-1 P^T D: the stationary law has zero or non-finite entries "
+                              "(log pi not finite), so P* is undefined")
     if sp.issparse(P):
         T = sp.coo_array(P).T.tocoo()  # entry (x, y) holds P(y, x)
         with np.errstate(divide="ignore"):  # explicit zeros (zero conditionals) stay 0
@@ -212,8 +217,11 @@ def lanczos_gap(B: spla.LinearOperator, logpi: np.ndarray, name: str, method: st
     op = spla.LinearOperator(B.shape, matvec=lambda v: B @ v - sq * (sq @ v), dtype=np.float64)
     v0 = np.random.default_rng(0).standard_normal(N)
     # the residual is the gap's absolute error: ask for 1e-10 of the gap itself, down to the rounding floor
-    ritz = lanczos(op, v0 - sq * (sq @ v0), tol=lambda theta: max(1e-10 * (1.0 - theta), 64 * EPS),
-                   max_matvecs=max(20_000, 50 * N))
+    try:
+        ritz = lanczos(op, v0 - sq * (sq @ v0), tol=lambda theta: max(1e-10 * (1.0 - theta), 64 * EPS),
+                       max_matvecs=max(20_000, 50 * N))
+    except ConvergenceError as err:
+        return Result.missing(name, method, f"Lanczos failed: {err}"), np.zeros(N)
     v = ritz.vector.numpy()
     lam = float(v @ (op @ v))  # the Rayleigh quotient of the unit Ritz vector
     resid = float(np.linalg.norm(op @ v - lam * v)) + 10 * EPS

@@ -5,7 +5,8 @@
   entry keeps its relative accuracy (as a logarithm even below 1e-308).
 * Dense non-reversible chains: GTH state elimination (:mod:`mlmix.theory.linalg.elimination`), entrywise
   relative accuracy, logarithms exact where pi underflows.
-* Large sparse non-reversible chains: a Krylov solve of the grounded system A x = b,
+* Large sparse non-reversible chains: a Krylov solve (replaced by GTH, up to
+  :data:`~mlmix.limits.DENSE_STATIONARY_LIMIT` states, where it fails to converge or to certify) of the grounded system A x = b,
   A = (I - P_RR)^T, b = P_zR^T (x = pi_R / pi_z, a non-singular M-matrix system whose solution is
   positive), checked afterwards: non-negative and with residual ||pi P - pi||_1 below the target;
   otherwise power iteration polishes it, and failing that a ConvergenceError (never an eigenvector
@@ -119,7 +120,11 @@ def stationary_distribution(P: Matrix) -> np.ndarray:
 
 def compute_stationary(P: Matrix, structure: Structure, dense_limit: int = DENSE_STATIONARY_LIMIT) -> VectorResult:
     """As :func:`stationary_law` for an already validated P and its structure; non-reversible chains of
-    at most ``dense_limit`` states use GTH."""
+    at most ``dense_limit`` states use GTH, larger ones the Krylov solve. The one choice between them
+    is made here: a Krylov law that does not converge or whose entrywise certificate fails (a
+    metastable chain, whose tiny entries it cannot resolve and whose small residual bounds nothing)
+    is replaced by GTH's up to :data:`~mlmix.limits.DENSE_STATIONARY_LIMIT` states, whatever
+    ``dense_limit`` says."""
     N = P.shape[0]
     C = structure.recurrent_class()
     if C.size < N:
@@ -136,16 +141,31 @@ def compute_stationary(P: Matrix, structure: Structure, dense_limit: int = DENSE
         rel = float(np.expm1(err.max() + N * EPS))
         return _result(P, logpi, "detailed balance along a spanning tree (reversible; log space)", rel)
     if N <= dense_limit:
-        dense = P.toarray() if sp.issparse(P) else np.asarray(P)
-        el = eliminate(dense)
-        logpi = el.log_stationary()
-        # O'Cinneide (1993): GTH's entrywise relative error is at most about 8 N^3 u (a worst case)
-        worst = 8.0 * N**3 * EPS
-        cert = certified_error(dense, logpi, int(el.order[0]), el.solve_transposed)
-        how = "a-posteriori certificate" if cert < worst else "O'Cinneide's worst case 8 N^3 u"
-        return _result(P, logpi, f"GTH state elimination (dense; log space); error bound: {how}",
-                       min(cert, worst, 1.0))
-    return _iterative(sp.csr_array(P))
+        return _gth(P)
+    try:
+        law = _iterative(sp.csr_array(P))
+    except ConvergenceError as err:
+        if N > DENSE_STATIONARY_LIMIT:
+            raise
+        return _gth(P, f"the Krylov solve did not converge ({err})")
+    if law.rel_error is None and N <= DENSE_STATIONARY_LIMIT:
+        return _gth(P, "the Krylov law's entrywise certificate failed")
+    return law
+
+
+def _gth(P: Matrix, why: str = "") -> VectorResult:
+    """GTH state elimination on the dense form of P, with the smaller of the a-posteriori certificate
+    and O'Cinneide's worst case as its entrywise bound; ``why`` says why a sparse chain came here."""
+    N = P.shape[0]
+    dense = P.toarray() if sp.issparse(P) else np.asarray(P)
+    el = eliminate(dense)
+    logpi = el.log_stationary()
+    # O'Cinneide (1993): GTH's entrywise relative error is at most about 8 N^3 u (a worst case)
+    worst = 8.0 * N**3 * EPS
+    cert = certified_error(dense, logpi, int(el.order[0]), el.solve_transposed)
+    how = "a-posteriori certificate" if cert < worst else "O'Cinneide's worst case 8 N^3 u"
+    where = f"dense; log space; {why}" if why else "dense; log space"
+    return _result(P, logpi, f"GTH state elimination ({where}); error bound: {how}", min(cert, worst, 1.0))
 
 
 def certified_error(P: Matrix, logpi: np.ndarray, z: int, solve: Callable[[np.ndarray], np.ndarray]) -> float:
@@ -230,10 +250,14 @@ def certify_supersolution(apply: Callable[[np.ndarray], tuple[np.ndarray, np.nda
     s[R] = np.abs(Ax) + errAx
     v = solve(s)
     for k in range(4):
+        if not combine(float(np.isfinite(v).all()), "min"):  # the solve overflowed or broke down
+            return np.inf
         _, errAv = apply(v)
         rhs = s * (1 + k / 2)  # from the second try on, slack for an inexact solve
         rhs[R] += 4.0 ** (k + 1) * errAv
         v = np.clip(solve(rhs), 0.0, None)
+        if not combine(float(np.isfinite(v).all()), "min"):
+            return np.inf
         if z is not None:
             v[z] = 0.0
         Av, errAv = apply(v)
@@ -290,6 +314,9 @@ def _iterative(P: sp.csr_array) -> VectorResult:
         return sol.x.numpy(), "BiCGSTAB"
 
     x, solver = krylov(b)
+    if not np.isfinite(x).all():  # a breakdown: NaN or inf is no law (and would pass every check below)
+        raise ConvergenceError(f"stationary law of {N} states: the Krylov solve ({solver}) broke down with "
+                               "non-finite entries")
     method = f"{solver} on the grounded system (diag(d) - P_RR^T) x = P_zR^T, Jacobi preconditioned"
     pi = np.empty(N)
     pi[R], pi[z] = np.clip(x, 0.0, None), 1.0

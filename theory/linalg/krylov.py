@@ -29,6 +29,7 @@ from typing import Callable
 import numpy as np
 import torch
 
+from mlmix.errors import ConvergenceError
 from mlmix.theory.linalg.operator import Operator, OperatorLike, as_operator
 from mlmix.theory.linalg.sharding import Comm
 
@@ -140,6 +141,8 @@ def lanczos(A: OperatorLike, v0: torch.Tensor | np.ndarray, *, tol: Callable[[fl
     only for an ``apply(v, out)`` function. Stops when every wanted residual estimate beta |s_mj| <=
     ``tol(theta_j)``, or when ``max_matvecs`` is reached or the worst estimate, already within 1000 x
     its tolerance, has not improved by 10% in eight restarts (the rounding floor; ``converged`` False).
+    Raises ConvergenceError (never numpy's LinAlgError) when the operator returns non-finite values or
+    the projected tridiagonal eigenproblem does not converge.
 
     A single-vector Krylov space holds one direction of each eigenspace, so a repeated eigenvalue shows
     once. For k > 1 the converged pairs are therefore locked and the search repeated on the operator
@@ -231,7 +234,13 @@ def _thick_restart(op: Operator, v0: torch.Tensor, *, tol: Callable[[float], flo
             w.div_(beta)
             if j + 1 < m:
                 T[j, j + 1] = T[j + 1, j] = beta
-        theta, S = np.linalg.eigh((T[:end, :end] + T[:end, :end].T) / 2)
+        if not (np.isfinite(T[:end, :end]).all() and math.isfinite(beta)):
+            raise ConvergenceError(f"Lanczos: the operator returned non-finite values after {matvecs} products "
+                                   "(no eigenpair can be computed)")
+        try:
+            theta, S = np.linalg.eigh((T[:end, :end] + T[:end, :end].T) / 2)
+        except np.linalg.LinAlgError as err:  # LAPACK's tridiagonal QR did not converge
+            raise ConvergenceError(f"Lanczos: the projected eigenproblem did not converge ({err})") from err
         order = np.argsort(key(theta), kind="stable")
         theta, S = theta[order], S[:, order]
         wanted = min(k, end)

@@ -105,14 +105,6 @@ def test_the_certificate_refuses_a_law_with_a_zero_entry():
     assert certified_error(P, logpi, int(el.order[0]), el.solve_transposed) == np.inf
 
 
-@pytest.mark.parametrize("matrix_representation", [
-    "dense",
-    pytest.param("csr", marks=pytest.mark.xfail(strict=True, raises=np.linalg.LinAlgError, reason=(
-        "CSR Chain.stationary of two_wells(1e-13, 1e-30): the GMRES law's certificate fails, the fallback "
-        "_pi_error asks for the gap of the additive reversibilization, whose Lanczos run meets NaN entries "
-        "(spectral.py: 'invalid value encountered in subtract') and crashes with numpy LinAlgError "
-        "'Eigenvalues did not converge' instead of giving the law with an honest (or no) error bound"))),
-])
 def test_metastable_non_reversible_law_to_relative_accuracy_against_mpmath(matrix_representation, matrix_chain_of):
     """Escapes 1e-13 and 1e-30 (bottleneck ratio, an upper bound on the gap, below 1e-12): every entry,
     down to pi ~ 1e-17 in the light well 0..2, to the certified relative accuracy, checked with 60 digits
