@@ -15,13 +15,9 @@ never pass or fail on roundoff) and :mod:`mlmix.errors` (the exceptions mlmix ra
 
 import sys
 from importlib import import_module
-from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 
-try:
-    __version__ = version("mlmix")
-except PackageNotFoundError:  # running from a source tree that was never installed
-    __version__ = "0.0.0+unknown"
+from mlmix.version import __version__
 
 _LAZY = {
     "Chain": "mlmix.theory.chain.markov_chain",

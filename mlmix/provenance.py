@@ -21,7 +21,7 @@ import os
 from pathlib import Path
 from typing import Any, Mapping
 
-from mlmix import __version__
+from mlmix.version import __version__
 
 #: Layout version of mlmix's JSON outputs (raised when a key changes meaning or is removed).
 SCHEMA_VERSION = 1
