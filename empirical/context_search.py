@@ -35,7 +35,7 @@ values need all n |V|^(n-1) rows (:func:`mlmix.theory.local.influence.influence_
 
 Cost: a column is |V| rows and comparing its pairs takes |V|^3 operations, so the search is meant for
 alphabets of up to a few hundred symbols (the 20 amino acids, a restricted candidate set). Measured
-against enumeration on AntiBERTy: docs/real-model.md, "Searched lower bounds".
+against enumeration on AntiBERTy: docs/real-model.md, section 11 "Searched lower bounds".
 """
 
 from __future__ import annotations
