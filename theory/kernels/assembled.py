@@ -111,7 +111,9 @@ def check_block_weights(weights: Sequence[float] | None, m: int) -> np.ndarray:
     return w
 
 
-def _joint_log_weights(source: Conditionals) -> np.ndarray:
+def joint_log_weights(source: Conditionals) -> np.ndarray:
+    """log mu(x) up to a constant, over the states in index order (-inf off mu's support): the source's
+    joint law, which block dynamics resamples from. InputTypeError for a source without one."""
     lw = source.log_joint()
     if lw is None:
         raise InputTypeError(f"{type(source).__name__} has no joint law; block dynamics needs a compatible source "
@@ -134,7 +136,7 @@ def block_kernel(source: Conditionals, blocks: Sequence[Sequence[int]], weights:
     w = check_block_weights(weights, len(blocks))
     nnz = sum(float(space.size) * float(space.vocab_size) ** len(K) for K, wK in zip(blocks, w) if wK > 0)
     check_memory(48.0 * nnz, f"block dynamics on {space.size} states ({nnz:.3g} non-zeros before merging)")
-    log_mu = _joint_log_weights(source)
+    log_mu = joint_log_weights(source)
     rows, cols, vals = [], [], []
     for K, wK in zip(blocks, w):
         if wK == 0:
@@ -197,7 +199,7 @@ def adaptive_block_kernel(source: Conditionals, blocks: Sequence[Sequence[int]],
     blocks = check_blocks(space, blocks)
     m = len(blocks)
     probs = check_adaptive_probabilities(space, m, block_probs)
-    log_mu = _joint_log_weights(source)
+    log_mu = joint_log_weights(source)
     with np.errstate(divide="ignore"):
         log_probs = np.log(probs)
     rows, cols, vals = [], [], []

@@ -24,8 +24,8 @@ from typing import Sequence
 import numpy as np
 import scipy.sparse as sp
 
-from mlmix.theory.kernels.assembled import _joint_log_weights, block_fibres, k_subsets
-from mlmix.theory.kernels.scan_and_mh import _energy_vector, _mh_logs, _site_fibres, check_order
+from mlmix.theory.kernels.assembled import block_fibres, joint_log_weights, k_subsets
+from mlmix.theory.kernels.scan_and_mh import check_order, energy_vector, mh_logs, site_fibres
 from mlmix.theory.sources.conditionals import Conditionals
 from mlmix.validation import check_memory
 
@@ -63,21 +63,21 @@ def kernel_support(source: Conditionals, kernel: str, *, k: int | None = None,
         if kernel == "glauber":
             rows, cols = [], []
             for i in sites:
-                base, members = _site_fibres(space, i)
+                base, members = site_fibres(space, i)
                 r, c = _fibre_pairs(members, np.isfinite(source.log_conditionals(space.decode(base), i)), q)
                 rows += r
                 cols += c
             return _pattern(N, rows, cols)
         S = sp.eye_array(N, dtype=np.int64, format="csr")
         for i in sites:
-            base, members = _site_fibres(space, i)
+            base, members = site_fibres(space, i)
             r, c = _fibre_pairs(members, np.isfinite(source.log_conditionals(space.decode(base), i)), q)
             H = _pattern(N, r, c).astype(np.int64)
             S = sp.csr_array(S @ H)
             S.data[:] = 1  # counts of paths can only grow: keep 0/1
         return sp.csr_array(S.astype(bool))
     if kernel == "k-gibbs":
-        live = np.isfinite(_joint_log_weights(source))
+        live = np.isfinite(joint_log_weights(source))
         rows, cols = [], []
         for K in k_subsets(n, 2 if k is None else k):
             members = block_fibres(space, K)
@@ -92,11 +92,11 @@ def kernel_support(source: Conditionals, kernel: str, *, k: int | None = None,
         for i in range(n):
             F &= L[:, i, :][:, states[:, i]]
         return sp.csr_array(F)
-    E = _energy_vector(source, kernel[3:])
+    E = energy_vector(source, kernel[3:])
     rows, cols = [], []
     off = ~np.eye(q, dtype=bool)
     for i in range(n):
-        members, _, acc = _mh_logs(source, E, i)
+        members, _, acc = mh_logs(source, E, i)
         m = members.shape[0]
         ok = np.isfinite(acc) & off
         rows.append(np.broadcast_to(members[:, :, None], (m, q, q))[ok])
@@ -116,14 +116,14 @@ def kernel_log_offdiagonal(source: Conditionals, kernel: str) -> np.ndarray | No
     check_memory(8.0 * N * N, f"the log transition probabilities on {N} states")
     L = np.full((N, N), -np.inf)
     off = ~np.eye(q, dtype=bool)
-    E = None if kernel == "glauber" else _energy_vector(source, kernel[3:])
+    E = None if kernel == "glauber" else energy_vector(source, kernel[3:])
     for i in range(n):
         if E is None:
-            base, members = _site_fibres(space, i)
+            base, members = site_fibres(space, i)
             lc = source.log_conditionals(space.decode(base), i)  # (N/q, q)
             logs = np.broadcast_to(lc[:, None, :], (members.shape[0], q, q))
         else:
-            members, _, logs = _mh_logs(source, E, i)
+            members, _, logs = mh_logs(source, E, i)
         m = members.shape[0]
         rows = np.broadcast_to(members[:, :, None], (m, q, q))[:, off]
         cols = np.broadcast_to(members[:, None, :], (m, q, q))[:, off]
