@@ -36,7 +36,7 @@ import scipy.sparse as sp
 from scipy.special import log_softmax, logsumexp
 
 from mlmix.limits import DEFAULT_MAX_STATES, SYSTEMATIC_LIMIT
-from mlmix.theory.kernels.assembled import _zero_digit_states
+from mlmix.theory.kernels.assembled import _zero_digit_states, boolean_pattern, fibre_pairs
 from mlmix.theory.results import EPS, Result
 from mlmix.theory.sources.conditionals import Conditionals
 from mlmix.theory.sources.space import StateSpace
@@ -157,6 +157,20 @@ def heat_bath_kernel(source: Conditionals, site: int, max_states: int = DEFAULT_
     return P
 
 
+def systematic_support(source: Conditionals, order: Sequence[int] | str | None = None) -> sp.csr_array:
+    """The exact support of :func:`systematic_kernel`: the Boolean product, in the sweep ``order``, of the
+    heat-bath patterns {x -> x^{i<-a}: log p_i(a | x_{-i}) > -inf}."""
+    space = source.space
+    N, q = space.size, space.vocab_size
+    S = sp.eye_array(N, dtype=np.int64, format="csr")
+    for i in check_order(space, order):
+        base, members = site_fibres(space, i)
+        r, c = fibre_pairs(members, np.isfinite(source.log_conditionals(space.decode(base), i)), q)
+        S = sp.csr_array(S @ boolean_pattern(N, r, c).astype(np.int64))
+        S.data[:] = 1  # counts of paths can only grow: keep 0/1
+    return sp.csr_array(S.astype(bool))
+
+
 def check_order(space: StateSpace, order: Sequence[int] | str | None) -> list[int]:
     """A scan order: a sequence of sites, ints in [0, n) (bools and floats refused, :func:`check_sites`),
     or a string of integers separated by spaces or commas; default 0, 1, ..., n-1. Every site must
@@ -269,6 +283,24 @@ def mh_kernel(source: Conditionals, kind: str | np.ndarray, max_states: int = DE
     P.eliminate_zeros()
     P.sort_indices()
     return P
+
+
+def mh_support(source: Conditionals, energy: str | np.ndarray = "logit") -> sp.csr_array:
+    """The exact off-diagonal support of :func:`mh_kernel`: x -> x^{i<-a} (a != x_i) iff
+    min(log p_i(a | x_{-i}), E(x) - E(x^{i<-a}) + log p_i(x_i | x_{-i})) > -inf (:func:`mh_logs`); the
+    diagonal, 1 - the row's moves, is a difference of floats, so it is left to the float kernel."""
+    space = source.space
+    N, q = space.size, space.vocab_size
+    E = energy_vector(source, energy)
+    rows, cols = [], []
+    off = ~np.eye(q, dtype=bool)
+    for i in range(space.length):
+        members, _, acc = mh_logs(source, E, i)
+        m = members.shape[0]
+        ok = np.isfinite(acc) & off
+        rows.append(np.broadcast_to(members[:, :, None], (m, q, q))[ok])
+        cols.append(np.broadcast_to(members[:, None, :], (m, q, q))[ok])
+    return boolean_pattern(N, rows, cols)
 
 
 def mh_acceptance(source: Conditionals, kind: str | np.ndarray) -> dict[str, Result]:
