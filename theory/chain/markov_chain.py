@@ -248,7 +248,7 @@ class Chain:
             limit = P.shape[0] if rep == "dense" else 0
         chain = cls(P, name=name, dense_limit=limit if representation != "auto" else dense_limit)
         chain.source, chain.kernel, chain.representation_reason = source, kernel, why
-        chain._source_kernel = (kernel, k, order)
+        chain._source_kernel = (kernel, options)
         return chain
 
     @property
@@ -306,8 +306,8 @@ class Chain:
             flt = self._float_structure
             if flt.is_irreducible and flt.period() == 1:
                 return None
-            kernel, k, order = self._source_kernel
-            S = _check_support(kernel_support(self.source, kernel, k=k, order=order), self.P)
+            kernel, options = self._source_kernel
+            S = _check_support(kernel_support(self.source, kernel, **options), self.P)
         if S is None or S.nnz == sp.csr_array(self.P).count_nonzero():
             return None
         return S

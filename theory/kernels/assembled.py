@@ -81,6 +81,40 @@ def glauber_kernel(source: Conditionals, max_states: int = DEFAULT_MAX_STATES) -
     return P
 
 
+def boolean_pattern(size: int, rows: list, cols: list) -> sp.csr_array:
+    """The Boolean (size, size) CSR pattern with True at every (rows[j], cols[j]) (index arrays, concatenated;
+    duplicates merged): the form of a kernel's exact support (:mod:`mlmix.theory.kernels.support`)."""
+    r = np.concatenate(rows) if rows else np.zeros(0, np.int64)
+    c = np.concatenate(cols) if cols else np.zeros(0, np.int64)
+    G = sp.csr_array((np.ones(r.size, dtype=bool), (r, c)), shape=(size, size))
+    G.sum_duplicates()
+    return G
+
+
+def fibre_pairs(members: np.ndarray, live: np.ndarray, q: int) -> tuple[list, list]:
+    """([rows], [cols]): every x of a fibre (a row of ``members``, (m, q)) to every member y of it with
+    ``live`` (m, q) True, i.e. the pairs {(x, y): y_{-K} = x_{-K}, live(y)} of a heat-bath update of K."""
+    m = members.shape[0]
+    to = np.broadcast_to(members[:, None, :], (m, q, q))
+    frm = np.broadcast_to(members[:, :, None], (m, q, q))
+    ok = np.broadcast_to(live[:, None, :], (m, q, q))
+    return [frm[ok]], [to[ok]]
+
+
+def glauber_support(source: Conditionals) -> sp.csr_array:
+    """The exact support of :func:`glauber_kernel`: x -> x^{i<-a} iff log p_i(a | x_{-i}) > -inf for some
+    site i (x -> x iff log p_i(x_i | x_{-i}) > -inf for some i), however small the float entry."""
+    space = source.space
+    rows, cols = [], []
+    for i in range(space.length):
+        members = block_fibres(space, [i])
+        live = np.isfinite(source.log_conditionals(space.decode(members[:, 0]), i))
+        r, c = fibre_pairs(members, live, space.vocab_size)
+        rows += r
+        cols += c
+    return boolean_pattern(space.size, rows, cols)
+
+
 def _assemble(size: int, rows: list, cols: list, vals: list) -> sp.csr_array:
     P = sp.coo_array((np.concatenate(vals), (np.concatenate(rows), np.concatenate(cols))), shape=(size, size)).tocsr()
     P.sum_duplicates()
@@ -111,7 +145,9 @@ def check_block_weights(weights: Sequence[float] | None, m: int) -> np.ndarray:
     return w
 
 
-def _joint_log_weights(source: Conditionals) -> np.ndarray:
+def joint_log_weights(source: Conditionals) -> np.ndarray:
+    """log mu(x) up to a constant, over the states in index order (-inf off mu's support): the source's
+    joint law, which block dynamics resamples from. InputTypeError for a source without one."""
     lw = source.log_joint()
     if lw is None:
         raise InputTypeError(f"{type(source).__name__} has no joint law; block dynamics needs a compatible source "
@@ -134,7 +170,7 @@ def block_kernel(source: Conditionals, blocks: Sequence[Sequence[int]], weights:
     w = check_block_weights(weights, len(blocks))
     nnz = sum(float(space.size) * float(space.vocab_size) ** len(K) for K, wK in zip(blocks, w) if wK > 0)
     check_memory(48.0 * nnz, f"block dynamics on {space.size} states ({nnz:.3g} non-zeros before merging)")
-    log_mu = _joint_log_weights(source)
+    log_mu = joint_log_weights(source)
     rows, cols, vals = [], [], []
     for K, wK in zip(blocks, w):
         if wK == 0:
@@ -167,6 +203,20 @@ def k_gibbs_kernel(source: Conditionals, k: int, max_states: int = DEFAULT_MAX_S
 BlockProbabilities = np.ndarray | Callable[[np.ndarray], np.ndarray]
 
 
+def k_gibbs_support(source: Conditionals, k: int = 2) -> sp.csr_array:
+    """The exact support of :func:`k_gibbs_kernel`: x -> y iff y_{-K} = x_{-K} for a k-subset K of the
+    sites and log mu(y) > -inf."""
+    space = source.space
+    live = np.isfinite(joint_log_weights(source))
+    rows, cols = [], []
+    for K in k_subsets(space.length, k):
+        members = block_fibres(space, K)
+        r, c = fibre_pairs(members, live[members], members.shape[1])
+        rows += r
+        cols += c
+    return boolean_pattern(space.size, rows, cols)
+
+
 def check_adaptive_probabilities(space: StateSpace, m: int, block_probs: BlockProbabilities) -> np.ndarray:
     probs = block_probs(space.all_states()) if callable(block_probs) else block_probs
     probs = np.asarray(probs, dtype=np.float64)
@@ -197,7 +247,7 @@ def adaptive_block_kernel(source: Conditionals, blocks: Sequence[Sequence[int]],
     blocks = check_blocks(space, blocks)
     m = len(blocks)
     probs = check_adaptive_probabilities(space, m, block_probs)
-    log_mu = _joint_log_weights(source)
+    log_mu = joint_log_weights(source)
     with np.errstate(divide="ignore"):
         log_probs = np.log(probs)
     rows, cols, vals = [], [], []
@@ -246,3 +296,15 @@ def independent_parallel_kernel(source: Conditionals, max_states: int = 4096) ->
     for i in range(space.length):
         logP += L[:, i, :][:, states[:, i]]
     return np.exp(logP)
+
+
+def parallel_support(source: Conditionals) -> sp.csr_array:
+    """The exact support of :func:`independent_parallel_kernel`: x -> y iff log p_i(y_i | x_{-i}) > -inf
+    at every site i."""
+    space = source.space
+    states = space.all_states()
+    L = np.isfinite(source.all_log_conditionals(states))  # (N, n, q)
+    F = np.ones((space.size, space.size), dtype=bool)
+    for i in range(space.length):
+        F &= L[:, i, :][:, states[:, i]]
+    return sp.csr_array(F)

@@ -1,7 +1,8 @@
 """The samplers, declared once: :data:`KERNELS` (Markov kernels of a source of conditionals) and, beside
 it, :data:`~mlmix.theory.kernels.decoders.DECODERS` (the laws of masked-diffusion decoders).
 
-An entry says how to build the kernel assembled (dense and CSR) and matrix-free, which options it takes
+An entry says how to build the kernel assembled (dense and CSR) and matrix-free, its exact sign pattern
+(:func:`~mlmix.theory.kernels.support.kernel_support`), which options it takes
 (the CLI's option names, with their defaults), whether it is reversible, and a one-line description.
 ``Chain.from_source``, the ``--kernel`` choices of ``mlmix exact`` / ``mlmix diagnose``, the table of
 which option each kernel takes and the table of samplers in ``docs/samplers.md`` all read it, so adding
@@ -19,8 +20,15 @@ from typing import Any, Callable, Mapping
 import numpy as np
 import scipy.sparse as sp
 
-from mlmix.theory.kernels.assembled import glauber_kernel, independent_parallel_kernel, k_gibbs_kernel
-from mlmix.theory.kernels.scan_and_mh import check_order, mh_kernel, systematic_kernel
+from mlmix.theory.kernels.assembled import (
+    glauber_kernel,
+    glauber_support,
+    independent_parallel_kernel,
+    k_gibbs_kernel,
+    k_gibbs_support,
+    parallel_support,
+)
+from mlmix.theory.kernels.scan_and_mh import check_order, mh_kernel, mh_support, systematic_kernel, systematic_support
 from mlmix.theory.sources.conditionals import Conditionals
 
 
@@ -36,7 +44,10 @@ class KernelSpec:
     ``--``, ``-`` as ``_``) and their defaults. ``reversible``: whether P satisfies detailed balance with
     respect to its stationary law for every compatible source (one with a joint law; the parallel
     sampler and the systematic scan do not, though a pairwise model's parallel sampler does). ``doc``: one line for the
-    docs table. ``title(source, options)``: the phrase naming the kernel in a report's title."""
+    docs table. ``title(source, options)``: the phrase naming the kernel in a report's title.
+    ``support(source, **options)``: the Boolean CSR pattern of the transitions that are positive in exact
+    arithmetic, from the log-conditionals being > -inf (:mod:`mlmix.theory.kernels.support`); None: the
+    pattern of the float matrix stands in for it (exact only where no entry underflows)."""
 
     name: str
     build_dense: Callable[..., np.ndarray]
@@ -50,6 +61,7 @@ class KernelSpec:
     named_option: str | None = None
     #: The values ``named_option`` takes (the kernel's names NAME-VALUE); empty without one.
     named_values: tuple[str, ...] = field(default=())
+    support: Callable[..., sp.csr_array] | None = None
 
     def build(self, source: Conditionals, **options: Any) -> np.ndarray | sp.csr_array:
         """P as the kernel is assembled (:attr:`assembled`): the matrix ``Chain.from_source`` holds."""
@@ -107,21 +119,21 @@ def _mh(source: Conditionals, energy: str = "logit") -> sp.csr_array:
 KERNELS: dict[str, KernelSpec] = {spec.name: spec for spec in (
     KernelSpec("glauber", _dense(_glauber), _glauber, _operator("glauber"), {}, True,
                "random-scan Glauber P_T: a uniform site redrawn from its conditional (paper G sec. 3.2)",
-               lambda source, o: "Glauber dynamics"),
+               lambda source, o: "Glauber dynamics", support=glauber_support),
     KernelSpec("k-gibbs", _dense(_k_gibbs), _k_gibbs, _operator("k-gibbs"), {"k": 2}, True,
                "k-Gibbs: a uniform k-subset of sites redrawn from the joint (paper P Def. 10; needs a joint law)",
-               lambda source, o: f"{o['k']}-Gibbs block dynamics"),
+               lambda source, o: f"{o['k']}-Gibbs block dynamics", support=k_gibbs_support),
     KernelSpec("parallel", _parallel, _csr(_parallel), None, {}, False,
                "independent parallel sampler: every site at once from its conditional (paper P Def. 11)",
-               lambda source, o: "independent parallel sampler", assembled="dense"),
+               lambda source, o: "independent parallel sampler", assembled="dense", support=parallel_support),
     KernelSpec("systematic", _systematic, _csr(_systematic), None, {"order": None}, False,
                "systematic scan: one sweep of heat-bath updates in a fixed order",
                lambda source, o: f"systematic scan, one sweep in order {check_order(source.space, o['order'])}",
-               assembled="dense"),
+               assembled="dense", support=systematic_support),
     KernelSpec("mh", _dense(_mh), _mh, None, {"energy": "logit"}, True,
                "Metropolis-Hastings with the single-site MLM proposal, target exp(-E)/Z (E: logit or pll)",
                lambda source, o: f"Metropolis-Hastings, target exp(-E_{o['energy']})/Z, MLM proposal",
-               named_option="energy", named_values=("logit", "pll")),
+               named_option="energy", named_values=("logit", "pll"), support=mh_support),
 )}
 
 

@@ -36,7 +36,7 @@ import scipy.sparse as sp
 from scipy.special import log_softmax, logsumexp
 
 from mlmix.limits import DEFAULT_MAX_STATES, SYSTEMATIC_LIMIT
-from mlmix.theory.kernels.assembled import _zero_digit_states
+from mlmix.theory.kernels.assembled import _zero_digit_states, boolean_pattern, fibre_pairs
 from mlmix.theory.results import EPS, Result
 from mlmix.theory.sources.conditionals import Conditionals
 from mlmix.theory.sources.space import StateSpace
@@ -135,7 +135,7 @@ class Truncated(Conditionals):
 
 
 # ---------------------------------------------------------------------------------------- site tables
-def _site_fibres(space: StateSpace, site: int) -> tuple[np.ndarray, np.ndarray]:
+def site_fibres(space: StateSpace, site: int) -> tuple[np.ndarray, np.ndarray]:
     """(base, members): the states with x_site = 0 and, row by row, their fibre {x^{site<-a}}, (N/q, q)."""
     base = _zero_digit_states(space, [site])
     return base, base[:, None] + int(space.place_values[site]) * np.arange(space.vocab_size)
@@ -147,7 +147,7 @@ def heat_bath_kernel(source: Conditionals, site: int, max_states: int = DEFAULT_
     space.check_size(max_states)
     i = space.check_site(site)
     q = space.vocab_size
-    base, members = _site_fibres(space, i)
+    base, members = site_fibres(space, i)
     probs = np.exp(source.log_conditionals(space.decode(base), i))  # (N/q, q)
     rows = np.repeat(members, q, axis=1).ravel()
     cols = np.tile(members, (1, q)).ravel()
@@ -155,6 +155,20 @@ def heat_bath_kernel(source: Conditionals, site: int, max_states: int = DEFAULT_
     P = sp.csr_array((vals, (rows, cols)), shape=(space.size, space.size))
     P.eliminate_zeros()
     return P
+
+
+def systematic_support(source: Conditionals, order: Sequence[int] | str | None = None) -> sp.csr_array:
+    """The exact support of :func:`systematic_kernel`: the Boolean product, in the sweep ``order``, of the
+    heat-bath patterns {x -> x^{i<-a}: log p_i(a | x_{-i}) > -inf}."""
+    space = source.space
+    N, q = space.size, space.vocab_size
+    S = sp.eye_array(N, dtype=np.int64, format="csr")
+    for i in check_order(space, order):
+        base, members = site_fibres(space, i)
+        r, c = fibre_pairs(members, np.isfinite(source.log_conditionals(space.decode(base), i)), q)
+        S = sp.csr_array(S @ boolean_pattern(N, r, c).astype(np.int64))
+        S.data[:] = 1  # counts of paths can only grow: keep 0/1
+    return sp.csr_array(S.astype(bool))
 
 
 def check_order(space: StateSpace, order: Sequence[int] | str | None) -> list[int]:
@@ -200,14 +214,14 @@ def energy(source: Conditionals, kind: str, max_states: int = DEFAULT_MAX_STATES
     space.check_size(max_states)
     E = np.zeros(space.size)
     for i in range(space.length):
-        base, members = _site_fibres(space, i)
+        base, members = site_fibres(space, i)
         ctx = space.decode(base)
         own = source.scores(ctx, i) / source.temperature if kind == "logit" else source.log_conditionals(ctx, i)
         E[members] -= own
     return E
 
 
-def _energy_vector(source: Conditionals, kind: str | np.ndarray) -> np.ndarray:
+def energy_vector(source: Conditionals, kind: str | np.ndarray) -> np.ndarray:
     """E over the states: a named energy (:func:`energy`) or a given vector (+inf allowed, no NaN)."""
     if isinstance(kind, str):
         return energy(source, kind)
@@ -219,19 +233,19 @@ def _energy_vector(source: Conditionals, kind: str | np.ndarray) -> np.ndarray:
 
 def target_law(source: Conditionals, kind: str | np.ndarray) -> np.ndarray:
     """The MH target exp(-E)/Z, normalised in log space (``kind``: "logit", "pll" or an energy vector)."""
-    E = _energy_vector(source, kind)
+    E = energy_vector(source, kind)
     if not np.isfinite(E).any():
         raise ValueError("every state has infinite energy: the target has no mass")
     w = np.exp(-(E - E[np.isfinite(E)].min()))
     return w / w.sum()
 
 
-def _mh_logs(source: Conditionals, E: np.ndarray, site: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def mh_logs(source: Conditionals, E: np.ndarray, site: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(members, log proposal (N/q, q), log of the accepted proposal mass (N/q, q_from, q_to)) at one site:
     log[ p_i(a|x_{-i}) min(1, exp(E(x) - E(x')) p_i(x_i|x_{-i}) / p_i(a|x_{-i})) ] =
     min(log p_i(a), E(x) - E(x') + log p_i(x_i)); undefined forms (inf - inf) are rejections."""
     space = source.space
-    base, members = _site_fibres(space, site)
+    base, members = site_fibres(space, site)
     lp = source.log_conditionals(space.decode(base), site)
     Ex = E[members]
     with np.errstate(invalid="ignore"):
@@ -253,11 +267,11 @@ def mh_kernel(source: Conditionals, kind: str | np.ndarray, max_states: int = DE
     space.check_size(max_states)
     n, q, N = space.length, space.vocab_size, space.size
     check_memory(48.0 * N * (n * (q - 1) + 1), f"the MH kernel on {q}^{n} states")
-    E = _energy_vector(source, kind)
+    E = energy_vector(source, kind)
     rows, cols, vals = [], [], []
     off = ~np.eye(q, dtype=bool)
     for i in range(n):
-        members, _, acc = _mh_logs(source, E, i)
+        members, _, acc = mh_logs(source, E, i)
         m = members.shape[0]
         rows.append(np.broadcast_to(members[:, :, None], (m, q, q))[:, off].ravel())
         cols.append(np.broadcast_to(members[:, None, :], (m, q, q))[:, off].ravel())
@@ -271,6 +285,24 @@ def mh_kernel(source: Conditionals, kind: str | np.ndarray, max_states: int = DE
     return P
 
 
+def mh_support(source: Conditionals, energy: str | np.ndarray = "logit") -> sp.csr_array:
+    """The exact off-diagonal support of :func:`mh_kernel`: x -> x^{i<-a} (a != x_i) iff
+    min(log p_i(a | x_{-i}), E(x) - E(x^{i<-a}) + log p_i(x_i | x_{-i})) > -inf (:func:`mh_logs`); the
+    diagonal, 1 - the row's moves, is a difference of floats, so it is left to the float kernel."""
+    space = source.space
+    N, q = space.size, space.vocab_size
+    E = energy_vector(source, energy)
+    rows, cols = [], []
+    off = ~np.eye(q, dtype=bool)
+    for i in range(space.length):
+        members, _, acc = mh_logs(source, E, i)
+        m = members.shape[0]
+        ok = np.isfinite(acc) & off
+        rows.append(np.broadcast_to(members[:, :, None], (m, q, q))[ok])
+        cols.append(np.broadcast_to(members[:, None, :], (m, q, q))[ok])
+    return boolean_pattern(N, rows, cols)
+
+
 def mh_acceptance(source: Conditionals, kind: str | np.ndarray) -> dict[str, Result]:
     """Acceptance at stationarity of the MH sampler with target pi = exp(-E)/Z:
 
@@ -282,12 +314,12 @@ def mh_acceptance(source: Conditionals, kind: str | np.ndarray) -> dict[str, Res
     16 eps (4 max|E| + n |V| + N): the absolute error of the log-space terms becomes relative after exp)."""
     space = source.space
     n, q = space.length, space.vocab_size
-    E = _energy_vector(source, kind)
+    E = energy_vector(source, kind)
     pi = target_law(source, E)
     accepted = 0.0
     moved = 0.0
     for i in range(n):
-        members, lp, acc = _mh_logs(source, E, i)
+        members, lp, acc = mh_logs(source, E, i)
         w = pi[members]  # (N/q, q)
         mass = np.exp(acc)
         same = np.exp(lp)  # a proposal a = x_i (probability p_i(x_i | x_{-i})) is accepted

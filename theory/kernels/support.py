@@ -6,8 +6,9 @@ underflow to 0 (a conditional of exp(-800)). The communicating classes of a chai
 this pattern, so :class:`~mlmix.theory.chain.markov_chain.Chain` takes its structure from it
 (:mod:`mlmix.theory.chain.structure`), never from the float entries.
 
-Per kernel (definitions in :mod:`mlmix.theory.kernels.assembled` and
-:mod:`mlmix.theory.kernels.scan_and_mh`):
+Each kernel's pattern is built next to the kernel, in its own module, and declared in its registry entry
+(:data:`~mlmix.theory.kernels.registry.KERNELS`, field ``support``); the built-in ones
+(:mod:`mlmix.theory.kernels.assembled` and :mod:`mlmix.theory.kernels.scan_and_mh`):
 
 * glauber: x -> x^{i<-a} iff log p_i(a | x_{-i}) > -inf; x -> x iff log p_i(x_i | x_{-i}) > -inf for some i;
 * k-gibbs: x -> y (y_{-K} = x_{-K}, K a block) iff log mu(y) > -inf;
@@ -19,89 +20,29 @@ Per kernel (definitions in :mod:`mlmix.theory.kernels.assembled` and
 
 from __future__ import annotations
 
-from typing import Sequence
+from typing import Any
 
 import numpy as np
 import scipy.sparse as sp
 
-from mlmix.theory.kernels.assembled import _joint_log_weights, block_fibres, k_subsets
-from mlmix.theory.kernels.scan_and_mh import _energy_vector, _mh_logs, _site_fibres, check_order
+from mlmix.theory.kernels.registry import resolve_kernel
+from mlmix.theory.kernels.scan_and_mh import energy_vector, mh_logs, site_fibres
 from mlmix.theory.sources.conditionals import Conditionals
 from mlmix.validation import check_memory
 
-#: The kernels whose pattern :func:`kernel_support` knows.
-SUPPORTED = ("glauber", "k-gibbs", "parallel", "systematic", "mh-logit", "mh-pll")
 
-
-def _pattern(size: int, rows: list, cols: list) -> sp.csr_array:
-    r = np.concatenate(rows) if rows else np.zeros(0, np.int64)
-    c = np.concatenate(cols) if cols else np.zeros(0, np.int64)
-    G = sp.csr_array((np.ones(r.size, dtype=bool), (r, c)), shape=(size, size))
-    G.sum_duplicates()
-    return G
-
-
-def _fibre_pairs(members: np.ndarray, live: np.ndarray, q: int) -> tuple[list, list]:
-    """Every x of a fibre to every live member y of it: (rows, cols)."""
-    m = members.shape[0]
-    to = np.broadcast_to(members[:, None, :], (m, q, q))
-    frm = np.broadcast_to(members[:, :, None], (m, q, q))
-    ok = np.broadcast_to(live[:, None, :], (m, q, q))
-    return [frm[ok]], [to[ok]]
-
-
-def kernel_support(source: Conditionals, kernel: str, *, k: int | None = None,
-                   order: Sequence[int] | str | None = None) -> sp.csr_array:
+def kernel_support(source: Conditionals, kernel: str, **options: Any) -> sp.csr_array:
     """The Boolean pattern (N, N) of the transitions of ``kernel`` on ``source`` that are positive in
-    exact arithmetic (module doc), from the log-conditionals (or the log joint) being > -inf."""
-    if kernel not in SUPPORTED:
-        raise ValueError(f"kernel must be one of {', '.join(SUPPORTED)}, got {kernel!r}")
-    space = source.space
-    N, n, q = space.size, space.length, space.vocab_size
-    if kernel in ("glauber", "systematic"):
-        sites = range(n) if kernel == "glauber" else check_order(space, order)
-        if kernel == "glauber":
-            rows, cols = [], []
-            for i in sites:
-                base, members = _site_fibres(space, i)
-                r, c = _fibre_pairs(members, np.isfinite(source.log_conditionals(space.decode(base), i)), q)
-                rows += r
-                cols += c
-            return _pattern(N, rows, cols)
-        S = sp.eye_array(N, dtype=np.int64, format="csr")
-        for i in sites:
-            base, members = _site_fibres(space, i)
-            r, c = _fibre_pairs(members, np.isfinite(source.log_conditionals(space.decode(base), i)), q)
-            H = _pattern(N, r, c).astype(np.int64)
-            S = sp.csr_array(S @ H)
-            S.data[:] = 1  # counts of paths can only grow: keep 0/1
-        return sp.csr_array(S.astype(bool))
-    if kernel == "k-gibbs":
-        live = np.isfinite(_joint_log_weights(source))
-        rows, cols = [], []
-        for K in k_subsets(n, 2 if k is None else k):
-            members = block_fibres(space, K)
-            r, c = _fibre_pairs(members, live[members], members.shape[1])
-            rows += r
-            cols += c
-        return _pattern(N, rows, cols)
-    if kernel == "parallel":
-        states = space.all_states()
-        L = np.isfinite(source.all_log_conditionals(states))  # (N, n, q)
-        F = np.ones((N, N), dtype=bool)
-        for i in range(n):
-            F &= L[:, i, :][:, states[:, i]]
-        return sp.csr_array(F)
-    E = _energy_vector(source, kernel[3:])
-    rows, cols = [], []
-    off = ~np.eye(q, dtype=bool)
-    for i in range(n):
-        members, _, acc = _mh_logs(source, E, i)
-        m = members.shape[0]
-        ok = np.isfinite(acc) & off
-        rows.append(np.broadcast_to(members[:, :, None], (m, q, q))[ok])
-        cols.append(np.broadcast_to(members[:, None, :], (m, q, q))[ok])
-    return _pattern(N, rows, cols)
+    exact arithmetic (module doc), from the log-conditionals (or the log joint) being > -inf: the
+    registry entry's own builder (:attr:`~mlmix.theory.kernels.registry.KernelSpec.support`), with
+    ``options`` resolved as ``Chain.from_source`` resolves them (None: the default; options the kernel
+    does not take are dropped). A registered kernel without a support builder: the non-zero pattern of
+    its float matrix, since nothing finer is known of it (an entry that underflowed to 0 is then missing).
+    ValueError (one line) for an unknown kernel."""
+    spec, _, resolved = resolve_kernel(kernel, **options)
+    if spec.support is not None:
+        return sp.csr_array(spec.support(source, **resolved), dtype=bool)
+    return sp.csr_array(sp.csr_array(spec.build_csr(source, **resolved)) != 0)
 
 
 def kernel_log_offdiagonal(source: Conditionals, kernel: str) -> np.ndarray | None:
@@ -116,14 +57,14 @@ def kernel_log_offdiagonal(source: Conditionals, kernel: str) -> np.ndarray | No
     check_memory(8.0 * N * N, f"the log transition probabilities on {N} states")
     L = np.full((N, N), -np.inf)
     off = ~np.eye(q, dtype=bool)
-    E = None if kernel == "glauber" else _energy_vector(source, kernel[3:])
+    E = None if kernel == "glauber" else energy_vector(source, kernel[3:])
     for i in range(n):
         if E is None:
-            base, members = _site_fibres(space, i)
+            base, members = site_fibres(space, i)
             lc = source.log_conditionals(space.decode(base), i)  # (N/q, q)
             logs = np.broadcast_to(lc[:, None, :], (members.shape[0], q, q))
         else:
-            members, _, logs = _mh_logs(source, E, i)
+            members, _, logs = mh_logs(source, E, i)
         m = members.shape[0]
         rows = np.broadcast_to(members[:, :, None], (m, q, q))[:, off]
         cols = np.broadcast_to(members[:, None, :], (m, q, q))[:, off]

@@ -207,7 +207,7 @@ def _uncorrected_mh(source, energy: str) -> np.ndarray:
     n, q = space.length, space.vocab_size
     P = np.zeros((space.size, space.size))
     for i in range(n):
-        base, members = smp._site_fibres(space, i)
+        base, members = smp.site_fibres(space, i)
         prop = np.exp(source.log_conditionals(space.decode(base), i))
         for a in range(q):
             for b in range(q):
