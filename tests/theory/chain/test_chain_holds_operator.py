@@ -8,6 +8,7 @@ import networkx as nx
 import numpy as np
 import pytest
 import torch
+from chain_representations import REPRESENTATIONS, chain_in
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -48,13 +49,15 @@ def test_matrix_options_on_an_operator_are_a_one_line_type_error():
         Chain.from_operator(np.eye(2))
 
 
+@pytest.mark.parametrize("rep", REPRESENTATIONS)
 @settings(max_examples=6, deadline=None)
 @given(seed=st.integers(0, 2**16), target=st.integers(0, 31))
-def test_hitting_times_agree_on_the_operator_and_the_matrix(seed, target):
-    """E_x tau_A from the operator's certified Krylov solve lies within its stated entrywise bound of the
-    dense chain's subtraction-free elimination (both through Chain.hitting_time)."""
+def test_hitting_times_agree_on_the_operator_and_the_matrix(rep, seed, target):
+    """E_x tau_A from the chain of the source in each representation (the operator's certified Krylov
+    solve included) lies within its stated entrywise bound of the dense chain's subtraction-free
+    elimination of the assembled matrix (both through Chain.hitting_time)."""
     src = ScoreTable.random(2, 5, seed=seed, scale=1.0)
     dense = Chain(glauber_kernel(src).toarray()).hitting_time([target])
-    op = Chain(kernel_operator(src, device="cpu")).hitting_time([target])
+    op = chain_in(rep, source=src).hitting_time([target])
     assert op.rel_error is not None and op.rel_error < 1e-8
     np.testing.assert_allclose(op.value, dense.value, rtol=op.rel_error + (dense.rel_error or 0) + 1e-15, atol=0)

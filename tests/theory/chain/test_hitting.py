@@ -5,6 +5,7 @@ import mpmath as mp
 import networkx as nx
 import numpy as np
 import pytest
+from chain_representations import REPRESENTATIONS, chain_in
 from helpers import two_state
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -29,16 +30,24 @@ def _absorbed(P, A):
     return M
 
 
+@pytest.mark.parametrize("rep", REPRESENTATIONS)
 @settings(max_examples=12)
 @given(st.integers(0, 10**6), st.integers(0, 7))
-def test_hitting_probabilities_are_absorbed_chain_powers(seed, t):
-    P = glauber_kernel(ScoreTable.random(2, 3, seed=seed)).toarray()
+def test_hitting_probabilities_are_absorbed_chain_powers(rep, seed, t):
+    """h_t = (absorbed P)^t 1_A, from the function and from the chain of the source in each
+    representation (within its stated error)."""
+    src = ScoreTable.random(2, 3, seed=seed)
+    P = glauber_kernel(src).toarray()
     A = np.random.default_rng(seed).random(8) < 0.3
     if not A.any() or A.all():
         A[0], A[1] = True, False
+    exact = np.linalg.matrix_power(_absorbed(P, A), t)[:, A].sum(axis=1)
     h = hitting_probabilities(P, A, t)
-    np.testing.assert_allclose(h, np.linalg.matrix_power(_absorbed(P, A), t)[:, A].sum(axis=1), atol=1e-13)
+    np.testing.assert_allclose(h, exact, atol=1e-13)
     assert (h[A] == 1).all()
+    via = chain_in(rep, source=src).hitting_probabilities(A, t)
+    assert via.rel_error is not None and (np.abs(via.value - exact) <= via.rel_error * exact + 1e-13).all()
+    assert (via.value[A] == 1).all()
     # the distribution from a start law mixes the per-start probabilities linearly
     mu = np.random.default_rng(seed + 1).dirichlet(np.ones(8))
     cdf = hitting_time_distribution(P, mu, np.flatnonzero(A), t)
@@ -46,16 +55,21 @@ def test_hitting_probabilities_are_absorbed_chain_powers(seed, t):
     assert np.all(np.diff(cdf) >= -1e-15)
 
 
+@pytest.mark.parametrize("rep", REPRESENTATIONS)
 @settings(max_examples=12)
 @given(st.integers(0, 10**6))
-def test_expected_times_solve_first_step_equations_and_sum_tails(seed):
-    P = glauber_kernel(ScoreTable.random(2, 3, seed=seed)).toarray()
+def test_expected_times_solve_first_step_equations_and_sum_tails(rep, seed):
+    src = ScoreTable.random(2, 3, seed=seed)
+    P = glauber_kernel(src).toarray()
     A = np.zeros(8, dtype=bool)
     A[seed % 8] = True
     k = expected_hitting_times(P, A)
     B = ~A
     assert (k[A] == 0).all()
     np.testing.assert_allclose(k[B], 1 + P[B] @ k, rtol=1e-10)
+    via = chain_in(rep, source=src).hitting_time(A)  # the chain's times solve the same equations
+    assert via.rel_error is not None and (via.value[A] == 0).all()
+    np.testing.assert_allclose(via.value[B], 1 + P[B] @ via.value, rtol=via.rel_error + 1e-12)
     # E tau = sum_{t >= 0} P(tau > t), from the hitting probabilities
     x = int(np.flatnonzero(B)[0])
     cdf = hitting_time_distribution(P, np.eye(8)[x], A, 4000)
@@ -167,18 +181,23 @@ def test_metastable_committor_keeps_relative_accuracy(matrix_chain_of):
     np.testing.assert_allclose(h, ref, rtol=1e-11)
 
 
-def test_bad_targets_and_times():
+def test_bad_targets_and_times(representation):
+    """The functions and the chain of a source in each representation refuse the same bad input."""
     P = two_state(0.2, 0.3)
-    for fn in (lambda A: expected_hitting_times(P, A), lambda A: hitting_probabilities(P, A, 3)):
+    ch = chain_in(representation, source=ScoreTable.random(2, 3, seed=5))
+    for fn in (lambda A: expected_hitting_times(P, A), lambda A: hitting_probabilities(P, A, 3),
+               ch.hitting_time, lambda A: ch.hitting_probabilities(A, 3)):
         with pytest.raises(ValueError, match="empty"):
             fn([])
-        with pytest.raises(ValueError):
-            fn([5])
-    with pytest.raises(ValueError, match="disjoint"):
-        committor(P, [0], [0])
-    with pytest.raises(ValueError, match=">= 0"):
-        hitting_probabilities(P, [0], -1)
-    with pytest.raises(TypeError):
-        hitting_probabilities(P, [0], 2.5)
+        with pytest.raises(ValueError, match="must lie in"):
+            fn([9])
+    for ask in (committor, lambda P, A, B: ch.committor(A, B)):
+        with pytest.raises(ValueError, match="disjoint"):
+            ask(P, [0], [0])
+    for probabilities in (lambda A, t: hitting_probabilities(P, A, t), ch.hitting_probabilities):
+        with pytest.raises(ValueError, match=">= 0"):
+            probabilities([0], -1)
+        with pytest.raises(TypeError):
+            probabilities([0], 2.5)
     with pytest.raises(ValueError, match="start_law"):
         hitting_time_distribution(P, np.array([0.5, 0.6]), [0], 3)

@@ -4,10 +4,12 @@ against the dense Laplacian, and the Krylov solvers on operators with known spec
 
 import json
 
+import mpmath as mp
 import networkx as nx
 import numpy as np
 import pytest
 import torch
+from chain_representations import assert_encloses
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -89,12 +91,11 @@ def test_non_reversible_score_tables_against_dense(q, n, seed, T):
 
 
 @pytest.mark.parametrize("seed", range(3))
-def test_multiplicative_gap_against_dense(seed):
-    from mlmix.theory.chain.operator_chain import OperatorChain
-
+def test_multiplicative_gap_against_dense(seed, chain_of):
+    """1 - sigma_2^2 of the chain of a source in each representation against the dense singular values."""
     src = ScoreTable.random(3, 5, seed=seed, scale=1.5)
     ref = Chain(glauber_kernel(src)).multiplicative_gap  # dense singular values, relative accuracy
-    mult = OperatorChain(kernel_operator(src, device="cpu")).multiplicative_gap
+    mult = chain_of(source=src).multiplicative_gap
     assert mult.resolved and _contains(mult, ref.value, slack=1e-13) and abs(mult.value - ref.value) < 1e-9
 
 
@@ -112,15 +113,20 @@ def test_conductance_interval_holds_the_exhaustive_minimum(seed):
     assert S.sum() == phi.details["set_size"]
 
 
-def test_reversible_block_dynamics_against_dense_mixing():
+def test_reversible_block_dynamics_against_dense_mixing(chain_of):
+    """Block (k-Gibbs, k = 2) dynamics: the operator's analysis, and the chain of the source in each
+    representation (t_mix exact where dense powers fit, else a certified interval), hold the dense values."""
     src = LogWeightTable.random(StateSpace(3, 5), seed=3, scale=1.5)
     P = k_gibbs_kernel(src, 2)
-    res = analyse_operator(kernel_operator(src, "k-gibbs", 2, device="cpu"))
-    gap = res["spectral_gap"]
-    assert _contains(gap, float(Chain(P).spectral_gap), slack=1e-13)
+    exact_gap = float(Chain(P).spectral_gap)
     t_exact = mixing_time(P, 0.1)
-    t = analyse_operator(kernel_operator(src, "k-gibbs", 2, device="cpu"), eps=0.1)["t_mix"]
-    assert t.lower <= t_exact <= t.upper
+    if chain_of.args == ("operator",):
+        res = analyse_operator(kernel_operator(src, "k-gibbs", 2, device="cpu"), eps=0.1)
+        assert _contains(res["spectral_gap"], exact_gap, slack=1e-13)
+        assert res["t_mix"].lower <= t_exact <= res["t_mix"].upper
+    ch = chain_of(source=src, kernel="k-gibbs", k=2)
+    assert _contains(ch.spectral_gap, exact_gap, slack=1e-13)
+    assert_encloses(ch.mixing_time(0.1), t_exact)
 
 
 def _laplacian_gap(src):
@@ -135,16 +141,43 @@ def _laplacian_gap(src):
     return np.linalg.eigvalsh((L + L.T) / 2)[1]
 
 
+def _mean_field_gap(src, n: int) -> float:
+    """1 - lambda_2 of Glauber on an exchangeable model, from its lumped birth-death chain on the number of
+    ones (60 digits): the slowest mode is the magnetisation's, and the float Laplacian's absolute error
+    (~1e-16) is no reference for a gap of 4e-9."""
+    with mp.workdps(60):
+        def w(k: int) -> mp.mpf:
+            x = np.zeros((1, n), dtype=np.int64)
+            x[0, :k] = 1
+            return mp.mpf(float(src.log_weight(x)[0]))
+
+        W = [w(k) for k in range(n + 1)]
+        up = [mp.mpf(n - k) / n / (1 + mp.exp(W[k] - W[k + 1])) if k < n else mp.mpf(0) for k in range(n + 1)]
+        down = [mp.mpf(k) / n / (1 + mp.exp(W[k] - W[k - 1])) if k > 0 else mp.mpf(0) for k in range(n + 1)]
+        A = mp.matrix(n + 1, n + 1)  # D^1/2 P D^-1/2: symmetric tridiagonal
+        for k in range(n + 1):
+            A[k, k] = 1 - up[k] - down[k]
+            if k < n:
+                A[k, k + 1] = A[k + 1, k] = mp.sqrt(up[k] * down[k + 1])
+        return float(1 - sorted(mp.eigsy(A, eigvals_only=True), reverse=True)[1])
+
+
 @pytest.mark.parametrize("beta, resolved", [(0.5, True), (0.7, False)])
-def test_metastable_gaps_are_values_or_honest_intervals(beta, resolved):
-    """Ising on K_8: gaps 1.9e-6 (resolved) and 3.9e-9 (below the 1e-6 accuracy target: an interval)."""
+def test_metastable_gaps_are_values_or_honest_intervals(beta, resolved, chain_of):
+    """Ising on K_8: gaps 1.9e-6 (resolved) and 3.9e-9 (below the operator's 1e-6 accuracy target: an
+    interval); the dense and CSR chains of the source resolve both (relative-accuracy LDL^T, Lanczos)."""
     src = IsingModel(nx.complete_graph(8), beta=beta)
-    ref = _laplacian_gap(src)
-    gap = analyse_operator(kernel_operator(src, device="cpu"))["spectral_gap"]
-    assert gap.resolved is resolved
+    ref = _mean_field_gap(src, 8)
+    assert ref == pytest.approx(_laplacian_gap(src), rel=1e-7)
+    if chain_of.args == ("operator",):
+        gap = analyse_operator(kernel_operator(src, device="cpu"))["spectral_gap"]
+        assert gap.resolved is resolved
+    else:
+        gap = chain_of(source=src).spectral_gap
+        assert gap.resolved
     assert _contains(gap, ref, slack=1e-9 * ref)
     assert gap.upper - gap.lower < 1e-5 * ref
-    if not resolved:
+    if not gap.resolved:
         assert "accuracy target" in gap.reason
 
 

@@ -320,18 +320,20 @@ def test_gaps_of_a_reducible_chain_with_a_given_law_are_exactly_zero(matrix_repr
     assert not ch.poincare_constant.resolved
 
 
-def test_a_given_law_must_be_stationary():
+def test_a_given_law_must_be_stationary(matrix_chain_of):
     with pytest.raises(ValueError, match="not stationary"):
-        Chain(two_state(0.2, 0.3), stationary=[0.5, 0.5])
+        matrix_chain_of(two_state(0.2, 0.3), stationary=[0.5, 0.5])
     for bad in ([0.5, 0.6], [0.2, 0.3, 0.5], [np.nan, 1.0]):
         with pytest.raises(ValueError, match="stationary"):
-            Chain(two_state(0.2, 0.3), stationary=bad)
+            matrix_chain_of(two_state(0.2, 0.3), stationary=bad)
+    good = matrix_chain_of(two_state(0.2, 0.3), stationary=[0.6, 0.4])  # pi = (b, a) / (a + b)
+    np.testing.assert_allclose(good.stationary.value, [0.6, 0.4], rtol=1e-15)
 
 
-def test_explicit_zeros_do_not_mutate_the_callers_matrix():
+def test_explicit_zeros_do_not_mutate_the_callers_matrix(matrix_chain_of):
     data = np.array([0.5, 0.5, 0.0, 0.25, 0.5, 0.25, 0.0, 0.5, 0.5])
     P = sp.csr_array((data.copy(), np.tile([0, 1, 2], 3), [0, 3, 6, 9]), shape=(3, 3))
-    Chain(P).summary()
+    matrix_chain_of(P).summary()
     assert P.nnz == 9 and np.array_equal(P.data, data)
 
 

@@ -86,10 +86,14 @@ def test_classes_closed_classes_and_transient_states_against_networkx(seed, matr
         assert as_sets(info.value.closed_classes) == as_sets(st.closed_classes)
 
 
-def test_dense_and_sparse_input_give_the_same_structure():
+def test_dense_and_sparse_input_give_the_same_structure(matrix_chain_of):
     P = random_chain(25, 3, density=0.05)
     a, b = chain_structure(P), chain_structure(sp.csr_array(P))
     assert as_sets(a.classes) == as_sets(b.classes) and as_sets(a.closed_classes) == as_sets(b.closed_classes)
+    G = digraph(P)  # the chain's closed classes are networkx's attracting components, dense or CSR
+    ch = matrix_chain_of(P)
+    assert as_sets(ch.closed_classes) == as_sets(a.closed_classes) == as_sets(nx.attracting_components(G))
+    assert ch.is_irreducible == (len(a.classes) == 1)
 
 
 @pytest.mark.parametrize("lengths, hold, period", [
