@@ -10,7 +10,7 @@ from transformers import BertConfig, BertForMaskedLM
 
 from mlmix.empirical.certify import certify
 from mlmix.empirical.mlm import MaskedLMConditionals
-from mlmix.empirical.relaxation import certify_relaxation
+from mlmix.empirical.relaxation import certify_relaxation, source_influence_row, source_influence_upper
 from mlmix.theory.local.influence import influence_matrix
 
 
@@ -57,3 +57,11 @@ def test_the_search_hook_gives_attained_lower_ends_within_the_exact_rho():
     assert "worst-context search" in cert.rho.method and 0 < cert.passes <= 40
     assert 0 < cert.rho.lower <= exact.rho * (1 + 1e-6)
     json.dumps(cert.as_dict(), default=str)
+
+
+def test_one_propagation_per_site_gives_the_pairwise_bounds():
+    source = _source("default")
+    for i in range(3):
+        row = source_influence_row(source, i)
+        assert row[i] == 0.0
+        assert all(row[j] == source_influence_upper(source, i, j) for j in range(3) if j != i)
