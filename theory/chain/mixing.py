@@ -57,7 +57,7 @@ import scipy.sparse as sp
 from scipy.sparse.csgraph import breadth_first_order, connected_components
 
 from mlmix.errors import MemoryLimitError, NumericalError
-from mlmix.limits import MEAN_EXIT_LIMIT, MIXING_LIMIT
+from mlmix.limits import DENSE_SPECTRAL_LIMIT, MEAN_EXIT_LIMIT, MIXING_LIMIT
 from mlmix.progress import seconds_for, steps
 from mlmix.theory.chain.hitting import expected_hitting_times
 from mlmix.theory.chain.structure import tree_depths
@@ -607,7 +607,9 @@ def chain_mixing_bounds(chain: Chain) -> MixingBounds:
             mult = chain.multiplicative_gap
         except MemoryLimitError:
             mult = None
-    mod = None if rev else chain.absolute_spectral_gap
+    # the modulus gap where it is computed (up to DENSE_SPECTRAL_LIMIT states); beyond, its lower end is
+    # 1 - sqrt(1 - g_mult), the multiplicative gap's, which mult already carries: no Krylov-Schur run here
+    mod = None if rev or core.n_states > DENSE_SPECTRAL_LIMIT else chain.absolute_spectral_gap
     return MixingBounds(log_pi_min, rev, chain.absolute_spectral_gap if rev else None, mod, mult,
                         witness.get("set_mass"), chain.conductance.upper, chain._transient_decay)
 
