@@ -93,7 +93,7 @@ class Representations(OnFirst, Theorem):
     paper = PAPER
     number = "Dense, CSR and matrix-free chains agree"
     statement = ("for the Glauber (or 2-Gibbs) chain of a source: the operator chain's and the CSR chain's "
-                 "stationary law, additive gap, asymptotic variance sigma^2(f), TV(mu P^t, pi) and hitting times "
+                 "stationary law, additive gap, absolute gap, asymptotic variance sigma^2(f), TV(mu P^t, pi) and hitting times "
                  "E_x tau_A lie inside the dense chain's certified enclosures, and the dense exact t_mix(1/4) lies "
                  "inside the operator's certified interval")
     extras = ("kernel", "draw_seed")
@@ -129,6 +129,7 @@ class Representations(OnFirst, Theorem):
             parts += [
                 _vector_part(f"stationary law: {rep} = dense", c.stationary, dense.stationary),
                 _interval_part(f"additive gap: {rep} = dense", c.additive_gap, dense.additive_gap),
+                _interval_part(f"absolute gap: {rep} = dense", c.absolute_spectral_gap, dense.absolute_spectral_gap),
                 _interval_part(f"sigma^2(f): {rep} = dense", c.asymptotic_variance(f), dense.asymptotic_variance(f)),
                 _vector_part(f"TV(P^t(x0, .), pi), t <= {t_max}: {rep} = dense", c.distance_curve(t_max, start=x0),
                              dense.distance_curve(t_max, start=x0)),
