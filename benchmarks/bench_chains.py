@@ -2,7 +2,7 @@
 
 The model is ``BertForMaskedLM(BertConfig())`` (bert-base: 12 layers, hidden 768, |V| = 30,522)
 with random weights and a WordLevel tokenizer of the same size, so nothing is downloaded. For
-each length n and batch size B, :func:`mlmix.empirical.simulation.run_chains` advances B chains together
+each length n and batch size B, :func:`mlmix.empirical.sampling.simulation.run_chains` advances B chains together
 (one batched masked forward pass per step) and is compared with a loop that advances the same B
 chains one at a time (batch 1). Reported: chain-steps per second (B x steps / seconds) of both and
 their ratio. One warm-up step per configuration is not timed.
@@ -24,8 +24,8 @@ import numpy as np
 import torch
 from bench_mlm import bert_base as random_bert_base  # this folder: the script's own directory is on sys.path
 
-from mlmix.empirical.mlm import MaskedLMConditionals, resolve_device
-from mlmix.empirical.simulation import run_chains
+from mlmix.empirical.models.mlm import MaskedLMConditionals, resolve_device
+from mlmix.empirical.sampling.simulation import run_chains
 from mlmix.files import atomic_write_text
 
 

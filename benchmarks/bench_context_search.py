@@ -1,9 +1,9 @@
 """Searched lower bounds of rho_ij against the exact suprema, on AntiBERTy (docs/real-model.md,
 "Searched lower bounds").
 
-For each frame and n, the exact table (``mlmix.empirical.tabulate``: n 20^(n-1) masked passes, read
+For each frame and n, the exact table (``mlmix.empirical.models.tabulate``: n 20^(n-1) masked passes, read
 from ~/.cache/mlmix/tables when cached) gives the exact rho_ij, rho, alpha and Delta; then
-:func:`mlmix.empirical.context_search.search_worst_contexts` runs on that table with several
+:func:`mlmix.empirical.model_constants.context_search.search_worst_contexts` runs on that table with several
 ``--starts``. A row of the table is exactly the conditional a masked forward pass returns, so the
 passes the search counts are the passes it would make on the model (the search asks rows, the
 table answers them without the model). Also printed: the "maximum over random contexts" of
@@ -31,9 +31,9 @@ from pathlib import Path
 
 import numpy as np
 
-from mlmix.empirical.context_search import search_worst_contexts
-from mlmix.empirical.mlm import MaskedLMConditionals, load_pretrained
-from mlmix.empirical.tabulate import cache_root, table_key, tabulate
+from mlmix.empirical.model_constants.context_search import search_worst_contexts
+from mlmix.empirical.models.mlm import MaskedLMConditionals, load_pretrained
+from mlmix.empirical.models.tabulate import cache_root, table_key, tabulate
 from mlmix.theory.local.influence import (
     aggregate_influence,
     contraction_temperature,
@@ -55,7 +55,7 @@ def frame(name: str, n: int) -> dict:
 
 def antiberty():
     """(model, tokenizer) of the converted AntiBERTy: the tests' copy, else fetched and converted once."""
-    from mlmix.empirical.antiberty import VERSION
+    from mlmix.empirical.models.antiberty import VERSION
 
     root = Path.home() / ".cache" / "mlmix" / f"antiberty-{VERSION}-converted"
     for dest in (root / "model", root):

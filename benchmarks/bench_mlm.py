@@ -28,7 +28,7 @@ import torch
 from tokenizers import Tokenizer, models, pre_tokenizers, processors
 from transformers import BertConfig, BertForMaskedLM, PreTrainedTokenizerFast
 
-from mlmix.empirical.mlm import MaskedLMConditionals
+from mlmix.empirical.models.mlm import MaskedLMConditionals
 
 
 def bert_base(vocab_size: int = 30522) -> tuple[BertForMaskedLM, PreTrainedTokenizerFast]:

@@ -1,4 +1,4 @@
-"""Where the sound relaxation of :mod:`mlmix.empirical.relaxation` holds and where it breaks.
+"""Where the sound relaxation of :mod:`mlmix.empirical.model_constants.relaxation` holds and where it breaks.
 
 For each model and each context set (one free position ranging over k tokens, every other
 position fixed, the site masked) it prints, per layer, the max / mean width of the certified
@@ -25,8 +25,8 @@ from pathlib import Path
 import torch
 from transformers import BertConfig, BertForMaskedLM
 
-from mlmix.empirical import relaxation as rx
-from mlmix.empirical.antiberty import AMINO_ACIDS, VERSION
+from mlmix.empirical.model_constants import relaxation as rx
+from mlmix.empirical.models.antiberty import AMINO_ACIDS, VERSION
 
 ANTIBERTY = Path.home() / ".cache" / "mlmix" / f"antiberty-{VERSION}-converted" / "model"
 #: The heavy-chain start the AntiBERTy tests use (frame positions: [CLS] residues [SEP]).

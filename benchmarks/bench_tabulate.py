@@ -1,4 +1,4 @@
-"""Tabulation throughput: masked forward passes per second of `mlmix.empirical.tabulate.tabulate`
+"""Tabulation throughput: masked forward passes per second of `mlmix.empirical.models.tabulate.tabulate`
 against plain `transformers` loops measured in the same run, on AntiBERTy or a bert-base-sized model.
 
 Every masked pass yields one conditional pi_i(. | x_{-i}) over the alphabet. Compared, on the same
@@ -14,7 +14,7 @@ frame (``--context`` fixed residues around n free positions) and alphabet:
 
 One full batch warms the model up first; each loop is timed ``--repeats`` times, best kept.
 Prints passes/s, the speed-ups, GFLOP/s (encoder + head at one position per pass) and the process's
-peak RSS. AntiBERTy is fetched from PyPI into ~/.cache/mlmix (see ``mlmix.empirical.antiberty``)::
+peak RSS. AntiBERTy is fetched from PyPI into ~/.cache/mlmix (see ``mlmix.empirical.models.antiberty``)::
 
     python benchmarks/bench_tabulate.py --model antiberty --threads 1
     python benchmarks/bench_tabulate.py --model bert-base --threads 1 --letters 3 --naive 16
@@ -34,17 +34,17 @@ import numpy as np
 import torch
 from bench_mlm import _sync, bert_base, flops_per_masked_sequence  # this folder: the script's own directory
 
-from mlmix.empirical import tabulate as tab
-from mlmix.empirical.mlm import MaskedLMConditionals
+from mlmix.empirical.models import tabulate as tab
+from mlmix.empirical.models.mlm import MaskedLMConditionals
 
 ANTIBERTY_CONTEXT = "E V Q L V E S G G G L V Q P G G S L R L S C A A S G F T F S S Y A M S W V R Q A P G K G L E W V S"
 
 
 def antiberty() -> tuple[torch.nn.Module, object, list[str]]:
     """The converted AntiBERTy (fetched and converted once into ~/.cache/mlmix)."""
-    from mlmix.empirical.antiberty import AMINO_ACIDS, VERSION, fetch
-    from mlmix.empirical.checkpoint_copy import convert
-    from mlmix.empirical.mlm import load_pretrained
+    from mlmix.empirical.models.antiberty import AMINO_ACIDS, VERSION, fetch
+    from mlmix.empirical.models.checkpoint_copy import convert
+    from mlmix.empirical.models.mlm import load_pretrained
 
     root = Path.home() / ".cache" / "mlmix"
     dest = root / f"antiberty-{VERSION}-converted"
@@ -90,7 +90,7 @@ def main(argv: list[str] | None = None) -> int:
         words = [f"w{k}" for k in range(100)]
         context = words[-args.context:]
     else:
-        from mlmix.empirical.mlm import load_pretrained
+        from mlmix.empirical.models.mlm import load_pretrained
 
         model, tok = load_pretrained(MaskedLMConditionals.auto_class, args.model)
         words = None

@@ -28,7 +28,7 @@ _LAZY = {
     "PottsModel": "mlmix.theory.sources.conditionals",
     "LogWeightTable": "mlmix.theory.sources.conditionals",
     "ScoreTable": "mlmix.theory.sources.conditionals",
-    "MaskedLMConditionals": "mlmix.empirical.mlm",
+    "MaskedLMConditionals": "mlmix.empirical.models.mlm",
     "glauber_kernel": "mlmix.theory.kernels.assembled",
     "k_gibbs_kernel": "mlmix.theory.kernels.assembled",
     "block_kernel": "mlmix.theory.kernels.assembled",
@@ -45,7 +45,7 @@ def __dir__() -> list[str]:
 
 
 #: Lazily exported modules that import torch and transformers: their first import takes seconds.
-_MODEL_STACK = {"mlmix.empirical.mlm"}
+_MODEL_STACK = {"mlmix.empirical.models.mlm"}
 
 
 def __getattr__(name: str) -> Any:

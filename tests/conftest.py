@@ -28,7 +28,7 @@ from pathlib import Path  # noqa: E402
 
 import pytest  # noqa: E402
 
-from mlmix.empirical import antiberty as ab  # noqa: E402
+from mlmix.empirical.models import antiberty as ab  # noqa: E402
 
 
 def _cache(request, name: str) -> Path:
@@ -54,7 +54,9 @@ def converted(wheel, request):
     model_dir, vocab = wheel
     dest = _cache(request, f"antiberty-{ab.VERSION}-converted") / "model"
     if not (dest / "config.json").is_file():
-        from mlmix.empirical.checkpoint_copy import convert  # deferred: transformers loads only for the real model
+        from mlmix.empirical.models.checkpoint_copy import (
+            convert,  # deferred: transformers loads only for the real model
+        )
 
         convert(model_dir, dest, vocab=vocab, overwrite=True)
     return dest

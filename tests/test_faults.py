@@ -482,7 +482,7 @@ def _first_weight(header):
 def test_a_relabelled_safetensors_header_is_refused(model_folder, tmp_path, edit, message):
     from transformers import AutoModelForMaskedLM
 
-    from mlmix.empirical.mlm import load_pretrained
+    from mlmix.empirical.models.mlm import load_pretrained
 
     folder = _copy_model(model_folder, tmp_path / "m")
     _rewrite_header(folder / "model.safetensors", edit)
@@ -496,7 +496,7 @@ def test_weights_of_absurd_magnitude_are_refused(model_folder, tmp_path):
     from safetensors.numpy import load_file, save_file
     from transformers import AutoModelForMaskedLM
 
-    from mlmix.empirical.mlm import load_pretrained
+    from mlmix.empirical.models.mlm import load_pretrained
 
     folder = _copy_model(model_folder, tmp_path / "m")
     tensors = load_file(folder / "model.safetensors")
@@ -516,7 +516,7 @@ def test_weights_of_absurd_magnitude_are_refused(model_folder, tmp_path):
 def test_a_tokenizer_file_of_the_wrong_schema_is_a_one_line_error(model_folder, tmp_path, content, message):
     from transformers import AutoModelForMaskedLM
 
-    from mlmix.empirical.mlm import load_pretrained
+    from mlmix.empirical.models.mlm import load_pretrained
 
     folder = _copy_model(model_folder, tmp_path / "m")
     (folder / "tokenizer.json").write_text(content)
@@ -532,7 +532,7 @@ def test_a_tokenizer_file_of_the_wrong_schema_is_a_one_line_error(model_folder, 
     ("[", "not valid JSON"),
 ])
 def test_a_damaged_law_file_is_a_one_line_error(tmp_path, content, message):
-    from mlmix.empirical.shipped_model import load_law
+    from mlmix.empirical.models.shipped_model import load_law
 
     (tmp_path / "law.json").write_text(content)
     with pytest.raises(ValueError, match=message):
@@ -540,8 +540,8 @@ def test_a_damaged_law_file_is_a_one_line_error(tmp_path, content, message):
 
 
 def test_the_shipped_law_file_passes_the_check():
-    from mlmix.empirical.mlm import DEFAULT_MODEL_DIR
-    from mlmix.empirical.shipped_model import law_spec, load_law
+    from mlmix.empirical.models.mlm import DEFAULT_MODEL_DIR
+    from mlmix.empirical.models.shipped_model import law_spec, load_law
 
     spec = law_spec(DEFAULT_MODEL_DIR)
     assert load_law(DEFAULT_MODEL_DIR).space.length == spec["length"]
@@ -563,8 +563,8 @@ def test_rectangle_table_with_an_unloadable_model_exits_2_in_one_line(tmp_path, 
 def cached(tmp_path):
     from mlm_fixtures import tiny_masked_lm
 
-    from mlmix.empirical import tabulate as tab
-    from mlmix.empirical.mlm import MaskedLMConditionals
+    from mlmix.empirical.models import tabulate as tab
+    from mlmix.empirical.models.mlm import MaskedLMConditionals
 
     model, tok = tiny_masked_lm("bert", seed=13)
     mlm = MaskedLMConditionals(model, tok, frame="c _ _", candidates="a b c", device="cpu")
@@ -579,7 +579,7 @@ def test_a_damaged_or_tampered_cached_table_is_detected_and_recomputed(cached, d
     member: never used silently; tabulate says so and recomputes the same table; cached_table refuses."""
     import io
 
-    from mlmix.empirical import tabulate as tab
+    from mlmix.empirical.models import tabulate as tab
     from mlmix.files import atomic_save_npz
 
     mlm, first, path = cached
@@ -607,7 +607,7 @@ def test_a_damaged_or_tampered_cached_table_is_detected_and_recomputed(cached, d
 
 
 def test_a_damaged_checkpoint_chunk_is_recomputed(cached, monkeypatch):
-    from mlmix.empirical import tabulate as tab
+    from mlmix.empirical.models import tabulate as tab
     from mlmix.files import OutputDir
 
     mlm, first, path = cached

@@ -18,8 +18,8 @@ torch.set_num_threads(1)
 
 
 def test_a_masked_lm_is_a_source_tabulated_once(tmp_path, monkeypatch):
-    from mlmix.empirical.mlm import MaskedLMConditionals
-    from mlmix.empirical.tabulate import tabulate
+    from mlmix.empirical.models.mlm import MaskedLMConditionals
+    from mlmix.empirical.models.tabulate import tabulate
 
     monkeypatch.setenv("MLMIX_CACHE", str(tmp_path / "cache"))
     folder = str(save_model(*tiny_masked_lm("bert", seed=5), tmp_path / "bert"))

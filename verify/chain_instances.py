@@ -313,7 +313,7 @@ class _SubFrame(Conditionals):
 @st.composite
 def frames(draw, table: Conditionals, max_length: int = 3, max_alphabet: int = 4,
            temperature: tuple[float, float] | None = None) -> Instance:
-    """Sub-frames of a tabulated model (an :class:`~mlmix.empirical.tabulate.MLMTable` or any source
+    """Sub-frames of a tabulated model (an :class:`~mlmix.empirical.models.tabulate.MLMTable` or any source
     over V^n): 1..max_length of its positions stay free, the others are fixed to drawn symbols, and
     the free positions range over 2..max_alphabet of its symbols; the result is the exact score
     table of that smaller frame (the model's own scores, renormalised over the chosen alphabet), at

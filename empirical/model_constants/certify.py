@@ -7,7 +7,7 @@ supremum:
 
 * **enumeration** when its n |V|^(n-1) score queries fit ``max_passes`` and ``budget_s`` (or a score
   table / cached exact table is at hand, 0 passes): the streamed exact values
-  (:func:`mlmix.empirical.streamed_constants.streamed_constants`), lower and upper within the float64
+  (:func:`mlmix.empirical.model_constants.streamed_constants.streamed_constants`), lower and upper within the float64
   rounding 8 |V| u (+ n u for the sums) of the value;
 * otherwise **bounds**: the lower ends from ``lower_bounds`` (a hook; default: the maxima over uniformly
   sampled contexts with every replacement, :func:`random_context_lower_bounds`), the upper ends from
@@ -33,7 +33,7 @@ from typing import Any
 
 import numpy as np
 
-from mlmix.empirical.streamed_constants import (
+from mlmix.empirical.model_constants.streamed_constants import (
     DEFAULT_BLOCK_ROWS,
     MODEL_SCORE_ULPS,
     passes_needed,
@@ -177,8 +177,8 @@ def _widen(matrix: np.ndarray, rounding: float, error: float, cap: float | None)
 def _cached(source: Conditionals) -> Conditionals:
     """A masked LM's cached exact table (at its temperature) when there is one, else the source."""
     # deferred: torch loads only for a masked LM
-    from mlmix.empirical.mlm import MaskedLMConditionals
-    from mlmix.empirical.tabulate import cached_table
+    from mlmix.empirical.models.mlm import MaskedLMConditionals
+    from mlmix.empirical.models.tabulate import cached_table
 
     if isinstance(source, MaskedLMConditionals):
         table = cached_table(source)
@@ -192,7 +192,7 @@ def _rate(source: Conditionals) -> float:
     if not hasattr(source, "scores_torch"):
         return math.inf
     # deferred: torch loads only for a masked LM
-    from mlmix.empirical.tabulate import measure_rate
+    from mlmix.empirical.models.tabulate import measure_rate
 
     return measure_rate(source)
 

@@ -318,7 +318,7 @@ def search_worst_contexts(source: Conditionals, *, max_passes: int | None = None
 
 
 def search_lower_bounds(source: Conditionals, *, max_passes: int, seed: int = 0) -> dict:
-    """The ``lower_bounds`` hook of :func:`mlmix.empirical.certify.certify`: :func:`search_worst_contexts`
+    """The ``lower_bounds`` hook of :func:`mlmix.empirical.model_constants.certify.certify`: :func:`search_worst_contexts`
     from one start within ``max_passes`` score rows (one start with a budget did best on AntiBERTy,
     docs/real-model.md "Searched lower bounds"), as the hook's dict (``rho_lower``, ``delta_lower``,
     ``witnesses``, ``passes``, ``method``, ``max_abs_score``). No budget at all: zeros, 0 passes."""

@@ -324,7 +324,7 @@ def estimate(source: Conditionals, *, contexts: int | np.ndarray = DEFAULT_CONTE
     source counts its forward passes (:func:`query_rows`) with an ETA (:class:`mlmix.progress.Counter`),
     after their cost line when their ``rate`` (passes/s) is given; any other source shows a bar over
     the stages once it has run for the threshold. Give an MLM's exact values by passing its
-    tabulated table (:func:`mlmix.empirical.tabulate.tabulate`) as ``source``: every number then
+    tabulated table (:func:`mlmix.empirical.models.tabulate.tabulate`) as ``source``: every number then
     comes from the table, without a forward pass.
     """
     start = time.perf_counter()
@@ -380,7 +380,7 @@ def _passes_counter(source, total: int, contexts: int, exact: bool, progress: bo
     are expected to take :func:`mlmix.progress.threshold` seconds or more; without it (no pass is spent
     on measuring), the count speaks once the rate of its first passes says that it will take that long."""
     # deferred: torch loads only for a language-model source
-    from mlmix.empirical.tabulate import cost_line
+    from mlmix.empirical.models.tabulate import cost_line
 
     if not progress or rate is None:
         return Counter("mlmix estimate", total, unit="passes", enabled=progress, quiet_below=threshold())

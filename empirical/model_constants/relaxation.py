@@ -46,11 +46,11 @@ ulp), which is added to every value they produce. A radius that overflows or tur
 
 Entry points: :func:`conditional_bounds` (sound [lower, upper] on p_i(a | x) over the set, the
 masked LM's conditional restricted to the alphabet and renormalised at temperature T, as
-:mod:`mlmix.empirical.mlm` computes it), :func:`influence_upper` (a sound upper bound on
+:mod:`mlmix.empirical.models.mlm` computes it), :func:`influence_upper` (a sound upper bound on
 rho_ij, from the score oscillation Delta_ij and paper G Lemma 6, TV <= tanh(osc / 4T)),
 :func:`layer_widths` (per layer, how wide the bounds are: where the relaxation loses it) and
 :func:`source_conditional_bounds` / :func:`source_influence_upper` for a
-:class:`~mlmix.empirical.mlm.MaskedLMConditionals` source (symbols instead of token ids).
+:class:`~mlmix.empirical.models.mlm.MaskedLMConditionals` source (symbols instead of token ids).
 Supported: ``BertForMaskedLM`` with absolute positions and ``hidden_act="gelu"`` (exact erf GELU),
 no padding (every position attended).
 """
@@ -608,7 +608,7 @@ def conditional_bounds(model, frame_tokens: Sequence[int], site: int, allowed: M
     """Sound (lower, upper) arrays over the alphabet: lower[a] <= p_site(a | x) <= upper[a] for every
     input x with x_k in ``allowed[k]`` at each free position k != site, where
     p_site(a | x) = softmax_a(logit_a(x with [MASK] at site) / T) over the ``alphabet`` token ids
-    (as :class:`~mlmix.empirical.mlm.MaskedLMConditionals` computes it). ``frame_tokens`` are the
+    (as :class:`~mlmix.empirical.models.mlm.MaskedLMConditionals` computes it). ``frame_tokens`` are the
     full input ids (specials included) with [MASK] at ``site``; positions are input positions."""
     prop = propagate(model, frame_tokens, site, allowed, alphabet)
     return probability_bounds(prop.logits, check_temperature(temperature))
@@ -737,7 +737,7 @@ def source_influence_row(source, site: int) -> np.ndarray:
 
 
 def certify_relaxation(source) -> dict | None:
-    """The ``relaxation`` hook of :func:`mlmix.empirical.certify.certify`: ``rho_upper`` (n x n), the bound of
+    """The ``relaxation`` hook of :func:`mlmix.empirical.model_constants.certify.certify`: ``rho_upper`` (n x n), the bound of
     :func:`source_influence_row` on every rho_ij over every context of the frame, for a masked LM that
     is a ``BertForMaskedLM`` (:func:`_check_model`); None for any other source, and None as soon as a
     row holds a vacuous bound (>= 1: the relaxation has lost the relation, so the other rows would cost

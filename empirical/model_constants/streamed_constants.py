@@ -118,8 +118,8 @@ def checkpoint_params(source: Conditionals, block_rows: int) -> dict:
     """What a checkpoint folder is keyed by: the model's weights, frame, alphabet and dtype (the key
     record of its exact table), or a score table's content hash; the temperature, |V|, n, the block size."""
     # deferred: torch loads only for a masked LM
-    from mlmix.empirical.mlm import MaskedLMConditionals
-    from mlmix.empirical.tabulate import content_hash, table_key
+    from mlmix.empirical.models.mlm import MaskedLMConditionals
+    from mlmix.empirical.models.tabulate import content_hash, table_key
 
     if isinstance(source, MaskedLMConditionals):
         record = table_key(source)[1]
@@ -137,7 +137,7 @@ def default_folder(source: Conditionals, block_rows: int = DEFAULT_BLOCK_ROWS) -
     (``streamed/<key>``, :func:`mlmix.cache.cache_dir`), keyed by :func:`checkpoint_params`; None for any
     other source. A finished run leaves only its state there, so a rerun returns at once (0 passes)."""
     # deferred: torch loads only for a masked LM
-    from mlmix.empirical.mlm import MaskedLMConditionals
+    from mlmix.empirical.models.mlm import MaskedLMConditionals
 
     if not isinstance(source, MaskedLMConditionals):
         return None
@@ -189,7 +189,7 @@ def _announce(source: Conditionals, total: int, say: Callable[[str], None]) -> f
         say(f"{total:,} score queries")
         return float("inf")
     # deferred: torch loads only for a masked LM
-    from mlmix.empirical.tabulate import cost_line, measure_rate
+    from mlmix.empirical.models.tabulate import cost_line, measure_rate
 
     rate = measure_rate(source)
     say(cost_line(total, rate, source.device) +

@@ -23,7 +23,7 @@ import numpy as np
 import torch
 from transformers import AutoModelForCausalLM, PreTrainedModel
 
-from mlmix.empirical.mlm import TokenConditionals
+from mlmix.empirical.models.mlm import TokenConditionals
 
 
 class CausalLMConditionals(TokenConditionals):

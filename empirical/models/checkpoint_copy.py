@@ -25,8 +25,8 @@ import numpy as np
 import torch
 from transformers import AutoConfig
 
-from mlmix.empirical.mlm import MaskedLMConditionals, load_pretrained, load_tokenizer
-from mlmix.empirical.vocab import tokenizer_from_vocab
+from mlmix.empirical.models.mlm import MaskedLMConditionals, load_pretrained, load_tokenizer
+from mlmix.empirical.models.vocab import tokenizer_from_vocab
 from mlmix.files import atomic_write_bytes
 
 

@@ -3,7 +3,7 @@
 A state is a sequence of n *symbols*; symbol k stands for the token id ``support_ids[k]``. The
 support (the frame's alphabet) is the model's vocabulary minus special and unused tokens, or a
 restricted candidate set. The model sees ``[specials] frame [specials]`` exactly as its tokenizer
-would wrap the text, with x_0 .. x_{n-1} at the frame's free positions (:mod:`mlmix.empirical.frames`:
+would wrap the text, with x_0 .. x_{n-1} at the frame's free positions (:mod:`mlmix.empirical.models.frames`:
 a fixed left context, free positions anywhere, a fixed right context); the fixed tokens are never
 resampled. For site i the score is the MLM logit at the masked position,
 
@@ -37,15 +37,15 @@ from safetensors import SafetensorError
 from scipy.special import log_softmax
 from transformers import AutoModelForMaskedLM, AutoTokenizer, PreTrainedModel
 
-from mlmix.empirical.frames import Frame, build_frame, known_ids
-from mlmix.empirical.tabulate import MLMTable, tabulate
-from mlmix.empirical.vocab import tokenizer_from_vocab
+from mlmix.empirical.models.frames import Frame, build_frame, known_ids
+from mlmix.empirical.models.tabulate import MLMTable, tabulate
+from mlmix.empirical.models.vocab import tokenizer_from_vocab
 from mlmix.progress import announce
 from mlmix.theory.sources.conditionals import Conditionals
 from mlmix.theory.sources.space import StateSpace
 from mlmix.validation import check_int, check_safetensors_header, check_tokenizer_files, check_weight_values
 
-#: The model shipped with mlmix (trained by :func:`mlmix.empirical.shipped_model.train`, ``mlmix run train-default``).
+#: The model shipped with mlmix (trained by :func:`mlmix.empirical.models.shipped_model.train`, ``mlmix run train-default``).
 DEFAULT_MODEL_DIR = Path(__file__).resolve().parent / "default_model"
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
@@ -179,7 +179,7 @@ def safetensors_parameters(header: dict) -> int:
 def load_tokenizer(source: str, **options):
     """The tokenizer of a hub id or folder. A folder with no tokenizer files but a ``vocab.txt``
     (e.g. a bare BERT checkpoint) gets a fast tokenizer built from it (see
-    :func:`mlmix.empirical.vocab.tokenizer_from_vocab`); a folder with neither is an error."""
+    :func:`mlmix.empirical.models.vocab.tokenizer_from_vocab`); a folder with neither is an error."""
     path = Path(source)
     if path.is_dir():
         check_tokenizer_files(path)
@@ -223,7 +223,7 @@ def resolve_dtype(dtype: str | torch.dtype | None, device: torch.device) -> torc
 class TokenConditionals(Conditionals):
     """Shared machinery of language-model sources: frame, alphabet, special-token template, device.
 
-    Subclasses implement :meth:`scores_torch`. The frame (:func:`mlmix.empirical.frames.build_frame`)
+    Subclasses implement :meth:`scores_torch`. The frame (:func:`mlmix.empirical.models.frames.build_frame`)
     is ``prefix + frame + suffix``: ``frame`` a text with ``_`` at each free position, or ``length``
     free positions when there is none; ``prefix``/``suffix`` texts or token lists, fixed and never
     resampled. ``candidates`` (tokens or ids, a whitespace-separated text, or ``@file``) is the
@@ -445,7 +445,7 @@ class TokenConditionals(Conditionals):
         """Scores s_i(. | x_{-i}) at T = 1 for symbols (B, n) and one site per row: float32 (B, |V|).
 
         ``validate=False`` skips the range checks of symbols and sites (host-device synchronisations
-        on CUDA) for inputs known to be valid, as in the chain loop of :mod:`mlmix.empirical.simulation`.
+        on CUDA) for inputs known to be valid, as in the chain loop of :mod:`mlmix.empirical.sampling.simulation`.
         """
 
     def log_conditionals_torch(self, symbols: torch.Tensor, sites: int | torch.Tensor, *,
@@ -550,6 +550,6 @@ class MaskedLMConditionals(TokenConditionals):
 
     def tabulated(self) -> MLMTable:
         """The exact score table over the frame, read from the cache or computed once
-        (:func:`~mlmix.empirical.tabulate.tabulate`: n |V|^(n-1) masked passes, checkpointed): what
+        (:func:`~mlmix.empirical.models.tabulate.tabulate`: n |V|^(n-1) masked passes, checkpointed): what
         ``Chain.from_source`` builds the chain of a masked LM from (paper G section 3.1)."""
         return tabulate(self)

@@ -8,10 +8,10 @@ so the contexts without a mask reproduce that table bit for bit):
     s_i(v | x_S) = logit_v( encoder(x_S, [MASK] elsewhere) at position i ),   table shape (n, (|V|+1)^(n-1), |V|).
 
 One masked pass per (site, partial context): n (|V|+1)^(n-1) passes (AntiBERTy's 20 residues: 42 at
-n = 2, 1,323 at n = 3, 37,044 at n = 4). As for the Glauber table (:mod:`mlmix.empirical.tabulate`): the
+n = 2, 1,323 at n = 3, 37,044 at n = 4). As for the Glauber table (:mod:`mlmix.empirical.models.tabulate`): the
 cost is measured and printed first, a progress bar runs, chunks are checkpointed so an interrupted run
 resumes, and the table is cached under the same folder, keyed by the weights, the frame, the alphabet,
-the dtype and the kind "partial": the same routine (:meth:`mlmix.empirical.tabulate.TableKind.tabulate`),
+the dtype and the kind "partial": the same routine (:meth:`mlmix.empirical.models.tabulate.TableKind.tabulate`),
 of which this table is the kind :data:`PARTIAL`. The table does not depend on T.
 """
 
@@ -22,7 +22,7 @@ from collections.abc import Callable
 
 import torch
 
-from mlmix.empirical.tabulate import TableKind, Tabulated
+from mlmix.empirical.models.tabulate import TableKind, Tabulated
 from mlmix.theory.kernels.decoders import PartialScoreTable
 
 
@@ -51,7 +51,7 @@ PARTIAL = TableKind(label="partial table", name="partial table", contexts="parti
 def tabulate_partial(source, *, cache_dir: str | os.PathLike | None = None, use_cache: bool = True,
                      max_passes: int | None = None, progress: bool = True,
                      log: Callable[[str], None] | None = None) -> MLMPartialTable:
-    """The exact partial score table of a :class:`~mlmix.empirical.mlm.MaskedLMConditionals` (module doc):
+    """The exact partial score table of a :class:`~mlmix.empirical.models.mlm.MaskedLMConditionals` (module doc):
     read from the cache when present, else computed in checkpointed chunks and cached."""
     return PARTIAL.tabulate(source, cache_dir=cache_dir, use_cache=use_cache, max_passes=max_passes,
                             progress=progress, log=log)

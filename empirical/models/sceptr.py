@@ -56,8 +56,8 @@ from tokenizers import Tokenizer, models, pre_tokenizers, processors
 from transformers import PreTrainedTokenizerFast
 
 from mlmix.cache import cache_dir
-from mlmix.empirical.antiberty import IndexUnreachable, download_wheel
-from mlmix.empirical.mlm import MaskedLMConditionals
+from mlmix.empirical.models.antiberty import IndexUnreachable, download_wheel
+from mlmix.empirical.models.mlm import MaskedLMConditionals
 from mlmix.validation import check_weight_values
 
 VERSION = "1.2.0"
@@ -99,7 +99,7 @@ def is_sceptr(name: str | Path) -> bool:
 def fetch(dest: str | Path | None = None) -> Path:
     """The wheel in ``dest`` (default ``sceptr-1.2.0/`` in mlmix's user cache), downloaded once with
     ``pip download`` and checked against :data:`WHEEL_SHA256`. Raises
-    :class:`~mlmix.empirical.antiberty.IndexUnreachable` without network, ValueError otherwise."""
+    :class:`~mlmix.empirical.models.antiberty.IndexUnreachable` without network, ValueError otherwise."""
     folder = cache_dir(f"sceptr-{VERSION}") if dest is None else Path(dest)
     return download_wheel("sceptr", VERSION, WHEEL, WHEEL_SHA256, folder)
 
@@ -264,7 +264,7 @@ def sceptr_tokenizer() -> PreTrainedTokenizerFast:
 class SceptrConditionals(MaskedLMConditionals):
     """Conditionals of SCEPTR's masked-LM head over a frame (module docstring for frames and markers):
     the 20 logits at the [MASK]ed residue, restricted to the alphabet. Everything else (tabulation,
-    cache, partial tables, estimates, chains) is :class:`~mlmix.empirical.mlm.MaskedLMConditionals`'."""
+    cache, partial tables, estimates, chains) is :class:`~mlmix.empirical.models.mlm.MaskedLMConditionals`'."""
 
     def __init__(self, model: SceptrMLM, tokenizer: PreTrainedTokenizerFast | None = None,
                  length: int | None = None, **kwargs) -> None:

@@ -11,7 +11,7 @@ the cross-entropy of the true token at the mask. The model learns the conditiona
 rectangle statistic is positive and its influence differs from the true law's.
 
     mlmix run train-default --out DIR --seed 0 --steps 3000
-    mlmix run train-default --out empirical/default_model --overwrite     # replace the shipped model
+    mlmix run train-default --out empirical/models/default_model --overwrite     # replace the shipped model
 
 A run with the same seed and torch version reproduces the weights exactly. The folder gets
 ``model.safetensors``, ``config.json``, the tokenizer files and ``law.json`` (the true law,
@@ -131,7 +131,7 @@ def train(out: str | Path, seed: int = 0, steps: int = 3000, samples: int = 2000
     model.save_pretrained(out, safe_serialization=True)
     tok.save_pretrained(out)
 
-    from mlmix.empirical.mlm import (
+    from mlmix.empirical.models.mlm import (
         MaskedLMConditionals,  # the trained model as a source of conditionals
     )
     kl = conditional_kl(law, MaskedLMConditionals(model, tok, LENGTH, device="cpu"))

@@ -20,7 +20,7 @@ the logits), so any temperature reuses it. The cache folder is ``tables/`` in ml
 The result, :class:`MLMTable`, is a :class:`~mlmix.theory.sources.conditionals.ScoreTable`: every exact
 quantity (kernels, the chain, influence, rectangles, margins) works on it without the model.
 All of the above is one routine, :meth:`TableKind.tabulate`, of which the exact table (:data:`EXACT`) and
-the partial table of :mod:`mlmix.empirical.partial_tables` are two kinds.
+the partial table of :mod:`mlmix.empirical.models.partial_tables` are two kinds.
 """
 
 from __future__ import annotations
@@ -133,7 +133,7 @@ def cost_line(passes: int, rate: float, device: torch.device, what: str = "maske
 class Tabulated:
     """The alphabet's tokens (:meth:`decode`) and the provenance (:meth:`describe`) of a table tabulated
     from a masked LM over a frame; mixed into :class:`MLMTable` and
-    :class:`~mlmix.empirical.partial_tables.MLMPartialTable`."""
+    :class:`~mlmix.empirical.models.partial_tables.MLMPartialTable`."""
 
     def __init__(self, space: StateSpace, table: np.ndarray, temperature: float = 1.0, *,
                  tokens: Sequence[str], info: dict) -> None:
@@ -205,7 +205,7 @@ class TableKind:
 
     def tabulate(self, source, *, cache_dir: str | os.PathLike | None = None, use_cache: bool = True,
                  max_passes: int | None = None, progress: bool = True, log: Callable[[str], None] | None = None):
-        """The table of this kind of a :class:`~mlmix.empirical.mlm.MaskedLMConditionals`: read from the
+        """The table of this kind of a :class:`~mlmix.empirical.models.mlm.MaskedLMConditionals`: read from the
         cache when present and whole (no forward pass; a damaged entry is reported and recomputed), else
         refused over ``max_passes``, announced with its measured cost, computed in checkpointed chunks
         (resuming an interrupted run) and cached atomically (the record, with the table's SHA-256, last)."""
@@ -313,7 +313,7 @@ def cached_table(source, cache_dir: str | os.PathLike | None = None) -> MLMTable
 def tabulate(source, *, cache_dir: str | os.PathLike | None = None, use_cache: bool = True,
              max_passes: int | None = None, progress: bool = True,
              log: Callable[[str], None] | None = None) -> MLMTable:
-    """The exact score table of a :class:`~mlmix.empirical.mlm.MaskedLMConditionals` (see the module
+    """The exact score table of a :class:`~mlmix.empirical.models.mlm.MaskedLMConditionals` (see the module
     docstring), read from the cache when present (no forward pass), else computed, checkpointed and
     cached (:meth:`TableKind.tabulate` of :data:`EXACT`). ``max_passes`` refuses, before any work, a table
     that needs more passes; ``log`` receives the one-line cost estimate and the cache notes (default:

@@ -13,7 +13,7 @@ Monte Carlo standard error of the mean. Beside them:
 
   estimated by the average over independent pairs (an upper bound in expectation, not a certified
   bound). Glauber pairs use the coupling of Theorem 5's proof (same site, maximal coupling of the two
-  conditionals, :func:`mlmix.empirical.simulation.run_coupled`); chains simulated from an assembled
+  conditionals, :func:`mlmix.empirical.sampling.simulation.run_coupled`); chains simulated from an assembled
   kernel use a maximal coupling of the two rows P(x, .) and P(y, .). Both are faithful: a pair that
   has met never separates.
 - the exact values of the same chain (:class:`~mlmix.theory.chain.markov_chain.Chain`): d_mu(t) for t = 0..N by
@@ -49,7 +49,7 @@ import numpy as np
 import scipy.sparse as sp
 import torch
 
-from mlmix.empirical.simulation import NOT_COUPLED, inverse_cdf, maximal_coupling, run_chains, run_coupled
+from mlmix.empirical.sampling.simulation import NOT_COUPLED, inverse_cdf, maximal_coupling, run_chains, run_coupled
 from mlmix.limits import DENSE_ROWS_LIMIT
 from mlmix.provenance import stamp
 from mlmix.theory.chain.metastable import metastable_sets
@@ -263,7 +263,7 @@ class KernelSampler:
 def simulate(source: Conditionals | None, P, kernel: str, x0: np.ndarray, steps: int, seed: int,
              space) -> np.ndarray:
     """States (steps + 1, m, n) of m chains from ``x0`` (m, n): Glauber chains through the source's
-    conditionals (one batched query per step, :func:`mlmix.empirical.simulation.run_chains`), other kernels
+    conditionals (one batched query per step, :func:`mlmix.empirical.sampling.simulation.run_chains`), other kernels
     from the assembled kernel ``P``."""
     m = x0.shape[0]
     seeds = np.random.SeedSequence(seed).generate_state(m).astype(np.int64)

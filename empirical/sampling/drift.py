@@ -53,7 +53,7 @@ class TokenBagEmbedder(Embedder):
     @classmethod
     def from_mlm(cls, mlm: object) -> "TokenBagEmbedder":
         """The language model's own input embeddings of its support tokens (rows ``support_ids``),
-        for a :class:`mlmix.empirical.mlm.TokenConditionals` source."""
+        for a :class:`mlmix.empirical.models.mlm.TokenConditionals` source."""
         model, ids = getattr(mlm, "model", None), getattr(mlm, "support_ids", None)
         if model is None or ids is None:
             raise TypeError(f"{type(mlm).__name__} is not a language-model source (needs .model and .support_ids)")

@@ -87,7 +87,7 @@ def maximal_coupling(p: torch.Tensor, q: torch.Tensor, u_choice: torch.Tensor, u
 def _log_conditionals(source: Conditionals, states: torch.Tensor, sites: torch.Tensor) -> torch.Tensor:
     """log pi_{sites[b]}^T( . | states[b]) as float64 (B, |V|) on the states' device.
 
-    Sources with a torch path (``log_conditionals_torch``, e.g. :class:`mlmix.empirical.mlm.MaskedLMConditionals`)
+    Sources with a torch path (``log_conditionals_torch``, e.g. :class:`mlmix.empirical.models.mlm.MaskedLMConditionals`)
     are queried on their device without leaving it, with ``validate=False``: the chain's states and
     sites are valid by construction, and the range checks would cost host-device synchronisations
     on every step; others through the numpy interface.

@@ -28,7 +28,7 @@ from dataclasses import asdict, dataclass
 import numpy as np
 from scipy.special import log_softmax, logsumexp
 
-from mlmix.empirical.drift import cosine_distance
+from mlmix.empirical.sampling.drift import cosine_distance
 from mlmix.theory.local.margins import escape_bound, state_margins
 from mlmix.theory.sources.conditionals import Conditionals
 from mlmix.theory.sources.contexts import query_all_sites

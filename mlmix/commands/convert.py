@@ -1,5 +1,5 @@
 """``mlmix convert SRC DST``: a safetensors copy of a masked-LM checkpoint, with a working tokenizer
-(:mod:`mlmix.empirical.checkpoint_copy`).
+(:mod:`mlmix.empirical.models.checkpoint_copy`).
 
     mlmix convert antiberty/trained_models/AntiBERTy_md_smooth ./antiberty --vocab antiberty/trained_models/vocab.txt
     mlmix estimate --model ./antiberty --candidates "A C D E F G H I K L M N P Q R S T V W Y" --length 3
@@ -31,7 +31,7 @@ def run(args: argparse.Namespace) -> int:
     from transformers.utils import logging as hf_logging
 
     # deferred: torch and transformers load only when the command runs
-    from mlmix.empirical.checkpoint_copy import convert
+    from mlmix.empirical.models.checkpoint_copy import convert
 
     hf_logging.disable_progress_bar()
     hf_logging.set_verbosity_error()

@@ -1,5 +1,5 @@
 """``mlmix diagnose``: R-hat, ESS, MCSE and an L-lag coupling bound of simulated chains, next to the
-exact truth of the same chain (:mod:`mlmix.empirical.convergence`).
+exact truth of the same chain (:mod:`mlmix.empirical.sampling.convergence`).
 
 Examples::
 
@@ -61,7 +61,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     """Simulate, diagnose, compare; print a table (or JSON)."""
     # deferred: torch loads only when the command runs
-    from mlmix.empirical.convergence import diagnose, read_draws
+    from mlmix.empirical.sampling.convergence import diagnose, read_draws
 
     validate_source(args)
     for name in ("chains", "steps", "warmup"):

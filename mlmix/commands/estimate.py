@@ -22,7 +22,7 @@ import numpy as np
 
 from mlmix.commands.options import add_frame_arguments, add_model_arguments, add_threads_argument
 from mlmix.commands.source_options import masked_lm_class
-from mlmix.empirical import estimated_constants as est
+from mlmix.empirical.model_constants import estimated_constants as est
 from mlmix.files import atomic_write_text, dumps_json
 from mlmix.limits import CONSTANTS_LIMIT
 from mlmix.progress import say as progress_say
@@ -92,14 +92,14 @@ def configure(parser: argparse.ArgumentParser) -> None:
 def load_source(args: argparse.Namespace):
     """The conditionals object described by the model and frame arguments."""
     # deferred: torch and transformers load only when the command runs
-    from mlmix.empirical.causal import CausalLMConditionals
-    from mlmix.empirical.mlm import DEFAULT_MODEL_DIR
+    from mlmix.empirical.models.causal import CausalLMConditionals
+    from mlmix.empirical.models.mlm import DEFAULT_MODEL_DIR
 
     model = args.model if args.model is not None else str(DEFAULT_MODEL_DIR)
     length = args.length
     if length is None and args.frame is None:
         # deferred: torch and transformers load only when the command runs
-        from mlmix.empirical.shipped_model import law_spec
+        from mlmix.empirical.models.shipped_model import law_spec
 
         length = law_spec(model)["length"] if (Path(model) / "law.json").is_file() else DEFAULT_LENGTH
     cls = CausalLMConditionals if args.causal else masked_lm_class(model)
@@ -126,10 +126,10 @@ def _drift_symbols(source, args: argparse.Namespace) -> list[int] | None:
 
 
 def _recorded_law(args: argparse.Namespace, source):
-    """The true law of a model trained by :func:`mlmix.empirical.shipped_model.train` (its folder has law.json)."""
+    """The true law of a model trained by :func:`mlmix.empirical.models.shipped_model.train` (its folder has law.json)."""
     # deferred: torch and transformers load only when the command runs
-    from mlmix.empirical.mlm import DEFAULT_MODEL_DIR
-    from mlmix.empirical.shipped_model import load_law
+    from mlmix.empirical.models.mlm import DEFAULT_MODEL_DIR
+    from mlmix.empirical.models.shipped_model import load_law
 
     folder = Path(args.model) if args.model is not None else DEFAULT_MODEL_DIR
     if args.causal or args.candidates or args.prefix or args.suffix or args.frame \
@@ -147,12 +147,19 @@ def plan(source, args: argparse.Namespace, replacements, drift: list[int] | None
     budget (always with ``--exact yes``); the table then gives the exact values and the sampled
     estimates alike, without further passes.
     Otherwise the model is queried: the number of contexts is the largest (at most the default)
-    whose passes (:func:`mlmix.empirical.estimated_constants.query_rows`) fit in the budget at the rate measured
+    whose passes (:func:`mlmix.empirical.model_constants.estimated_constants.query_rows`) fit in the budget at the rate measured
     on a first small batch, and the cost is printed before starting.
     """
     # deferred: torch and transformers load only when the command runs
-    from mlmix.empirical.mlm import MaskedLMConditionals
-    from mlmix.empirical.tabulate import cached_table, cost_line, format_duration, measure_rate, passes_needed, tabulate
+    from mlmix.empirical.models.mlm import MaskedLMConditionals
+    from mlmix.empirical.models.tabulate import (
+        cached_table,
+        cost_line,
+        format_duration,
+        measure_rate,
+        passes_needed,
+        tabulate,
+    )
 
     budget = parse_duration(args.budget)
     space = source.space
@@ -232,7 +239,7 @@ def run(args: argparse.Namespace) -> int:
         exact_limit=args.exact_limit, with_convergence=args.convergence, records=not args.no_records,
         progress=not args.no_progress, rate=route.get("passes_per_second"))
     # deferred: torch and transformers load only when the command runs
-    from mlmix.empirical.tabulate import weights_hash
+    from mlmix.empirical.models.tabulate import weights_hash
 
     d = source.describe()
     given = {"source": {"kind": "causal-lm" if args.causal else "mlm", "model": source.name,
@@ -255,13 +262,13 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _certified(source, args: argparse.Namespace, say) -> dict:
-    """``--certify``: the brackets of :func:`mlmix.empirical.certify.certify` within --max-passes and --budget
+    """``--certify``: the brackets of :func:`mlmix.empirical.model_constants.certify.certify` within --max-passes and --budget
     (their own passes, beside the estimate's), checkpointed in the cache when the source is a masked LM."""
     # deferred: torch and transformers load only when the command runs
-    from mlmix.empirical.certify import certify
-    from mlmix.empirical.context_search import search_lower_bounds
-    from mlmix.empirical.relaxation import certify_relaxation
-    from mlmix.empirical.streamed_constants import default_folder
+    from mlmix.empirical.model_constants.certify import certify
+    from mlmix.empirical.model_constants.context_search import search_lower_bounds
+    from mlmix.empirical.model_constants.relaxation import certify_relaxation
+    from mlmix.empirical.model_constants.streamed_constants import default_folder
 
     result = certify(source, max_passes=args.max_passes, budget_s=parse_duration(args.budget), seed=args.seed,
                      lower_bounds=search_lower_bounds, relaxation=certify_relaxation, folder=default_folder(source), progress=not args.no_progress,

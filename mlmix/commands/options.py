@@ -18,7 +18,7 @@ from types import ModuleType
 from typing import Any, Callable, Iterator, NoReturn
 
 # deferred: torch and transformers load only when a model is given
-from mlmix.empirical.frames import BLANK
+from mlmix.empirical.models.frames import BLANK
 from mlmix.errors import InputValueError
 from mlmix.validation import check_int
 

@@ -259,7 +259,7 @@ def build_partial_source(args: argparse.Namespace) -> tuple[PartialScoreTable, s
 
 def add_mlm_arguments(parser: argparse.ArgumentParser) -> None:
     """The ``--mlm MODEL`` source of ``mlmix exact``: a masked LM over a frame, tabulated exactly
-    (:mod:`mlmix.empirical.tabulate`). Adds the frame and model options; ``--length``,
+    (:mod:`mlmix.empirical.models.tabulate`). Adds the frame and model options; ``--length``,
     ``--temperature`` and ``--threads`` are the parser's own (with ``--frame``, a ``--length`` left at
     its default is ignored: the frame's blanks give n)."""
     group = parser.add_argument_group("masked language model (--mlm): its exact chain over a frame")
@@ -279,11 +279,11 @@ def add_mlm_arguments(parser: argparse.ArgumentParser) -> None:
 
 def masked_lm_class(model: str) -> type:
     """The source class of a masked LM named on the command line: ``sceptr`` / ``sceptr:VARIANT`` (no
-    folder of that name) is SCEPTR read from its PyPI wheel (:mod:`mlmix.empirical.sceptr`), anything
-    else a Hugging Face masked LM (:class:`~mlmix.empirical.mlm.MaskedLMConditionals`)."""
+    folder of that name) is SCEPTR read from its PyPI wheel (:mod:`mlmix.empirical.models.sceptr`), anything
+    else a Hugging Face masked LM (:class:`~mlmix.empirical.models.mlm.MaskedLMConditionals`)."""
     # deferred: torch and transformers load only when a model is given
-    from mlmix.empirical.mlm import MaskedLMConditionals
-    from mlmix.empirical.sceptr import SceptrConditionals, is_sceptr
+    from mlmix.empirical.models.mlm import MaskedLMConditionals
+    from mlmix.empirical.models.sceptr import SceptrConditionals, is_sceptr
 
     return SceptrConditionals if is_sceptr(model) else MaskedLMConditionals
 
@@ -316,7 +316,7 @@ def _title(table: Any, what: str) -> str:
 def mlm_source_from_args(args: argparse.Namespace) -> tuple[Any, str]:
     """The tabulated MLM that ``mlmix exact --mlm MODEL ...`` describes, and a one-line title."""
     # deferred: torch and transformers load only when a model is given
-    from mlmix.empirical.tabulate import cached_weights_hash, tabulate  # deferred: torch
+    from mlmix.empirical.models.tabulate import cached_weights_hash, tabulate  # deferred: torch
 
     mlm = _load_mlm(args)
     table = tabulate(mlm, max_passes=args.max_passes, progress=not args.no_progress)
@@ -327,8 +327,8 @@ def mlm_source_from_args(args: argparse.Namespace) -> tuple[Any, str]:
 def mlm_partial_source_from_args(args: argparse.Namespace) -> tuple[Any, str]:
     """The partial table of the masked LM that ``mlmix decode --mlm MODEL ...`` describes, and a title."""
     # deferred: torch and transformers load only when a model is given
-    from mlmix.empirical.partial_tables import tabulate_partial  # deferred: torch
-    from mlmix.empirical.tabulate import cached_weights_hash  # deferred: torch
+    from mlmix.empirical.models.partial_tables import tabulate_partial  # deferred: torch
+    from mlmix.empirical.models.tabulate import cached_weights_hash  # deferred: torch
 
     mlm = _load_mlm(args)
     table = tabulate_partial(mlm, max_passes=args.max_passes, progress=not args.no_progress)

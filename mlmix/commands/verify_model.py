@@ -1,11 +1,11 @@
 """``mlmix verify --mlm MODEL --frame ...``: which of paper G's results apply to a given model's frame,
 and whether their conclusions hold on its exact chain.
 
-The frame's conditionals are tabulated exactly (:func:`mlmix.empirical.tabulate.source_from_args`, the
+The frame's conditionals are tabulated exactly (:func:`mlmix.empirical.models.tabulate.source_from_args`, the
 options and cache of ``mlmix exact --mlm``), the Glauber chain is analysed exactly
 (:class:`mlmix.theory.chain.markov_chain.Chain`), and the local constants come from
 :func:`mlmix.theory.local.constants.paper_constants` (every context, up to 2^18 states) or, above that,
-rho and T* from the certified brackets of :func:`mlmix.empirical.certify.certify` (streamed over every
+rho and T* from the certified brackets of :func:`mlmix.empirical.model_constants.certify.certify` (streamed over every
 context of the table: exact, in the memory of a block) and the rectangle statistic from sampled contexts
 (:func:`mlmix.theory.local.constants.paper_constants` over them: a sampled R > 0 certifies incompatibility, a sampled R = 0
 establishes nothing). For each result:
@@ -32,8 +32,8 @@ import numpy as np
 
 from mlmix.commands.options import add_threads_argument
 from mlmix.commands.source_options import add_mlm_arguments, mlm_source_from_args, source_inputs
-from mlmix.empirical.certify import certify
-from mlmix.empirical.estimated_constants import DEFAULT_RECTANGLES, DEFAULT_TOP_K, uniform_contexts
+from mlmix.empirical.model_constants.certify import certify
+from mlmix.empirical.model_constants.estimated_constants import DEFAULT_RECTANGLES, DEFAULT_TOP_K, uniform_contexts
 from mlmix.files import dumps_json, jsonable
 from mlmix.limits import CONSTANTS_LIMIT, REPORT_MIXING_LIMIT
 from mlmix.provenance import stamp

@@ -11,7 +11,7 @@ that writes JSON, CSV and a PNG figure into DIR:
   versus n, and the coupling-time map over (T, n) (section 6.1);
 - :mod:`~mlmix.runs.traps` — trap states of long chains and Theorem 8 (appendix A.1).
 
-Without ``--model`` they run on the shipped small model (``empirical/default_model``). This module
+Without ``--model`` they run on the shipped small model (``empirical/models/default_model``). This module
 holds what they share: arguments, model loading, start states, decoding, atomic output.
 """
 
@@ -25,17 +25,17 @@ import numpy as np
 import torch
 
 from mlmix.commands.options import add_threads_argument, set_threads
-from mlmix.empirical.drift import (
-    ConcatEmbedder,
-    Embedder,
-    SentenceTransformerEmbedder,
-    TokenBagEmbedder,
-)
-from mlmix.empirical.mlm import (
+from mlmix.empirical.models.mlm import (
     DEFAULT_MODEL_DIR,
     MaskedLMConditionals,
     TokenConditionals,
     load_pretrained,
+)
+from mlmix.empirical.sampling.drift import (
+    ConcatEmbedder,
+    Embedder,
+    SentenceTransformerEmbedder,
+    TokenBagEmbedder,
 )
 from mlmix.files import (
     atomic_write_csv,

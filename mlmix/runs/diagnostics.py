@@ -4,7 +4,7 @@ For each case (a source and a start, given as the source options of ``mlmix diag
 run N steps; on the prefixes N' = 50, 100, 200, ... of the same runs the rank-normalised split
 R-hat and the bulk ESS of each test function (arviz-stats) are set against the exact distance
 d_mu(N') of the chain's law from the stationary law and the exact ESS m N' Var_pi(f) / sigma^2(f)
-(:mod:`mlmix.empirical.convergence`); the full ``mlmix diagnose`` report at N (verdicts, coupling
+(:mod:`mlmix.empirical.sampling.convergence`); the full ``mlmix diagnose`` report at N (verdicts, coupling
 bound, metastable sets) goes beside them. A "trap" row is one where R-hat < 1.01 while d_mu > 0.9.
 
     mlmix run diagnostics --out runs/diagnostics
@@ -26,7 +26,8 @@ import numpy as np
 
 from mlmix.commands.options import set_threads
 from mlmix.commands.source_options import add_source_arguments, build_chain, validate_source
-from mlmix.empirical.convergence import (
+from mlmix.empirical.models.mlm import DEFAULT_MODEL_DIR
+from mlmix.empirical.sampling.convergence import (
     MIXED,
     RHAT_CONVERGED,
     diagnose,
@@ -35,7 +36,6 @@ from mlmix.empirical.convergence import (
     parse_start,
     simulate,
 )
-from mlmix.empirical.mlm import DEFAULT_MODEL_DIR
 from mlmix.files import read_json
 from mlmix.plot_style import legend, pyplot
 from mlmix.runs.common import save_figure, write_csv, write_json

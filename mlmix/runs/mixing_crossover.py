@@ -2,13 +2,13 @@
 
 (a) Hitting time. At a fixed temperature, for each length n, ``--chains`` Glauber chains from start
 states (``--texts`` passages or random tokens) run ``--steps`` steps; the semantic drift
-d_t = 1 - cos(e(x_t), e(x_0)) (:mod:`mlmix.empirical.drift`) gives the hitting time
+d_t = 1 - cos(e(x_t), e(x_0)) (:mod:`mlmix.empirical.sampling.drift`) gives the hitting time
 tau = min{t : d_t >= threshold}. The mean tau over chains that hit is fitted by least squares to
 
     tau(n) = a n log n + b       (the n log n scaling of Theorem 5's bound).
 
 (b) Coupling map. For each (T, n), ``--pairs`` pairs of chains from independent start states run
-under the coupling of Theorem 5 (same site, maximal coupling; :func:`mlmix.empirical.simulation.run_coupled`)
+under the coupling of Theorem 5 (same site, maximal coupling; :func:`mlmix.empirical.sampling.simulation.run_coupled`)
 for at most ``--coupling-steps`` steps; the cell records the coupling times, and cells where the
 median pair has not met are the no-coupling-within-budget region.
 
@@ -32,14 +32,14 @@ from pathlib import Path
 
 import numpy as np
 
-from mlmix.empirical.drift import (
+from mlmix.empirical.sampling.drift import (
     NOT_HIT,
     drift_from_start,
     embed_records,
     hitting_times,
 )
-from mlmix.empirical.simulation import NOT_COUPLED, run_chains, run_coupled
-from mlmix.empirical.sweep import run_sweep
+from mlmix.empirical.sampling.simulation import NOT_COUPLED, run_chains, run_coupled
+from mlmix.empirical.sampling.sweep import run_sweep
 from mlmix.plot_style import legend, pyplot
 from mlmix.runs.common import (
     add_common_arguments,

@@ -7,7 +7,7 @@ predictions at i and j (:func:`mlmix.theory.local.rectangles.sample_rectangles`)
     R = | [l(x00->x10) + l(x10->x11)] - [l(x00->x01) + l(x01->x11)] |   (T = 1).
 
 Controls, whose R vanishes by telescoping (Prop. 4): each causal LM of ``--causal``
-(:class:`mlmix.empirical.causal.CausalLMConditionals`, on a random ``--causal-support`` tokens of its
+(:class:`mlmix.empirical.models.causal.CausalLMConditionals`, on a random ``--causal-support`` tokens of its
 vocabulary because one query costs one forward pass per support token), and, for a model folder
 with ``law.json`` (the shipped model), the true joint law it was trained on.
 
@@ -27,7 +27,7 @@ from pathlib import Path
 import numpy as np
 
 from mlmix.commands.options import set_threads
-from mlmix.empirical.sweep import run_sweep
+from mlmix.empirical.sampling.sweep import run_sweep
 from mlmix.plot_style import legend, pyplot
 from mlmix.runs.common import (
     add_common_arguments,
@@ -77,7 +77,7 @@ def rectangle_task(params: dict) -> dict:
         states = start_states(source, params["rectangles"], rng, texts)
         if params["kind"] == "law":
             # deferred: torch and transformers; `mlmix run --list` imports every run
-            from mlmix.empirical.shipped_model import load_law
+            from mlmix.empirical.models.shipped_model import load_law
 
             law = load_law(params["model"])
             if law.space != source.space:
@@ -90,8 +90,8 @@ def rectangle_task(params: dict) -> dict:
 
 def _causal_source(params: dict, rng: np.random.Generator):
     # deferred: torch and transformers; `mlmix run --list` imports every run
-    from mlmix.empirical.causal import CausalLMConditionals
-    from mlmix.empirical.mlm import load_pretrained
+    from mlmix.empirical.models.causal import CausalLMConditionals
+    from mlmix.empirical.models.mlm import load_pretrained
 
     set_threads(params["threads"])
     model, tok = load_pretrained(CausalLMConditionals.auto_class, params["model"],

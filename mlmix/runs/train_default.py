@@ -1,12 +1,12 @@
 """``mlmix run train-default --out DIR``: retrain the shipped default model
-(:func:`mlmix.empirical.shipped_model.train`) into DIR; to replace the shipped model, give its folder."""
+(:func:`mlmix.empirical.models.shipped_model.train`) into DIR; to replace the shipped model, give its folder."""
 
 from __future__ import annotations
 
 import argparse
 from pathlib import Path
 
-from mlmix.empirical.shipped_model import train
+from mlmix.empirical.models.shipped_model import train
 from mlmix.validation import check_int
 
 #: One line for ``mlmix run --list``.

@@ -3,10 +3,10 @@
 ``--chains`` chains run ``--steps`` steps at ``--temperature`` (records every ``--record-every``
 steps to OUT/chains.jsonl, so a killed run resumes). A trap is a stretch where the rolling
 ``--window``-step mean cosine drift of the embedding stays below ``--threshold`` (paper: 0.12 over
-300 steps; :func:`mlmix.empirical.trap_states.detect_traps`). For each trapped state: per-site score gaps,
+300 steps; :func:`mlmix.empirical.sampling.trap_states.detect_traps`). For each trapped state: per-site score gaps,
 the all-argmax flag (a "perfect" trap satisfies Assumption 1), min and mean gap, the exact one-step
 exit probability, and Theorem 8's lower bound e^{gamma/T} / (|V| - 1) on the expected stay next to
-the observed duration (:func:`mlmix.empirical.trap_states.trap_table`).
+the observed duration (:func:`mlmix.empirical.sampling.trap_states.trap_table`).
 
     mlmix run traps --out runs/traps
     mlmix run traps --out runs/traps --model bert-base-uncased --texts msmarco.txt \\
@@ -22,9 +22,9 @@ from pathlib import Path
 
 import numpy as np
 
-from mlmix.empirical.drift import embed_records
-from mlmix.empirical.simulation import run_chains
-from mlmix.empirical.trap_states import (
+from mlmix.empirical.sampling.drift import embed_records
+from mlmix.empirical.sampling.simulation import run_chains
+from mlmix.empirical.sampling.trap_states import (
     DEFAULT_THRESHOLD,
     DEFAULT_WINDOW,
     detect_traps,

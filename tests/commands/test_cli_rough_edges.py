@@ -81,7 +81,7 @@ def test_one_threads_default():
 
 
 def test_unreachable_hub_fails_fast(monkeypatch):
-    from mlmix.empirical.mlm import hub_unreachable, load_pretrained
+    from mlmix.empirical.models.mlm import hub_unreachable, load_pretrained
 
     monkeypatch.setenv("HF_ENDPOINT", "http://127.0.0.1:9")  # the discard port: refused at once
     monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)

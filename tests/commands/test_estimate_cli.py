@@ -9,8 +9,8 @@ from helpers import figure
 from mlm_fixtures import save_model, tiny_causal_lm, tiny_masked_lm
 
 from mlmix.cli import main
-from mlmix.empirical.estimated_constants import constants
-from mlmix.empirical.mlm import DEFAULT_MODEL_DIR, MaskedLMConditionals
+from mlmix.empirical.model_constants.estimated_constants import constants
+from mlmix.empirical.models.mlm import DEFAULT_MODEL_DIR, MaskedLMConditionals
 
 KEYS = ("model", "temperature", "n_contexts", "rho", "delta", "contraction_temperature", "rectangle",
         "device", "seconds", "exact")
@@ -43,7 +43,7 @@ def test_default_model_json_has_the_estimate_and_the_exact_values(default_report
 
 def test_default_model_json_carries_its_provenance(default_report):
     from mlmix import __version__
-    from mlmix.empirical.tabulate import weights_hash
+    from mlmix.empirical.models.tabulate import weights_hash
 
     r = default_report
     assert r["mlmix_version"] == __version__ and r["schema"] == "mlmix.estimate/1"
@@ -126,7 +126,7 @@ def test_corrupt_model_files_and_a_folder_as_output(tmp_path, capsys):
     in one line and exit 2, with nothing written."""
     import shutil
 
-    from mlmix.empirical.mlm import DEFAULT_MODEL_DIR
+    from mlmix.empirical.models.mlm import DEFAULT_MODEL_DIR
 
     folder = tmp_path / "model"
     shutil.copytree(DEFAULT_MODEL_DIR, folder)

@@ -117,7 +117,7 @@ def test_estimate_and_verify_mlm_on_the_shipped_model(capsys, validators, tmp_pa
                                                  "--rectangles", "8", "--drift-states", "4", "--no-records",
                                                  "--no-progress", "--seed", "2"))
     assert doc["inputs"]["seed"] == 2 and len(doc["inputs"]["model_hash"]) == 64
-    from mlmix.empirical.mlm import DEFAULT_MODEL_DIR
+    from mlmix.empirical.models.mlm import DEFAULT_MODEL_DIR
 
     code = main(["verify", "--mlm", str(DEFAULT_MODEL_DIR), "--length", "3", "--json", "--no-progress"])
     doc = json.loads(capsys.readouterr().out)
@@ -157,7 +157,7 @@ def test_decode_of_a_masked_lm_names_model_frame_and_weights(tmp_path, capsys, m
     import torch
     from mlm_fixtures import save_model, tiny_masked_lm
 
-    from mlmix.empirical.tabulate import weights_hash
+    from mlmix.empirical.models.tabulate import weights_hash
 
     torch.set_num_threads(1)
     monkeypatch.setenv("MLMIX_CACHE", str(tmp_path / "cache"))

@@ -72,7 +72,7 @@ def test_the_schema_rejects_what_it_should(capsys, validator):
 
 
 def test_run_manifest_carries_the_header_and_still_resumes(tmp_path):
-    from mlmix.empirical.mlm import DEFAULT_MODEL_DIR
+    from mlmix.empirical.models.mlm import DEFAULT_MODEL_DIR
 
     params = {"model": str(DEFAULT_MODEL_DIR), "seed": 3, "temperature": 0.5}
     with OutputDir(tmp_path / "out", "run test", params) as out:
@@ -109,7 +109,7 @@ def test_exact_json_of_a_masked_lm_names_model_frame_and_weights(tmp_path, capsy
     import torch
     from mlm_fixtures import save_model, tiny_masked_lm
 
-    from mlmix.empirical.tabulate import weights_hash
+    from mlmix.empirical.models.tabulate import weights_hash
 
     torch.set_num_threads(1)
     monkeypatch.setenv("MLMIX_CACHE", str(tmp_path / "cache"))

@@ -32,7 +32,7 @@ def model_stack(monkeypatch):
 @pytest.fixture
 def lazy_heavy(monkeypatch):
     """A lazily exported name whose module counts as importing torch and transformers (a small stdlib
-    module stands in for mlmix.empirical.mlm, which must not be imported twice)."""
+    module stands in for mlmix.empirical.models.mlm, which must not be imported twice)."""
     monkeypatch.setitem(mlmix._LAZY, "rgb_to_hsv", "colorsys")
     monkeypatch.setattr(mlmix, "_MODEL_STACK", {"colorsys"})
     monkeypatch.delitem(sys.modules, "colorsys", raising=False)
@@ -155,7 +155,7 @@ def test_no_progress_silences_announcements_inside_the_command(fake_command, cap
 @pytest.fixture(scope="module")
 def mlm_module():
     # deferred: torch and transformers, only for the tests that load a model
-    from mlmix.empirical import mlm
+    from mlmix.empirical.models import mlm
 
     return mlm
 

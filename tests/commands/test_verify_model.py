@@ -9,7 +9,7 @@ from helpers import FR1, NEXT
 
 from mlmix.cli import main
 from mlmix.commands import verify_model as vm
-from mlmix.empirical.mlm import DEFAULT_MODEL_DIR
+from mlmix.empirical.models.mlm import DEFAULT_MODEL_DIR
 from mlmix.theory.results import Result
 
 FRAME = ["--frame", "a _ _ _ b c", "--candidates", "a b c !", "--no-progress"]

@@ -19,10 +19,10 @@ from helpers import FR1, NEXT, figure
 from scipy.special import log_softmax
 
 from mlmix.cli import main
-from mlmix.empirical import antiberty as ab
-from mlmix.empirical import tabulate as tab
-from mlmix.empirical.mlm import MaskedLMConditionals, load_pretrained
-from mlmix.empirical.vocab import tokenizer_from_vocab
+from mlmix.empirical.models import antiberty as ab
+from mlmix.empirical.models import tabulate as tab
+from mlmix.empirical.models.mlm import MaskedLMConditionals, load_pretrained
+from mlmix.empirical.models.vocab import tokenizer_from_vocab
 from mlmix.theory.kernels.assembled import glauber_kernel
 
 

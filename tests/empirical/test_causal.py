@@ -1,4 +1,4 @@
-"""mlmix.empirical.causal: the autoregressive control is compatible, so every rectangle statistic is 0
+"""mlmix.empirical.models.causal: the autoregressive control is compatible, so every rectangle statistic is 0
 (paper G Prop. 4; the GPT-2 row of Table 1) and its joint is the Glauber chain's stationary law
 (Thm 3). Tiny GPT-2 with random weights, built offline."""
 
@@ -8,8 +8,8 @@ import torch
 from mlm_fixtures import tiny_causal_lm
 from tokenizers import processors
 
-from mlmix.empirical.causal import CausalLMConditionals
-from mlmix.empirical.estimated_constants import constants
+from mlmix.empirical.model_constants.estimated_constants import constants
+from mlmix.empirical.models.causal import CausalLMConditionals
 from mlmix.theory.chain.shortcuts import is_reversible
 from mlmix.theory.chain.stationary import stationary_distribution
 from mlmix.theory.kernels.assembled import glauber_kernel

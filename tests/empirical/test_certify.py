@@ -1,4 +1,4 @@
-"""Certified brackets (mlmix.empirical.certify): on tiny random BERT/RoBERTa/ModernBERT models (Hypothesis
+"""Certified brackets (mlmix.empirical.model_constants.certify): on tiny random BERT/RoBERTa/ModernBERT models (Hypothesis
 over frames, alphabets, temperatures, pass budgets and seeds) every bracket of rho, alpha, Delta and T*
 contains the supremum enumerated from the tabulated table by theory/local, and a bracket shrunk by 1% is
 caught; Theorem 5's verdict follows the brackets (applies / does not apply with its witnesses / undecided);
@@ -12,9 +12,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from mlm_fixtures import tiny_masked_lm
 
-from mlmix.empirical import certify as cf
-from mlmix.empirical import tabulate as tab
-from mlmix.empirical.mlm import MaskedLMConditionals
+from mlmix.empirical.model_constants import certify as cf
+from mlmix.empirical.models import tabulate as tab
+from mlmix.empirical.models.mlm import MaskedLMConditionals
 from mlmix.theory.local.influence import aggregate_influence, contraction_temperature, influence_and_oscillation
 from mlmix.theory.sources.conditionals import Conditionals, ScoreTable
 

@@ -8,9 +8,9 @@ import torch
 from mlm_fixtures import WORDS, tiny_masked_lm
 from transformers import BertConfig, BertForMaskedLM
 
-from mlmix.empirical.certify import certify
-from mlmix.empirical.mlm import MaskedLMConditionals
-from mlmix.empirical.relaxation import certify_relaxation, source_influence_row, source_influence_upper
+from mlmix.empirical.model_constants.certify import certify
+from mlmix.empirical.model_constants.relaxation import certify_relaxation, source_influence_row, source_influence_upper
+from mlmix.empirical.models.mlm import MaskedLMConditionals
 from mlmix.theory.local.influence import influence_matrix
 
 
@@ -49,7 +49,7 @@ def test_the_search_hook_gives_attained_lower_ends_within_the_exact_rho():
     attained by an evaluated pair, so it never exceeds the enumerated rho_ij; the witnesses are JSON."""
     import json
 
-    from mlmix.empirical.context_search import search_lower_bounds
+    from mlmix.empirical.model_constants.context_search import search_lower_bounds
 
     source = _source("spread", temperature=2.0)
     exact = influence_matrix(source)

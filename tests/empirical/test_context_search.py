@@ -1,4 +1,4 @@
-"""The searched lower bounds of rho_ij and Delta_ij (mlmix.empirical.context_search) against the
+"""The searched lower bounds of rho_ij and Delta_ij (mlmix.empirical.model_constants.context_search) against the
 enumerated exact values: sound (never above the supremum), attained by their witnesses, within the
 pass budget, and finding a planted worst context that uniform sampling misses."""
 
@@ -13,8 +13,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from mlm_fixtures import tiny_masked_lm
 
-from mlmix.empirical.context_search import search_worst_contexts
-from mlmix.empirical.mlm import MaskedLMConditionals
+from mlmix.empirical.model_constants.context_search import search_worst_contexts
+from mlmix.empirical.models.mlm import MaskedLMConditionals
 from mlmix.theory.local.influence import influence_and_oscillation, pair_distances
 from mlmix.theory.sources.conditionals import Conditionals, ScoreTable
 from mlmix.theory.sources.space import StateSpace

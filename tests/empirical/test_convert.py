@@ -10,9 +10,9 @@ import torch
 from mlm_fixtures import WORDS, save_model, tiny_masked_lm
 
 from mlmix.cli import main
-from mlmix.empirical.checkpoint_copy import convert
-from mlmix.empirical.mlm import MaskedLMConditionals
-from mlmix.empirical.vocab import tokenizer_from_vocab
+from mlmix.empirical.models.checkpoint_copy import convert
+from mlmix.empirical.models.mlm import MaskedLMConditionals
+from mlmix.empirical.models.vocab import tokenizer_from_vocab
 
 N = 3
 BERT_VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *WORDS, "[unused0]"]  # the fixtures' id order

@@ -1,4 +1,4 @@
-"""Convergence diagnostics against the exact truth (mlmix.empirical.convergence, mlmix diagnose)."""
+"""Convergence diagnostics against the exact truth (mlmix.empirical.sampling.convergence, mlmix diagnose)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import torch
 from scipy import stats
 
 from mlmix.cli import main
-from mlmix.empirical.convergence import (
+from mlmix.empirical.sampling.convergence import (
     KernelSampler,
     coupling_bound,
     diagnose,
@@ -265,7 +265,7 @@ def test_cli_json_keys_and_errors(capsys):
 
 
 def test_empirical_gap_estimates_the_absolute_gap_and_is_blind_to_unvisited_modes():
-    from mlmix.empirical.convergence import empirical_gap, simulate
+    from mlmix.empirical.sampling.convergence import empirical_gap, simulate
 
     src = ScoreTable.random(2, 2, seed=3)
     chain = Chain.from_source(src, "glauber")

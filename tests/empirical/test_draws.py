@@ -15,7 +15,7 @@ import torch
 from arviz_stats.base import array_stats
 
 from mlmix.cli import main
-from mlmix.empirical.convergence import check_transitions, diagnose, read_draws
+from mlmix.empirical.sampling.convergence import check_transitions, diagnose, read_draws
 from mlmix.theory.chain.markov_chain import Chain
 from mlmix.theory.sources.conditionals import IsingModel
 

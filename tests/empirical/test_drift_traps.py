@@ -8,7 +8,7 @@ import networkx as nx
 import numpy as np
 import pytest
 
-from mlmix.empirical.drift import (
+from mlmix.empirical.sampling.drift import (
     NOT_HIT,
     SentenceTransformerEmbedder,
     TokenBagEmbedder,
@@ -17,8 +17,8 @@ from mlmix.empirical.drift import (
     embed_records,
     hitting_times,
 )
-from mlmix.empirical.simulation import run_chains
-from mlmix.empirical.trap_states import detect_traps, trap_margins, trap_table, window_drift
+from mlmix.empirical.sampling.simulation import run_chains
+from mlmix.empirical.sampling.trap_states import detect_traps, trap_margins, trap_table, window_drift
 from mlmix.theory.kernels.assembled import glauber_kernel
 from mlmix.theory.sources.conditionals import PottsModel
 
@@ -125,8 +125,8 @@ def test_margins_exclude_the_prefix_and_flag_non_argmax_tokens():
 def test_bag_and_concat_embedders_of_an_mlm():
     from mlm_fixtures import tiny_masked_lm
 
-    from mlmix.empirical.drift import ConcatEmbedder
-    from mlmix.empirical.mlm import MaskedLMConditionals
+    from mlmix.empirical.models.mlm import MaskedLMConditionals
+    from mlmix.empirical.sampling.drift import ConcatEmbedder
 
     mlm = MaskedLMConditionals(*tiny_masked_lm("bert", seed=5), 3, device="cpu")
     bag = TokenBagEmbedder.from_mlm(mlm)

@@ -1,4 +1,4 @@
-"""mlmix.empirical.estimated_constants: estimates over all contexts equal the exact values, which in turn equal
+"""mlmix.empirical.model_constants.estimated_constants: estimates over all contexts equal the exact values, which in turn equal
 brute-force computations from the exact Glauber kernel of the same model; lower-bound behaviour
 on samples; the shipped default model is the promised incompatible MLM of a known law."""
 
@@ -10,7 +10,7 @@ import pytest
 from helpers import figure
 from mlm_fixtures import tiny_masked_lm
 
-from mlmix.empirical.estimated_constants import (
+from mlmix.empirical.model_constants.estimated_constants import (
     constants,
     convergence,
     estimate,
@@ -18,8 +18,8 @@ from mlmix.empirical.estimated_constants import (
     states_with_count,
     windows,
 )
-from mlmix.empirical.mlm import DEFAULT_MODEL_DIR, MaskedLMConditionals
-from mlmix.empirical.shipped_model import conditional_kl, load_law, true_law
+from mlmix.empirical.models.mlm import DEFAULT_MODEL_DIR, MaskedLMConditionals
+from mlmix.empirical.models.shipped_model import conditional_kl, load_law, true_law
 from mlmix.theory.kernels.assembled import glauber_kernel
 from mlmix.theory.sources.conditionals import PottsModel, ScoreTable
 from mlmix.theory.sources.space import StateSpace

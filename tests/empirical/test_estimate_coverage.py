@@ -5,7 +5,13 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from mlmix.empirical.estimated_constants import estimate, level_set, mean_interval, states_with_count, uniform_contexts
+from mlmix.empirical.model_constants.estimated_constants import (
+    estimate,
+    level_set,
+    mean_interval,
+    states_with_count,
+    uniform_contexts,
+)
 from mlmix.theory.local.margins import count_drift
 from mlmix.theory.local.rectangles import rectangle_summary, sample_rectangles
 from mlmix.theory.sources.conditionals import ScoreTable

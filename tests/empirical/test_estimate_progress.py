@@ -6,8 +6,8 @@ import pytest
 from mlm_fixtures import tiny_masked_lm
 
 from mlmix import progress
-from mlmix.empirical.estimated_constants import estimate
-from mlmix.empirical.mlm import MaskedLMConditionals
+from mlmix.empirical.model_constants.estimated_constants import estimate
+from mlmix.empirical.models.mlm import MaskedLMConditionals
 
 
 @pytest.fixture(scope="module")

@@ -1,4 +1,4 @@
-"""Frames (mlmix.empirical.frames): free positions anywhere in a fixed context, alphabets of single
+"""Frames (mlmix.empirical.models.frames): free positions anywhere in a fixed context, alphabets of single
 tokens, and the clear errors a new user needs. Scores are checked against the model's own full
 forward pass on the text with the mask placed by hand."""
 
@@ -9,9 +9,9 @@ from mlm_fixtures import save_model, tiny_causal_lm, tiny_masked_lm, word_tokeni
 from tokenizers import Tokenizer, models, pre_tokenizers, processors
 from transformers import PreTrainedTokenizerFast
 
-from mlmix.empirical.causal import CausalLMConditionals
-from mlmix.empirical.frames import build_frame, parse_alphabet
-from mlmix.empirical.mlm import MaskedLMConditionals
+from mlmix.empirical.models.causal import CausalLMConditionals
+from mlmix.empirical.models.frames import build_frame, parse_alphabet
+from mlmix.empirical.models.mlm import MaskedLMConditionals
 from mlmix.theory.local.rectangles import all_rectangles
 
 

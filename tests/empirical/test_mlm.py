@@ -1,4 +1,4 @@
-"""mlmix.empirical.mlm: masked-LM conditionals against the model's own full forward pass, on tiny
+"""mlmix.empirical.models.mlm: masked-LM conditionals against the model's own full forward pass, on tiny
 BERT / RoBERTa / ModernBERT models with random weights (built offline, tests/mlm_fixtures.py)."""
 
 from functools import lru_cache
@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from mlm_fixtures import ARCHITECTURES, WORDS, save_model, tiny_masked_lm
 from scipy.special import log_softmax
 
-from mlmix.empirical.mlm import MaskedLMConditionals
+from mlmix.empirical.models.mlm import MaskedLMConditionals
 
 N = 4
 

@@ -1,4 +1,4 @@
-"""Partial conditionals of a masked LM (mlmix.empirical.partial_tables): the table against plain forward
+"""Partial conditionals of a masked LM (mlmix.empirical.models.partial_tables): the table against plain forward
 passes with [MASK] placed by hand, the Glauber table recovered bit for bit, the cache, resuming, the
 cost cap, and `mlmix decode --mlm`."""
 
@@ -11,9 +11,9 @@ import torch
 from mlm_fixtures import save_model, tiny_masked_lm
 
 from mlmix.cli import main
-from mlmix.empirical import partial_tables as pt
-from mlmix.empirical import tabulate as tab
-from mlmix.empirical.mlm import MaskedLMConditionals
+from mlmix.empirical.models import partial_tables as pt
+from mlmix.empirical.models import tabulate as tab
+from mlmix.empirical.models.mlm import MaskedLMConditionals
 from mlmix.progress import Counter
 from mlmix.theory.kernels.decoders import decoder_law
 

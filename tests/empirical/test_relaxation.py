@@ -1,4 +1,4 @@
-"""mlmix.empirical.relaxation: certified bounds over context sets against brute force.
+"""mlmix.empirical.model_constants.relaxation: certified bounds over context sets against brute force.
 
 Every context of a small set goes through the model's own float64 forward pass (transformers,
 ``output_hidden_states``); its hidden states, logits and conditionals must lie inside the
@@ -22,8 +22,8 @@ from hypothesis import strategies as st
 from mlm_fixtures import tiny_masked_lm
 from transformers import BertConfig, BertForMaskedLM
 
-from mlmix.empirical import relaxation as rx
-from mlmix.empirical.mlm import MaskedLMConditionals
+from mlmix.empirical.model_constants import relaxation as rx
+from mlmix.empirical.models.mlm import MaskedLMConditionals
 from mlmix.theory.local.influence import influence_matrix
 
 WORDS = ("a", "b", "c", "!")

@@ -14,9 +14,9 @@ import torch
 from helpers import FR1, NEXT
 from scipy.special import softmax
 
-from mlmix.empirical import antiberty as ab
-from mlmix.empirical import partial_tables as pt
-from mlmix.empirical.mlm import MaskedLMConditionals
+from mlmix.empirical.models import antiberty as ab
+from mlmix.empirical.models import partial_tables as pt
+from mlmix.empirical.models.mlm import MaskedLMConditionals
 from mlmix.theory.kernels.decoders import PartialScoreTable, decoder_law
 
 

@@ -1,7 +1,7 @@
 """SCEPTR (a real pretrained TCR masked LM, PyPI wheel sceptr==1.2.0) as a source of conditionals.
 
 The wheel is fetched once into the pytest cache folder (skipped, with the reason, only when PyPI
-cannot be reached). The re-implemented forward pass (:class:`~mlmix.empirical.sceptr.SceptrMLM`) is
+cannot be reached). The re-implemented forward pass (:class:`~mlmix.empirical.models.sceptr.SceptrMLM`) is
 checked against logits saved from the original packages (``sceptr_reference.json``: sceptr 1.2.0,
 libtcrlm 1.1.3, float64, the package's own tokenisation) and, where ``sceptr`` is importable, against
 the package itself. The n = 2 chain equals one built from per-state forward passes by hand; the n = 3
@@ -20,8 +20,8 @@ from hypothesis import strategies as st
 from scipy.special import log_softmax
 
 from mlmix.cli import main
-from mlmix.empirical import sceptr as sc
-from mlmix.empirical import tabulate as tab
+from mlmix.empirical.models import sceptr as sc
+from mlmix.empirical.models import tabulate as tab
 from mlmix.theory.chain.markov_chain import Chain
 from mlmix.theory.kernels.assembled import glauber_kernel
 from mlmix.theory.local.influence import aggregate_influence, influence_matrix

@@ -10,7 +10,7 @@ import pytest
 import torch
 from scipy.stats import chisquare
 
-from mlmix.empirical.simulation import (
+from mlmix.empirical.sampling.simulation import (
     NOT_COUPLED,
     inverse_cdf,
     load_trajectory,
@@ -259,7 +259,7 @@ class _NumpyOnly(Conditionals):
 def test_mlm_chains_use_the_torch_path_and_follow_the_exact_kernel():
     from mlm_fixtures import tiny_masked_lm
 
-    from mlmix.empirical.mlm import MaskedLMConditionals
+    from mlmix.empirical.models.mlm import MaskedLMConditionals
 
     mlm = MaskedLMConditionals(*tiny_masked_lm("bert", seed=4), 3, device="cpu", temperature=0.7)
     P = glauber_kernel(mlm).toarray()
@@ -282,7 +282,7 @@ def test_the_chain_loop_skips_the_synchronising_range_checks_of_the_torch_path(m
     # states and sites are valid by construction, so the same trajectory comes without them
     from mlm_fixtures import tiny_masked_lm
 
-    from mlmix.empirical.mlm import MaskedLMConditionals
+    from mlmix.empirical.models.mlm import MaskedLMConditionals
 
     mlm = MaskedLMConditionals(*tiny_masked_lm("bert", seed=4), 3, device="cpu")
     x0 = np.zeros((8, 3), dtype=np.int64)

@@ -1,4 +1,4 @@
-"""Streamed exact constants (mlmix.empirical.streamed_constants): bit for bit the exact rho_ij and
+"""Streamed exact constants (mlmix.empirical.model_constants.streamed_constants): bit for bit the exact rho_ij and
 Delta_ij of theory/local on random score tables (Hypothesis over sizes, temperatures and block sizes),
 witnesses that attain each maximum, tiny BERT/RoBERTa/ModernBERT models queried directly against their
 tabulated tables, and the checkpoint: an interrupted run resumes without redoing its passes, and a
@@ -11,9 +11,9 @@ from hypothesis import strategies as st
 from mlm_fixtures import tiny_masked_lm
 from scipy.special import softmax
 
-from mlmix.empirical import streamed_constants as sc
-from mlmix.empirical import tabulate as tab
-from mlmix.empirical.mlm import MaskedLMConditionals
+from mlmix.empirical.model_constants import streamed_constants as sc
+from mlmix.empirical.models import tabulate as tab
+from mlmix.empirical.models.mlm import MaskedLMConditionals
 from mlmix.theory.local.influence import aggregate_influence, contraction_temperature, influence_and_oscillation
 from mlmix.theory.sources.conditionals import ScoreTable
 

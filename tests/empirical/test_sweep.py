@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 from dask import distributed
 
-from mlmix.empirical.simulation import run_coupled
-from mlmix.empirical.sweep import run_sweep, task_key
+from mlmix.empirical.sampling.simulation import run_coupled
+from mlmix.empirical.sampling.sweep import run_sweep, task_key
 from mlmix.files import atomic_write_text
 from mlmix.theory.sources.conditionals import ScoreTable
 

@@ -1,4 +1,4 @@
-"""The one tabulation routine (mlmix.empirical.tabulate.TableKind.tabulate) through both its kinds, the exact
+"""The one tabulation routine (mlmix.empirical.models.tabulate.TableKind.tabulate) through both its kinds, the exact
 (Glauber) table and the partial table: the cache key against a record built by hand, the cap refused
 with each kind's own message (and not one pass early), an interrupted run resumed from its checkpoint
 folder, a damaged cache entry reported and recomputed, and the tokens and provenance both tables carry."""
@@ -12,9 +12,9 @@ import pytest
 import torch
 from mlm_fixtures import tiny_masked_lm
 
-from mlmix.empirical import partial_tables as pt
-from mlmix.empirical import tabulate as tab
-from mlmix.empirical.mlm import MaskedLMConditionals
+from mlmix.empirical.models import partial_tables as pt
+from mlmix.empirical.models import tabulate as tab
+from mlmix.empirical.models.mlm import MaskedLMConditionals
 from mlmix.files import atomic_save_npz
 
 LETTERS = ["a", "b", "c", "!"]

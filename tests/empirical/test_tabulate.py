@@ -1,4 +1,4 @@
-"""Exact tabulation of an MLM over a frame (mlmix.empirical.tabulate): the table against per-site
+"""Exact tabulation of an MLM over a frame (mlmix.empirical.models.tabulate): the table against per-site
 queries and against the Glauber kernel built from the model, the disk cache (keys, reuse at any
 temperature, no forward pass on a hit), resuming an interrupted run, the cost estimate, and the
 CLI routes (`mlmix exact --mlm`, `mlmix estimate` reusing the table, the time budget)."""
@@ -12,9 +12,9 @@ from helpers import figure
 from mlm_fixtures import save_model, tiny_masked_lm
 
 from mlmix.cli import main
-from mlmix.empirical import estimated_constants as est
-from mlmix.empirical import tabulate as tab
-from mlmix.empirical.mlm import MaskedLMConditionals
+from mlmix.empirical.model_constants import estimated_constants as est
+from mlmix.empirical.models import tabulate as tab
+from mlmix.empirical.models.mlm import MaskedLMConditionals
 from mlmix.theory.kernels.assembled import glauber_kernel
 from mlmix.theory.sources.conditionals import ScoreTable
 

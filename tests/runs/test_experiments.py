@@ -10,8 +10,8 @@ import pytest
 from mlm_fixtures import save_model, tiny_causal_lm, tiny_masked_lm
 
 from mlmix.cli import main
-from mlmix.empirical.mlm import MaskedLMConditionals
-from mlmix.empirical.simulation import load_trajectory
+from mlmix.empirical.models.mlm import MaskedLMConditionals
+from mlmix.empirical.sampling.simulation import load_trajectory
 from mlmix.runs import mixing_crossover
 from mlmix.theory.kernels.assembled import glauber_kernel
 from mlmix.theory.local.margins import count_drift

@@ -153,8 +153,8 @@ def test_shrinking_gives_the_smallest_instance():
 
 
 def test_frames_of_the_shipped_model_name_its_tokens():
-    from mlmix.empirical.mlm import DEFAULT_MODEL_DIR, MaskedLMConditionals
-    from mlmix.empirical.tabulate import tabulate
+    from mlmix.empirical.models.mlm import DEFAULT_MODEL_DIR, MaskedLMConditionals
+    from mlmix.empirical.models.tabulate import tabulate
 
     mlm = MaskedLMConditionals.from_pretrained(DEFAULT_MODEL_DIR, frame="a _ _ _ b c", candidates="a b c !",
                                                device="cpu")

@@ -8,7 +8,7 @@ import math
 import numpy as np
 import pytest
 
-import mlmix.empirical.convergence as diag
+import mlmix.empirical.sampling.convergence as diag
 from mlmix.theory.chain.markov_chain import Chain
 from mlmix.theory.kernels.operators import KernelOperator
 from mlmix.theory.results import Result

@@ -8,7 +8,7 @@ and, at temperature T > 0, the conditionals (paper G, section 3.1)
 Compatible sources come from a joint law mu(x) ∝ exp(w(x)) with scores s_i(v|x_{-i}) = w(x^{i<-v})
 (Gibbs, Ising, Potts, any log-weight table); their tempered joint is mu_T ∝ exp(w / T).
 Score tables are generally incompatible, like a masked language model, which is just another
-source (``mlmix.empirical.mlm``).
+source (``mlmix.empirical.models.mlm``).
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 still masked, the input of masked-diffusion and parallel decoders (:mod:`mlmix.theory.kernels.decoders`).
 
 A table over (V + {mask})^(n-1) contexts comes from a masked LM (the [MASK] token at the masked positions,
-:mod:`mlmix.empirical.partial_tables`), from a joint law (its exact marginal conditionals), or at random.
+:mod:`mlmix.empirical.models.partial_tables`), from a joint law (its exact marginal conditionals), or at random.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The convergence diagnostics of :mod:`mlmix.empirical.convergence` held against closed forms computed
+"""The convergence diagnostics of :mod:`mlmix.empirical.sampling.convergence` held against closed forms computed
 here independently (paper key ``diagnostics``): a wrong number in the diagnostics, or in the exact side
 they are compared with, makes ``mlmix verify`` fail.
 
@@ -112,7 +112,7 @@ def ess_instances(draw) -> tuple:
 
 def _diagnose(chain: Chain, spec: str, start: str, seed: int, steps: int = 12, warmup: int = 2) -> dict:
     # deferred: the diagnostics import torch and arviz-stats, which only these checks need
-    from mlmix.empirical.convergence import diagnose
+    from mlmix.empirical.sampling.convergence import diagnose
 
     return diagnose(chain, None, chains=3, steps=steps, warmup=warmup, start=start, functions=(spec,), seed=seed,
                     pairs=2, coupling_budget=4, metastable=False)
@@ -120,7 +120,7 @@ def _diagnose(chain: Chain, spec: str, start: str, seed: int, steps: int = 12, w
 
 def _diagnose_draws(chain: Chain, spec: str, draws: np.ndarray, warmup: int) -> dict:
     # deferred: the diagnostics import torch and arviz-stats, which only these checks need
-    from mlmix.empirical.convergence import diagnose
+    from mlmix.empirical.sampling.convergence import diagnose
 
     return diagnose(chain, None, draws=draws, warmup=warmup, functions=(spec,), metastable=False)
 
@@ -329,7 +329,7 @@ class RankRhat(_Diagnostic):
 
     def check(self, instance: tuple) -> Verdict:
         # deferred: the diagnostics import torch and arviz-stats, which only these checks need
-        from mlmix.empirical.convergence import library_diagnostics
+        from mlmix.empirical.sampling.convergence import library_diagnostics
 
         x = instance[0]
         out = library_diagnostics(x)
@@ -474,7 +474,7 @@ class LagCoupling(OnFirst, _Diagnostic):
 
     def check(self, instance: tuple) -> Verdict:
         # deferred: the diagnostics import torch, which only these checks need
-        from mlmix.empirical.convergence import coupling_bound, meeting_times
+        from mlmix.empirical.sampling.convergence import coupling_bound, meeting_times
 
         inst, lag, start, seed = instance
         space = inst.space

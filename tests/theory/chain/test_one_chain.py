@@ -298,7 +298,7 @@ def test_public_face():
     import sys
 
     import mlmix
-    from mlmix.empirical.mlm import MaskedLMConditionals
+    from mlmix.empirical.models.mlm import MaskedLMConditionals
     from mlmix.theory.kernels import assembled as kernels
     from mlmix.theory.kernels import operators
     from mlmix.theory.sources import conditionals
