@@ -6,20 +6,27 @@ the conditionals of every context, never the chain of |V|^n states:
     rho_ij(T) = max over x_{-i} and w of TV(pi_i^T(.|x_{-i}), pi_i^T(.|x_{-i}^{j<-w})),
     Delta_ij  = max over x_{-i} and w of osc_v[s_i(v|x_{-i}) - s_i(v|x_{-i}^{j<-w})],
 
-a maximum over the *lines* of V^(n-1) (the |V| contexts of site i that differ only at j). Site by site,
+a maximum over the *lines* of V^(n-1) (the |V| contexts of site i that differ only at j); and the rectangle
+statistic R of paper G section 4 (THEOREMS.md 1.22), a maximum over the planes of sites i < j, from the same
+scores (:mod:`~mlmix.empirical.model_constants.streamed_rectangle`). Site by site,
 the |V|^(n-1) conditionals s_i(.|x_{-i}) are queried once each (n |V|^(n-1) masked forward passes in all,
 800,000 for a protein MLM at n = 5), in blocks of ``block_rows`` contexts, into a scratch array on disk;
 then every line of every axis j is compared in blocks, updating running maxima and their witnesses (the
-pair x, y = x^{j<-w} that attains each maximum). Memory: O(``block_rows`` |V|) floats, independent of the
-number of contexts; disk: one site's scores, |V|^(n-1) |V| float64 (26 MB at |V| = 20, n = 5; 512 MB at
-n = 6), removed once the site is done.
+pair x, y = x^{j<-w} that attains each maximum). Once every site is done, the rectangle sweep reads the
+sites' scores pair by pair, in blocks, with a running maximum of R and its witness rectangle (checkpointed
+after each block). Memory: O(``block_rows`` |V|) floats, independent of the number of contexts; disk: every
+site's scores, n |V|^(n-1) |V| float64 (128 MB at |V| = 20, n = 5; 3 GB at n = 6), removed once the
+rectangle sweep is done.
 
 The comparisons are those of :func:`mlmix.theory.local.influence.influence_and_oscillation` (the same
 softmax, the same TV and oscillation formulas on the same rows), so on an enumerable frame the matrices
-are equal to the exact ones bit for bit. With a ``folder`` the run is checkpointed there after every
+are equal to the exact ones bit for bit (and R to :func:`mlmix.theory.local.rectangles.rectangle_summary`'s
+maximum). With a ``folder`` the run is checkpointed there after every
 block (the running maxima, atomically; the scores flushed first) and an interrupted run resumes; the
 folder is keyed by the model's weights, the frame, the alphabet, the dtype and the temperature and
-refuses to mix parameters (:class:`mlmix.files.OutputDir`).
+refuses to mix parameters (:class:`mlmix.files.OutputDir`). A checkpoint of an earlier mlmix (without the
+rectangle's keys) resumes; the sites it finished had their scores removed, so R is then reported as not
+computed, with the reason.
 """
 
 from __future__ import annotations
@@ -38,6 +45,8 @@ import numpy as np
 from scipy.special import softmax
 
 from mlmix.cache import cache_dir
+from mlmix.empirical.model_constants import streamed_rectangle as rect
+from mlmix.empirical.model_constants.streamed_rectangle import MODEL_SCORE_ULPS, StreamedRectangle
 from mlmix.files import OutputDir, atomic_write_json, dumps_json, read_json
 from mlmix.progress import Counter
 from mlmix.progress import say as progress_line
@@ -57,11 +66,6 @@ MIN_CHUNK_ROWS = 64
 #: Version of the checkpoint layout (part of the folder's parameters).
 FORMAT = 1
 
-#: Stated accuracy of a masked LM's float32 scores, in float32 units (2^-24) of the largest |score|: the
-#: same context scored in another batch gives logits that differ in the last bits (up to 6 such units
-#: measured on the tiny BERT/RoBERTa/ModernBERT models of the tests); the brackets allow this many.
-MODEL_SCORE_ULPS = 64
-
 
 @dataclass(frozen=True)
 class StreamedConstants:
@@ -73,7 +77,8 @@ class StreamedConstants:
     rounding of each TV and oscillation (8 |V| u, as in :func:`mlmix.theory.local.constants.local_constants`).
     ``score_error``: the stated sup-norm accuracy e of a queried model's scores (:data:`MODEL_SCORE_ULPS`
     units of the largest |score|; 0 for a score table), which moves each TV by at most e/T (Lemma 6 on
-    both conditionals) and each oscillation by at most 4e.
+    both conditionals) and each oscillation by at most 4e. ``rectangle``: max R over every rectangle with
+    its witness and accuracy (or not computed, with the reason).
     """
 
     rho_ij: np.ndarray
@@ -87,6 +92,7 @@ class StreamedConstants:
     rounding: float
     score_error: float = 0.0
     resumed: bool = False
+    rectangle: StreamedRectangle | None = None
 
     @property
     def rho(self) -> float:
@@ -177,10 +183,12 @@ def streamed_constants(source: Conditionals, *, folder: str | os.PathLike | None
             with OutputDir(folder, "streamed-constants", checkpoint_params(source, block_rows)) as out:
                 state, resumed = _run(source, table, out.path, block_rows, chunk, bar, out.path / "state.json")
     error = 0.0 if table is not None else MODEL_SCORE_ULPS * 2.0**-24 * state["max_abs_score"]
+    rectangle = rect.from_state(state, n, q, float(source.temperature), model_scores=table is None,
+                                max_abs_score=None if table is not None else state["max_abs_score"])
     return StreamedConstants(np.array(state["rho_ij"]), np.array(state["delta_ij"]), state["rho_witness"],
                              state["delta_witness"], float(source.temperature), total, space.size,
                              time.perf_counter() - start, 8 * q * float(np.finfo(np.float64).eps) / 2, error,
-                             resumed)
+                             resumed, rectangle)
 
 
 def _announce(source: Conditionals, total: int, say: Callable[[str], None]) -> float:
@@ -199,23 +207,27 @@ def _announce(source: Conditionals, total: int, say: Callable[[str], None]) -> f
 
 def _fresh_state(n: int) -> dict:
     return {"site": 0, "rows": 0, "max_abs_score": 0.0, "rho_ij": np.zeros((n, n)).tolist(), "delta_ij": np.zeros((n, n)).tolist(),
-            "rho_witness": [[None] * n for _ in range(n)], "delta_witness": [[None] * n for _ in range(n)]}
+            "rho_witness": [[None] * n for _ in range(n)], "delta_witness": [[None] * n for _ in range(n)],
+            **rect.fresh_state()}
+
+
+#: Keys of a checkpoint written before the rectangle sweep existed (it still resumes).
+_EARLIER_KEYS = frozenset(_fresh_state(2)) - frozenset(rect.fresh_state())
 
 
 def _run(source: Conditionals, table: np.ndarray | None, scratch: Path, block_rows: int, chunk: int, bar: Counter,
          state_file: Path | None) -> tuple[dict, bool]:
     """Site by site: fill the site's scores ``chunk`` contexts at a time, checkpointed after each (resuming
-    at the recorded row), sweep its lines in blocks of ``block_rows``, record."""
+    at the recorded row), sweep its lines in blocks of ``block_rows``, record; then the rectangle sweep over
+    every site's scores (checkpointed after each block), and remove the scores."""
     n, q = source.space.length, source.space.vocab_size
     contexts = q ** (n - 1)
     state, resumed = _fresh_state(n), False
     if state_file is not None and state_file.is_file():
         saved = read_json(state_file, "streamed-constants checkpoint")
-        if isinstance(saved, dict) and set(saved) == set(state):
-            state, resumed = saved, True
+        if isinstance(saved, dict) and set(saved) in (set(state), _EARLIER_KEYS):
+            state, resumed = {**state, **saved}, True
     bar.update(0 if table is not None else state["site"] * contexts + state["rows"])
-    for done in range(state["site"]):  # a run stopped between recording a site and removing its scores
-        (scratch / f"site-{done}.f64").unlink(missing_ok=True)
     for i in range(state["site"], n):
         if table is not None:
             scores = table[i]
@@ -236,10 +248,33 @@ def _run(source: Conditionals, table: np.ndarray | None, scratch: Path, block_ro
         state.update(site=i + 1, rows=0)
         if state_file is not None:
             atomic_write_json(state_file, state, indent=None)
-        if table is None:
-            del scores
-            (scratch / f"site-{i}.f64").unlink()
+        del scores
+    _rectangles(table, scratch, n, q, block_rows, state, state_file)
     return state, resumed
+
+
+def _rectangles(table: np.ndarray | None, scratch: Path, n: int, q: int, block_rows: int, state: dict,
+                state_file: Path | None) -> None:
+    """The rectangle sweep of a run whose sites are all done (resumed at its recorded pair and row), then
+    the removal of the sites' scores. Scores removed by an earlier mlmix: R is recorded as not computed."""
+    files = [scratch / f"site-{k}.f64" for k in range(n)]
+    if not rect.sweep_done(state, n):
+        if table is not None:
+            scores = [table[k] for k in range(n)]
+        elif all(f.is_file() for f in files):
+            scores = [np.load(f, mmap_mode="r") for f in files]
+        else:
+            gone = [k for k, f in enumerate(files) if not f.is_file()]
+            state["rect_reason"] = (f"the scores of sites {gone} were removed by an earlier mlmix (a checkpoint "
+                                    "without the rectangle): a fresh folder computes R")
+            scores = []
+        save = None if state_file is None else (lambda: atomic_write_json(state_file, state, indent=None))
+        rect.sweep(scores, n, q, block_rows, state, save)
+        if save is not None:
+            save()
+        del scores
+    for f in files if table is None else ():
+        f.unlink(missing_ok=True)
 
 
 def _query(source: Conditionals, states: np.ndarray, site: int, bar: Counter) -> np.ndarray:

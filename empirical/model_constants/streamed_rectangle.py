@@ -1,0 +1,213 @@
+"""The rectangle statistic R over every rectangle of V^n, streamed from per-site score arrays.
+
+Paper G section 4 (Theorem 3 / Proposition 4; THEOREMS.md 1.22): for sites i < j, the other sites fixed at
+r, and G_r(a, b) = s_i(a | x_j = b, r) - s_j(b | x_i = a, r), every rectangle {a, a'} x {b, b'} has
+
+    R = | G_r(a', b) - G_r(a, b) - G_r(a', b') + G_r(a, b') | / T
+
+(the normalisers of pi_i(.|x_j = b, r) and pi_j(.|x_i = a, r) cancel in the double difference, so raw
+scores suffice). With d_r(b) = G_r(a, b) - G_r(a', b) the maximum over the rectangles of one plane is
+
+    max over a < a' of [ max_b d_r(b) - min_b d_r(b) ] / T,
+
+O(|V|^3) per context r and pair i < j instead of O(|V|^4). The sweep gathers, for a block of contexts r,
+the |V| rows of site i (x_j = every b) and the |V| rows of site j (x_i = every a) from the arrays
+``scores[k]`` of shape (|V|^(n-1), |V|) (rows indexed as :class:`~mlmix.theory.sources.conditionals.ScoreTable`
+and the scratch files of :mod:`~mlmix.empirical.model_constants.streamed_constants`), keeps a running maximum
+and its witness rectangle: memory of a block, whatever n. On a score table the maximum equals
+:func:`mlmix.theory.local.rectangles.rectangle_summary`'s bit for bit (the same differences in the same
+order: rounding is monotone, so max_b - min_b rounds to the largest rounded |d(b) - d(b')|).
+
+Accuracy: with M the largest |score|, each G entry is rounded once (|G| <= 2M), each d twice, the spread
+three times: |error of T R| <= 24 u M, so the stated rounding is 32 u M / T + 2 u R (u = 2^-53). A queried
+model's scores carry a stated accuracy e (MODEL_SCORE_ULPS float32 units of M); R involves 8 scores, so it
+moves by at most 8 e / T.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from mlmix.theory.results import EPS, Result
+from mlmix.validation import check_int, check_temperature
+
+#: Stated accuracy of a masked LM's float32 scores, in float32 units (2^-24) of the largest |score|: the
+#: same context scored in another batch gives logits that differ in the last bits (up to 6 such units
+#: measured on the tiny BERT/RoBERTa/ModernBERT models of the tests); the brackets allow this many.
+MODEL_SCORE_ULPS = 64
+
+@dataclass(frozen=True)
+class StreamedRectangle:
+    """max R over every rectangle of V^n (x, i < j, a' != x_i, b' != x_j) at ``temperature``, with its
+    ``witness`` rectangle {"state", "i", "j", "a_new", "b_new", "R"} (x_i = a, x_j = b); ``count``
+    rectangles |V|^n C(n, 2) (|V|-1)^2. ``rounding`` and ``score_error`` are absolute bounds on R's float64
+    rounding and on the effect of the scores' stated accuracy (module docstring). ``max`` is None, with
+    the ``reason``, when R could not be computed."""
+
+    max: float | None
+    witness: dict | None
+    temperature: float
+    count: int
+    rounding: float
+    score_error: float = 0.0
+    reason: str | None = None
+
+    @property
+    def accuracy(self) -> float:
+        """Absolute accuracy of ``max``: rounding + score error."""
+        return self.rounding + self.score_error
+
+    def result(self, name: str = "R max") -> Result:
+        """``max`` as a Result: [max - accuracy, max + accuracy] (clipped at 0), resolved when the accuracy
+        is within the default relative target; not computed: a missing Result with the reason."""
+        method = "enumeration of every rectangle (streamed)"
+        if self.max is None:
+            return Result.missing(name, method, self.reason or "not computed")
+        return Result.checked(name, self.max, self.accuracy, method, lower=0.0, count=self.count,
+                              witness=self.witness)
+
+    def as_dict(self) -> dict:
+        """The JSON form: max, accuracy, count, witness (and reason when not computed)."""
+        return {"max": self.max, "accuracy": self.accuracy, "rounding": self.rounding,
+                "score_error": self.score_error, "count": self.count, "witness": self.witness,
+                "temperature": self.temperature, "reason": self.reason}
+
+
+def fresh_state() -> dict:
+    """The rectangle keys of a checkpoint before the sweep starts."""
+    return {"rect_pair": 0, "rect_row": 0, "rect_max": 0.0, "rect_witness": None, "rect_max_abs": 0.0,
+            "rect_reason": None}
+
+
+def site_pairs(n: int) -> list[tuple[int, int]]:
+    """The pairs i < j in the order of the sweep."""
+    return [(i, j) for i in range(n) for j in range(i + 1, n)]
+
+
+def sweep_done(state: dict, n: int) -> bool:
+    """Whether the sweep recorded in ``state`` is finished (or was given up with a reason)."""
+    return state["rect_reason"] is not None or state["rect_pair"] >= len(site_pairs(n))
+
+
+def sweep(scores: Sequence[np.ndarray], n: int, q: int, block_rows: int, state: dict,
+          save: Callable[[], None] | None = None, *, check_rows: bool = False) -> None:
+    """Advance the running maximum of R * T in ``state`` (keys :func:`fresh_state`) over every pair i < j
+    and block of contexts r from the recorded (``rect_pair``, ``rect_row``) on; ``save()`` after each block
+    (a checkpoint). ``scores[k]``: site k's rows, (|V|^(n-1), |V|). ``check_rows``: refuse a row that is
+    all zeros (a scratch file not written to its end). A non-finite score (a zero probability: log-ratios
+    undefined) ends the sweep with ``rect_reason``."""
+    pairs = site_pairs(n)
+    contexts = q ** (n - 2)
+    step = max(1, block_rows // q)
+    b_or_a = np.arange(q, dtype=np.int64)
+    while state["rect_pair"] < len(pairs) and state["rect_reason"] is None:
+        i, j = pairs[state["rect_pair"]]
+        low_i, low_j = q ** (n - 1 - j), q ** (n - 2 - i)  # place of the inserted digit among the context digits
+        for r0 in range(state["rect_row"], contexts, step):
+            r = np.arange(r0, min(contexts, r0 + step), dtype=np.int64)
+            rows_i = ((r // low_i)[:, None] * q + b_or_a) * low_i + (r % low_i)[:, None]  # (B, b): x_j = b
+            rows_j = ((r // low_j)[:, None] * q + b_or_a) * low_j + (r % low_j)[:, None]  # (B, a): x_i = a
+            s_i = np.asarray(scores[i][rows_i.ravel()], dtype=np.float64).reshape(len(r), q, q)  # (r, b, a)
+            s_j = np.asarray(scores[j][rows_j.ravel()], dtype=np.float64).reshape(len(r), q, q)  # (r, a, b)
+            if check_rows:
+                for k, s in ((i, s_i), (j, s_j)):
+                    if (s == 0).all(axis=-1).any():
+                        raise ValueError(f"the scores of site {k} hold a row of zeros: the file was not written to "
+                                         "its end (an unfinished run)")
+            if not (np.isfinite(s_i).all() and np.isfinite(s_j).all()):
+                state["rect_reason"] = ("a score is -inf or not finite (a zero probability): the log-ratios of "
+                                        "R are undefined")
+                break
+            state["rect_max_abs"] = max(state["rect_max_abs"], float(np.abs(s_i).max()), float(np.abs(s_j).max()))
+            G = np.swapaxes(s_i, 1, 2) - s_j  # (r, a, b), as rectangle_summary
+            for a in range(q - 1):
+                d = G[:, a:a + 1, :] - G[:, a + 1:, :]  # (r, a' > a, b)
+                spread = d.max(axis=-1) - d.min(axis=-1)
+                k = int(spread.argmax())
+                if spread.flat[k] > state["rect_max"] or state["rect_witness"] is None:
+                    row, da = divmod(k, spread.shape[1])
+                    line = d[row, da]
+                    top, bottom = int(line.argmax()), int(line.argmin())
+                    b, b_new = sorted((top, bottom if bottom != top else (top + 1) % q))  # R = 0: any b' != b
+                    state["rect_max"] = float(spread.flat[k])
+                    state["rect_witness"] = _witness(int(r[row]), i, j, n, q, a, a + 1 + da, b, b_new)
+            state["rect_row"] = int(r[-1]) + 1
+            if save is not None:
+                save()
+        else:
+            state.update(rect_pair=state["rect_pair"] + 1, rect_row=0)
+            if save is not None:
+                save()
+
+
+def _witness(r: int, i: int, j: int, n: int, q: int, a: int, a_new: int, b: int, b_new: int) -> dict:
+    """The rectangle (x, i, j, a', b') with x the context r and x_i = a, x_j = b (R filled in later)."""
+    rest = [(r // q ** (n - 3 - k)) % q for k in range(n - 2)]
+    state = rest[:i] + [a] + rest[i:]
+    state = state[:j] + [b] + state[j:]
+    return {"state": [int(v) for v in state], "i": i, "j": j, "a_new": int(a_new), "b_new": int(b_new)}
+
+
+def from_state(state: dict, n: int, q: int, temperature: float, model_scores: bool,
+               max_abs_score: float | None = None) -> StreamedRectangle:
+    """The finished sweep of ``state`` as a :class:`StreamedRectangle` at ``temperature``; ``model_scores``:
+    the scores carry a masked LM's stated float32 accuracy (of ``max_abs_score``, default the largest |score|
+    the sweep saw)."""
+    count = q**n * (n * (n - 1) // 2) * (q - 1) ** 2 if n >= 2 else 0
+    T = float(temperature)
+    if state.get("rect_reason") is not None or not sweep_done(state, n):
+        return StreamedRectangle(None, None, T, count, 0.0, 0.0,
+                                 state.get("rect_reason") or "the rectangle sweep did not finish")
+    M = state["rect_max_abs"] if max_abs_score is None else max(max_abs_score, state["rect_max_abs"])
+    value = state["rect_max"] / T
+    rounding = 32 * EPS * M / T + 2 * EPS * value
+    error = 8 * MODEL_SCORE_ULPS * 2.0**-24 * M / T if model_scores else 0.0
+    witness = None if state["rect_witness"] is None else {**state["rect_witness"], "R": value}
+    return StreamedRectangle(value, witness, T, count, rounding, error)
+
+
+def table_rectangle(table: np.ndarray, temperature: float, block_rows: int = 1 << 15) -> StreamedRectangle:
+    """max R of a score table (n, |V|^(n-1), |V|) (:class:`~mlmix.theory.sources.conditionals.ScoreTable`'s
+    layout) at ``temperature``, swept in blocks: exact scores, so only the rounding is stated."""
+    n, rows, q = table.shape
+    state = fresh_state()
+    if n >= 2:
+        sweep([table[k] for k in range(n)], n, q, block_rows, state)
+    return from_state(state, n, q, temperature, model_scores=False)
+
+
+def rectangle_from_folder(folder: str | os.PathLike, temperature: float = 1.0, *, model_scores: bool = True,
+                          block_rows: int = 1 << 15) -> StreamedRectangle:
+    """max R over every rectangle from a folder of per-site score files ``site-0.f64`` ... ``site-{n-1}.f64``
+    (the .npy scratch arrays of a streamed run, (|V|^(n-1), |V|) each), at ``temperature`` (R scales as 1/T).
+    ``model_scores``: the files hold a masked LM's float32 scores (the stated accuracy of
+    :data:`MODEL_SCORE_ULPS` applies, and a row of zeros, never written, is refused); False for exact
+    scores. Memory: a block; the files are only read."""
+    T = check_temperature(temperature)
+    block_rows = check_int(block_rows, "block_rows", minimum=1)
+    path = Path(folder)
+    if not path.is_dir():
+        raise ValueError(f"{path} is not a folder of site score files")
+    names = sorted(p.name for p in path.glob("site-*.f64"))
+    n = len(names)
+    if n < 2 or names != sorted(f"site-{k}.f64" for k in range(n)):
+        raise ValueError(f"{path} must hold site-0.f64 ... site-(n-1).f64 for n >= 2 sites, found {names or 'none'}")
+    scores = []
+    for k in range(n):
+        try:
+            arr = np.load(path / f"site-{k}.f64", mmap_mode="r")
+        except (OSError, ValueError) as exc:
+            raise ValueError(f"{path / f'site-{k}.f64'} is not a score array: {exc}") from None
+        scores.append(arr)
+    q = scores[0].shape[1] if scores[0].ndim == 2 else 0
+    if q < 2 or any(s.shape != (q ** (n - 1), q) for s in scores):
+        raise ValueError(f"the site files of {path} must each have shape (|V|^(n-1), |V|) = ({q}^{n - 1}, {q}), "
+                         f"found {[s.shape for s in scores]}")
+    state = fresh_state()
+    sweep(scores, n, q, block_rows, state, check_rows=model_scores)
+    return from_state(state, n, q, T, model_scores)
