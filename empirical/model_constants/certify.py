@@ -21,6 +21,11 @@ max_j sum_i lower_ij <= rho <= max_j sum_i upper_ij (alpha: rows; Delta: the sam
 Delta / 4). Theorem 5's verdict (:func:`theorem5_verdict`): "applies" only when certified (rho's upper
 end < 1 at the temperature, or T above T*'s upper end: Cor. 7, rho(T) <= T*/T < 1), "does not apply"
 only when an evaluated context proves rho >= 1 (rho's lower end >= 1), else "undecided" with the bracket.
+
+The rectangle statistic max R (paper G section 4, Theorem 3 / Prop. 4; THEOREMS.md 1.22) comes with them:
+exact within its stated accuracy by enumeration (the streamed run sweeps every rectangle from the same
+scores, :mod:`mlmix.empirical.model_constants.streamed_rectangle`), else a lower bound, R's maximum over the
+rectangles the lower-bound hook evaluated (its ``rectangle`` entry), with no upper end.
 """
 
 from __future__ import annotations
@@ -28,7 +33,7 @@ from __future__ import annotations
 import math
 import os
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -47,7 +52,9 @@ from mlmix.validation import check_int, check_temperature
 
 #: A lower-bound hook: (source, max_passes=..., seed=...) -> {"rho_lower": (n, n), "delta_lower": (n, n)
 #: (optional), "witnesses": anything JSON-able, "passes": int, "method": str (optional), "max_abs_score":
-#: the largest |score| it saw (optional; sizes a model's stated score accuracy, else taken as exact)}.
+#: the largest |score| it saw (optional; sizes a model's stated score accuracy, else taken as exact),
+#: "rectangle": {"max", "witness", "rectangles", "max_abs_score"} (optional: R over the rectangles it evaluated,
+#: :func:`mlmix.empirical.model_constants.streamed_rectangle.evaluated_rectangles`)}.
 LowerBounds = Callable[..., dict]
 #: A relaxation hook: (source) -> {"rho_upper": (n, n) and/or "delta_upper": (n, n), "method": str}, each
 #: entry a sound upper bound of the supremum, or None when it gives nothing.
@@ -59,7 +66,7 @@ APPLIES, NOT_APPLY, UNDECIDED = "applies", "does not apply", "undecided"
 @dataclass(frozen=True)
 class CertifiedConstants:
     """Brackets of rho, alpha, Delta and T* (module docstring), the per-pair bracket matrices, the score
-    queries used and Theorem 5's verdict at ``temperature``."""
+    queries used and Theorem 5's verdict at ``temperature``; ``rectangle``: max R (module docstring)."""
 
     rho: Result
     alpha: Result
@@ -74,6 +81,7 @@ class CertifiedConstants:
     method: str
     witnesses: Any = None
     theorem5: dict = field(default_factory=dict)
+    rectangle: Result | None = None
 
     def as_dict(self) -> dict:
         """The JSON form of ``mlmix estimate --certify`` (``certified``)."""
@@ -83,7 +91,7 @@ class CertifiedConstants:
                 "rho_ij_lower": self.rho_lower.tolist(), "rho_ij_upper": self.rho_upper.tolist(),
                 "delta_ij_lower": self.delta_lower.tolist(),
                 "delta_ij_upper": None if self.delta_upper is None else self.delta_upper.tolist(),
-                "witnesses": self.witnesses}
+                "witnesses": self.witnesses, "rectangle": self.rectangle}
 
 
 def random_context_lower_bounds(source: Conditionals, *, max_passes: int, seed: int = 0) -> dict:
@@ -144,7 +152,7 @@ def certify(source: Conditionals, *, max_passes: int | None = None, budget_s: fl
         out = _assemble(lo_r, hi_r, lo_d, hi_d, T, s.passes, "enumeration",
                         {"rho": s.rho_witness, "delta": s.delta_witness},
                         values=(s.rho, s.alpha, s.delta), rounding=n * EPS)
-        return out
+        return replace(out, rectangle=s.rectangle.result("R max"))
     budget = int(allowed) if math.isfinite(allowed) else 0
     low = lower_bounds(source, max_passes=budget, seed=seed)
     e = MODEL_SCORE_ULPS * 2.0**-24 * float(low.get("max_abs_score", 0.0))
@@ -162,8 +170,23 @@ def certify(source: Conditionals, *, max_passes: int | None = None, budget_s: fl
             hi_r = np.minimum(hi_r, np.asarray(relaxed["rho_upper"], dtype=np.float64) + e / T)
         upper_method = f"{relaxed.get('method', 'relaxation')}, TV <= 1"
     method = f"lower: {low.get('method', 'lower-bound hook')}; upper: {upper_method}"
-    return _assemble(lo_r, hi_r, lo_d, hi_d, T, int(low.get("passes", 0)), method, low.get("witnesses"),
-                     values=None, rounding=n * EPS)
+    out = _assemble(lo_r, hi_r, lo_d, hi_d, T, int(low.get("passes", 0)), method, low.get("witnesses"),
+                    values=None, rounding=n * EPS)
+    return replace(out, rectangle=_rectangle_lower(low.get("rectangle"), e, T, low.get("method", "lower-bound hook")))
+
+
+def _rectangle_lower(found: dict | None, error: float, T: float, method: str) -> Result:
+    """The hook's max R over its evaluated rectangles as a lower bound, less its rounding (32 u M / T + 2 u R)
+    and the scores' stated accuracy ``error`` (8 error / T: R holds 8 scores); no upper end."""
+    if not found or not found.get("rectangles"):
+        return Result.interval("R max", 0.0, None, method, "the lower-bound hook evaluated no rectangle: R >= 0 "
+                               "only (no upper bound: scores are unbounded logits)")
+    R, M = float(found["max"]), float(found.get("max_abs_score", 0.0))
+    lower = max(0.0, R - 32 * EPS * M / T - 2 * EPS * R - 8 * error / T)
+    return Result.interval("R max", lower, None, method,
+                           f"the maximum over the {found['rectangles']:,} evaluated rectangles, a lower bound of R "
+                           "over every rectangle (no upper bound: scores are unbounded logits)",
+                           witness=found.get("witness"), rectangles=found["rectangles"])
 
 
 def _widen(matrix: np.ndarray, rounding: float, error: float, cap: float | None) -> tuple[np.ndarray, np.ndarray]:

@@ -44,6 +44,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from mlmix.empirical.model_constants.streamed_rectangle import evaluated_rectangles
 from mlmix.theory.local.influence import aggregate_influence, contraction_temperature, pair_distances
 from mlmix.theory.sources.conditionals import Conditionals
 from mlmix.theory.sources.contexts import query_scores
@@ -60,7 +61,9 @@ class ContextSearch:
     ``delta_witnesses`` the same for osc_v(s_i(v|x_{-i}) - s_i(v|x'_{-i})). A pair with no evaluated
     pair has 0 and no witness. ``passes``: score rows asked of the source (masked forward passes);
     ``converged``: every searched pair reached a local maximum within ``max_passes``;
-    ``expansions``: pairs expanded (two stars each); ``pairs``: the pairs searched.
+    ``expansions``: pairs expanded (two stars each); ``pairs``: the pairs searched; ``rectangle``: max R
+    over the rectangles whose four rows were evaluated, with its witness (a lower bound of R over every
+    rectangle: :func:`mlmix.empirical.model_constants.streamed_rectangle.evaluated_rectangles`).
     """
 
     rho_lower: np.ndarray
@@ -73,6 +76,7 @@ class ContextSearch:
     expansions: int
     pairs: list[tuple[int, int]] = field(default_factory=list)
     max_abs_score: float = 0.0
+    rectangle: dict | None = None
 
     @property
     def rho(self) -> float:
@@ -314,14 +318,14 @@ def search_worst_contexts(source: Conditionals, *, max_passes: int | None = None
                 out[(i, j)] = (x, y)
     finite = [np.abs(sc[np.isfinite(sc)]).max(initial=0.0) for sc in (rows.arrays(i)[1] for i in range(n))]
     return ContextSearch(rho, delta, witnesses, delta_witnesses, rows.passes, T, complete, expansions, todo,
-                         float(max(finite, default=0.0)))
+                         float(max(finite, default=0.0)), evaluated_rectangles([rows.arrays(i) for i in range(n)], T))
 
 
 def search_lower_bounds(source: Conditionals, *, max_passes: int, seed: int = 0) -> dict:
     """The ``lower_bounds`` hook of :func:`mlmix.empirical.model_constants.certify.certify`: :func:`search_worst_contexts`
     from one start within ``max_passes`` score rows (one start with a budget did best on AntiBERTy,
     docs/real-model.md "Searched lower bounds"), as the hook's dict (``rho_lower``, ``delta_lower``,
-    ``witnesses``, ``passes``, ``method``, ``max_abs_score``). No budget at all: zeros, 0 passes."""
+    ``witnesses``, ``passes``, ``method``, ``max_abs_score``, ``rectangle``). No budget at all: zeros, 0 passes."""
     n = source.space.length
     if max_passes < 1:
         return {"rho_lower": np.zeros((n, n)), "delta_lower": np.zeros((n, n)), "witnesses": {}, "passes": 0,
@@ -332,4 +336,4 @@ def search_lower_bounds(source: Conditionals, *, max_passes: int, seed: int = 0)
                           for (i, j), (x, y) in sorted(found.witnesses.items())], "passes": found.passes,
             "method": f"worst-context search ({found.expansions} pairs expanded, "
                       f"{'local maxima reached' if found.converged else 'budget spent before local maxima'})",
-            "max_abs_score": found.max_abs_score}
+            "max_abs_score": found.max_abs_score, "rectangle": found.rectangle}

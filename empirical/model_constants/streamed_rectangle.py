@@ -64,12 +64,13 @@ class StreamedRectangle:
 
     def result(self, name: str = "R max") -> Result:
         """``max`` as a Result: [max - accuracy, max + accuracy] (clipped at 0), resolved when the accuracy
-        is within the default relative target; not computed: a missing Result with the reason."""
+        is within the default relative target, with details R, accuracy, count and witness; not computed: a
+        missing Result with the reason."""
         method = "enumeration of every rectangle (streamed)"
         if self.max is None:
             return Result.missing(name, method, self.reason or "not computed")
-        return Result.checked(name, self.max, self.accuracy, method, lower=0.0, count=self.count,
-                              witness=self.witness)
+        return Result.checked(name, self.max, self.accuracy, method, lower=0.0, R=self.max, accuracy=self.accuracy,
+                              count=self.count, witness=self.witness)
 
     def as_dict(self) -> dict:
         """The JSON form: max, accuracy, count, witness (and reason when not computed)."""
@@ -211,3 +212,48 @@ def rectangle_from_folder(folder: str | os.PathLike, temperature: float = 1.0, *
     state = fresh_state()
     sweep(scores, n, q, block_rows, state, check_rows=model_scores)
     return from_state(state, n, q, T, model_scores)
+
+
+def evaluated_rectangles(rows: Sequence[tuple[np.ndarray, np.ndarray]], temperature: float) -> dict:
+    """max R over the rectangles whose four score rows were all evaluated: a lower bound of max R over
+    V^n, attained by its witness. ``rows[k]`` = (states (m, n), scores (m, |V|)) of site k (x_k ignored), e.g.
+    the rows a context search asked. For sites i < j and the other sites r, the rows of site i at
+    x_j = b (b in B_r) and of site j at x_i = a (a in A_r) give G_r on A_r x B_r, hence every rectangle
+    {a, a'} x {b, b'} in it (module docstring). Returns {"max", "witness", "rectangles" (each counted once per
+    corner, as :func:`mlmix.theory.local.rectangles.rectangle_summary`), "max_abs_score"}."""
+    T = float(temperature)
+    n = len(rows)
+    best, witness, count, largest = 0.0, None, 0, 0.0
+    for i, j in site_pairs(n):
+        (x_i, s_i), (x_j, s_j) = rows[i], rows[j]
+        if x_i.shape[0] < 2 or x_j.shape[0] < 2:
+            continue
+        q = s_i.shape[1]
+        keys, inverse = np.unique(np.delete(np.concatenate([x_i, x_j]), [i, j], axis=1), axis=0, return_inverse=True)
+        inverse = inverse.reshape(-1)
+        F = np.full((keys.shape[0], q, q), np.nan)  # (r, b, a): site i's row at x_j = b
+        S = np.full((keys.shape[0], q, q), np.nan)  # (r, a, b): site j's row at x_i = a
+        F[inverse[:len(x_i)], x_i[:, j]] = s_i
+        S[inverse[len(x_i):], x_j[:, i]] = s_j
+        G = np.swapaxes(F, 1, 2) - S  # NaN (or inf) where a row is missing (or a score is -inf)
+        valid = np.isfinite(G)
+        largest = max(largest, float(np.abs(np.where(valid, np.swapaxes(F, 1, 2), 0.0)).max()),
+                      float(np.abs(np.where(valid, S, 0.0)).max()))
+        na, nb = valid.any(axis=2).sum(axis=1), valid.any(axis=1).sum(axis=1)
+        count += int((na * (na - 1) * nb * (nb - 1)).sum())  # 4 C(|A|, 2) C(|B|, 2) rectangles per r
+        for a in range(q - 1):
+            d = G[:, a:a + 1, :] - G[:, a + 1:, :]
+            ok = np.isfinite(d)
+            spread = np.where(ok, d, -np.inf).max(axis=-1) - np.where(ok, d, np.inf).min(axis=-1)
+            spread[ok.sum(axis=-1) < 2] = -np.inf
+            k = int(spread.argmax())
+            if spread.flat[k] > best:
+                row, da = divmod(k, spread.shape[1])
+                line = np.where(ok[row, da], d[row, da], np.nan)
+                b, b_new = sorted((int(np.nanargmax(line)), int(np.nanargmin(line))))
+                best = float(spread.flat[k])
+                rest = [int(v) for v in keys[row]]
+                state = rest[:i] + [a] + rest[i:]
+                state = state[:j] + [b] + state[j:]
+                witness = {"state": state, "i": i, "j": j, "a_new": a + 1 + da, "b_new": b_new, "R": best / T}
+    return {"max": best / T, "witness": witness, "rectangles": count, "max_abs_score": largest}

@@ -5,10 +5,11 @@ The frame's conditionals are tabulated exactly (:func:`mlmix.empirical.models.ta
 options and cache of ``mlmix exact --mlm``), the Glauber chain is analysed exactly
 (:class:`mlmix.theory.chain.markov_chain.Chain`), and the local constants come from
 :func:`mlmix.theory.local.constants.paper_constants` (every context, up to 2^18 states) or, above that,
-rho and T* from the certified brackets of :func:`mlmix.empirical.model_constants.certify.certify` (streamed over every
-context of the table: exact, in the memory of a block) and the rectangle statistic from sampled contexts
-(:func:`mlmix.theory.local.constants.paper_constants` over them: a sampled R > 0 certifies incompatibility, a sampled R = 0
-establishes nothing). For each result:
+rho, T* and the rectangle statistic max R from the certified brackets of
+:func:`mlmix.empirical.model_constants.certify.certify` (streamed over every context of the table: exact, in the
+memory of a block; R = 0 within its accuracy on every rectangle certifies compatibility). Only where the
+streamed R could not be computed does R come from sampled contexts (:func:`mlmix.theory.local.constants.paper_constants`
+over them: a sampled R > 0 certifies incompatibility, a sampled R = 0 establishes nothing). For each result:
 
 * **applies** (its hypotheses hold, certified by the accuracy of the constants), **does not apply**
   (they fail, and why), or **unknown at this size** (not decidable from what can be computed here);
@@ -172,7 +173,7 @@ def _rectangle(rect: dict, exact: bool, reversible: bool | None) -> dict:
     R = float(rect["max"]) if rect.get("max") is not None else None
     if R is None:
         return _entry("glauber.rectangle", "Theorem 3 / Proposition 4 (rectangle test)", UNKNOWN, "no rectangle")
-    compatible = R <= R_ZERO
+    compatible = R <= max(R_ZERO, rect.get("accuracy", 0.0))
     if not exact and compatible:
         return _entry("glauber.rectangle", "Theorem 3 / Proposition 4 (rectangle test)", UNKNOWN,
                       f"R = 0 on the {rect.get('count')} sampled rectangles does not make every rectangle 0",
@@ -202,25 +203,31 @@ def model_report(source: Any, eps: float = 0.25, basin: np.ndarray | None = None
         g = paper_constants(source, chain, eps, basin)
         method = "every context of V^n (exact local constants)"
         c = {"rho": g["rho"], "t_star": g["contraction_temperature"], "rectangle": g["rectangle"]}
-        sampled = False
+        sampled, rect_exact = False, True
     else:
-        # rho and T*: certified brackets, streamed over every context (memory of a block, not of V^n);
-        # the rectangle statistic from sampled contexts (a sampled R > 0 still certifies incompatibility)
+        # rho, T* and R: certified brackets, streamed over every context (memory of a block, not of V^n);
+        # R from sampled contexts only where the streamed R is not computed (a sampled R > 0 still
+        # certifies incompatibility)
         cert = certify(source, seed=seed)
         rng = np.random.default_rng(seed)
         g = paper_constants(source, chain, eps, basin, contexts=uniform_contexts(space, SAMPLED_CONTEXTS, rng),
                             rng=rng, rectangles=DEFAULT_RECTANGLES, top_k=DEFAULT_TOP_K)
-        c = {"rho": cert.rho, "t_star": cert.contraction_temperature, "rectangle": g["rectangle"]}
-        exact = cert.method == "enumeration"  # rho and T* only: the rectangle and the basin stay sampled
+        exact = cert.method == "enumeration"  # rho and T*: the basin stays sampled
+        R = cert.rectangle
+        rect_exact = exact and R is not None and "accuracy" in R.details  # every rectangle, streamed
+        rect = ({"max": R.details["R"], "accuracy": R.details["accuracy"], "count": R.details["count"]}
+                if rect_exact else g["rectangle"])
+        c = {"rho": cert.rho, "t_star": cert.contraction_temperature, "rectangle": rect}
         sampled = True
-        method = (f"every context of V^n, streamed (rho, T*: {cert.method}); {SAMPLED_CONTEXTS} sampled contexts "
-                  f"for the rectangle statistic, seed {seed}")
+        method = (f"every context of V^n, streamed (rho, T*: {cert.method}); "
+                  + ("every rectangle, streamed, for the rectangle statistic; " if rect_exact else
+                     f"{SAMPLED_CONTEXTS} sampled contexts for the rectangle statistic, ") + f"seed {seed}")
     basin_report = g.get("basin")
     quarter = t_mix if eps == 0.25 else chain.mixing_time(0.25) if chain.n_states <= REPORT_MIXING_LIMIT else None
     results = [_thm5(c, exact, n, eps, t_mix), _cor7(c, exact, n, eps, T, t_mix)]
     if basin is not None:
         results.append(_thm8(basin_report, exact and not sampled, quarter))
-    results.append(_rectangle(c["rectangle"], exact and not sampled, summary.get("reversible")))
+    results.append(_rectangle(c["rectangle"], rect_exact, summary.get("reversible")))
     chain_facts = {k: summary.get(k) for k in ("n_states", "irreducible", "reversible", "absolute_spectral_gap",
                                                "additive_gap", "t_mix")}
     return {"constants": method, "eps": eps, "temperature": T, "chain": chain_facts, "results": results}
