@@ -8,6 +8,7 @@ function reads a run's site files; certify and verify --mlm report it."""
 import json
 import shutil
 from dataclasses import replace
+from pathlib import Path
 
 import networkx as nx
 import numpy as np
@@ -293,3 +294,26 @@ def test_verify_falls_back_to_sampled_rectangles_when_r_is_not_computed(above_th
     rep = vm.model_report(ScoreTable.random(2, 5, seed=3))
     r = {e["id"]: e for e in rep["results"]}["glauber.rectangle"]
     assert "(sampled)" in r["why"] and "sampled contexts for the rectangle statistic" in rep["constants"]
+
+
+def test_estimate_certify_json_reports_the_rectangle(capsys, tmp_path, monkeypatch):
+    import jsonschema
+    from mlm_fixtures import save_model
+
+    from mlmix.cli import main
+
+    monkeypatch.setenv("MLMIX_CACHE", str(tmp_path / "cache"))
+    model, tok = tiny_masked_lm("roberta", seed=21)
+    folder = save_model(model, tok, tmp_path / "rb")
+    base = ["estimate", "--model", str(folder), "--frame", "c _ _ ! _", "--candidates", "a b c", "--contexts", "4",
+            "--rectangles", "5", "--no-records", "--json", "--certify", "--no-progress"]
+    assert main([*base, "--exact", "yes"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    schema = json.loads((Path(__file__).resolve().parents[2] / "docs/schema/estimate.schema.json").read_text())
+    jsonschema.Draft202012Validator(schema).validate(report)
+    R, exact = report["certified"]["rectangle"], report["exact"]["rectangle"]["max"]
+    assert R["lower"] <= exact <= R["upper"] and R["value"] == pytest.approx(exact, rel=1e-12)
+    monkeypatch.setenv("MLMIX_CACHE", str(tmp_path / "empty"))  # no cached table: bounds from 20 passes
+    assert main([*base, "--exact", "no", "--max-passes", "20"]) == 0
+    R = json.loads(capsys.readouterr().out)["certified"]["rectangle"]
+    assert R["upper"] is None and 0 <= R["lower"] <= exact
