@@ -154,7 +154,8 @@ def default_folder(source: Conditionals, block_rows: int = DEFAULT_BLOCK_ROWS) -
 def streamed_constants(source: Conditionals, *, folder: str | os.PathLike | None = None,
                        block_rows: int = DEFAULT_BLOCK_ROWS, progress: bool = False,
                        log: Callable[[str], None] | None = None) -> StreamedConstants:
-    """The exact rho_ij and Delta_ij of ``source`` at its temperature (module docstring), streamed.
+    """The exact rho_ij and Delta_ij of ``source`` at its temperature, and max R over every rectangle
+    (module docstring), streamed.
 
     A :class:`~mlmix.theory.sources.conditionals.ScoreTable` (e.g. a cached MLM table) is read, not
     queried (0 passes). For a masked LM the measured cost is announced first (``log``, default standard
