@@ -44,6 +44,7 @@ from mlmix.empirical.model_constants.streamed_constants import (
     passes_needed,
     streamed_constants,
 )
+from mlmix.empirical.model_constants.streamed_rectangle import RecordedRows, evaluated_rectangles
 from mlmix.theory.local.influence import influence_and_oscillation
 from mlmix.theory.results import EPS, Result
 from mlmix.theory.sources.conditionals import Conditionals, ScoreTable
@@ -99,8 +100,9 @@ def random_context_lower_bounds(source: Conditionals, *, max_passes: int, seed: 
     allows, each compared with every replacement (n + n (n-1)(|V|-1) score queries per context; see
     :func:`mlmix.theory.local.influence.influence_and_oscillation`), and ``max_abs_score`` of their own
     scores (n more; it sizes the stated accuracy of a model's scores). No context fits: zeros, 0 passes.
-    Hook keys: ``rho_lower`` and ``delta_lower`` (n x n), ``witnesses``, ``passes``, ``method`` and, for a
-    model, ``max_abs_score``."""
+    Hook keys: ``rho_lower`` and ``delta_lower`` (n x n), ``witnesses``, ``passes``, ``method``, for a
+    model ``max_abs_score``, and ``rectangle``: max R over the rectangles of the planes through the contexts
+    (their rows are among those asked: :func:`~mlmix.empirical.model_constants.streamed_rectangle.evaluated_rectangles`)."""
     space = source.space
     n, q = space.length, space.vocab_size
     per_context = 2 * n + n * (n - 1) * (q - 1)  # + n for the largest |score|
@@ -110,11 +112,13 @@ def random_context_lower_bounds(source: Conditionals, *, max_passes: int, seed: 
                 "method": f"no context (one needs {per_context} queries, over the {max_passes} left)"}
     rng = np.random.default_rng(seed)
     contexts = rng.integers(0, q, size=(count, n))
-    infl, osc = influence_and_oscillation(source, contexts, None, rng)
+    recorded = RecordedRows(source)
+    infl, osc = influence_and_oscillation(recorded, contexts, None, rng)
     largest = max(float(np.abs(query_scores(source, contexts, i)).max()) for i in range(n))
     return {"rho_lower": infl.rho_ij, "delta_lower": osc.delta_ij, "witnesses": {"contexts": count, "seed": seed},
             "passes": count * per_context, "max_abs_score": 0.0 if isinstance(source, ScoreTable) else largest,
-            "method": f"maxima over {count} uniform contexts (seed {seed})"}
+            "method": f"maxima over {count} uniform contexts (seed {seed})",
+            "rectangle": evaluated_rectangles(recorded.rows(), source.temperature)}
 
 
 def certify(source: Conditionals, *, max_passes: int | None = None, budget_s: float | None = None,

@@ -26,6 +26,7 @@ moves by at most 8 e / T.
 
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -34,12 +35,14 @@ from pathlib import Path
 import numpy as np
 
 from mlmix.theory.results import EPS, Result
+from mlmix.theory.sources.conditionals import Conditionals
 from mlmix.validation import check_int, check_temperature
 
 #: Stated accuracy of a masked LM's float32 scores, in float32 units (2^-24) of the largest |score|: the
 #: same context scored in another batch gives logits that differ in the last bits (up to 6 such units
 #: measured on the tiny BERT/RoBERTa/ModernBERT models of the tests); the brackets allow this many.
 MODEL_SCORE_ULPS = 64
+
 
 @dataclass(frozen=True)
 class StreamedRectangle:
@@ -63,14 +66,16 @@ class StreamedRectangle:
         return self.rounding + self.score_error
 
     def result(self, name: str = "R max") -> Result:
-        """``max`` as a Result: [max - accuracy, max + accuracy] (clipped at 0), resolved when the accuracy
-        is within the default relative target, with details R, accuracy, count and witness; not computed: a
-        missing Result with the reason."""
+        """``max`` as a Result: the value with its enclosure [max - accuracy, max + accuracy] (clipped at 0,
+        rounded outward; relative error accuracy / max, None at 0) and details R, accuracy, count and witness;
+        not computed: a missing Result with the reason."""
         method = "enumeration of every rectangle (streamed)"
         if self.max is None:
             return Result.missing(name, method, self.reason or "not computed")
-        return Result.checked(name, self.max, self.accuracy, method, lower=0.0, R=self.max, accuracy=self.accuracy,
-                              count=self.count, witness=self.witness)
+        v, e = self.max, self.accuracy
+        lower, upper = max(0.0, math.nextafter(v - e, -math.inf)), math.nextafter(v + e, math.inf)
+        return Result(name, v, method, e / v if v > 0 else None, lower, upper, None,
+                      {"R": v, "accuracy": e, "count": self.count, "witness": self.witness})
 
     def as_dict(self) -> dict:
         """The JSON form: max, accuracy, count, witness (and reason when not computed)."""
@@ -257,3 +262,33 @@ def evaluated_rectangles(rows: Sequence[tuple[np.ndarray, np.ndarray]], temperat
                 state = state[:j] + [b] + state[j:]
                 witness = {"state": state, "i": i, "j": j, "a_new": a + 1 + da, "b_new": b_new, "R": best / T}
     return {"max": best / T, "witness": witness, "rectangles": count, "max_abs_score": largest}
+
+
+class RecordedRows(Conditionals):
+    """``source`` that keeps every score row asked of it, per site, for :func:`evaluated_rectangles`
+    (memory: the rows asked, |V| floats each)."""
+
+    def __init__(self, source: Conditionals) -> None:
+        super().__init__(source.space, source.temperature)
+        self.source = source
+        self._states: list[list[np.ndarray]] = [[] for _ in range(source.space.length)]
+        self._scores: list[list[np.ndarray]] = [[] for _ in range(source.space.length)]
+
+    def scores(self, contexts: np.ndarray, sites: int | np.ndarray) -> np.ndarray:
+        out = self.source.scores(contexts, sites)
+        states = np.asarray(contexts, dtype=np.int64)
+        sites = np.broadcast_to(np.asarray(sites, dtype=np.int64), (states.shape[0],))
+        for k in np.unique(sites):
+            keep = sites == k
+            self._states[k].append(states[keep])
+            self._scores[k].append(np.asarray(out[keep], dtype=np.float64))
+        return out
+
+    def site_scores(self, contexts: np.ndarray, site: int) -> np.ndarray:
+        return self.scores(contexts, site)
+
+    def rows(self) -> list[tuple[np.ndarray, np.ndarray]]:
+        """(states (m, n), scores (m, |V|)) of each site, in the order asked."""
+        n, q = self.space.length, self.space.vocab_size
+        return [(np.concatenate(x) if x else np.zeros((0, n), np.int64), np.concatenate(s) if s else np.zeros((0, q)))
+                for x, s in zip(self._states, self._scores)]

@@ -265,8 +265,13 @@ def test_certify_reports_r_exact_or_as_a_lower_bound():
     assert bounded.method != "enumeration" and bounded.rectangle.upper is None
     assert 0 < bounded.rectangle.lower <= exact
     assert reevaluate(table, bounded.rectangle.details["witness"]) <= exact
-    sampled = certify(source, max_passes=60)  # the uniform-context hook evaluates no rectangle
-    assert sampled.rectangle.lower == 0.0 and sampled.rectangle.upper is None and "no rectangle" in sampled.rectangle.reason
+    sampled = certify(source, max_passes=100)  # uniform contexts: the planes through them, from the same rows
+    assert sampled.passes == 96 and sampled.rectangle.upper is None and 0 < sampled.rectangle.lower <= exact
+    assert sampled.rectangle.details["rectangles"] >= 6 * 4 * 3 * 3  # at least 6 whole planes, 4 (C(3, 2))^2 each
+    w = sampled.rectangle.details["witness"]
+    assert reevaluate(table, w) == pytest.approx(w["R"], rel=1e-12) and sampled.rectangle.lower <= w["R"]
+    none = certify(source, max_passes=10)  # no context fits: no rectangle, R >= 0 only
+    assert none.rectangle.lower == 0.0 and none.rectangle.upper is None and "no rectangle" in none.rectangle.reason
 
 
 @pytest.fixture
