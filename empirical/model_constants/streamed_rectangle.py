@@ -77,12 +77,6 @@ class StreamedRectangle:
         return Result(name, v, method, e / v if v > 0 else None, lower, upper, None,
                       {"R": v, "accuracy": e, "count": self.count, "witness": self.witness})
 
-    def as_dict(self) -> dict:
-        """The JSON form: max, accuracy, count, witness (and reason when not computed)."""
-        return {"max": self.max, "accuracy": self.accuracy, "rounding": self.rounding,
-                "score_error": self.score_error, "count": self.count, "witness": self.witness,
-                "temperature": self.temperature, "reason": self.reason}
-
 
 def fresh_state() -> dict:
     """The rectangle keys of a checkpoint before the sweep starts."""
