@@ -51,7 +51,6 @@ import scipy.sparse.linalg as spla
 from mlmix.errors import UnderflowError
 from mlmix.limits import (
     DENSE_LIMIT,
-    DENSE_STATIONARY_LIMIT,
     EXACT_CONDUCTANCE_LIMIT,
     MIXING_LIMIT,
     REPORT_MIXING_LIMIT,
@@ -74,11 +73,10 @@ from mlmix.theory.chain import conductance as cond
 from mlmix.theory.chain.nonreversible_gap import absolute_gap, kernel_functions
 from mlmix.theory.chain.persistence import load_chain, save_chain
 from mlmix.theory.chain.stationary import (
-    certify_stationary,
-    compute_stationary,
+    chain_pi_error,
+    chain_stationary,
+    chain_stationary_law,
     log_potential,
-    operator_stationary,
-    stationary_error_bound,
 )
 from mlmix.theory.chain.structure import PositiveStructure, Structure, chain_structure
 from mlmix.theory.kernels.registry import resolve_kernel
@@ -395,45 +393,15 @@ class Chain:
     # ------------------------------------------------------------------ stationary law
     @cached_property
     def _stationary(self) -> VectorResult:
-        if self.op is not None:
-            if not self.is_irreducible:
-                raise ValueError("some conditionals underflow to 0: irreducibility is not established matrix-free "
-                                 "(raise the temperature, or analyse the matrix)")
-            return self._timed("stationary_s", lambda: certify_stationary(
-                self.op, operator_stationary(self.op, progress=self._solver_progress)))
-        if self._given is not None:
-            with np.errstate(divide="ignore"):
-                logpi = np.log(self._given)
-            res = float(np.abs(self.P.T @ self._given - self._given).sum())
-            return VectorResult(NAMES["stationary"], self._given, "given by the caller (residual checked)", None, None,
-                                res, logpi)
-        if self._underflow is not None:
-            return self._log_space_law()
-        limit = DENSE_STATIONARY_LIMIT if self._dense_limit_given is None else self.dense_limit
-        st = compute_stationary(self.P, self.structure, limit)
-        if not self._subnormal[0]:
-            return st
-        eps, _ = self._subnormal  # pi moves within rho^(N-1) = sqrt(1 + eps)
-        return self._rounded_vector(st, math.sqrt(1 + eps) - 1 if math.isfinite(eps) else math.inf)
+        """The law the algorithms use (:func:`~mlmix.theory.chain.stationary.chain_stationary_law`)."""
+        return chain_stationary_law(self)
 
     @cached_property
     @announced("stationary law")
     def stationary(self) -> VectorResult:
-        """pi P = pi (see :mod:`mlmix.theory.chain.stationary`). A sparse non-reversible law whose entrywise
-        certificate failed gets the first-order bound of :attr:`_pi_error` (which needs the gap); on a
-        matrix-free kernel: exact in log space when reversible, else the entrywise certificate or, where
-        that fails, the first-order bound (:mod:`mlmix.theory.chain.stationary`)."""
-        st = self._stationary
-        if self.op is not None:
-            gap = self._gap.gap if st.rel_error is None else None
-            return st if gap is None or gap.lower is None else stationary_error_bound(self.op, st, gap.lower)
-        if st.rel_error is not None or self._given is not None or self._reducible_given or self._core.is_reversible:
-            return st
-        delta, how = self._pi_error
-        if not delta < 1:  # no useful bound: the accuracy stays the residual (normwise)
-            return st
-        return VectorResult(st.name, st.value, f"{st.method}; error bound {how}", delta, None, st.residual,
-                            st.log_value, dict(st.details))
+        """pi P = pi with its accuracy (:func:`~mlmix.theory.chain.stationary.chain_stationary`; the routes
+        in :mod:`mlmix.theory.chain.stationary`)."""
+        return chain_stationary(self)
 
     @property
     def log_stationary(self) -> VectorResult:
@@ -453,30 +421,8 @@ class Chain:
 
     @cached_property
     def _pi_error(self) -> tuple[float, str]:
-        """(delta, how): a bound on max_x |pi_hat(x) / pi(x) - 1| for the law the analysis uses (on the
-        closed class): its certificate (:mod:`mlmix.theory.chain.stationary`), 0 for a law given by the
-        caller (taken as exact), or else the first-order bound ||r / pi||_pi / (gamma sqrt(pi_min)),
-        r = pi_hat P - pi_hat, gamma the lower end of the additive gap computed with pi_hat (inf when
-        pi_hat underflows or the gap has no positive lower end)."""
-        core = self._core
-        st = core._stationary
-        if self._given is not None:
-            return 0.0, "given"
-        if self.op is not None:  # the operator's law carries its own bound
-            rel = self.stationary.rel_error
-            return (math.inf, "not bounded") if rel is None else (rel, "certified")
-        if st.rel_error is not None:
-            return st.rel_error, "certified"
-        how = "||r/pi||_pi / (gap sqrt(pi_min)) (first order)"
-        pi = st.value
-        if not pi.min() > 0:  # a zero (unresolved) entry: no bound, and no gap to build from pi_hat
-            return math.inf, how
-        gap_lower = core._raw_gap_and_mode[0].lower or 0.0
-        if gap_lower <= 0:
-            return math.inf, how
-        r = core.P.T @ pi - pi
-        chi = math.sqrt(float(np.sum(r * r / pi)))
-        return chi / (gap_lower * math.sqrt(float(pi.min()))), how
+        """(delta, how): a bound on max_x |pi_hat(x) / pi(x) - 1| (:func:`~mlmix.theory.chain.stationary.chain_pi_error`)."""
+        return chain_pi_error(self)
 
     @property
     def _pi_rel_error(self) -> float | None:
