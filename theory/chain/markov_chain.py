@@ -89,6 +89,7 @@ from mlmix.theory.results import (
     Result,
     VectorResult,
     _html_table,
+    renamed,
 )
 from mlmix.validation import (
     Matrix,
@@ -517,14 +518,14 @@ class Chain:
             return Result.missing(NAMES["spectral_gap"], "-", "the chain is not reversible (complex spectrum): see "
                                   "additive_gap (Poincare) and absolute_spectral_gap (relaxation)")
         gap = self._gap_and_mode[0]
-        return _renamed(gap, NAMES["spectral_gap"], self._on_core())
+        return renamed(gap, NAMES["spectral_gap"], self._on_core())
 
     @cached_property
     @announced("gaps")
     def additive_gap(self) -> Result:
         """1 - lambda_2((P + P*)/2): the largest c with E(f, f) >= c Var_pi(f) (equals the spectral gap
         of a reversible chain)."""
-        return _renamed(self._gap_and_mode[0], NAMES["additive_gap"], self._on_core())
+        return renamed(self._gap_and_mode[0], NAMES["additive_gap"], self._on_core())
 
     @cached_property
     def poincare_constant(self) -> Result:
@@ -562,14 +563,14 @@ class Chain:
         if self.op is not None and self.is_reversible:
             return spectral.operator_absolute_gap(True, self.additive_gap)
         if self.op is not None:
-            return _renamed(absolute_gap(kernel_functions(self.op), self.n_states, lambda: self._pi_t,
+            return renamed(absolute_gap(kernel_functions(self.op), self.n_states, lambda: self._pi_t,
                                          lambda: self.multiplicative_gap), NAMES["absolute_spectral_gap"])
         if self.period > 1:  # exp(2 pi i / d) is an eigenvalue: exactly 0
             return Result.exact(NAMES["absolute_spectral_gap"], 0.0, f"period {self.period} from a breadth-first "
                                 f"search: exp(2 pi i / {self.period}) is an eigenvalue{self._on_core()}")
         if not core.is_reversible:
             gap = absolute_gap(core.P, core.n_states, lambda: np.exp(core._logpi), lambda: self.multiplicative_gap)
-            return _renamed(gap, NAMES["absolute_spectral_gap"], self._on_core())
+            return renamed(gap, NAMES["absolute_spectral_gap"], self._on_core())
         gap = self.spectral_gap
         bottom = self._rounded_entries(spectral.bottom_gap(core.P, core._logpi, dense=core.is_dense), (0.0, 2.0))
         return _minimum(NAMES["absolute_spectral_gap"], gap, bottom)
@@ -594,9 +595,9 @@ class Chain:
         lp = core._logpi
         if core.n_states <= EXACT_CONDUCTANCE_LIMIT and np.ptp(lp) < 600:
             phi = self._rounded_entries(cond.exact_conductance(core.P, lp), (0.0, 1.0))
-            return _renamed(self._charged(phi, (0.0, 1.0)), NAMES["conductance"], self._on_core())
+            return renamed(self._charged(phi, (0.0, 1.0)), NAMES["conductance"], self._on_core())
         gap, mode = self._gap_and_mode  # its lower end is already charged
-        return _renamed(self._charged(cond.conductance_interval(core.P, lp, gap, [mode]), (0.0, 1.0)), NAMES["conductance"],
+        return renamed(self._charged(cond.conductance_interval(core.P, lp, gap, [mode]), (0.0, 1.0)), NAMES["conductance"],
                         self._on_core())
 
     def set_conductance(self, S: np.ndarray) -> Result:
@@ -823,7 +824,7 @@ def _minimum(name: str, a: Result, b: Result) -> Result:
     if a.resolved and b.resolved and (a.upper < b.lower or b.upper < a.lower):
         low = a if a.upper < b.lower else b
         other = "1 + lambda_min is larger" if low is a else "1 + lambda_min is smaller than the gap"
-        return _renamed(low, name, f" ({other})")
+        return renamed(low, name, f" ({other})")
     lows = [r.lower for r in (a, b) if r.lower is not None]
     lo = min(lows) if len(lows) == 2 else None
     his = [r.upper for r in (a, b) if r.upper is not None]
@@ -832,9 +833,4 @@ def _minimum(name: str, a: Result, b: Result) -> Result:
     if lo is not None and hi is not None and lo > 0 and hi - lo <= DEFAULT_RTOL * lo:
         return Result(name, min(a.value, b.value), method, (hi - lo) / lo, lo, hi)
     return Result.interval(name, lo, hi, method, "the gap or 1 + lambda_min is not resolved at the accuracy target")
-
-
-def _renamed(r: Result, name: str, note: str = "") -> Result:
-    return Result(name, r.value, r.method + note, r.rel_error, r.lower, r.upper, r.reason, dict(r.details))
-
 
