@@ -475,34 +475,18 @@ class Chain:
 
     @cached_property
     def _unrounded_gap_and_mode(self) -> tuple[Result, np.ndarray]:
-        if self.op is not None:
-            return self._gap.gap, self._gap.fiedler
-        core = self._core
-        if self._reducible_given:
-            return Result.exact(NAMES["spectral_gap"], 0.0, "several closed classes: the indicator of one has zero "
-                                "Dirichlet form"), np.zeros(self.n_states)
-        if core.is_reversible:
-            el = core._grounded if core.is_dense else None
-            return spectral.reversible_gap(core.P, core._logpi, name=NAMES["spectral_gap"], el=el, dense=core.is_dense)
-        if not np.isfinite(core._logpi).all():  # P* = D^-1 P^T D needs pi_hat > 0 on the irreducible core
-            return Result.missing(NAMES["additive_gap"], "-", "the computed stationary law has zero entries (a "
-                                  "Krylov law that did not resolve a metastable chain): (P + P*)/2 is undefined"
-                                  ), np.zeros(self.n_states)
-        S = spectral.additive_reversibilization(core.P, core._logpi)
-        return spectral.reversible_gap(S, core._logpi, name=NAMES["additive_gap"], dense=core.is_dense)
+        """(gap, mode) before rounding and pi's error are charged (:func:`~mlmix.theory.chain.spectral.chain_unrounded_gap`)."""
+        return spectral.chain_unrounded_gap(self)
 
     @cached_property
     def _gap_and_mode(self) -> tuple[Result, np.ndarray]:
-        gap, mode = self._raw_gap_and_mode
-        if self.op is not None or self._reducible_given or self._core.is_reversible:  # P's own gap: pi is not
-            return gap, mode  # used (the operator's gap already holds the error of its pi)
-        return self._charged(gap, (0.0, 2.0)), mode  # (P + P*)/2 has eigenvalues in [-1, 1]
+        """(gap, mode) as reported (:func:`~mlmix.theory.chain.spectral.chain_gap`)."""
+        return spectral.chain_gap(self)
 
     @cached_property
     def _gap(self) -> spectral.GapResult:
-        """The matrix-free gap with its Ritz function (:func:`~mlmix.theory.chain.spectral.operator_gap`)."""
-        return self._timed("gap_s", lambda: spectral.operator_gap(self.op, self._stationary, rtol=self._gap_rtol,
-                                                                   basis_size=self._basis, progress=self._solver_progress))
+        """The matrix-free gap with its Ritz function (:func:`~mlmix.theory.chain.spectral.chain_operator_gap`)."""
+        return spectral.chain_operator_gap(self)
 
     @cached_property
     def _pi_t(self) -> Any:
@@ -513,12 +497,9 @@ class Chain:
     @announced("gaps")
     def spectral_gap(self) -> Result:
         """1 - lambda_2 for a reversible chain; for a non-reversible one the eigenvalues are complex and
-        the result points to :attr:`additive_gap` and :attr:`absolute_spectral_gap`."""
-        if not self._reducible_given and not self._core.is_reversible:
-            return Result.missing(NAMES["spectral_gap"], "-", "the chain is not reversible (complex spectrum): see "
-                                  "additive_gap (Poincare) and absolute_spectral_gap (relaxation)")
-        gap = self._gap_and_mode[0]
-        return renamed(gap, NAMES["spectral_gap"], self._on_core())
+        the result points to :attr:`additive_gap` and :attr:`absolute_spectral_gap`
+        (:func:`~mlmix.theory.chain.spectral.chain_spectral_gap`)."""
+        return spectral.chain_spectral_gap(self)
 
     @cached_property
     @announced("gaps")
@@ -535,23 +516,9 @@ class Chain:
     @cached_property
     @announced("gaps")
     def multiplicative_gap(self) -> Result:
-        """1 - sigma_2(P)^2: the gap of P* P (Fill's bound; matrix-free: Lanczos on C^T C for a
-        non-reversible kernel, from the absolute gap for a reversible one)."""
-        if self.op is not None:
-            if self.is_reversible:
-                return spectral.multiplicative_from_absolute(self.absolute_spectral_gap)
-            return self._timed("multiplicative_gap_s", lambda: spectral.operator_multiplicative_gap(
-                self.op, self._stationary, self.additive_gap, rtol=self._gap_rtol, basis_size=self._basis,
-                progress=self._solver_progress))
-        core = self._core
-        if not core.is_dense:
-            return self._charged(self._rounded_entries(spectral.multiplicative_gap_sparse(sp.csr_array(core.P),
-                                                                                          core._logpi), (0.0, 1.0)),
-                                 (0.0, 1.0))
-        M = spectral.multiplicative_reversibilization(core.to_dense(), core._logpi)
-        # pi(x) (P* P)(x, y) = sum_z pi(z) P(z, x) P(z, y): an edge measure linear in pi, so _charged applies
-        gap = spectral.reversible_gap(M, core._logpi, name=NAMES["multiplicative_gap"], dense=True)[0]
-        return self._charged(self._rounded_entries(gap, (0.0, 1.0)), (0.0, 1.0))
+        """1 - sigma_2(P)^2: the gap of P* P (Fill's bound; the routes in
+        :func:`~mlmix.theory.chain.spectral.chain_multiplicative_gap`)."""
+        return spectral.chain_multiplicative_gap(self)
 
     @cached_property
     @announced("gaps")
@@ -671,12 +638,9 @@ class Chain:
         return hitting.chain_mean_first_passage_times(self, target)
 
     def dirichlet_form(self, f: np.ndarray, g: np.ndarray | None = None) -> float:
-        """E(f, g) = (1/2) sum pi(x) P(x, y) (f(x) - f(y)) (g(x) - g(y))."""
-        f = check_vector(f, self.n_states, "f")
-        g = None if g is None else check_vector(g, self.n_states, "g")
-        if self.op is not None:  # E(f, f) as non-negative terms, E(f, g) by polarization
-            return spectral.operator_dirichlet_form(self.op, self._pi_t, f, g)
-        return spectral.dirichlet_form(self.P, f, g, np.exp(self._logpi))
+        """E(f, g) = (1/2) sum pi(x) P(x, y) (f(x) - f(y)) (g(x) - g(y))
+        (:func:`~mlmix.theory.chain.spectral.chain_dirichlet_form`)."""
+        return spectral.chain_dirichlet_form(self, f, g)
 
     # ------------------------------------------------------------------ derived chains
     def time_reversal(self) -> "Chain":
