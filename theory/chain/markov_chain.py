@@ -70,7 +70,7 @@ from mlmix.theory.chain import (
     variance,
 )
 from mlmix.theory.chain import conductance as cond
-from mlmix.theory.chain.nonreversible_gap import absolute_gap, kernel_functions
+from mlmix.theory.chain.nonreversible_gap import chain_absolute_gap
 from mlmix.theory.chain.persistence import load_chain, save_chain
 from mlmix.theory.chain.stationary import (
     chain_pi_error,
@@ -84,7 +84,6 @@ from mlmix.theory.kernels.representation import choose_representation, is_operat
 from mlmix.theory.kernels.support import kernel_support
 from mlmix.theory.linalg.elimination import Elimination, eliminate
 from mlmix.theory.results import (
-    DEFAULT_RTOL,
     NAMES,
     Result,
     VectorResult,
@@ -523,24 +522,9 @@ class Chain:
     @cached_property
     @announced("gaps")
     def absolute_spectral_gap(self) -> Result:
-        """1 - max{|lambda| : lambda != 1}; reversible: min(gap, 1 + lambda_min)."""
-        core = self._core
-        if self._reducible_given:
-            return Result.exact(NAMES["absolute_spectral_gap"], 0.0, "several closed classes: eigenvalue 1 is repeated")
-        if self.op is not None and self.is_reversible:
-            return spectral.operator_absolute_gap(True, self.additive_gap)
-        if self.op is not None:
-            return renamed(absolute_gap(kernel_functions(self.op), self.n_states, lambda: self._pi_t,
-                                         lambda: self.multiplicative_gap), NAMES["absolute_spectral_gap"])
-        if self.period > 1:  # exp(2 pi i / d) is an eigenvalue: exactly 0
-            return Result.exact(NAMES["absolute_spectral_gap"], 0.0, f"period {self.period} from a breadth-first "
-                                f"search: exp(2 pi i / {self.period}) is an eigenvalue{self._on_core()}")
-        if not core.is_reversible:
-            gap = absolute_gap(core.P, core.n_states, lambda: np.exp(core._logpi), lambda: self.multiplicative_gap)
-            return renamed(gap, NAMES["absolute_spectral_gap"], self._on_core())
-        gap = self.spectral_gap
-        bottom = self._rounded_entries(spectral.bottom_gap(core.P, core._logpi, dense=core.is_dense), (0.0, 2.0))
-        return _minimum(NAMES["absolute_spectral_gap"], gap, bottom)
+        """1 - max{|lambda| : lambda != 1}; reversible: min(gap, 1 + lambda_min) (the routes in
+        :func:`~mlmix.theory.chain.nonreversible_gap.chain_absolute_gap`)."""
+        return chain_absolute_gap(self)
 
     @cached_property
     def relaxation_time(self) -> Result:
@@ -781,20 +765,4 @@ def _check_support(support: Matrix, P: Matrix) -> sp.csr_array:
     S.data[:] = 1.0
     S.eliminate_zeros()
     return S
-
-
-def _minimum(name: str, a: Result, b: Result) -> Result:
-    """min(a, b) by interval arithmetic: [min of the lower ends, min of the upper ends]."""
-    if a.resolved and b.resolved and (a.upper < b.lower or b.upper < a.lower):
-        low = a if a.upper < b.lower else b
-        other = "1 + lambda_min is larger" if low is a else "1 + lambda_min is smaller than the gap"
-        return renamed(low, name, f" ({other})")
-    lows = [r.lower for r in (a, b) if r.lower is not None]
-    lo = min(lows) if len(lows) == 2 else None
-    his = [r.upper for r in (a, b) if r.upper is not None]
-    hi = min(his) if his else None
-    method = f"min(gap, 1 + lambda_min): {a.method}; {b.method}"
-    if lo is not None and hi is not None and lo > 0 and hi - lo <= DEFAULT_RTOL * lo:
-        return Result(name, min(a.value, b.value), method, (hi - lo) / lo, lo, hi)
-    return Result.interval(name, lo, hi, method, "the gap or 1 + lambda_min is not resolved at the accuracy target")
 
