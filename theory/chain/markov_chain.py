@@ -51,7 +51,6 @@ import scipy.sparse.linalg as spla
 from mlmix.errors import UnderflowError
 from mlmix.limits import (
     DENSE_LIMIT,
-    EXACT_CONDUCTANCE_LIMIT,
     MIXING_LIMIT,
     REPORT_MIXING_LIMIT,
 )
@@ -536,27 +535,14 @@ class Chain:
     @announced("conductance")
     def conductance(self) -> Result:
         """Phi* = min{Phi(S) : 0 < pi(S) <= 1/2}: exact up to 20 states, else a certified interval whose
-        upper end is Phi of a named set (details: set_size, set_mass, set)."""
-        if self.op is not None:
-            return self._timed("conductance_s", lambda: cond.operator_conductance(self.op, self.stationary, self._gap,
-                                                                                   bins=self._bins))
-        core = self._core
-        if self._reducible_given:
-            return Result.exact(NAMES["conductance"], 0.0, "several closed classes: one of mass <= 1/2 has no exit flow")
-        lp = core._logpi
-        if core.n_states <= EXACT_CONDUCTANCE_LIMIT and np.ptp(lp) < 600:
-            phi = self._rounded_entries(cond.exact_conductance(core.P, lp), (0.0, 1.0))
-            return renamed(self._charged(phi, (0.0, 1.0)), NAMES["conductance"], self._on_core())
-        gap, mode = self._gap_and_mode  # its lower end is already charged
-        return renamed(self._charged(cond.conductance_interval(core.P, lp, gap, [mode]), (0.0, 1.0)), NAMES["conductance"],
-                        self._on_core())
+        upper end is Phi of a named set (details: set_size, set_mass, set; the routes in
+        :func:`~mlmix.theory.chain.conductance.chain_conductance`)."""
+        return cond.chain_conductance(self)
 
     def set_conductance(self, S: np.ndarray) -> Result:
         """Phi(S) = Q(S, S^c) / pi(S) of a set of states (mask or indices), in log space (matrix-free: flows
-        summed as non-negative terms)."""
-        if self.op is not None:
-            return cond.operator_set_conductance(self.op, S, self.stationary)
-        return self._charged(cond.set_conductance_result(self.P, S, self._logpi), (0.0, 1.0))
+        summed as non-negative terms; :func:`~mlmix.theory.chain.conductance.chain_set_conductance`)."""
+        return cond.chain_set_conductance(self, S)
 
     # ------------------------------------------------------------------ mixing
     def _mixing_bounds(self) -> mixing.MixingBounds:
