@@ -641,12 +641,9 @@ class Chain:
     def eigenvalues(self, k: int | None = None) -> VectorResult:
         """The ``k`` eigenvalues of largest modulus (all when None), with per-eigenvalue error bounds;
         complex with condition numbers for a non-reversible chain (:mod:`mlmix.theory.chain.spectrum`).
-        Matrix-free: [1, 1 - gap] of a reversible kernel for k <= 2, otherwise from the matrix."""
-        if self.op is not None:
-            if k in (1, 2) and self.is_reversible:
-                return spectrum.reversible_top_two(self.spectral_gap, k)
-            return self._matrix.eigenvalues(k)
-        return spectrum.eigenvalues(self.P, k, self.is_irreducible and self.is_reversible)
+        Matrix-free: [1, 1 - gap] of a reversible kernel for k <= 2, otherwise from the matrix
+        (:func:`~mlmix.theory.chain.spectrum.chain_eigenvalues`)."""
+        return spectrum.chain_eigenvalues(self, k)
 
     def implied_timescales(self, k: int | None = None) -> VectorResult:
         """t_j = -1 / log |lambda_j|, j = 2..k (lag 1), with enclosures."""
