@@ -650,15 +650,8 @@ class Chain:
         return spectrum.implied_timescales(self.eigenvalues(k))
 
     def stationary_distributions(self) -> VectorResult:
-        """One stationary law per closed class (rows; :mod:`mlmix.theory.chain.absorbing`)."""
-        if self.op is not None:
-            if not isinstance(self.structure, PositiveStructure):
-                return self._matrix.stationary_distributions()
-            pi = self.stationary
-            return VectorResult("stationary laws of the closed classes", pi.value[None, :], pi.method, pi.rel_error,
-                                details={"classes": self.structure.closed_classes})
-        self._check_resolved()
-        return absorbing.stationary_distributions(self.P, self.structure)
+        """One stationary law per closed class (rows; :func:`~mlmix.theory.chain.absorbing.chain_stationary_distributions`)."""
+        return absorbing.chain_stationary_distributions(self)
 
     def cyclic_classes(self) -> list[np.ndarray]:
         """The period-many cyclic classes of the (unique) closed class."""
@@ -666,12 +659,8 @@ class Chain:
 
     @cached_property
     def _absorption(self) -> absorbing.Absorption:
-        if self.op is not None:
-            if not isinstance(self.structure, PositiveStructure):
-                return self._matrix._absorption
-            return absorbing.Absorption(np.zeros(0, dtype=np.int64), self.structure.closed_classes, None, 0.0)
-        self._check_resolved()
-        return absorbing.absorption(self.P, self.structure)
+        """The transient states class by class (:func:`~mlmix.theory.chain.absorbing.chain_absorption`)."""
+        return absorbing.chain_absorption(self)
 
     def fundamental_matrix(self) -> VectorResult:
         """N = (I - Q)^-1 over the transient states (Kemeny-Snell)."""
