@@ -19,7 +19,7 @@ from hypothesis.extra.numpy import arrays
 
 from mlmix.theory.chain import absorbing, conductance, nonreversible_gap, spectral, spectrum, stationary
 from mlmix.theory.chain.markov_chain import Chain
-from mlmix.theory.results import Result, VectorResult
+from mlmix.theory.results import Result, VectorResult, renamed
 from mlmix.theory.sources.conditionals import IsingModel, ScoreTable
 
 torch.set_num_threads(1)
@@ -163,3 +163,15 @@ def test_quantity_modules_do_not_import_the_chain():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "False"
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.floats(1e-300, 1.0), st.floats(0.0, 0.5), st.text(max_size=8))
+def test_renamed_keeps_the_numbers(value, rel, note):
+    """results.renamed: another name and the note appended; value, enclosure, reason and details kept."""
+    r = Result("gap", value, "method", rel, value * (1 - rel), value * (1 + rel), None, {"k": 1})
+    out = renamed(r, "absolute spectral gap", note)
+    assert (out.name, out.method) == ("absolute spectral gap", "method" + note)
+    assert (out.value, out.rel_error, out.lower, out.upper, out.reason, out.details) == (
+        r.value, r.rel_error, r.lower, r.upper, r.reason, r.details)
+    assert out.details is not r.details
