@@ -72,10 +72,10 @@ from mlmix.theory.chain import conductance as cond
 from mlmix.theory.chain.nonreversible_gap import chain_absolute_gap
 from mlmix.theory.chain.persistence import load_chain, save_chain
 from mlmix.theory.chain.stationary import (
+    chain_is_reversible,
     chain_pi_error,
     chain_stationary,
     chain_stationary_law,
-    log_potential,
 )
 from mlmix.theory.chain.structure import PositiveStructure, Structure, chain_structure
 from mlmix.theory.kernels.registry import resolve_kernel
@@ -446,15 +446,8 @@ class Chain:
     def is_reversible(self) -> bool:
         """Detailed balance pi(x) P(x, y) = pi(y) P(y, x), by Kolmogorov's criterion in log space
         (on the closed class; transient states carry no mass); a matrix-free kernel is reversible when its
-        source is compatible."""
-        if self.op is not None:
-            return self.op.reversible
-        if self._given is not None:
-            Q = sp.csr_array(self.P).multiply(self._given[:, None])
-            return bool(abs(Q - Q.T).max() <= 1e-10 * abs(Q).max())
-        self._recurrent  # several closed classes: ReducibleChainError
-        self._check_resolved()
-        return log_potential(self._core.P) is not None
+        source is compatible (:func:`~mlmix.theory.chain.stationary.chain_is_reversible`)."""
+        return chain_is_reversible(self)
 
     # ------------------------------------------------------------------ elimination (dense)
     @cached_property

@@ -563,6 +563,22 @@ def certify_stationary(op: KernelOperator, pi: VectorResult) -> VectorResult:
 
 # ------------------------------------------------------------ the choice for a Chain
 
+def chain_is_reversible(chain: Chain) -> bool:
+    """Detailed balance pi(x) P(x, y) = pi(y) P(y, x) of a chain
+    (:attr:`Chain.is_reversible <mlmix.theory.chain.markov_chain.Chain.is_reversible>`). Routes: a
+    matrix-free kernel is reversible when its source is compatible; with a law given by the caller,
+    max |Q - Q^T| <= 1e-10 max Q for the edge measure Q = diag(pi) P; otherwise Kolmogorov's criterion
+    in log space on the closed class (:func:`log_potential`; transient states carry no mass), after
+    ReducibleChainError for several closed classes and UnderflowError where P cannot stand for the chain."""
+    if chain.op is not None:
+        return chain.op.reversible
+    if chain._given is not None:
+        Q = sp.csr_array(chain.P).multiply(chain._given[:, None])
+        return bool(abs(Q - Q.T).max() <= 1e-10 * abs(Q).max())
+    chain._recurrent  # several closed classes: ReducibleChainError
+    chain._check_resolved()
+    return log_potential(chain._core.P) is not None
+
 def chain_stationary_law(chain: Chain) -> VectorResult:
     """The law pi P = pi a chain's algorithms use, before a first-order bound is attached
     (:attr:`Chain._stationary <mlmix.theory.chain.markov_chain.Chain._stationary>`). Routes, in order:

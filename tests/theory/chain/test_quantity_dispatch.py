@@ -27,6 +27,7 @@ torch.set_num_threads(1)
 #: (name, the module function, the Chain member as a function of the chain): every quantity whose
 #: choice of algorithm moved out of Chain.
 QUANTITIES = [
+    ("reversible", stationary.chain_is_reversible, lambda c: c.is_reversible),
     ("stationary", stationary.chain_stationary, lambda c: c.stationary),
     ("stationary law used", stationary.chain_stationary_law, lambda c: c._stationary),
     ("pi error", stationary.chain_pi_error, lambda c: c._pi_error),
@@ -128,7 +129,7 @@ def test_several_closed_classes_with_a_given_law():
     same route through the function as through the member."""
     P = sp.block_diag([np.array([[0.5, 0.5], [0.5, 0.5]])] * 2).toarray()
     pi = np.full(4, 0.25)
-    for name, function, member in QUANTITIES[:9]:
+    for name, function, member in QUANTITIES[:10]:
         _same(_answer(member, Chain(P, stationary=pi)), _answer(function, Chain(P, stationary=pi)))
     assert conductance.chain_conductance(Chain(P, stationary=pi)).value == 0.0
 
