@@ -7,7 +7,11 @@ or an honest interval with the reason) or :class:`~mlmix.theory.results.VectorRe
 its method and accuracy. Definitions: THEOREMS.md section 1 (TV is half the L1 distance; t_mix is
 the worst-start mixing time; the Poincaré constant is 1 / gap of the additive reversibilization).
 
-Algorithms by size (the choice is stated in every method string):
+Each quantity's algorithm is chosen in one place, a ``chain_*`` function of its module
+(:func:`~mlmix.theory.chain.stationary.chain_stationary`, :func:`~mlmix.theory.chain.spectral.chain_gap`,
+:func:`~mlmix.theory.chain.conductance.chain_conductance`, :func:`~mlmix.theory.chain.mixing.chain_mixing_time`,
+...), whose docstring lists its routes (matrix-free, dense, CSR, reducible, underflowed); the members
+here delegate to it. Algorithms by size (the choice is stated in every method string):
 
 * up to :data:`DENSE_LIMIT` states: subtraction-free GTH elimination for the stationary law,
   gaps to relative accuracy (down to 1e-300), Poisson and hitting solves; exact worst-start t_mix
