@@ -466,6 +466,12 @@ class Result:
         return Result(self.name, None, method, None, lo, hi, reason, dict(self.details))
 
 
+
+def renamed(r: Result, name: str, note: str = "") -> Result:
+    """``r`` under the name ``name``, ``note`` appended to its method (value, enclosure, reason and
+    details unchanged)."""
+    return Result(name, r.value, r.method + note, r.rel_error, r.lower, r.upper, r.reason, dict(r.details))
+
 @dataclass(frozen=True, eq=False)
 class VectorResult(NDArrayOperatorsMixin):
     """A vector over the states with its method and accuracy.

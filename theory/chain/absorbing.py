@@ -21,6 +21,7 @@ worst case; non-negative right-hand sides). Dense: up to :data:`ABSORBING_LIMIT`
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 import scipy.sparse as sp
@@ -28,10 +29,13 @@ from scipy.sparse.csgraph import breadth_first_order
 
 from mlmix.limits import ABSORBING_LIMIT
 from mlmix.theory.chain.stationary import compute_stationary
-from mlmix.theory.chain.structure import Structure, chain_structure, tree_depths
+from mlmix.theory.chain.structure import PositiveStructure, Structure, chain_structure, tree_depths
 from mlmix.theory.linalg.elimination import Elimination, eliminate
 from mlmix.theory.results import EPS, VectorResult
 from mlmix.validation import Matrix, check_memory
+
+if TYPE_CHECKING:
+    from mlmix.theory.chain.markov_chain import Chain
 
 
 @dataclass(frozen=True, eq=False)
@@ -120,3 +124,35 @@ def cyclic_classes(structure: Structure, states: np.ndarray) -> list[np.ndarray]
     _, pred = breadth_first_order(G, 0, directed=True, return_predecessors=True)
     level = tree_depths(pred, root=0).astype(np.int64) % d
     return [np.sort(states[level == c]) for c in range(d)]
+
+
+# ------------------------------------------------------------ the choice for a Chain
+
+def chain_stationary_distributions(chain: Chain) -> VectorResult:
+    """One stationary law per closed class (rows) of a chain
+    (:meth:`Chain.stationary_distributions <mlmix.theory.chain.markov_chain.Chain.stationary_distributions>`).
+    Routes: a matrix-free kernel with positive conditionals has one closed class, whose law is the
+    chain's :attr:`stationary`; other matrix-free kernels ask their matrix (memory permitting); a dense
+    or CSR matrix (UnderflowError where P cannot stand for the chain): :func:`stationary_distributions`."""
+    if chain.op is not None:
+        if not isinstance(chain.structure, PositiveStructure):
+            return chain._matrix.stationary_distributions()
+        pi = chain.stationary
+        return VectorResult("stationary laws of the closed classes", pi.value[None, :], pi.method, pi.rel_error,
+                            details={"classes": chain.structure.closed_classes})
+    chain._check_resolved()
+    return stationary_distributions(chain.P, chain.structure)
+
+
+def chain_absorption(chain: Chain) -> Absorption:
+    """The class-by-class analysis of a chain's transient states
+    (:attr:`Chain._absorption <mlmix.theory.chain.markov_chain.Chain._absorption>`). Routes: a matrix-free
+    kernel with positive conditionals has no transient state (one closed class); other matrix-free
+    kernels ask their matrix; a dense or CSR matrix (UnderflowError where P cannot stand for the chain):
+    :func:`absorption`."""
+    if chain.op is not None:
+        if not isinstance(chain.structure, PositiveStructure):
+            return chain._matrix._absorption
+        return Absorption(np.zeros(0, dtype=np.int64), chain.structure.closed_classes, None, 0.0)
+    chain._check_resolved()
+    return absorption(chain.P, chain.structure)

@@ -37,12 +37,13 @@ import scipy.sparse as sp
 from scipy.special import logsumexp
 
 from mlmix.limits import EXACT_CONDUCTANCE_LIMIT
-from mlmix.theory.results import EPS, NAMES, Result, VectorResult
+from mlmix.theory.results import EPS, NAMES, Result, VectorResult, renamed
 from mlmix.validation import Matrix, check_state_set
 
 if TYPE_CHECKING:
     import torch
 
+    from mlmix.theory.chain.markov_chain import Chain
     from mlmix.theory.chain.spectral import GapResult
     from mlmix.theory.kernels.operators import KernelOperator
 
@@ -282,3 +283,42 @@ def operator_conductance(op: KernelOperator, pi: VectorResult, gap: GapResult, *
                            set_size=size, set_mass=mass_s, set=S.cpu().numpy(), set_conductance=phi_s,
                            set_conductance_upper=phi_upper, log10_upper=math.log10(upper) if upper > 0 else None,
                            sweep_thresholds=K)
+
+
+# ------------------------------------------------------------ the choice for a Chain
+
+def chain_conductance(chain: Chain) -> Result:
+    """Phi* = min{Phi(S) : 0 < pi(S) <= 1/2}, Phi(S) = Q(S, S^c) / pi(S), of a chain
+    (:attr:`Chain.conductance <mlmix.theory.chain.markov_chain.Chain.conductance>`). Routes:
+
+    * matrix-free: :func:`operator_conductance` from the gap's Ritz function (timed as ``conductance_s``);
+    * several closed classes with a given positive law: exactly 0 (one of mass <= 1/2 has no exit flow);
+    * at most :data:`~mlmix.limits.EXACT_CONDUCTANCE_LIMIT` states on the closed class with
+      max log pi - min log pi < 600: :func:`exact_conductance` (all 2^N - 2 sets);
+    * otherwise (dense or CSR): :func:`conductance_interval`, [gamma_lower / 2, Phi of the best sweep
+      set of the slowest mode] (Cheeger; the gap's lower end is already charged for pi's error).
+
+    Matrix routes are widened for P's subnormal entries (exact route) and charged for pi_hat's
+    error: Q(S, S^c) and pi(S) are linear in pi."""
+    if chain.op is not None:
+        return chain._timed("conductance_s", lambda: operator_conductance(chain.op, chain.stationary, chain._gap,
+                                                                           bins=chain._bins))
+    core = chain._core
+    if chain._reducible_given:
+        return Result.exact(NAMES["conductance"], 0.0, "several closed classes: one of mass <= 1/2 has no exit flow")
+    lp = core._logpi
+    if core.n_states <= EXACT_CONDUCTANCE_LIMIT and np.ptp(lp) < 600:
+        phi = chain._rounded_entries(exact_conductance(core.P, lp), (0.0, 1.0))
+        return renamed(chain._charged(phi, (0.0, 1.0)), NAMES["conductance"], chain._on_core())
+    gap, mode = chain._gap_and_mode  # its lower end is already charged
+    return renamed(chain._charged(conductance_interval(core.P, lp, gap, [mode]), (0.0, 1.0)), NAMES["conductance"],
+                   chain._on_core())
+
+
+def chain_set_conductance(chain: Chain, S: np.ndarray) -> Result:
+    """Phi(S) = Q(S, S^c) / pi(S) of a set of states (mask or indices): matrix-free by
+    :func:`operator_set_conductance` (flows summed as non-negative terms), on a dense or CSR matrix by
+    :func:`set_conductance_result` in log space, charged for pi_hat's error."""
+    if chain.op is not None:
+        return operator_set_conductance(chain.op, S, chain.stationary)
+    return chain._charged(set_conductance_result(chain.P, S, chain._logpi), (0.0, 1.0))

@@ -7,7 +7,11 @@ or an honest interval with the reason) or :class:`~mlmix.theory.results.VectorRe
 its method and accuracy. Definitions: THEOREMS.md section 1 (TV is half the L1 distance; t_mix is
 the worst-start mixing time; the Poincaré constant is 1 / gap of the additive reversibilization).
 
-Algorithms by size (the choice is stated in every method string):
+Each quantity's algorithm is chosen in one place, a ``chain_*`` function of its module
+(:func:`~mlmix.theory.chain.stationary.chain_stationary`, :func:`~mlmix.theory.chain.spectral.chain_gap`,
+:func:`~mlmix.theory.chain.conductance.chain_conductance`, :func:`~mlmix.theory.chain.mixing.chain_mixing_time`,
+...), whose docstring lists its routes (matrix-free, dense, CSR, reducible, underflowed); the members
+here delegate to it. Algorithms by size (the choice is stated in every method string):
 
 * up to :data:`DENSE_LIMIT` states: subtraction-free GTH elimination for the stationary law,
   gaps to relative accuracy (down to 1e-300), Poisson and hitting solves; exact worst-start t_mix
@@ -51,8 +55,6 @@ import scipy.sparse.linalg as spla
 from mlmix.errors import UnderflowError
 from mlmix.limits import (
     DENSE_LIMIT,
-    DENSE_STATIONARY_LIMIT,
-    EXACT_CONDUCTANCE_LIMIT,
     MIXING_LIMIT,
     REPORT_MIXING_LIMIT,
 )
@@ -71,14 +73,13 @@ from mlmix.theory.chain import (
     variance,
 )
 from mlmix.theory.chain import conductance as cond
-from mlmix.theory.chain.nonreversible_gap import absolute_gap, kernel_functions
+from mlmix.theory.chain.nonreversible_gap import chain_absolute_gap
 from mlmix.theory.chain.persistence import load_chain, save_chain
 from mlmix.theory.chain.stationary import (
-    certify_stationary,
-    compute_stationary,
-    log_potential,
-    operator_stationary,
-    stationary_error_bound,
+    chain_is_reversible,
+    chain_pi_error,
+    chain_stationary,
+    chain_stationary_law,
 )
 from mlmix.theory.chain.structure import PositiveStructure, Structure, chain_structure
 from mlmix.theory.kernels.registry import resolve_kernel
@@ -86,11 +87,11 @@ from mlmix.theory.kernels.representation import choose_representation, is_operat
 from mlmix.theory.kernels.support import kernel_support
 from mlmix.theory.linalg.elimination import Elimination, eliminate
 from mlmix.theory.results import (
-    DEFAULT_RTOL,
     NAMES,
     Result,
     VectorResult,
     _html_table,
+    renamed,
 )
 from mlmix.validation import (
     Matrix,
@@ -395,45 +396,15 @@ class Chain:
     # ------------------------------------------------------------------ stationary law
     @cached_property
     def _stationary(self) -> VectorResult:
-        if self.op is not None:
-            if not self.is_irreducible:
-                raise ValueError("some conditionals underflow to 0: irreducibility is not established matrix-free "
-                                 "(raise the temperature, or analyse the matrix)")
-            return self._timed("stationary_s", lambda: certify_stationary(
-                self.op, operator_stationary(self.op, progress=self._solver_progress)))
-        if self._given is not None:
-            with np.errstate(divide="ignore"):
-                logpi = np.log(self._given)
-            res = float(np.abs(self.P.T @ self._given - self._given).sum())
-            return VectorResult(NAMES["stationary"], self._given, "given by the caller (residual checked)", None, None,
-                                res, logpi)
-        if self._underflow is not None:
-            return self._log_space_law()
-        limit = DENSE_STATIONARY_LIMIT if self._dense_limit_given is None else self.dense_limit
-        st = compute_stationary(self.P, self.structure, limit)
-        if not self._subnormal[0]:
-            return st
-        eps, _ = self._subnormal  # pi moves within rho^(N-1) = sqrt(1 + eps)
-        return self._rounded_vector(st, math.sqrt(1 + eps) - 1 if math.isfinite(eps) else math.inf)
+        """The law the algorithms use (:func:`~mlmix.theory.chain.stationary.chain_stationary_law`)."""
+        return chain_stationary_law(self)
 
     @cached_property
     @announced("stationary law")
     def stationary(self) -> VectorResult:
-        """pi P = pi (see :mod:`mlmix.theory.chain.stationary`). A sparse non-reversible law whose entrywise
-        certificate failed gets the first-order bound of :attr:`_pi_error` (which needs the gap); on a
-        matrix-free kernel: exact in log space when reversible, else the entrywise certificate or, where
-        that fails, the first-order bound (:mod:`mlmix.theory.chain.stationary`)."""
-        st = self._stationary
-        if self.op is not None:
-            gap = self._gap.gap if st.rel_error is None else None
-            return st if gap is None or gap.lower is None else stationary_error_bound(self.op, st, gap.lower)
-        if st.rel_error is not None or self._given is not None or self._reducible_given or self._core.is_reversible:
-            return st
-        delta, how = self._pi_error
-        if not delta < 1:  # no useful bound: the accuracy stays the residual (normwise)
-            return st
-        return VectorResult(st.name, st.value, f"{st.method}; error bound {how}", delta, None, st.residual,
-                            st.log_value, dict(st.details))
+        """pi P = pi with its accuracy (:func:`~mlmix.theory.chain.stationary.chain_stationary`; the routes
+        in :mod:`mlmix.theory.chain.stationary`)."""
+        return chain_stationary(self)
 
     @property
     def log_stationary(self) -> VectorResult:
@@ -453,30 +424,8 @@ class Chain:
 
     @cached_property
     def _pi_error(self) -> tuple[float, str]:
-        """(delta, how): a bound on max_x |pi_hat(x) / pi(x) - 1| for the law the analysis uses (on the
-        closed class): its certificate (:mod:`mlmix.theory.chain.stationary`), 0 for a law given by the
-        caller (taken as exact), or else the first-order bound ||r / pi||_pi / (gamma sqrt(pi_min)),
-        r = pi_hat P - pi_hat, gamma the lower end of the additive gap computed with pi_hat (inf when
-        pi_hat underflows or the gap has no positive lower end)."""
-        core = self._core
-        st = core._stationary
-        if self._given is not None:
-            return 0.0, "given"
-        if self.op is not None:  # the operator's law carries its own bound
-            rel = self.stationary.rel_error
-            return (math.inf, "not bounded") if rel is None else (rel, "certified")
-        if st.rel_error is not None:
-            return st.rel_error, "certified"
-        how = "||r/pi||_pi / (gap sqrt(pi_min)) (first order)"
-        pi = st.value
-        if not pi.min() > 0:  # a zero (unresolved) entry: no bound, and no gap to build from pi_hat
-            return math.inf, how
-        gap_lower = core._raw_gap_and_mode[0].lower or 0.0
-        if gap_lower <= 0:
-            return math.inf, how
-        r = core.P.T @ pi - pi
-        chi = math.sqrt(float(np.sum(r * r / pi)))
-        return chi / (gap_lower * math.sqrt(float(pi.min()))), how
+        """(delta, how): a bound on max_x |pi_hat(x) / pi(x) - 1| (:func:`~mlmix.theory.chain.stationary.chain_pi_error`)."""
+        return chain_pi_error(self)
 
     @property
     def _pi_rel_error(self) -> float | None:
@@ -501,15 +450,8 @@ class Chain:
     def is_reversible(self) -> bool:
         """Detailed balance pi(x) P(x, y) = pi(y) P(y, x), by Kolmogorov's criterion in log space
         (on the closed class; transient states carry no mass); a matrix-free kernel is reversible when its
-        source is compatible."""
-        if self.op is not None:
-            return self.op.reversible
-        if self._given is not None:
-            Q = sp.csr_array(self.P).multiply(self._given[:, None])
-            return bool(abs(Q - Q.T).max() <= 1e-10 * abs(Q).max())
-        self._recurrent  # several closed classes: ReducibleChainError
-        self._check_resolved()
-        return log_potential(self._core.P) is not None
+        source is compatible (:func:`~mlmix.theory.chain.stationary.chain_is_reversible`)."""
+        return chain_is_reversible(self)
 
     # ------------------------------------------------------------------ elimination (dense)
     @cached_property
@@ -528,34 +470,18 @@ class Chain:
 
     @cached_property
     def _unrounded_gap_and_mode(self) -> tuple[Result, np.ndarray]:
-        if self.op is not None:
-            return self._gap.gap, self._gap.fiedler
-        core = self._core
-        if self._reducible_given:
-            return Result.exact(NAMES["spectral_gap"], 0.0, "several closed classes: the indicator of one has zero "
-                                "Dirichlet form"), np.zeros(self.n_states)
-        if core.is_reversible:
-            el = core._grounded if core.is_dense else None
-            return spectral.reversible_gap(core.P, core._logpi, name=NAMES["spectral_gap"], el=el, dense=core.is_dense)
-        if not np.isfinite(core._logpi).all():  # P* = D^-1 P^T D needs pi_hat > 0 on the irreducible core
-            return Result.missing(NAMES["additive_gap"], "-", "the computed stationary law has zero entries (a "
-                                  "Krylov law that did not resolve a metastable chain): (P + P*)/2 is undefined"
-                                  ), np.zeros(self.n_states)
-        S = spectral.additive_reversibilization(core.P, core._logpi)
-        return spectral.reversible_gap(S, core._logpi, name=NAMES["additive_gap"], dense=core.is_dense)
+        """(gap, mode) before rounding and pi's error are charged (:func:`~mlmix.theory.chain.spectral.chain_unrounded_gap`)."""
+        return spectral.chain_unrounded_gap(self)
 
     @cached_property
     def _gap_and_mode(self) -> tuple[Result, np.ndarray]:
-        gap, mode = self._raw_gap_and_mode
-        if self.op is not None or self._reducible_given or self._core.is_reversible:  # P's own gap: pi is not
-            return gap, mode  # used (the operator's gap already holds the error of its pi)
-        return self._charged(gap, (0.0, 2.0)), mode  # (P + P*)/2 has eigenvalues in [-1, 1]
+        """(gap, mode) as reported (:func:`~mlmix.theory.chain.spectral.chain_gap`)."""
+        return spectral.chain_gap(self)
 
     @cached_property
     def _gap(self) -> spectral.GapResult:
-        """The matrix-free gap with its Ritz function (:func:`~mlmix.theory.chain.spectral.operator_gap`)."""
-        return self._timed("gap_s", lambda: spectral.operator_gap(self.op, self._stationary, rtol=self._gap_rtol,
-                                                                   basis_size=self._basis, progress=self._solver_progress))
+        """The matrix-free gap with its Ritz function (:func:`~mlmix.theory.chain.spectral.chain_operator_gap`)."""
+        return spectral.chain_operator_gap(self)
 
     @cached_property
     def _pi_t(self) -> Any:
@@ -566,19 +492,16 @@ class Chain:
     @announced("gaps")
     def spectral_gap(self) -> Result:
         """1 - lambda_2 for a reversible chain; for a non-reversible one the eigenvalues are complex and
-        the result points to :attr:`additive_gap` and :attr:`absolute_spectral_gap`."""
-        if not self._reducible_given and not self._core.is_reversible:
-            return Result.missing(NAMES["spectral_gap"], "-", "the chain is not reversible (complex spectrum): see "
-                                  "additive_gap (Poincare) and absolute_spectral_gap (relaxation)")
-        gap = self._gap_and_mode[0]
-        return _renamed(gap, NAMES["spectral_gap"], self._on_core())
+        the result points to :attr:`additive_gap` and :attr:`absolute_spectral_gap`
+        (:func:`~mlmix.theory.chain.spectral.chain_spectral_gap`)."""
+        return spectral.chain_spectral_gap(self)
 
     @cached_property
     @announced("gaps")
     def additive_gap(self) -> Result:
         """1 - lambda_2((P + P*)/2): the largest c with E(f, f) >= c Var_pi(f) (equals the spectral gap
         of a reversible chain)."""
-        return _renamed(self._gap_and_mode[0], NAMES["additive_gap"], self._on_core())
+        return renamed(self._gap_and_mode[0], NAMES["additive_gap"], self._on_core())
 
     @cached_property
     def poincare_constant(self) -> Result:
@@ -588,45 +511,16 @@ class Chain:
     @cached_property
     @announced("gaps")
     def multiplicative_gap(self) -> Result:
-        """1 - sigma_2(P)^2: the gap of P* P (Fill's bound; matrix-free: Lanczos on C^T C for a
-        non-reversible kernel, from the absolute gap for a reversible one)."""
-        if self.op is not None:
-            if self.is_reversible:
-                return spectral.multiplicative_from_absolute(self.absolute_spectral_gap)
-            return self._timed("multiplicative_gap_s", lambda: spectral.operator_multiplicative_gap(
-                self.op, self._stationary, self.additive_gap, rtol=self._gap_rtol, basis_size=self._basis,
-                progress=self._solver_progress))
-        core = self._core
-        if not core.is_dense:
-            return self._charged(self._rounded_entries(spectral.multiplicative_gap_sparse(sp.csr_array(core.P),
-                                                                                          core._logpi), (0.0, 1.0)),
-                                 (0.0, 1.0))
-        M = spectral.multiplicative_reversibilization(core.to_dense(), core._logpi)
-        # pi(x) (P* P)(x, y) = sum_z pi(z) P(z, x) P(z, y): an edge measure linear in pi, so _charged applies
-        gap = spectral.reversible_gap(M, core._logpi, name=NAMES["multiplicative_gap"], dense=True)[0]
-        return self._charged(self._rounded_entries(gap, (0.0, 1.0)), (0.0, 1.0))
+        """1 - sigma_2(P)^2: the gap of P* P (Fill's bound; the routes in
+        :func:`~mlmix.theory.chain.spectral.chain_multiplicative_gap`)."""
+        return spectral.chain_multiplicative_gap(self)
 
     @cached_property
     @announced("gaps")
     def absolute_spectral_gap(self) -> Result:
-        """1 - max{|lambda| : lambda != 1}; reversible: min(gap, 1 + lambda_min)."""
-        core = self._core
-        if self._reducible_given:
-            return Result.exact(NAMES["absolute_spectral_gap"], 0.0, "several closed classes: eigenvalue 1 is repeated")
-        if self.op is not None and self.is_reversible:
-            return spectral.operator_absolute_gap(True, self.additive_gap)
-        if self.op is not None:
-            return _renamed(absolute_gap(kernel_functions(self.op), self.n_states, lambda: self._pi_t,
-                                         lambda: self.multiplicative_gap), NAMES["absolute_spectral_gap"])
-        if self.period > 1:  # exp(2 pi i / d) is an eigenvalue: exactly 0
-            return Result.exact(NAMES["absolute_spectral_gap"], 0.0, f"period {self.period} from a breadth-first "
-                                f"search: exp(2 pi i / {self.period}) is an eigenvalue{self._on_core()}")
-        if not core.is_reversible:
-            gap = absolute_gap(core.P, core.n_states, lambda: np.exp(core._logpi), lambda: self.multiplicative_gap)
-            return _renamed(gap, NAMES["absolute_spectral_gap"], self._on_core())
-        gap = self.spectral_gap
-        bottom = self._rounded_entries(spectral.bottom_gap(core.P, core._logpi, dense=core.is_dense), (0.0, 2.0))
-        return _minimum(NAMES["absolute_spectral_gap"], gap, bottom)
+        """1 - max{|lambda| : lambda != 1}; reversible: min(gap, 1 + lambda_min) (the routes in
+        :func:`~mlmix.theory.chain.nonreversible_gap.chain_absolute_gap`)."""
+        return chain_absolute_gap(self)
 
     @cached_property
     def relaxation_time(self) -> Result:
@@ -638,27 +532,14 @@ class Chain:
     @announced("conductance")
     def conductance(self) -> Result:
         """Phi* = min{Phi(S) : 0 < pi(S) <= 1/2}: exact up to 20 states, else a certified interval whose
-        upper end is Phi of a named set (details: set_size, set_mass, set)."""
-        if self.op is not None:
-            return self._timed("conductance_s", lambda: cond.operator_conductance(self.op, self.stationary, self._gap,
-                                                                                   bins=self._bins))
-        core = self._core
-        if self._reducible_given:
-            return Result.exact(NAMES["conductance"], 0.0, "several closed classes: one of mass <= 1/2 has no exit flow")
-        lp = core._logpi
-        if core.n_states <= EXACT_CONDUCTANCE_LIMIT and np.ptp(lp) < 600:
-            phi = self._rounded_entries(cond.exact_conductance(core.P, lp), (0.0, 1.0))
-            return _renamed(self._charged(phi, (0.0, 1.0)), NAMES["conductance"], self._on_core())
-        gap, mode = self._gap_and_mode  # its lower end is already charged
-        return _renamed(self._charged(cond.conductance_interval(core.P, lp, gap, [mode]), (0.0, 1.0)), NAMES["conductance"],
-                        self._on_core())
+        upper end is Phi of a named set (details: set_size, set_mass, set; the routes in
+        :func:`~mlmix.theory.chain.conductance.chain_conductance`)."""
+        return cond.chain_conductance(self)
 
     def set_conductance(self, S: np.ndarray) -> Result:
         """Phi(S) = Q(S, S^c) / pi(S) of a set of states (mask or indices), in log space (matrix-free: flows
-        summed as non-negative terms)."""
-        if self.op is not None:
-            return cond.operator_set_conductance(self.op, S, self.stationary)
-        return self._charged(cond.set_conductance_result(self.P, S, self._logpi), (0.0, 1.0))
+        summed as non-negative terms; :func:`~mlmix.theory.chain.conductance.chain_set_conductance`)."""
+        return cond.chain_set_conductance(self, S)
 
     # ------------------------------------------------------------------ mixing
     def _mixing_bounds(self) -> mixing.MixingBounds:
@@ -724,12 +605,9 @@ class Chain:
         return hitting.chain_mean_first_passage_times(self, target)
 
     def dirichlet_form(self, f: np.ndarray, g: np.ndarray | None = None) -> float:
-        """E(f, g) = (1/2) sum pi(x) P(x, y) (f(x) - f(y)) (g(x) - g(y))."""
-        f = check_vector(f, self.n_states, "f")
-        g = None if g is None else check_vector(g, self.n_states, "g")
-        if self.op is not None:  # E(f, f) as non-negative terms, E(f, g) by polarization
-            return spectral.operator_dirichlet_form(self.op, self._pi_t, f, g)
-        return spectral.dirichlet_form(self.P, f, g, np.exp(self._logpi))
+        """E(f, g) = (1/2) sum pi(x) P(x, y) (f(x) - f(y)) (g(x) - g(y))
+        (:func:`~mlmix.theory.chain.spectral.chain_dirichlet_form`)."""
+        return spectral.chain_dirichlet_form(self, f, g)
 
     # ------------------------------------------------------------------ derived chains
     def time_reversal(self) -> "Chain":
@@ -760,27 +638,17 @@ class Chain:
     def eigenvalues(self, k: int | None = None) -> VectorResult:
         """The ``k`` eigenvalues of largest modulus (all when None), with per-eigenvalue error bounds;
         complex with condition numbers for a non-reversible chain (:mod:`mlmix.theory.chain.spectrum`).
-        Matrix-free: [1, 1 - gap] of a reversible kernel for k <= 2, otherwise from the matrix."""
-        if self.op is not None:
-            if k in (1, 2) and self.is_reversible:
-                return spectrum.reversible_top_two(self.spectral_gap, k)
-            return self._matrix.eigenvalues(k)
-        return spectrum.eigenvalues(self.P, k, self.is_irreducible and self.is_reversible)
+        Matrix-free: [1, 1 - gap] of a reversible kernel for k <= 2, otherwise from the matrix
+        (:func:`~mlmix.theory.chain.spectrum.chain_eigenvalues`)."""
+        return spectrum.chain_eigenvalues(self, k)
 
     def implied_timescales(self, k: int | None = None) -> VectorResult:
         """t_j = -1 / log |lambda_j|, j = 2..k (lag 1), with enclosures."""
         return spectrum.implied_timescales(self.eigenvalues(k))
 
     def stationary_distributions(self) -> VectorResult:
-        """One stationary law per closed class (rows; :mod:`mlmix.theory.chain.absorbing`)."""
-        if self.op is not None:
-            if not isinstance(self.structure, PositiveStructure):
-                return self._matrix.stationary_distributions()
-            pi = self.stationary
-            return VectorResult("stationary laws of the closed classes", pi.value[None, :], pi.method, pi.rel_error,
-                                details={"classes": self.structure.closed_classes})
-        self._check_resolved()
-        return absorbing.stationary_distributions(self.P, self.structure)
+        """One stationary law per closed class (rows; :func:`~mlmix.theory.chain.absorbing.chain_stationary_distributions`)."""
+        return absorbing.chain_stationary_distributions(self)
 
     def cyclic_classes(self) -> list[np.ndarray]:
         """The period-many cyclic classes of the (unique) closed class."""
@@ -788,12 +656,8 @@ class Chain:
 
     @cached_property
     def _absorption(self) -> absorbing.Absorption:
-        if self.op is not None:
-            if not isinstance(self.structure, PositiveStructure):
-                return self._matrix._absorption
-            return absorbing.Absorption(np.zeros(0, dtype=np.int64), self.structure.closed_classes, None, 0.0)
-        self._check_resolved()
-        return absorbing.absorption(self.P, self.structure)
+        """The transient states class by class (:func:`~mlmix.theory.chain.absorbing.chain_absorption`)."""
+        return absorbing.chain_absorption(self)
 
     def fundamental_matrix(self) -> VectorResult:
         """N = (I - Q)^-1 over the transient states (Kemeny-Snell)."""
@@ -870,25 +734,4 @@ def _check_support(support: Matrix, P: Matrix) -> sp.csr_array:
     S.data[:] = 1.0
     S.eliminate_zeros()
     return S
-
-
-def _minimum(name: str, a: Result, b: Result) -> Result:
-    """min(a, b) by interval arithmetic: [min of the lower ends, min of the upper ends]."""
-    if a.resolved and b.resolved and (a.upper < b.lower or b.upper < a.lower):
-        low = a if a.upper < b.lower else b
-        other = "1 + lambda_min is larger" if low is a else "1 + lambda_min is smaller than the gap"
-        return _renamed(low, name, f" ({other})")
-    lows = [r.lower for r in (a, b) if r.lower is not None]
-    lo = min(lows) if len(lows) == 2 else None
-    his = [r.upper for r in (a, b) if r.upper is not None]
-    hi = min(his) if his else None
-    method = f"min(gap, 1 + lambda_min): {a.method}; {b.method}"
-    if lo is not None and hi is not None and lo > 0 and hi - lo <= DEFAULT_RTOL * lo:
-        return Result(name, min(a.value, b.value), method, (hi - lo) / lo, lo, hi)
-    return Result.interval(name, lo, hi, method, "the gap or 1 + lambda_min is not resolved at the accuracy target")
-
-
-def _renamed(r: Result, name: str, note: str = "") -> Result:
-    return Result(name, r.value, r.method + note, r.rel_error, r.lower, r.upper, r.reason, dict(r.details))
-
 

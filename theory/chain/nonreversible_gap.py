@@ -21,7 +21,7 @@ same answer, because the algorithm is chosen by N alone.
 from __future__ import annotations
 
 import math
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 import numpy as np
 import scipy.sparse as sp
@@ -29,9 +29,12 @@ import scipy.sparse.linalg as spla
 
 from mlmix.errors import MemoryLimitError
 from mlmix.limits import DENSE_SPECTRAL_LIMIT
-from mlmix.theory.chain.spectral import modulus_gap
-from mlmix.theory.results import DEFAULT_RTOL, EPS, Result
+from mlmix.theory.chain.spectral import bottom_gap, modulus_gap, operator_absolute_gap
+from mlmix.theory.results import DEFAULT_RTOL, EPS, NAMES, Result, renamed
 from mlmix.validation import check_memory
+
+if TYPE_CHECKING:
+    from mlmix.theory.chain.markov_chain import Chain
 
 NAME = "1 - |lambda_2|"
 
@@ -146,3 +149,53 @@ def _krylov_estimate(P: Any, pi: Any, max_matvecs: int) -> dict:
                            max_matvecs=max_matvecs)
     return {"estimate": 1.0 - abs(ritz.value), "eigenvalue": repr(ritz.value), "residual": ritz.residual,
             "matvecs": ritz.matvecs, "arnoldi_converged": ritz.converged}
+
+
+# ------------------------------------------------------------ the choice for a Chain
+
+def chain_absolute_gap(chain: Chain) -> Result:
+    """gamma_* = 1 - max{|lambda| : lambda != 1} of a chain
+    (:attr:`Chain.absolute_spectral_gap <mlmix.theory.chain.markov_chain.Chain.absolute_spectral_gap>`). Routes:
+
+    * several closed classes with a given positive law: exactly 0 (eigenvalue 1 is repeated);
+    * matrix-free, reversible: the additive gap (a heat-bath kernel is positive semi-definite,
+      :func:`~mlmix.theory.chain.spectral.operator_absolute_gap`);
+    * matrix-free, non-reversible: :func:`absolute_gap` on P acting on functions (:func:`kernel_functions`);
+    * period d > 1: exactly 0 (exp(2 pi i / d) is an eigenvalue);
+    * non-reversible matrix (dense or CSR, on the closed class): :func:`absolute_gap` (all eigenvalues
+      up to :data:`~mlmix.limits.DENSE_SPECTRAL_LIMIT` states, the enclosure [1 - sigma_2, 1] beyond);
+    * reversible matrix: min(gap, 1 + lambda_min) by interval arithmetic, 1 + lambda_min from
+      :func:`~mlmix.theory.chain.spectral.bottom_gap` widened for P's subnormal entries."""
+    core = chain._core
+    if chain._reducible_given:
+        return Result.exact(NAMES["absolute_spectral_gap"], 0.0, "several closed classes: eigenvalue 1 is repeated")
+    if chain.op is not None and chain.is_reversible:
+        return operator_absolute_gap(True, chain.additive_gap)
+    if chain.op is not None:
+        return renamed(absolute_gap(kernel_functions(chain.op), chain.n_states, lambda: chain._pi_t,
+                                    lambda: chain.multiplicative_gap), NAMES["absolute_spectral_gap"])
+    if chain.period > 1:  # exp(2 pi i / d) is an eigenvalue: exactly 0
+        return Result.exact(NAMES["absolute_spectral_gap"], 0.0, f"period {chain.period} from a breadth-first "
+                            f"search: exp(2 pi i / {chain.period}) is an eigenvalue{chain._on_core()}")
+    if not core.is_reversible:
+        gap = absolute_gap(core.P, core.n_states, lambda: np.exp(core._logpi), lambda: chain.multiplicative_gap)
+        return renamed(gap, NAMES["absolute_spectral_gap"], chain._on_core())
+    gap = chain.spectral_gap
+    bottom = chain._rounded_entries(bottom_gap(core.P, core._logpi, dense=core.is_dense), (0.0, 2.0))
+    return _minimum(NAMES["absolute_spectral_gap"], gap, bottom)
+
+
+def _minimum(name: str, a: Result, b: Result) -> Result:
+    """min(a, b) by interval arithmetic: [min of the lower ends, min of the upper ends]."""
+    if a.resolved and b.resolved and (a.upper < b.lower or b.upper < a.lower):
+        low = a if a.upper < b.lower else b
+        other = "1 + lambda_min is larger" if low is a else "1 + lambda_min is smaller than the gap"
+        return renamed(low, name, f" ({other})")
+    lows = [r.lower for r in (a, b) if r.lower is not None]
+    lo = min(lows) if len(lows) == 2 else None
+    his = [r.upper for r in (a, b) if r.upper is not None]
+    hi = min(his) if his else None
+    method = f"min(gap, 1 + lambda_min): {a.method}; {b.method}"
+    if lo is not None and hi is not None and lo > 0 and hi - lo <= DEFAULT_RTOL * lo:
+        return Result(name, min(a.value, b.value), method, (hi - lo) / lo, lo, hi)
+    return Result.interval(name, lo, hi, method, "the gap or 1 + lambda_min is not resolved at the accuracy target")

@@ -56,12 +56,13 @@ from mlmix.progress import Convergence
 from mlmix.theory.chain.stationary import first_order_pi_error
 from mlmix.theory.chain.structure import chain_structure, product_classes
 from mlmix.theory.linalg.elimination import Elimination, eliminate
-from mlmix.theory.results import DEFAULT_RTOL, EPS, NAMES, Result, VectorResult
-from mlmix.validation import Matrix, check_memory
+from mlmix.theory.results import DEFAULT_RTOL, EPS, NAMES, Result, VectorResult, renamed
+from mlmix.validation import Matrix, check_memory, check_vector
 
 if TYPE_CHECKING:
     import torch
 
+    from mlmix.theory.chain.markov_chain import Chain
     from mlmix.theory.kernels.operators import KernelOperator
 
 # ----------------------------------------------------------------------------------- reversibilizations
@@ -509,3 +510,97 @@ def modulus_gap(P: Matrix, rtol: float = DEFAULT_RTOL) -> Result:
     method = "LAPACK eigenvalues of P (non-reversible); error <= 4 N u ||P||_F cond(lambda_2)"
     return Result.checked(name, 1.0 - abs(vals[k]), err, method, rtol=rtol, lower=0.0, upper=1.0,
                           eigenvalue=complex(vals[k]).__repr__(), condition_number=cond)
+
+
+# ------------------------------------------------------------ the choice for a Chain
+
+def chain_unrounded_gap(chain: Chain) -> tuple[Result, np.ndarray]:
+    """(gap, mode) of a chain before the subnormal entries of P and the error of pi are charged
+    (:attr:`Chain._unrounded_gap_and_mode <mlmix.theory.chain.markov_chain.Chain._unrounded_gap_and_mode>`):
+    gamma = 1 - lambda_2(S) with S = P (reversible) or S = (P + P*)/2, and its slowest mode. Routes:
+
+    * matrix-free kernel: :func:`operator_gap` (:func:`chain_operator_gap`), mode its Ritz function;
+    * several closed classes with a given positive law: exactly 0 (an indicator has zero Dirichlet form);
+    * reversible on the closed class: :func:`reversible_gap` of P, from the GTH factors when dense
+      (relative accuracy), Lanczos on the CSR matrix otherwise;
+    * non-reversible with a zero entry in the computed law: unresolved, (P + P*)/2 is undefined;
+    * non-reversible: :func:`reversible_gap` of :func:`additive_reversibilization` built with pi_hat."""
+    if chain.op is not None:
+        return chain._gap.gap, chain._gap.fiedler
+    core = chain._core
+    if chain._reducible_given:
+        return Result.exact(NAMES["spectral_gap"], 0.0, "several closed classes: the indicator of one has zero "
+                            "Dirichlet form"), np.zeros(chain.n_states)
+    if core.is_reversible:
+        el = core._grounded if core.is_dense else None
+        return reversible_gap(core.P, core._logpi, name=NAMES["spectral_gap"], el=el, dense=core.is_dense)
+    if not np.isfinite(core._logpi).all():  # P* = D^-1 P^T D needs pi_hat > 0 on the irreducible core
+        return Result.missing(NAMES["additive_gap"], "-", "the computed stationary law has zero entries (a "
+                              "Krylov law that did not resolve a metastable chain): (P + P*)/2 is undefined"
+                              ), np.zeros(chain.n_states)
+    S = additive_reversibilization(core.P, core._logpi)
+    return reversible_gap(S, core._logpi, name=NAMES["additive_gap"], dense=core.is_dense)
+
+
+def chain_gap(chain: Chain) -> tuple[Result, np.ndarray]:
+    """(gap, mode) as reported (:attr:`Chain._gap_and_mode <mlmix.theory.chain.markov_chain.Chain._gap_and_mode>`):
+    the rounded gap of :attr:`Chain._raw_gap_and_mode`, charged for pi_hat's error (2 delta / (1 - delta),
+    :meth:`Chain._charged`) only where pi_hat built the matrix, i.e. the (P + P*)/2 of a non-reversible
+    matrix chain; P's own gap (reversible, or several closed classes) and the operator's gap (which
+    already holds the error of its pi) are returned as they are."""
+    gap, mode = chain._raw_gap_and_mode
+    if chain.op is not None or chain._reducible_given or chain._core.is_reversible:  # P's own gap: pi is not
+        return gap, mode  # used (the operator's gap already holds the error of its pi)
+    return chain._charged(gap, (0.0, 2.0)), mode  # (P + P*)/2 has eigenvalues in [-1, 1]
+
+
+def chain_operator_gap(chain: Chain) -> GapResult:
+    """The matrix-free gap with its Ritz function (:func:`operator_gap` with the chain's solver options,
+    timed as ``gap_s``)."""
+    return chain._timed("gap_s", lambda: operator_gap(chain.op, chain._stationary, rtol=chain._gap_rtol,
+                                                      basis_size=chain._basis, progress=chain._solver_progress))
+
+
+def chain_spectral_gap(chain: Chain) -> Result:
+    """1 - lambda_2(P) of a reversible chain (on its closed class; the gap of :func:`chain_gap`); for a
+    non-reversible chain unresolved, pointing to the additive and the absolute gap (complex spectrum)."""
+    if not chain._reducible_given and not chain._core.is_reversible:
+        return Result.missing(NAMES["spectral_gap"], "-", "the chain is not reversible (complex spectrum): see "
+                              "additive_gap (Poincare) and absolute_spectral_gap (relaxation)")
+    return renamed(chain._gap_and_mode[0], NAMES["spectral_gap"], chain._on_core())
+
+
+def chain_multiplicative_gap(chain: Chain) -> Result:
+    """1 - sigma_2(P)^2, the gap of P* P (Fill's bound on t_mix). Routes:
+
+    * matrix-free, reversible: 1 - (1 - absolute gap)^2 (:func:`multiplicative_from_absolute`);
+    * matrix-free, non-reversible: :func:`operator_multiplicative_gap` (Lanczos on C^T C);
+    * CSR (beyond the dense limit): :func:`multiplicative_gap_sparse` (P* P never formed);
+    * dense: :func:`reversible_gap` of :func:`multiplicative_reversibilization`.
+
+    Matrix routes are widened for P's subnormal entries and charged for pi_hat's error:
+    pi(x) (P* P)(x, y) = sum_z pi(z) P(z, x) P(z, y) is an edge measure linear in pi."""
+    if chain.op is not None:
+        if chain.is_reversible:
+            return multiplicative_from_absolute(chain.absolute_spectral_gap)
+        return chain._timed("multiplicative_gap_s", lambda: operator_multiplicative_gap(
+            chain.op, chain._stationary, chain.additive_gap, rtol=chain._gap_rtol, basis_size=chain._basis,
+            progress=chain._solver_progress))
+    core = chain._core
+    if not core.is_dense:
+        return chain._charged(chain._rounded_entries(multiplicative_gap_sparse(sp.csr_array(core.P), core._logpi),
+                                                     (0.0, 1.0)), (0.0, 1.0))
+    M = multiplicative_reversibilization(core.to_dense(), core._logpi)
+    gap = reversible_gap(M, core._logpi, name=NAMES["multiplicative_gap"], dense=True)[0]
+    return chain._charged(chain._rounded_entries(gap, (0.0, 1.0)), (0.0, 1.0))
+
+
+def chain_dirichlet_form(chain: Chain, f: np.ndarray, g: np.ndarray | None = None) -> float:
+    """E(f, g) = (1/2) sum pi(x) P(x, y) (f(x) - f(y)) (g(x) - g(y)) (f, g validated here): on a
+    matrix-free kernel by :func:`operator_dirichlet_form` (E(f, f) as non-negative terms, E(f, g) by
+    polarization), on a dense or CSR matrix by :func:`dirichlet_form` with pi = exp(log pi)."""
+    f = check_vector(f, chain.n_states, "f")
+    g = None if g is None else check_vector(g, chain.n_states, "g")
+    if chain.op is not None:
+        return operator_dirichlet_form(chain.op, chain._pi_t, f, g)
+    return dirichlet_form(chain.P, f, g, np.exp(chain._logpi))

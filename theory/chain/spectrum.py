@@ -19,6 +19,7 @@ Eigenvalues are sorted by decreasing modulus (decreasing value when real), lambd
 from __future__ import annotations
 
 import math
+from typing import TYPE_CHECKING
 
 import numpy as np
 import scipy.linalg as la
@@ -27,6 +28,9 @@ import scipy.sparse as sp
 from mlmix.limits import DENSE_SPECTRUM_LIMIT
 from mlmix.theory.results import EPS, Result, VectorResult
 from mlmix.validation import Matrix, check_memory
+
+if TYPE_CHECKING:
+    from mlmix.theory.chain.markov_chain import Chain
 
 
 def _symmetric(P: Matrix) -> Matrix:
@@ -123,3 +127,17 @@ def implied_timescales(ev: VectorResult) -> VectorResult:
     return VectorResult("implied timescales", value, f"-1 / log |lambda_j| ({ev.method})",
                         worst if math.isfinite(worst) else None, None,
                         details={"lower": lo, "upper": hi})
+
+
+def chain_eigenvalues(chain: Chain, k: int | None = None) -> VectorResult:
+    """The ``k`` eigenvalues of largest modulus of a chain (all when None), with their error bounds
+    (:meth:`Chain.eigenvalues <mlmix.theory.chain.markov_chain.Chain.eigenvalues>`). Routes: a reversible
+    matrix-free kernel and k <= 2: [1, 1 - gap] (:func:`reversible_top_two`); any other matrix-free
+    question: from the chain's matrix (memory permitting); a dense or CSR matrix: :func:`eigenvalues`,
+    symmetric (real) where the chain is irreducible and reversible, complex with condition numbers
+    otherwise."""
+    if chain.op is not None:
+        if k in (1, 2) and chain.is_reversible:
+            return reversible_top_two(chain.spectral_gap, k)
+        return chain._matrix.eigenvalues(k)
+    return eigenvalues(chain.P, k, chain.is_irreducible and chain.is_reversible)

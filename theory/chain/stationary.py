@@ -62,6 +62,7 @@ from mlmix.validation import Matrix, check_memory, check_real, check_transition_
 if TYPE_CHECKING:
     import torch
 
+    from mlmix.theory.chain.markov_chain import Chain
     from mlmix.theory.kernels.operators import KernelOperator
 
 #: Relative residual target of the iterative (sparse) stationary solve.
@@ -558,3 +559,110 @@ def certify_stationary(op: KernelOperator, pi: VectorResult) -> VectorResult:
     rel = min(rel + 2 * EPS * reduce(float(np.abs(logpi).max()), "max"), 1.0)  # exp(log pi); ||error||_1 <= rel
     return VectorResult(pi.name, pi.value, pi.method + "; error bound: a-posteriori certificate (M-matrix "
                         "supersolution, matrix-free)", rel, rel, pi.residual, pi.log_value, dict(pi.details))
+
+
+# ------------------------------------------------------------ the choice for a Chain
+
+def chain_is_reversible(chain: Chain) -> bool:
+    """Detailed balance pi(x) P(x, y) = pi(y) P(y, x) of a chain
+    (:attr:`Chain.is_reversible <mlmix.theory.chain.markov_chain.Chain.is_reversible>`). Routes: a
+    matrix-free kernel is reversible when its source is compatible; with a law given by the caller,
+    max |Q - Q^T| <= 1e-10 max Q for the edge measure Q = diag(pi) P; otherwise Kolmogorov's criterion
+    in log space on the closed class (:func:`log_potential`; transient states carry no mass), after
+    ReducibleChainError for several closed classes and UnderflowError where P cannot stand for the chain."""
+    if chain.op is not None:
+        return chain.op.reversible
+    if chain._given is not None:
+        Q = sp.csr_array(chain.P).multiply(chain._given[:, None])
+        return bool(abs(Q - Q.T).max() <= 1e-10 * abs(Q).max())
+    chain._recurrent  # several closed classes: ReducibleChainError
+    chain._check_resolved()
+    return log_potential(chain._core.P) is not None
+
+def chain_stationary_law(chain: Chain) -> VectorResult:
+    """The law pi P = pi a chain's algorithms use, before a first-order bound is attached
+    (:attr:`Chain._stationary <mlmix.theory.chain.markov_chain.Chain._stationary>`). Routes, in order:
+
+    * matrix-free kernel: :func:`operator_stationary` then :func:`certify_stationary` (a ValueError
+      where some conditional underflows to 0: irreducibility is then not established matrix-free);
+    * a law given by the caller: taken as it is, its residual ||pi P - pi||_1 reported;
+    * classes changed by underflow (:attr:`Chain._underflow`): the log-space law of the kernel
+      (:func:`~mlmix.theory.chain.underflow.log_space_law`), as P cannot stand for the chain;
+    * otherwise a dense or CSR matrix: :func:`compute_stationary` (detailed balance, GTH up to
+      :data:`~mlmix.limits.DENSE_STATIONARY_LIMIT` states or the chain's own ``dense_limit``, a
+      certified Krylov solve beyond), widened where P has subnormal entries: each pi(x) moves within
+      rho^(N-1) = sqrt(1 + eps) (:attr:`Chain._subnormal`)."""
+    if chain.op is not None:
+        if not chain.is_irreducible:
+            raise ValueError("some conditionals underflow to 0: irreducibility is not established matrix-free "
+                             "(raise the temperature, or analyse the matrix)")
+        return chain._timed("stationary_s", lambda: certify_stationary(
+            chain.op, operator_stationary(chain.op, progress=chain._solver_progress)))
+    if chain._given is not None:
+        with np.errstate(divide="ignore"):
+            logpi = np.log(chain._given)
+        res = float(np.abs(chain.P.T @ chain._given - chain._given).sum())
+        return VectorResult(NAMES["stationary"], chain._given, "given by the caller (residual checked)", None, None,
+                            res, logpi)
+    if chain._underflow is not None:
+        return chain._log_space_law()
+    limit = DENSE_STATIONARY_LIMIT if chain._dense_limit_given is None else chain.dense_limit
+    st = compute_stationary(chain.P, chain.structure, limit)
+    if not chain._subnormal[0]:
+        return st
+    eps, _ = chain._subnormal  # pi moves within rho^(N-1) = sqrt(1 + eps)
+    return chain._rounded_vector(st, math.sqrt(1 + eps) - 1 if math.isfinite(eps) else math.inf)
+
+
+def chain_stationary(chain: Chain) -> VectorResult:
+    """pi P = pi with its accuracy (:attr:`Chain.stationary <mlmix.theory.chain.markov_chain.Chain.stationary>`):
+    the law of :func:`chain_stationary_law`, and where it has no entrywise bound
+
+    * matrix-free: the first-order bound of :func:`stationary_error_bound`,
+      ||r / pi||_pi / (gamma sqrt(pi_min)), from the lower end of the operator's additive gap gamma
+      (the law as it is when that gap has no lower end);
+    * a matrix chain that is non-reversible on its closed class (not given by the caller, not several
+      closed classes): the same bound from :func:`chain_pi_error`, attached when it is below 1 (else the
+      accuracy stays the residual, normwise). A reversible law is exact to its stated accuracy already."""
+    st = chain._stationary
+    if chain.op is not None:
+        gap = chain._gap.gap if st.rel_error is None else None
+        return st if gap is None or gap.lower is None else stationary_error_bound(chain.op, st, gap.lower)
+    if st.rel_error is not None or chain._given is not None or chain._reducible_given or chain._core.is_reversible:
+        return st
+    delta, how = chain._pi_error
+    if not delta < 1:  # no useful bound: the accuracy stays the residual (normwise)
+        return st
+    return VectorResult(st.name, st.value, f"{st.method}; error bound {how}", delta, None, st.residual,
+                        st.log_value, dict(st.details))
+
+
+def chain_pi_error(chain: Chain) -> tuple[float, str]:
+    """(delta, how): a bound on max_x |pi_hat(x) / pi(x) - 1| for the law the analysis uses (on the
+    closed class; :attr:`Chain._pi_error <mlmix.theory.chain.markov_chain.Chain._pi_error>`). Routes: 0
+    for a law given by the caller (taken as exact); a matrix-free law's own bound (inf when it has
+    none); a certified law's certificate; else the first-order bound
+
+        delta <= ||r / pi||_pi / (gamma sqrt(pi_min)),   r = pi_hat P - pi_hat,
+
+    gamma the lower end of the additive gap computed with pi_hat (inf when pi_hat has a zero entry
+    or the gap has no positive lower end)."""
+    core = chain._core
+    st = core._stationary
+    if chain._given is not None:
+        return 0.0, "given"
+    if chain.op is not None:  # the operator's law carries its own bound
+        rel = chain.stationary.rel_error
+        return (math.inf, "not bounded") if rel is None else (rel, "certified")
+    if st.rel_error is not None:
+        return st.rel_error, "certified"
+    how = "||r/pi||_pi / (gap sqrt(pi_min)) (first order)"
+    pi = st.value
+    if not pi.min() > 0:  # a zero (unresolved) entry: no bound, and no gap to build from pi_hat
+        return math.inf, how
+    gap_lower = core._raw_gap_and_mode[0].lower or 0.0
+    if gap_lower <= 0:
+        return math.inf, how
+    r = core.P.T @ pi - pi
+    chi = math.sqrt(float(np.sum(r * r / pi)))
+    return chi / (gap_lower * math.sqrt(float(pi.min()))), how
