@@ -31,6 +31,7 @@ bracket is tight (enumeration, a converged search, a singleton set).
 
 from __future__ import annotations
 
+import copy
 import functools
 import itertools
 import math
@@ -415,9 +416,6 @@ class SearchedLowerBounds(Theorem):
 @functools.lru_cache(maxsize=8)
 def _float64_copy(spec: ModelSpec) -> Any:
     """The model of ``spec`` in float64 (the reference forward pass of the relaxation's real arithmetic)."""
-    # deferred: the check loads torch only when it runs
-    import copy
-
     return copy.deepcopy(tiny_masked_lm(spec)).double()
 
 
