@@ -64,6 +64,7 @@ PAPERS = {"glauber": "Mixing Times of Glauber Dynamics on Masked Language Models
           "facts": "Standard Markov-chain facts the proofs and the exact engine use (THEOREMS.md 2C)",
           "samplers": "Samplers run on masked LMs: scan orders, MH targets, masked-diffusion decoders",
           "engine": "mlmix's exact engine (interval ends)",
+          "constants": "Paper G's constants of a model without its chain: certified, streamed, searched, relaxed",
           "diagnostics": "Convergence diagnostics and dense, CSR and matrix-free chains against closed forms",
           "user": "Theorems of the user's own package (mlmix.theorem, mlmix verify --module)"}
 
