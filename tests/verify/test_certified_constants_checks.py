@@ -126,6 +126,21 @@ def test_a_streamed_witness_of_another_pair_is_caught(monkeypatch):
     assert "every witness pair differs at j only" in failing
 
 
+@pytest.mark.parametrize("factor", [0.99, 1.01])
+def test_a_streamed_rectangle_statistic_off_by_one_percent_is_caught(monkeypatch, factor):
+    real = C.streamed_constants
+
+    def off(*args, **kwargs):
+        s = real(*args, **kwargs)
+        return dataclasses.replace(s, rectangle=dataclasses.replace(s.rectangle, max=s.rectangle.max * factor))
+
+    case = table_case(block_rows=5)
+    v = C.StreamedConstants().check(case)
+    assert v.holds and any(p.name == "streamed R max = enumerated R max" for p in v.parts)
+    monkeypatch.setattr(C, "streamed_constants", off)
+    assert "streamed R max = enumerated R max" in C.StreamedConstants().check(case).failing()
+
+
 def test_model_scores_are_compared_within_their_stated_accuracy():
     source = masked_lm_source(ModelSpec("roberta", 1), 3, 3, 0.8)
     v = C.StreamedConstants().check(C.Case(S.Instance(source, "tiny-mlm", {}), {"block_rows": 5}))

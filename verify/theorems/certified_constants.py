@@ -51,6 +51,7 @@ from mlmix.theory.local.influence import (
     influence_and_oscillation,
     pair_distances,
 )
+from mlmix.theory.local.rectangles import rectangle_summary
 from mlmix.theory.results import EPS
 from mlmix.theory.sources.conditionals import Conditionals, ScoreTable
 from mlmix.theory.sources.contexts import query_scores
@@ -324,11 +325,12 @@ def _equal_part(name: str, got: np.ndarray, want: np.ndarray, rtol: float, atol:
 class StreamedConstants(Theorem):
     id = "constants.streamed"
     paper = PAPER
-    number = "Streamed rho_ij and Delta_ij over every context (streamed_constants)"
+    number = "Streamed rho_ij, Delta_ij and max R over every context (streamed_constants, streamed_rectangle)"
     statement = ("the streamed rho_ij(T) = max TV(pi_i(.|x_{-i}), pi_i(.|x_{-i}^{j<-w})) and Delta_ij = max osc of the "
                  "score difference equal theory/local's exact pass bit for bit on a score table, and within the stated "
                  "accuracy of the scores (TV: e/T, oscillation: 4e) queried from a masked LM; each witness pair differs "
-                 "at j only and attains its entry")
+                 "at j only and attains its entry; the streamed max R over every rectangle equals rectangle_summary's "
+                 "(bit for bit on a table, within 8e/T and its rounding on a model)")
     budget = 0.15
 
     def strategy(self) -> st.SearchStrategy:
@@ -352,8 +354,13 @@ class StreamedConstants(Theorem):
                               truth.tv_atol() + tv_tol),
                   _equal_part("Delta_ij witness re-evaluated = streamed Delta_ij", osc, s.delta_ij, truth.rel,
                               truth.osc_atol() + osc_tol)]
+        R, R_want = s.rectangle, rectangle_summary(truth.table, max_states=truth.table.space.size).max
+        if R is not None and R.max is not None:  # R's exact value: the theory's rectangle pass on the table
+            parts.append(part("streamed R max = enumerated R max", R.max, R_want, "==", 0.0,
+                              0.0 if exact else R.accuracy + 8 * truth.score_error / T))
         conditions = {"every witness pair differs at j only": rho_at_j and delta_at_j,
-                      "a witness for every pair i != j": bool(np.isfinite(tv[~np.eye(n, dtype=bool)]).all())}
+                      "a witness for every pair i != j": bool(np.isfinite(tv[~np.eye(n, dtype=bool)]).all()),
+                      "the rectangle statistic was computed": R is not None and R.max is not None}
         return verdict(*parts, conditions=conditions, bit_for_bit=exact)
 
 
