@@ -15,6 +15,13 @@ rows per context). Frames (left context, n free positions, right context):
   n = 4: ``G G S L R L``);
 * C:  ``E V Q L V E S G G G L V Q P G G S L R L S C A A S _ ... _`` (the gap where CDR1 starts).
 
+With ``--landscape``, the exact table is also read as the search's landscape, per pair (i, j) at
+n = 4 or more (f(z) = max over (a, b) of TV at the free sites z): how many z are within 1% of the
+supremum, how many are local maxima (no single free site re-chosen is better), and from which share
+of the starts z a steepest ascent ends within 1%, moving on f itself (a neighbour's whole column at j)
+and moving as the search does (a neighbour's value with the pair (a, b) of the current z, the rows
+the two stars evaluate; then (a, b) re-chosen at the new z).
+
 With ``--checkpoint``, a frame whose table is not cached yet is measured on the sites its
 interrupted (or running) tabulation has completed (rows r = i 20^(n-1) + c are computed site by site):
 only the pairs (i, j) with site i complete are searched and compared, and rho and T* (column sums
@@ -22,6 +29,7 @@ over all sites) are left out.
 
     OMP_NUM_THREADS=1 python benchmarks/bench_context_search.py --lengths 3 --frames L LR C --starts 1 2 4 8
     OMP_NUM_THREADS=1 python benchmarks/bench_context_search.py --lengths 4 --frames L --starts 1 2 4 8 --checkpoint
+    OMP_NUM_THREADS=1 python benchmarks/bench_context_search.py --lengths 4 --frames L LR --starts 1 --budgets 0.1 0.2 0.4 --landscape
 """
 
 from __future__ import annotations
@@ -94,6 +102,51 @@ def exact_rows(table: ScoreTable, sites: int) -> np.ndarray:
     return rho
 
 
+def _step(score: np.ndarray, z: tuple[int, ...]) -> tuple[int, ...]:
+    """One steepest-ascent step on the grid of free sites: the best neighbour of z (one free site
+    re-chosen) when it beats z, else z."""
+    best, where = score[z], z
+    for axis in range(score.ndim):
+        line = score[z[:axis] + (slice(None),) + z[axis + 1:]]
+        w = int(np.argmax(line))
+        if line[w] > best:
+            best, where = line[w], z[:axis] + (w,) + z[axis + 1:]
+    return where
+
+
+def landscape(table: ScoreTable, sites: int) -> None:
+    """Per pair (i, j): the free-site landscape f(z) = max_{a,b} TV (module docstring, ``--landscape``)."""
+    n, q = table.space.length, table.space.vocab_size
+    for i in range(sites):
+        scores = table.table[i].reshape((q,) * n)
+        for axis, j in enumerate(k for k in range(n) if k != i):
+            column = np.moveaxis(scores, axis, 0)  # (a, free sites..., symbol)
+            tv = np.stack([pair_distances(column[a][None], column, table.temperature)[0] for a in range(q)])
+            tv = np.moveaxis(tv, (0, 1), (-2, -1))  # (free sites..., a, b)
+            f = tv.max(axis=(-2, -1))
+            top = float(f.max())
+            grid = f.shape
+            peaks = sum(all(f[z] >= f[tuple(slice(None) if k == ax else z[k] for k in range(f.ndim))].max()
+                            for ax in range(f.ndim)) for z in np.ndindex(grid))
+            whole = star = 0
+            for z in np.ndindex(grid):
+                at = z
+                while (nxt := _step(f, at)) != at:
+                    at = nxt
+                whole += f[at] >= 0.99 * top
+                at = z
+                while True:  # the stars' climb: neighbours scored with the current pair (a, b)
+                    a, b = np.unravel_index(int(tv[at].argmax()), (q, q))
+                    nxt = _step(tv[..., a, b], at)
+                    if nxt == at:
+                        break
+                    at = nxt
+                star += f[at] >= 0.99 * top
+            print(f"  ({i}, {j}): sup {top:.4f}; {int((f >= 0.99 * top).sum())} of {f.size} free contexts within 1%, "
+                  f"{peaks} local maxima; ascents ending within 1%: {whole / f.size:.0%} on f, "
+                  f"{star / f.size:.0%} as the stars climb", flush=True)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--lengths", type=int, nargs="+", default=[3, 4])
@@ -103,6 +156,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="also run with max_passes = this fraction of the enumeration's n 20^(n-1) passes")
     parser.add_argument("--seeds", type=int, default=3, help="search seeds per setting (ranges over them reported)")
     parser.add_argument("--temperature", type=float, default=1.0)
+    parser.add_argument("--landscape", action="store_true",
+                        help="also print each pair's landscape over the free sites (module docstring)")
     parser.add_argument("--checkpoint", action="store_true",
                         help="measure an uncached table's completed sites (from its tabulation checkpoints)")
     args = parser.parse_args(argv)
@@ -122,6 +177,9 @@ def main(argv: list[str] | None = None) -> int:
                 table, sites = tabulate(source, progress=False).at_temperature(args.temperature), n
                 exact, osc = influence_and_oscillation(table, max_states=table.space.size)
                 rho_exact, agg, t_star = exact.rho_ij, aggregate_influence(exact.rho_ij), contraction_temperature(osc.delta_ij)
+            if args.landscape and n >= 4:
+                print(f"landscape of frame {name}, n = {n}:")
+                landscape(table, sites)
             pairs = [(i, j) for i in range(sites) for j in range(n) if j != i]
             enumeration = sites * 20 ** (n - 1)
             per_context = sites * (1 + (n - 1) * 19)  # rows per uniform context (estimate protocol)
