@@ -52,7 +52,11 @@ rho_ij, from the score oscillation Delta_ij and paper G Lemma 6, TV <= tanh(osc 
 :func:`source_conditional_bounds` / :func:`source_influence_upper` for a
 :class:`~mlmix.empirical.models.mlm.MaskedLMConditionals` source (symbols instead of token ids).
 Supported: ``BertForMaskedLM`` with absolute positions and ``hidden_act="gelu"`` (exact erf GELU),
-no padding (every position attended).
+no padding (every position attended), and SCEPTR
+(:class:`~mlmix.empirical.models.sceptr.SceptrMLM`: a one-hot feature embedding, post-LN layers with
+ReLU, a linear head; keys only at [CLS] and the residues). Both run through one encoder-layer step
+(:class:`LayerPlan`, :func:`_encoder_layer`); ReLU on [l, u] crossing 0 is the chord line of slope
+u / (u - l) with the convex error's exact range (DeepZ).
 """
 
 from __future__ import annotations
@@ -358,6 +362,24 @@ def gelu(x: Affine) -> Affine:
     return _apply_line(x, alpha, beta, delta)
 
 
+def relu(x: Affine) -> Affine:
+    """max(x, 0) on the form's range [l, u]: 0 for u <= 0, x for l >= 0, else the chord's slope
+    alpha = u / (u - l) (DeepZ): e(x) = relu(x) - alpha x is convex and piecewise linear with its kink
+    at 0, so it ranges over [min(e(l), 0, e(u)), max(e(l), e(u))] (any rounding of alpha stays sound)."""
+    lo, hi = x.bounds()
+    cross = (lo < 0) & (hi > 0)
+    w = torch.where(cross, hi - lo, torch.ones_like(lo))
+    alpha = torch.where(cross, hi / w, (lo >= 0).to(torch.float64))
+    e_lo, e_hi = torch.relu(lo) - alpha * lo, torch.relu(hi) - alpha * hi
+    slack = _gamma(2) * (alpha * lo).abs().maximum((alpha * hi).abs())
+    top = torch.maximum(e_lo, e_hi).clamp(min=0) + slack
+    bottom = torch.minimum(e_lo, e_hi).clamp(max=0) - slack
+    beta = torch.where(cross, (top + bottom) / 2, torch.zeros_like(top))
+    delta = torch.where(cross, (top - bottom) / 2 * (1 + _gamma(2)), torch.zeros_like(top))
+    delta = torch.where(torch.isfinite(lo) & torch.isfinite(hi), delta, torch.full_like(delta, math.inf))
+    return _apply_line(x, alpha, beta, delta)
+
+
 def layer_norm(x: Affine, weight: torch.Tensor, bias: torch.Tensor, eps: float, stats: dict | None = None) -> Affine:
     """LayerNorm over the last axis: (x - mean) / sqrt(var + eps) * weight + bias, biased variance.
 
@@ -441,15 +463,19 @@ class Propagation:
         return torch.tensor(out, dtype=torch.float64)
 
 
-def _check_model(model) -> None:
+def _check_model(model) -> str:
+    """The architecture of a supported model ("bert" or "sceptr"); ValueError for any other."""
     name = type(model).__name__
+    if name == "SceptrMLM":
+        return "sceptr"
     if name != "BertForMaskedLM":
-        raise ValueError(f"certified bounds support BertForMaskedLM only, got {name}")
+        raise ValueError(f"certified bounds support BertForMaskedLM and SCEPTR only, got {name}")
     cfg = model.config
     if getattr(cfg, "hidden_act", None) != "gelu":
         raise ValueError(f"certified bounds need hidden_act='gelu' (exact erf), got {cfg.hidden_act!r}")
     if getattr(cfg, "position_embedding_type", "absolute") != "absolute":
         raise ValueError("certified bounds need absolute position embeddings")
+    return "bert"
 
 
 def _symbols(frame_tokens: Sequence[int], site: int, allowed: Mapping[int, Sequence[int]]) -> list[tuple[int, list[int]]]:
@@ -469,13 +495,9 @@ def _symbols(frame_tokens: Sequence[int], site: int, allowed: Mapping[int, Seque
     return out
 
 
-def _one_hot_form(word: torch.Tensor, extra: torch.Tensor, ids: torch.Tensor, symbols: list[tuple[int, list[int]]],
-                  m: int, ln) -> Affine:
-    """The embeddings word[x_k] + extra[k], then their LayerNorm ``ln`` when given, as an exact
-    affine form: a function of one position's token is linear in its indicator lambda, so with
-    v_b = value at token t_b, value = v_0 + sum_{b >= 1} lambda_b (v_b - v_0) = c + g . eps with
-    c = v_0 + sum_b (v_b - v_0) / 2, g_b = (v_b - v_0) / 2. Only rounding goes to the remainder:
-    gamma(m + 8) |.| for the sums plus, for the LayerNorm, the error of the computed z = x - mean
+def _bert_values(word: torch.Tensor, extra: torch.Tensor, ln):
+    """BERT's embeddings word[x_k] + extra[k], then their LayerNorm ``ln`` when given, as a value
+    function of :func:`_one_hot_form`. The LayerNorm's rounding: the error of the computed z = x - mean
     (dz = gamma_d 2 max|x|), of var (2 gamma_d var + 2 dz rms(z) + dz^2), hence of 1/sqrt(var + eps)
     (relative dvar / (var + eps - dvar), + FUNC_REL) and of the last product and sum."""
 
@@ -499,6 +521,16 @@ def _one_hot_form(word: torch.Tensor, extra: torch.Tensor, ids: torch.Tensor, sy
         zsw = (z * s * w).abs()
         return y, zsw * rel_s + dz * s * w.abs() * (1 + rel_s) + _gamma(4) * (zsw + b.abs())
 
+    return value
+
+
+def _one_hot_form(value, ids: torch.Tensor, symbols: list[tuple[int, list[int]]], m: int) -> Affine:
+    """A function of each position's own token as an exact affine form: ``value(tokens, positions)``
+    gives (values, rounding bound) of the rows at those positions holding those tokens. A function
+    of one position's token is linear in its indicator lambda, so with v_b = value at token t_b,
+    value = v_0 + sum_{b >= 1} lambda_b (v_b - v_0) = c + g . eps with c = v_0 + sum_b (v_b - v_0) / 2,
+    g_b = (v_b - v_0) / 2. Only rounding goes to the remainder: the value's own plus gamma(m + 8) |.|
+    for the sums."""
     positions = torch.arange(ids.numel())
     c, slack = value(ids, positions)
     c, slack = c.clone(), slack.expand_as(c).clone()
@@ -515,85 +547,180 @@ def _one_hot_form(word: torch.Tensor, extra: torch.Tensor, ids: torch.Tensor, sy
     return _form(c, g, torch.zeros_like(c), slack, groups)
 
 
+@dataclass
+class LayerPlan:
+    """One post-LayerNorm encoder layer, the steps BERT and SCEPTR share (weights as (out, in)):
+
+        a = LN_1(h + W_o attention(h) + b_o),   h' = LN_2(a + W_2 act(W_1 a + b_1) + b_2),
+
+    attention with ``heads`` heads, queries scaled by ``scaling``, keys and values only at the
+    positions ``keep`` (None: every position). ``act`` is "gelu" (exact erf) or "relu"."""
+
+    query: tuple[torch.Tensor, torch.Tensor]
+    key: tuple[torch.Tensor, torch.Tensor]
+    value: tuple[torch.Tensor, torch.Tensor]
+    scaling: float
+    heads: int
+    out: tuple[torch.Tensor, torch.Tensor]
+    norm1: tuple[torch.Tensor, torch.Tensor, float]
+    inner: tuple[torch.Tensor, torch.Tensor]
+    act: str
+    outer: tuple[torch.Tensor, torch.Tensor]
+    norm2: tuple[torch.Tensor, torch.Tensor, float]
+    keep: torch.Tensor | None = None
+
+
+def _bert_plan(layer, heads: int, act: str = "gelu") -> LayerPlan:
+    """The :class:`LayerPlan` of a transformers ``BertLayer``."""
+    att, out, o = layer.attention.self, layer.attention.output, layer.output
+
+    def lin(mod) -> tuple[torch.Tensor, torch.Tensor]:
+        return mod.weight.detach(), mod.bias.detach()
+
+    def norm(mod) -> tuple[torch.Tensor, torch.Tensor, float]:
+        return mod.weight.detach(), mod.bias.detach(), float(mod.eps)
+
+    return LayerPlan(lin(att.query), lin(att.key), lin(att.value), float(att.scaling), heads, lin(out.dense),
+                     norm(out.LayerNorm), lin(layer.intermediate.dense), act, lin(o.dense), norm(o.LayerNorm))
+
+
+def _sceptr_plan(model, layer, keep: torch.Tensor) -> LayerPlan:
+    """The :class:`LayerPlan` of one of SCEPTR's ``torch.nn.TransformerEncoderLayer`` (ReLU, post-LN;
+    the packed in-projection split into Q, K, V; scaled dot-product attention's 1 / sqrt(d_head))."""
+    w, b = layer.in_proj_weight.detach(), layer.in_proj_bias.detach()
+    d = model.width
+    (wq, wk, wv), (bq, bk, bv) = w.split(d), b.split(d)
+    return LayerPlan((wq, bq), (wk, bk), (wv, bv), 1.0 / math.sqrt(d // model.heads), model.heads,
+                     (layer.out_proj_weight.detach(), layer.out_proj_bias.detach()),
+                     (layer.norm1_weight.detach(), layer.norm1_bias.detach(), float(model.eps)),
+                     (layer.linear1_weight.detach(), layer.linear1_bias.detach()), "relu",
+                     (layer.linear2_weight.detach(), layer.linear2_bias.detach()),
+                     (layer.norm2_weight.detach(), layer.norm2_bias.detach(), float(model.eps)), keep)
+
+
+def _check_ids(tokens, low: int, high: int, what: str) -> None:
+    if len(tokens) == 0 or min(tokens) < low or max(tokens) >= high:
+        raise ValueError(f"{what} must be non-empty token ids in [{low}, {high})")
+
+
+def _bert_network(model, ids: torch.Tensor, symbols, m: int, alpha_ids: torch.Tensor):
+    """(embedding sum, hidden[0], layer plans, head) of a ``BertForMaskedLM``."""
+    bert = model.bert
+    emb = bert.embeddings
+    word = emb.word_embeddings.weight.detach().to(torch.float64)
+    vocab = word.shape[0]
+    for _, toks in symbols:
+        _check_ids(toks, 0, vocab, "allowed tokens")
+    _check_ids(alpha_ids.tolist(), 0, vocab, "the alphabet")
+    length = ids.numel()
+    extra = (emb.token_type_embeddings.weight.detach().to(torch.float64)[0]
+             + emb.position_embeddings.weight.detach().to(torch.float64)[:length])
+    e0 = _one_hot_form(_bert_values(word, extra, None), ids, symbols, m)
+    h = _one_hot_form(_bert_values(word, extra, emb.LayerNorm), ids, symbols, m)
+    plans = [_bert_plan(layer, model.config.num_attention_heads) for layer in bert.encoder.layer]
+
+    def head(t: Affine) -> Affine:
+        pred = model.cls.predictions
+        t = gelu(linear(t, pred.transform.dense.weight, pred.transform.dense.bias))
+        ln = pred.transform.LayerNorm
+        t = layer_norm(t, ln.weight, ln.bias, ln.eps)
+        dec = pred.decoder
+        return linear(t, dec.weight.detach()[alpha_ids], dec.bias.detach()[alpha_ids] if dec.bias is not None else None)
+
+    return e0, h, plans, head
+
+
+def _sceptr_network(model, ids: torch.Tensor, symbols, m: int, alpha_ids: torch.Tensor):
+    """(embedding, hidden[0] (the same: no LayerNorm), layer plans, head) of a
+    :class:`~mlmix.empirical.models.sceptr.SceptrMLM`. The embedding W_p f(x)_k is a function of
+    position k's token alone (the loop lengths and compartments are the frame's: free positions hold
+    residues), so exact; keys and values at [CLS] and the residues only (not at the loop markers)"""
+    from mlmix.empirical.models.sceptr import FIRST_MARKER, FIRST_RESIDUE  # deferred: sceptr imports tokenizers
+
+    for _, toks in symbols:
+        _check_ids(toks, FIRST_RESIDUE, FIRST_MARKER, "allowed tokens (amino acids)")
+    _check_ids(alpha_ids.tolist(), FIRST_RESIDUE, FIRST_MARKER, "the alphabet (amino acids)")
+    proj = model.project.detach().to(torch.float64)
+    _, keep = model.features(ids[None])
+    keep = keep[0]
+
+    def value(tokens: torch.Tensor, positions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        batch = ids.repeat(len(tokens), 1)
+        batch[torch.arange(len(tokens)), positions] = tokens
+        f, _ = model.features(batch, torch.float64)
+        f = f[torch.arange(len(tokens)), positions]
+        return f @ proj.T, _gamma(f.shape[-1]) * (f.abs() @ proj.abs().T)
+
+    h = _one_hot_form(value, ids, symbols, m)
+    plans = [_sceptr_plan(model, layer, torch.nonzero(keep).flatten()) for layer in model.layers]
+    cols = alpha_ids - FIRST_RESIDUE
+
+    def head(t: Affine) -> Affine:
+        return linear(t, model.head_weight.detach()[cols], model.head_bias.detach()[cols])
+
+    return h, h, plans, head
+
+
 def propagate(model, frame_tokens: Sequence[int], site: int, allowed: Mapping[int, Sequence[int]],
               alphabet: Sequence[int]) -> Propagation:
-    """Affine forms through a ``BertForMaskedLM`` for every input with ``allowed[k]`` at the free
-    positions k (the other positions as in ``frame_tokens``, which holds [MASK] at ``site``), up to
-    the logits of the ``alphabet`` tokens at ``site``. float64, no autograd."""
-    _check_model(model)
+    """Affine forms through a ``BertForMaskedLM`` or a SCEPTR masked LM for every input with
+    ``allowed[k]`` at the free positions k (the other positions as in ``frame_tokens``, which holds
+    [MASK] at ``site``), up to the logits of the ``alphabet`` tokens at ``site``. float64, no autograd."""
+    kind = _check_model(model)
     symbols = _symbols(frame_tokens, site, allowed)
     m = sum(len(t) - 1 for _, t in symbols)
-    bert = model.bert
-    cfg = model.config
-    length = len(frame_tokens)
+    ids = torch.as_tensor([int(t) for t in frame_tokens], dtype=torch.long)
+    alpha_ids = torch.as_tensor(list(alphabet), dtype=torch.long)
+    network = _bert_network if kind == "bert" else _sceptr_network
     with torch.no_grad():
-        emb = bert.embeddings
-        word = emb.word_embeddings.weight.detach().to(torch.float64)
-        vocab = word.shape[0]
-        for _, toks in symbols:
-            if min(toks) < 0 or max(toks) >= vocab:
-                raise ValueError(f"allowed token ids must lie in [0, {vocab})")
-        alpha_ids = torch.as_tensor(list(alphabet), dtype=torch.long)
-        if alpha_ids.numel() == 0 or int(alpha_ids.min()) < 0 or int(alpha_ids.max()) >= vocab:
-            raise ValueError(f"the alphabet must be non-empty token ids in [0, {vocab})")
-        ids = torch.as_tensor([int(t) for t in frame_tokens], dtype=torch.long)
-        extra = (emb.token_type_embeddings.weight.detach().to(torch.float64)[0]
-                 + emb.position_embeddings.weight.detach().to(torch.float64)[:length])
-        ln = emb.LayerNorm
-        e0 = _one_hot_form(word, extra, ids, symbols, m, None)
-        h = _one_hot_form(word, extra, ids, symbols, m, ln)
+        e0, h, plans, head = network(model, ids, symbols, m, alpha_ids)
         stats: list[dict] = [{}]
         hidden = [h]
-        heads = cfg.num_attention_heads
-        for layer in bert.encoder.layer:
+        for plan in plans:
             st: dict = {}
-            h = _bert_layer(layer, h, heads, st)
+            h = _encoder_layer(plan, h, st)
             stats.append(st)
             hidden.append(h)
-        head = model.cls.predictions
-        t = _unsqueeze(Affine(h.c[site], h.g[site], h.r[site], h.groups), 0)
-        t = linear(t, head.transform.dense.weight, head.transform.dense.bias)
-        t = gelu(t)
-        ln = head.transform.LayerNorm
-        t = layer_norm(t, ln.weight, ln.bias, ln.eps)
-        dec_w = head.decoder.weight.detach()[alpha_ids]
-        dec_b = head.decoder.bias.detach()[alpha_ids] if head.decoder.bias is not None else None
-        logits = linear(t, dec_w, dec_b)
+        logits = head(_unsqueeze(Affine(h.c[site], h.g[site], h.r[site], h.groups), 0))
         logits = Affine(logits.c[0], logits.g[0], logits.r[0], logits.groups)
     return Propagation(symbols, e0, hidden, logits, stats)
 
 
-def _bert_layer(layer, h: Affine, heads: int, st: dict) -> Affine:
-    """One BertLayer: self-attention + dense + residual + LayerNorm, then the GELU MLP + residual + LayerNorm."""
-    att = layer.attention.self
+def _take(x: Affine, rows: torch.Tensor | None) -> Affine:
+    """The rows (positions) ``rows`` of a (positions, ...) form (all of them for None)."""
+    return x if rows is None else Affine(x.c[rows], x.g[rows], x.r[rows], x.groups)
+
+
+def _encoder_layer(plan: LayerPlan, h: Affine, st: dict) -> Affine:
+    """One :class:`LayerPlan`: self-attention + dense + residual + LayerNorm, then the MLP + residual + LayerNorm."""
     length, hidden = h.c.shape
+    heads = plan.heads
     dh = hidden // heads
 
     def split(x: Affine) -> Affine:  # (L, H*dh) -> (H, L, dh)
-        return Affine(x.c.view(length, heads, dh).transpose(0, 1), x.g.view(length, heads, dh, -1).transpose(0, 1),
-                      x.r.view(length, heads, dh).transpose(0, 1), x.groups)
+        n = x.c.shape[0]
+        return Affine(x.c.view(n, heads, dh).transpose(0, 1), x.g.view(n, heads, dh, -1).transpose(0, 1),
+                      x.r.view(n, heads, dh).transpose(0, 1), x.groups)
 
-    q = split(scale(linear(h, att.query.weight, att.query.bias), float(att.scaling)))
-    k = split(linear(h, att.key.weight, att.key.bias))
-    v = split(linear(h, att.value.weight, att.value.bias))
+    kv = _take(h, plan.keep)
+    q = split(scale(linear(h, *plan.query), plan.scaling))
+    k = split(linear(kv, *plan.key))
+    v = split(linear(kv, *plan.value))
     scores = bilinear(q, k, "hqd,hkd->hqk", dh)
     lo, hi = scores.bounds()
     st["score_width"] = float((hi - lo).max())
     probs = softmax(scores, -1)
     plo, phi = probs.bounds()
     st["prob_width"] = float((phi.clamp(max=1) - plo.clamp(min=0)).max())
-    ctx = bilinear(probs, v, "hqk,hkd->hqd", length)
+    ctx = bilinear(probs, v, "hqk,hkd->hqd", kv.c.shape[0])
     ctx = Affine(ctx.c.transpose(0, 1).reshape(length, hidden), ctx.g.transpose(0, 1).reshape(length, hidden, -1),
                  ctx.r.transpose(0, 1).reshape(length, hidden), ctx.groups)
-    out = layer.attention.output
-    a = add(linear(ctx, out.dense.weight, out.dense.bias), h)
-    a = layer_norm(a, out.LayerNorm.weight, out.LayerNorm.bias, out.LayerNorm.eps, st)
-    mid = gelu(linear(a, layer.intermediate.dense.weight, layer.intermediate.dense.bias))
+    a = layer_norm(add(linear(ctx, *plan.out), h), *plan.norm1, st)
+    pre = linear(a, *plan.inner)
+    mid = gelu(pre) if plan.act == "gelu" else relu(pre)
     lo, hi = mid.bounds()
     st["mlp_width"] = float((hi - lo).max())
-    o = layer.output
-    return layer_norm(add(linear(mid, o.dense.weight, o.dense.bias), a), o.LayerNorm.weight, o.LayerNorm.bias,
-                      o.LayerNorm.eps, st)
+    return layer_norm(add(linear(mid, *plan.outer), a), *plan.norm2, st)
 
 
 # ---------------------------------------------------------------------------- conditionals and influence
@@ -739,7 +866,7 @@ def source_influence_row(source, site: int) -> np.ndarray:
 def certify_relaxation(source) -> dict | None:
     """The ``relaxation`` hook of :func:`mlmix.empirical.model_constants.certify.certify`: ``rho_upper`` (n x n), the bound of
     :func:`source_influence_row` on every rho_ij over every context of the frame, for a masked LM that
-    is a ``BertForMaskedLM`` (:func:`_check_model`); None for any other source, and None as soon as a
+    is a ``BertForMaskedLM`` or SCEPTR (:func:`_check_model`); None for any other source, and None as soon as a
     row holds a vacuous bound (>= 1: the relaxation has lost the relation, so the other rows would cost
     their propagation for nothing; the bracket keeps TV <= 1)."""
     model = getattr(source, "model", None)
