@@ -74,6 +74,8 @@ from mlmix.validation import check_temperature
 _U = 2.0 ** -53
 #: Assumed relative accuracy of torch's float64 exp, erf, sqrt, tanh (a few ulp in practice).
 FUNC_REL = 1e-14
+#: Default number of remainders each nonlinear step moves to fresh noise symbols (:func:`propagate`).
+FRESH = 0
 #: Smallest radius added by every operation (covers underflow to subnormals).
 _TINY = 2.0 ** -1000
 #: Largest exp argument taken: above it the value is treated as unbounded (radius +inf).
@@ -96,7 +98,10 @@ def _gamma(n: int) -> float:
 class Affine:
     """An affine form c + g . eps + [-r, r], elementwise, claimed at the feasible eps in {-1, 1}^m.
 
-    ``c`` and ``r`` have the value's shape, ``g`` that shape plus (m,). float64 throughout.
+    ``c`` and ``r`` have the value's shape, ``g`` that shape plus (m,). float64 throughout. The
+    symbols of the free positions come first (group >= 0); after them, *fresh* symbols (group -1,
+    :func:`refresh`): one per remainder moved out of r, ranging over [-1, 1] with an unknown value at
+    each context, shared by every form computed from that one so that its relations are kept.
     """
 
     c: torch.Tensor
@@ -114,11 +119,15 @@ class Affine:
         of them +1: -sum_G g + 2 max(0, max_G g) at most), widened by r and rounded outward."""
         up = torch.zeros_like(self.c)
         dn = torch.zeros_like(self.c)
-        for grp in torch.unique(self.groups).tolist():
+        fresh = self.groups < 0
+        for grp in torch.unique(self.groups[~fresh]).tolist():
             gg = self.g[..., self.groups == grp]
             base = -gg.sum(-1)
             up = up + base + 2 * gg.max(-1).values.clamp(min=0)
             dn = dn + base + 2 * gg.min(-1).values.clamp(max=0)
+        if bool(fresh.any()):
+            spread = self.g[..., fresh].abs().sum(-1)
+            up, dn = up + spread, dn - spread
         err = _gamma(self.g.shape[-1] + 4) * 3 * self.magnitude()
         lo = torch.nextafter(self.c + dn - self.r - err, torch.tensor(-math.inf, dtype=torch.float64))
         hi = torch.nextafter(self.c + up + self.r + err, torch.tensor(math.inf, dtype=torch.float64))
@@ -130,8 +139,20 @@ class Affine:
         return self.c.abs() + self.g.abs().sum(-1) + self.r
 
     def evaluate(self, eps: torch.Tensor) -> torch.Tensor:
-        """c + g . eps (the centre of the pointwise enclosure at the noise values ``eps``)."""
-        return self.c + self.g @ eps
+        """c + g . eps, the centre of the pointwise enclosure at the free positions' noise values
+        ``eps`` (the fresh symbols, unknown at a context, taken as 0: :meth:`radius` covers them)."""
+        pad = self.g.shape[-1] - eps.shape[-1]
+        return self.c + self.g @ torch.cat([eps.to(torch.float64), torch.zeros(pad, dtype=torch.float64)])
+
+    def radius(self) -> torch.Tensor:
+        """r + |g_fresh|_1: the value at a context lies within :meth:`evaluate` of its eps +- this."""
+        fresh = self.groups < 0
+        return self.r + self.g[..., fresh].abs().sum(-1) if bool(fresh.any()) else self.r
+
+    @property
+    def discrete(self) -> int:
+        """The number of the free positions' symbols (the first columns of g)."""
+        return int((self.groups >= 0).sum())
 
 
 def _clean(r: torch.Tensor) -> torch.Tensor:
@@ -148,6 +169,59 @@ def _form(c: torch.Tensor, g: torch.Tensor, r: torch.Tensor, slack: torch.Tensor
         g = torch.where(bad[..., None], torch.zeros_like(g), g)
         r = torch.where(bad, torch.full_like(r, math.inf), r)
     return Affine(c, g, r, groups)
+
+
+def _align(x: Affine, y: Affine) -> tuple[Affine, Affine]:
+    """x and y over the same symbols: the one with fewer fresh symbols gets zero generators for the
+    other's later ones (fresh symbols are appended in order, so one list is a prefix of the other)."""
+    mx, my = x.g.shape[-1], y.g.shape[-1]
+    if mx == my:
+        return x, y
+    short, long_ = (x, y) if mx < my else (y, x)
+    m = short.g.shape[-1]
+    if not torch.equal(long_.groups[:m], short.groups):
+        raise RuntimeError("forms over different noise symbols")  # never: symbols are appended in order
+    pad = torch.zeros((*short.g.shape[:-1], long_.g.shape[-1] - m), dtype=torch.float64)
+    short = Affine(short.c, torch.cat([short.g, pad], -1), short.r, long_.groups)
+    return (short, long_) if mx < my else (long_, short)
+
+
+def refresh(x: Affine, budget: int) -> Affine:
+    """The ``budget`` largest finite remainders of x moved to fresh noise symbols (DeepZ / CROWN's
+    relational remainders): entry e with remainder r_e becomes c_e + g_e . eps + r_e eps_new, eps_new
+    in [-1, 1] (the same set of values, so sound as it stands), and every form later computed from it
+    carries eps_new's coefficient instead of |coefficient| r_e, so W_2 W_1, the residual stream and
+    LayerNorm's centring can cancel it. Exact: no arithmetic on the values."""
+    flat = x.r.reshape(-1)
+    usable = torch.isfinite(flat) & (flat > _TINY * 4)
+    k = min(int(budget), int(usable.sum()))
+    if k <= 0:
+        return x
+    idx = torch.topk(torch.where(usable, flat, torch.full_like(flat, -1.0)), k).indices
+    g_new = torch.zeros((flat.numel(), k), dtype=torch.float64)
+    g_new[idx, torch.arange(k)] = flat[idx]
+    r = flat.clone()
+    r[idx] = 0.0
+    return Affine(x.c, torch.cat([x.g, g_new.view(*x.c.shape, k)], -1), r.view(x.c.shape),
+                  torch.cat([x.groups, torch.full((k,), -1, dtype=torch.long)]))
+
+
+def compact(x: Affine, cap: int) -> Affine:
+    """x with at most ``cap`` fresh symbols: those of least total |coefficient| over x's entries go
+    back into the remainder (r += |g_a|, sound for any eps_a in [-1, 1]). Only for a form no other
+    live form shares fresh symbols with (the hidden state between layers)."""
+    md = x.discrete
+    f = x.g.shape[-1] - md
+    if f <= cap:
+        return x
+    weight = x.g[..., md:].abs().reshape(-1, f).sum(0)
+    keep = torch.zeros(f, dtype=torch.bool)
+    keep[torch.topk(weight, cap).indices] = True
+    gf = x.g[..., md:]
+    dropped = gf[..., ~keep].abs().sum(-1)
+    r = _clean((x.r + dropped) * (1 + _gamma(f)) + _TINY)
+    return Affine(x.c, torch.cat([x.g[..., :md], gf[..., keep]], -1), r,
+                  torch.cat([x.groups[:md], torch.full((int(keep.sum()),), -1, dtype=torch.long)]))
 
 
 # ---------------------------------------------------------------------------- linear operations
@@ -168,11 +242,13 @@ def linear(x: Affine, weight: torch.Tensor, bias: torch.Tensor | None = None) ->
 
 def add(x: Affine, y: Affine) -> Affine:
     """x + y (broadcasting)."""
+    x, y = _align(x, y)
     return _form(x.c + y.c, x.g + y.g, x.r + y.r, _gamma(2) * (x.magnitude() + y.magnitude()), x.groups)
 
 
 def sub(x: Affine, y: Affine) -> Affine:
     """x - y (broadcasting)."""
+    x, y = _align(x, y)
     return _form(x.c - y.c, x.g - y.g, x.r + y.r, _gamma(2) * (x.magnitude() + y.magnitude()), x.groups)
 
 
@@ -206,28 +282,33 @@ def bilinear(x: Affine, y: Affine, spec: str, fan: int) -> Affine:
     ``spec`` is an einsum over the value axes only (e.g. ``"hqd,hkd->hqk"``); ``fan`` the number of
     products summed into each output entry (for the rounding slack).
     """
+    x, y = _align(x, y)
     ins, out = spec.split("->")
     xs, ys = ins.split(",")
-    m = x.g.shape[-1]
+    m, md = x.g.shape[-1], x.discrete
     cc = torch.einsum(spec, x.c, y.c)
     gl = torch.einsum(f"{xs},{ys}z->{out}z", x.c, y.g) + torch.einsum(f"{xs}z,{ys}->{out}z", x.g, y.c)
     out_size = cc.numel()
-    if m and out_size * m * m <= _DENSE_QUAD:
+    xd, yd = x.g[..., :md], y.g[..., :md]
+    if md and out_size * md * md <= _DENSE_QUAD:
         # eps_a^2 = 1; two symbols of one position: eps_a eps_b = -1 - eps_a - eps_b (one-hot);
         # symbols of two positions: |eps_a eps_b| <= 1
-        quad = torch.einsum(f"{xs}a,{ys}b->{out}ab", x.g, y.g)
-        same = x.groups[:, None] == x.groups[None, :]
-        pair = same & ~torch.eye(m, dtype=torch.bool)
+        quad = torch.einsum(f"{xs}a,{ys}b->{out}ab", xd, yd)
+        same = x.groups[:md, None] == x.groups[None, :md]
+        pair = same & ~torch.eye(md, dtype=torch.bool)
         sym = quad + quad.transpose(-1, -2)
         shift = torch.diagonal(quad, dim1=-2, dim2=-1).sum(-1) - (quad * pair).sum((-2, -1))
-        gl = gl - (sym * pair).sum(-1)
+        gl[..., :md] = gl[..., :md] - (sym * pair).sum(-1)
         qrad = torch.triu(sym.abs() * ~same, diagonal=1).sum((-2, -1))
     else:
         shift = torch.zeros_like(cc)
-        qrad = torch.einsum(spec, x.g.abs().sum(-1), y.g.abs().sum(-1))
+        qrad = torch.einsum(spec, xd.abs().sum(-1), yd.abs().sum(-1))
+    if m > md:  # products with a fresh symbol: |eps_a eps_b| <= 1 (eps_a^2 in [0, 1] too)
+        xf, yf = x.g[..., md:].abs().sum(-1), y.g[..., md:].abs().sum(-1)
+        qrad = qrad + torch.einsum(spec, xf, yd.abs().sum(-1) + yf) + torch.einsum(spec, xd.abs().sum(-1), yf)
     xm, ym = x.magnitude(), y.magnitude()
     rem = torch.einsum(spec, xm, y.r) + torch.einsum(spec, x.r, y.c.abs() + y.g.abs().sum(-1))
-    slack = _gamma(fan + m * m + 2) * torch.einsum(spec, xm, ym)
+    slack = _gamma(fan + md * md + m + 2) * torch.einsum(spec, xm, ym)
     return _form(cc + shift, gl, qrad + rem, slack, x.groups)
 
 
@@ -380,31 +461,42 @@ def relu(x: Affine) -> Affine:
     return _apply_line(x, alpha, beta, delta)
 
 
-def layer_norm(x: Affine, weight: torch.Tensor, bias: torch.Tensor, eps: float, stats: dict | None = None) -> Affine:
+def layer_norm(x: Affine, weight: torch.Tensor, bias: torch.Tensor, eps: float, stats: dict | None = None,
+               fresh: int = 0) -> Affine:
     """LayerNorm over the last axis: (x - mean) / sqrt(var + eps) * weight + bias, biased variance.
 
     The centred part is exact; var = mean(z^2) is a bilinear form (so it keeps its relations), and
     the product z * rsqrt(var + eps) another; the rsqrt is linearised on [max(var_lo, 0) + eps, var_hi + eps],
     the range of var intersected with (rms(c + g . eps) -+ rms(r))^2 (Minkowski's inequality).
+    With ``fresh`` > 0 the remainders of the rsqrt and of the output (up to ``fresh`` of each) become
+    fresh noise symbols (:func:`refresh`).
     """
     d = x.c.shape[-1]
     z = center(x)
     var = scale(bilinear(z, z, "...d,...d->...", d), 1.0 / d)
     v_lo, v_hi = var.bounds()
-    # Minkowski: rms(z) lies within rms(affine part) +- rms(r), a tighter range than 2 |z| r when r is wide
-    exact = Affine(z.c, z.g, torch.zeros_like(z.r), z.groups)
-    a_lo, a_hi = scale(bilinear(exact, exact, "...d,...d->...", d), 1.0 / d).bounds()
-    rms_r = torch.sqrt((z.r * z.r).mean(-1)) * (1 + _gamma(d))
-    root_lo = torch.sqrt(a_lo.clamp(min=0)) * (1 - _gamma(4)) - rms_r
-    v_lo = torch.maximum(v_lo, torch.where(root_lo > 0, root_lo * root_lo * (1 - _gamma(4)), torch.zeros_like(v_lo)))
-    v_hi = torch.minimum(v_hi, (torch.sqrt(a_hi.clamp(min=0)) * (1 + _gamma(4)) + rms_r) ** 2 * (1 + _gamma(4)))
+    # Minkowski: rms(z) lies within rms(affine part) +- rms(rest), a tighter range than 2 |z| r when r
+    # is wide; the affine part over every symbol (rest r), and over the free positions' only (rest
+    # r + |g_fresh|_1: their exact products, where the fresh symbols' would take |.| bounds)
+    md = z.discrete
+    splits = [(z.g, z.groups, z.r)]
+    if md < z.g.shape[-1]:
+        splits.append((z.g[..., :md], z.groups[:md], z.radius()))
+    for g, groups, rest in splits:
+        exact = Affine(z.c, g, torch.zeros_like(z.r), groups)
+        a_lo, a_hi = scale(bilinear(exact, exact, "...d,...d->...", d), 1.0 / d).bounds()
+        rms_r = torch.sqrt((rest * rest).mean(-1)) * (1 + _gamma(d))
+        root_lo = torch.sqrt(a_lo.clamp(min=0)) * (1 - _gamma(4)) - rms_r
+        v_lo = torch.maximum(v_lo, torch.where(root_lo > 0, root_lo * root_lo * (1 - _gamma(4)),
+                                               torch.zeros_like(v_lo)))
+        v_hi = torch.minimum(v_hi, (torch.sqrt(a_hi.clamp(min=0)) * (1 + _gamma(4)) + rms_r) ** 2 * (1 + _gamma(4)))
     if stats is not None:
         stats.setdefault("var_lower", []).append(float(v_lo.clamp(min=0).min()))
         stats.setdefault("var_upper", []).append(float(v_hi.max()))
     s = rsqrt(scale(var, 1.0, float(eps)), float(eps) * (1 - 4 * _U), (v_lo + float(eps)) * (1 - 4 * _U),
               (v_hi + float(eps)) * (1 + 4 * _U))
-    y = bilinear(z, s, "...d,...->...d", 1)
-    return scale(y, weight.to(torch.float64), bias.to(torch.float64))
+    y = bilinear(z, refresh(s, fresh), "...d,...->...d", 1)
+    return refresh(scale(y, weight.to(torch.float64), bias.to(torch.float64)), fresh)
 
 
 # ---------------------------------------------------------------------------- softmax
@@ -619,11 +711,11 @@ def _bert_network(model, ids: torch.Tensor, symbols, m: int, alpha_ids: torch.Te
     h = _one_hot_form(_bert_values(word, extra, emb.LayerNorm), ids, symbols, m)
     plans = [_bert_plan(layer, model.config.num_attention_heads) for layer in bert.encoder.layer]
 
-    def head(t: Affine) -> Affine:
+    def head(t: Affine, fresh: int) -> Affine:
         pred = model.cls.predictions
-        t = gelu(linear(t, pred.transform.dense.weight, pred.transform.dense.bias))
+        t = refresh(gelu(linear(t, pred.transform.dense.weight, pred.transform.dense.bias)), fresh)
         ln = pred.transform.LayerNorm
-        t = layer_norm(t, ln.weight, ln.bias, ln.eps)
+        t = layer_norm(t, ln.weight, ln.bias, ln.eps, None, fresh)
         dec = pred.decoder
         return linear(t, dec.weight.detach()[alpha_ids], dec.bias.detach()[alpha_ids] if dec.bias is not None else None)
 
@@ -655,17 +747,24 @@ def _sceptr_network(model, ids: torch.Tensor, symbols, m: int, alpha_ids: torch.
     plans = [_sceptr_plan(model, layer, torch.nonzero(keep).flatten()) for layer in model.layers]
     cols = alpha_ids - FIRST_RESIDUE
 
-    def head(t: Affine) -> Affine:
+    def head(t: Affine, fresh: int) -> Affine:
         return linear(t, model.head_weight.detach()[cols], model.head_bias.detach()[cols])
 
     return h, h, plans, head
 
 
 def propagate(model, frame_tokens: Sequence[int], site: int, allowed: Mapping[int, Sequence[int]],
-              alphabet: Sequence[int]) -> Propagation:
+              alphabet: Sequence[int], *, fresh: int = FRESH) -> Propagation:
     """Affine forms through a ``BertForMaskedLM`` or a SCEPTR masked LM for every input with
     ``allowed[k]`` at the free positions k (the other positions as in ``frame_tokens``, which holds
-    [MASK] at ``site``), up to the logits of the ``alphabet`` tokens at ``site``. float64, no autograd."""
+    [MASK] at ``site``), up to the logits of the ``alphabet`` tokens at ``site``. float64, no autograd.
+
+    ``fresh``: how many remainders each nonlinear step (attention probabilities, activation, each
+    LayerNorm's rsqrt and output) moves to fresh noise symbols (:func:`refresh`; 0: every error stays
+    in the interval remainders); the hidden state keeps at most 4 ``fresh`` of them between layers
+    (:func:`compact`)."""
+    if isinstance(fresh, bool) or not isinstance(fresh, int) or fresh < 0:
+        raise ValueError(f"fresh must be a non-negative integer, got {fresh!r}")
     kind = _check_model(model)
     symbols = _symbols(frame_tokens, site, allowed)
     m = sum(len(t) - 1 for _, t in symbols)
@@ -678,10 +777,10 @@ def propagate(model, frame_tokens: Sequence[int], site: int, allowed: Mapping[in
         hidden = [h]
         for plan in plans:
             st: dict = {}
-            h = _encoder_layer(plan, h, st)
+            h = _encoder_layer(plan, compact(h, 4 * fresh), st, fresh)
             stats.append(st)
             hidden.append(h)
-        logits = head(_unsqueeze(Affine(h.c[site], h.g[site], h.r[site], h.groups), 0))
+        logits = head(_unsqueeze(Affine(h.c[site], h.g[site], h.r[site], h.groups), 0), fresh)
         logits = Affine(logits.c[0], logits.g[0], logits.r[0], logits.groups)
     return Propagation(symbols, e0, hidden, logits, stats)
 
@@ -691,8 +790,9 @@ def _take(x: Affine, rows: torch.Tensor | None) -> Affine:
     return x if rows is None else Affine(x.c[rows], x.g[rows], x.r[rows], x.groups)
 
 
-def _encoder_layer(plan: LayerPlan, h: Affine, st: dict) -> Affine:
-    """One :class:`LayerPlan`: self-attention + dense + residual + LayerNorm, then the MLP + residual + LayerNorm."""
+def _encoder_layer(plan: LayerPlan, h: Affine, st: dict, fresh: int = 0) -> Affine:
+    """One :class:`LayerPlan`: self-attention + dense + residual + LayerNorm, then the MLP + residual +
+    LayerNorm; up to ``fresh`` remainders of each nonlinear step become fresh symbols."""
     length, hidden = h.c.shape
     heads = plan.heads
     dh = hidden // heads
@@ -709,18 +809,18 @@ def _encoder_layer(plan: LayerPlan, h: Affine, st: dict) -> Affine:
     scores = bilinear(q, k, "hqd,hkd->hqk", dh)
     lo, hi = scores.bounds()
     st["score_width"] = float((hi - lo).max())
-    probs = softmax(scores, -1)
+    probs = refresh(softmax(scores, -1), fresh)
     plo, phi = probs.bounds()
     st["prob_width"] = float((phi.clamp(max=1) - plo.clamp(min=0)).max())
     ctx = bilinear(probs, v, "hqk,hkd->hqd", kv.c.shape[0])
     ctx = Affine(ctx.c.transpose(0, 1).reshape(length, hidden), ctx.g.transpose(0, 1).reshape(length, hidden, -1),
                  ctx.r.transpose(0, 1).reshape(length, hidden), ctx.groups)
-    a = layer_norm(add(linear(ctx, *plan.out), h), *plan.norm1, st)
+    a = layer_norm(add(linear(ctx, *plan.out), h), *plan.norm1, st, fresh)
     pre = linear(a, *plan.inner)
-    mid = gelu(pre) if plan.act == "gelu" else relu(pre)
+    mid = refresh(gelu(pre) if plan.act == "gelu" else relu(pre), fresh)
     lo, hi = mid.bounds()
     st["mlp_width"] = float((hi - lo).max())
-    return layer_norm(add(linear(mid, *plan.outer), a), *plan.norm2, st)
+    return layer_norm(add(linear(mid, *plan.outer), a), *plan.norm2, st, fresh)
 
 
 # ---------------------------------------------------------------------------- conditionals and influence
@@ -731,13 +831,14 @@ def probability_bounds(logits: Affine, temperature: float) -> tuple[np.ndarray, 
 
 
 def conditional_bounds(model, frame_tokens: Sequence[int], site: int, allowed: Mapping[int, Sequence[int]],
-                       temperature: float = 1.0, *, alphabet: Sequence[int]) -> tuple[np.ndarray, np.ndarray]:
+                       temperature: float = 1.0, *, alphabet: Sequence[int], fresh: int = FRESH
+                       ) -> tuple[np.ndarray, np.ndarray]:
     """Sound (lower, upper) arrays over the alphabet: lower[a] <= p_site(a | x) <= upper[a] for every
     input x with x_k in ``allowed[k]`` at each free position k != site, where
     p_site(a | x) = softmax_a(logit_a(x with [MASK] at site) / T) over the ``alphabet`` token ids
     (as :class:`~mlmix.empirical.models.mlm.MaskedLMConditionals` computes it). ``frame_tokens`` are the
     full input ids (specials included) with [MASK] at ``site``; positions are input positions."""
-    prop = propagate(model, frame_tokens, site, allowed, alphabet)
+    prop = propagate(model, frame_tokens, site, allowed, alphabet, fresh=fresh)
     return probability_bounds(prop.logits, check_temperature(temperature))
 
 
@@ -750,14 +851,14 @@ def _osc_upper(logits: Affine, cols: slice) -> float:
     zero = torch.zeros(h.shape[:2] + (1,), dtype=torch.float64)
     hz = torch.cat([h, zero], -1)
     spread = 2 * (hz.max(-1).values - hz.min(-1).values)
-    r = logits.r
+    r = logits.radius()  # the fresh symbols take unrelated values at x and x'
     osc = spread + 2 * (r[:, None] + r[None, :])
     s = float(osc.max()) * (1 + _gamma(g.shape[-1] + 4)) + _TINY
     return s if math.isfinite(s) else math.inf
 
 
 def influence_upper(model, frame_tokens: Sequence[int], site: int, other: int, allowed: Mapping[int, Sequence[int]],
-                    temperature: float = 1.0, *, alphabet: Sequence[int]) -> float:
+                    temperature: float = 1.0, *, alphabet: Sequence[int], fresh: int = FRESH) -> float:
     """A sound upper bound on rho_ij = sup TV(p_i(. | x), p_i(. | x')) over inputs x, x' in the set
     that differ only at position j = ``other`` (i = ``site``): the least of
 
@@ -772,7 +873,7 @@ def influence_upper(model, frame_tokens: Sequence[int], site: int, other: int, a
         raise ValueError("rho_ij needs two different positions i != j")
     if other not in allowed:
         raise ValueError(f"position {other} is not free (not in allowed)")
-    return _influence_of(propagate(model, frame_tokens, site, allowed, alphabet), other, T)
+    return _influence_of(propagate(model, frame_tokens, site, allowed, alphabet, fresh=fresh), other, T)
 
 
 def _influence_of(prop: "Propagation", other: int, T: float) -> float:
@@ -795,11 +896,11 @@ def _influence_of(prop: "Propagation", other: int, T: float) -> float:
 
 
 def layer_widths(model, frame_tokens: Sequence[int], site: int, allowed: Mapping[int, Sequence[int]],
-                 alphabet: Sequence[int]) -> list[dict]:
+                 alphabet: Sequence[int], fresh: int = FRESH) -> list[dict]:
     """Per layer (0 = the embeddings' LayerNorm), how wide the relaxation is: max and mean width of the
     hidden states' interval hull, the largest attention-score and probability widths, the largest
     MLP (GELU output) width and the smallest certified LayerNorm variance; a last row for the logits."""
-    prop = propagate(model, frame_tokens, site, allowed, alphabet)
+    prop = propagate(model, frame_tokens, site, allowed, alphabet, fresh=fresh)
     rows = []
     for k, (h, st) in enumerate(zip(prop.hidden, prop.stats)):
         lo, hi = h.bounds()
