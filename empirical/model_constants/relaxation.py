@@ -16,6 +16,17 @@ Relations between positions, heads and layers are kept in g; only the errors of 
 the products of symbols of two positions and the rounding go to the interval remainder r (one per
 coordinate). The embeddings and their LayerNorm are functions of one position each, hence exact.
 
+Relational remainders (DeepZ / CROWN style, :func:`refresh`): after each nonlinear step (attention
+probabilities, GELU / ReLU, each LayerNorm's rsqrt and output) the ``fresh`` largest remainders move
+to fresh noise symbols eps_new in [-1, 1], appended after the positions' symbols and shared by every
+later form, so that W_2 W_1, the residual stream and LayerNorm's centring act on them signed instead
+of through |W|. Products with a fresh symbol are bounded by |.| (eps_new^2 in [0, 1]); a form then
+holds pointwise as value(x) in c + g_pos . eps(x) +- (r + |g_fresh|_1) (:meth:`Affine.radius`).
+Between layers the hidden state keeps the 4 ``fresh`` heaviest (:func:`compact`: the rest go back
+to r). ``fresh = 0`` is the plain remainder arithmetic; the default :data:`FRESH` = 64 was never
+wider in ``benchmarks/bench_relaxation.py`` (random BERT, AntiBERTy, both SCEPTRs) and costs 5-50x
+the time.
+
 The operations (each sound in real arithmetic, then widened for float64 rounding):
 
 * linear maps (Q/K/V, dense layers, the decoder): exact on c and g, |W| r on the remainder;
@@ -75,7 +86,7 @@ _U = 2.0 ** -53
 #: Assumed relative accuracy of torch's float64 exp, erf, sqrt, tanh (a few ulp in practice).
 FUNC_REL = 1e-14
 #: Default number of remainders each nonlinear step moves to fresh noise symbols (:func:`propagate`).
-FRESH = 0
+FRESH = 64
 #: Smallest radius added by every operation (covers underflow to subnormals).
 _TINY = 2.0 ** -1000
 #: Largest exp argument taken: above it the value is treated as unbounded (radius +inf).
@@ -754,15 +765,16 @@ def _sceptr_network(model, ids: torch.Tensor, symbols, m: int, alpha_ids: torch.
 
 
 def propagate(model, frame_tokens: Sequence[int], site: int, allowed: Mapping[int, Sequence[int]],
-              alphabet: Sequence[int], *, fresh: int = FRESH) -> Propagation:
+              alphabet: Sequence[int], *, fresh: int | None = None) -> Propagation:
     """Affine forms through a ``BertForMaskedLM`` or a SCEPTR masked LM for every input with
     ``allowed[k]`` at the free positions k (the other positions as in ``frame_tokens``, which holds
     [MASK] at ``site``), up to the logits of the ``alphabet`` tokens at ``site``. float64, no autograd.
 
-    ``fresh``: how many remainders each nonlinear step (attention probabilities, activation, each
+    ``fresh``: (default :data:`FRESH`) how many remainders each nonlinear step (attention probabilities, activation, each
     LayerNorm's rsqrt and output) moves to fresh noise symbols (:func:`refresh`; 0: every error stays
     in the interval remainders); the hidden state keeps at most 4 ``fresh`` of them between layers
     (:func:`compact`)."""
+    fresh = FRESH if fresh is None else fresh
     if isinstance(fresh, bool) or not isinstance(fresh, int) or fresh < 0:
         raise ValueError(f"fresh must be a non-negative integer, got {fresh!r}")
     kind = _check_model(model)
@@ -831,7 +843,7 @@ def probability_bounds(logits: Affine, temperature: float) -> tuple[np.ndarray, 
 
 
 def conditional_bounds(model, frame_tokens: Sequence[int], site: int, allowed: Mapping[int, Sequence[int]],
-                       temperature: float = 1.0, *, alphabet: Sequence[int], fresh: int = FRESH
+                       temperature: float = 1.0, *, alphabet: Sequence[int], fresh: int | None = None
                        ) -> tuple[np.ndarray, np.ndarray]:
     """Sound (lower, upper) arrays over the alphabet: lower[a] <= p_site(a | x) <= upper[a] for every
     input x with x_k in ``allowed[k]`` at each free position k != site, where
@@ -858,7 +870,7 @@ def _osc_upper(logits: Affine, cols: slice) -> float:
 
 
 def influence_upper(model, frame_tokens: Sequence[int], site: int, other: int, allowed: Mapping[int, Sequence[int]],
-                    temperature: float = 1.0, *, alphabet: Sequence[int], fresh: int = FRESH) -> float:
+                    temperature: float = 1.0, *, alphabet: Sequence[int], fresh: int | None = None) -> float:
     """A sound upper bound on rho_ij = sup TV(p_i(. | x), p_i(. | x')) over inputs x, x' in the set
     that differ only at position j = ``other`` (i = ``site``): the least of
 
@@ -896,7 +908,7 @@ def _influence_of(prop: "Propagation", other: int, T: float) -> float:
 
 
 def layer_widths(model, frame_tokens: Sequence[int], site: int, allowed: Mapping[int, Sequence[int]],
-                 alphabet: Sequence[int], fresh: int = FRESH) -> list[dict]:
+                 alphabet: Sequence[int], fresh: int | None = None) -> list[dict]:
     """Per layer (0 = the embeddings' LayerNorm), how wide the relaxation is: max and mean width of the
     hidden states' interval hull, the largest attention-score and probability widths, the largest
     MLP (GELU output) width and the smallest certified LayerNorm variance; a last row for the logits."""
@@ -939,27 +951,27 @@ def _source_call(source, site: int, allowed_symbols: Mapping[int, Sequence[int]]
     return source.model, tokens, slots[site], allowed, support, slots
 
 
-def source_conditional_bounds(source, site: int, allowed_symbols: Mapping[int, Sequence[int]] | None = None
-                              ) -> tuple[np.ndarray, np.ndarray]:
+def source_conditional_bounds(source, site: int, allowed_symbols: Mapping[int, Sequence[int]] | None = None,
+                              fresh: int | None = None) -> tuple[np.ndarray, np.ndarray]:
     """:func:`conditional_bounds` for a MaskedLMConditionals source: bounds on pi_site^T(. | x) over
     the symbols, for every context with x_k in ``allowed_symbols[k]`` (default: every symbol)."""
     model, tokens, pos, allowed, support, _ = _source_call(source, site, allowed_symbols)
-    return conditional_bounds(model, tokens, pos, allowed, source.temperature, alphabet=support)
+    return conditional_bounds(model, tokens, pos, allowed, source.temperature, alphabet=support, fresh=fresh)
 
 
 def source_influence_upper(source, site: int, other: int,
-                           allowed_symbols: Mapping[int, Sequence[int]] | None = None) -> float:
+                           allowed_symbols: Mapping[int, Sequence[int]] | None = None, fresh: int | None = None) -> float:
     """:func:`influence_upper` for a MaskedLMConditionals source (sites i = ``site``, j = ``other``)."""
     model, tokens, pos, allowed, support, slots = _source_call(source, site, allowed_symbols)
     j = source.space.check_site(int(other))
-    return influence_upper(model, tokens, pos, slots[j], allowed, source.temperature, alphabet=support)
+    return influence_upper(model, tokens, pos, slots[j], allowed, source.temperature, alphabet=support, fresh=fresh)
 
 
-def source_influence_row(source, site: int) -> np.ndarray:
+def source_influence_row(source, site: int, fresh: int | None = None) -> np.ndarray:
     """:func:`influence_upper` of a MaskedLMConditionals source for every j at once (row i = ``site``,
     zero at j = i, every symbol allowed at every free site): one propagation of the masked site."""
     model, tokens, pos, allowed, support, slots = _source_call(source, site, None)
-    prop = propagate(model, tokens, pos, allowed, support)
+    prop = propagate(model, tokens, pos, allowed, support, fresh=fresh)
     T = check_temperature(source.temperature)
     return np.array([0.0 if j == site else _influence_of(prop, slots[j], T) for j in range(source.space.length)])
 
