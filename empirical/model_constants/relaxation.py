@@ -23,9 +23,9 @@ later form, so that W_2 W_1, the residual stream and LayerNorm's centring act on
 of through |W|. Products with a fresh symbol are bounded by |.| (eps_new^2 in [0, 1]); a form then
 holds pointwise as value(x) in c + g_pos . eps(x) +- (r + |g_fresh|_1) (:meth:`Affine.radius`).
 Between layers the hidden state keeps the 4 ``fresh`` heaviest (:func:`compact`: the rest go back
-to r). ``fresh = 0`` is the plain remainder arithmetic; the default :data:`FRESH` = 64 was never
-wider in ``benchmarks/bench_relaxation.py`` (random BERT, AntiBERTy, both SCEPTRs) and costs 5-50x
-the time.
+to r). ``fresh = 0`` is the plain remainder arithmetic; with the default :data:`FRESH` = 64 no hidden
+state, logit or conditional of ``benchmarks/bench_relaxation.py`` (random BERT, AntiBERTy, both
+SCEPTRs) was wider than without, at 5-50x the time.
 
 The operations (each sound in real arithmetic, then widened for float64 rounding):
 
