@@ -25,7 +25,7 @@ holds pointwise as value(x) in c + g_pos . eps(x) +- (r + |g_fresh|_1) (:meth:`A
 Between layers the hidden state keeps the 4 ``fresh`` heaviest (:func:`compact`: the rest go back
 to r). ``fresh = 0`` is the plain remainder arithmetic; with the default :data:`FRESH` = 64 no hidden
 state, logit or conditional of ``benchmarks/bench_relaxation.py`` (random BERT, AntiBERTy, both
-SCEPTRs) was wider than without, at 5-50x the time.
+SCEPTRs) was wider than without, at 10-70x the time.
 
 The operations (each sound in real arithmetic, then widened for float64 rounding):
 
