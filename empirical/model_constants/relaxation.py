@@ -16,6 +16,17 @@ Relations between positions, heads and layers are kept in g; only the errors of 
 the products of symbols of two positions and the rounding go to the interval remainder r (one per
 coordinate). The embeddings and their LayerNorm are functions of one position each, hence exact.
 
+Relational remainders (DeepZ / CROWN style, :func:`refresh`): after each nonlinear step (attention
+probabilities, GELU / ReLU, each LayerNorm's rsqrt and output) the ``fresh`` largest remainders move
+to fresh noise symbols eps_new in [-1, 1], appended after the positions' symbols and shared by every
+later form, so that W_2 W_1, the residual stream and LayerNorm's centring act on them signed instead
+of through |W|. Products with a fresh symbol are bounded by |.| (eps_new^2 in [0, 1]); a form then
+holds pointwise as value(x) in c + g_pos . eps(x) +- (r + |g_fresh|_1) (:meth:`Affine.radius`).
+Between layers the hidden state keeps the 4 ``fresh`` heaviest (:func:`compact`: the rest go back
+to r). ``fresh = 0`` is the plain remainder arithmetic; with the default :data:`FRESH` = 64 no hidden
+state, logit or conditional of ``benchmarks/bench_relaxation.py`` (random BERT, AntiBERTy, both
+SCEPTRs) was wider than without, at 10-70x the time.
+
 The operations (each sound in real arithmetic, then widened for float64 rounding):
 
 * linear maps (Q/K/V, dense layers, the decoder): exact on c and g, |W| r on the remainder;
@@ -52,7 +63,11 @@ rho_ij, from the score oscillation Delta_ij and paper G Lemma 6, TV <= tanh(osc 
 :func:`source_conditional_bounds` / :func:`source_influence_upper` for a
 :class:`~mlmix.empirical.models.mlm.MaskedLMConditionals` source (symbols instead of token ids).
 Supported: ``BertForMaskedLM`` with absolute positions and ``hidden_act="gelu"`` (exact erf GELU),
-no padding (every position attended).
+no padding (every position attended), and SCEPTR
+(:class:`~mlmix.empirical.models.sceptr.SceptrMLM`: a one-hot feature embedding, post-LN layers with
+ReLU, a linear head; keys only at [CLS] and the residues). Both run through one encoder-layer step
+(:class:`LayerPlan`, :func:`_encoder_layer`); ReLU on [l, u] crossing 0 is the chord line of slope
+u / (u - l) with the convex error's exact range (DeepZ).
 """
 
 from __future__ import annotations
@@ -70,6 +85,8 @@ from mlmix.validation import check_temperature
 _U = 2.0 ** -53
 #: Assumed relative accuracy of torch's float64 exp, erf, sqrt, tanh (a few ulp in practice).
 FUNC_REL = 1e-14
+#: Default number of remainders each nonlinear step moves to fresh noise symbols (:func:`propagate`).
+FRESH = 64
 #: Smallest radius added by every operation (covers underflow to subnormals).
 _TINY = 2.0 ** -1000
 #: Largest exp argument taken: above it the value is treated as unbounded (radius +inf).
@@ -92,7 +109,10 @@ def _gamma(n: int) -> float:
 class Affine:
     """An affine form c + g . eps + [-r, r], elementwise, claimed at the feasible eps in {-1, 1}^m.
 
-    ``c`` and ``r`` have the value's shape, ``g`` that shape plus (m,). float64 throughout.
+    ``c`` and ``r`` have the value's shape, ``g`` that shape plus (m,). float64 throughout. The
+    symbols of the free positions come first (group >= 0); after them, *fresh* symbols (group -1,
+    :func:`refresh`): one per remainder moved out of r, ranging over [-1, 1] with an unknown value at
+    each context, shared by every form computed from that one so that its relations are kept.
     """
 
     c: torch.Tensor
@@ -110,11 +130,15 @@ class Affine:
         of them +1: -sum_G g + 2 max(0, max_G g) at most), widened by r and rounded outward."""
         up = torch.zeros_like(self.c)
         dn = torch.zeros_like(self.c)
-        for grp in torch.unique(self.groups).tolist():
+        fresh = self.groups < 0
+        for grp in torch.unique(self.groups[~fresh]).tolist():
             gg = self.g[..., self.groups == grp]
             base = -gg.sum(-1)
             up = up + base + 2 * gg.max(-1).values.clamp(min=0)
             dn = dn + base + 2 * gg.min(-1).values.clamp(max=0)
+        if bool(fresh.any()):
+            spread = self.g[..., fresh].abs().sum(-1)
+            up, dn = up + spread, dn - spread
         err = _gamma(self.g.shape[-1] + 4) * 3 * self.magnitude()
         lo = torch.nextafter(self.c + dn - self.r - err, torch.tensor(-math.inf, dtype=torch.float64))
         hi = torch.nextafter(self.c + up + self.r + err, torch.tensor(math.inf, dtype=torch.float64))
@@ -126,8 +150,20 @@ class Affine:
         return self.c.abs() + self.g.abs().sum(-1) + self.r
 
     def evaluate(self, eps: torch.Tensor) -> torch.Tensor:
-        """c + g . eps (the centre of the pointwise enclosure at the noise values ``eps``)."""
-        return self.c + self.g @ eps
+        """c + g . eps, the centre of the pointwise enclosure at the free positions' noise values
+        ``eps`` (the fresh symbols, unknown at a context, taken as 0: :meth:`radius` covers them)."""
+        pad = self.g.shape[-1] - eps.shape[-1]
+        return self.c + self.g @ torch.cat([eps.to(torch.float64), torch.zeros(pad, dtype=torch.float64)])
+
+    def radius(self) -> torch.Tensor:
+        """r + |g_fresh|_1: the value at a context lies within :meth:`evaluate` of its eps +- this."""
+        fresh = self.groups < 0
+        return self.r + self.g[..., fresh].abs().sum(-1) if bool(fresh.any()) else self.r
+
+    @property
+    def discrete(self) -> int:
+        """The number of the free positions' symbols (the first columns of g)."""
+        return int((self.groups >= 0).sum())
 
 
 def _clean(r: torch.Tensor) -> torch.Tensor:
@@ -144,6 +180,59 @@ def _form(c: torch.Tensor, g: torch.Tensor, r: torch.Tensor, slack: torch.Tensor
         g = torch.where(bad[..., None], torch.zeros_like(g), g)
         r = torch.where(bad, torch.full_like(r, math.inf), r)
     return Affine(c, g, r, groups)
+
+
+def _align(x: Affine, y: Affine) -> tuple[Affine, Affine]:
+    """x and y over the same symbols: the one with fewer fresh symbols gets zero generators for the
+    other's later ones (fresh symbols are appended in order, so one list is a prefix of the other)."""
+    mx, my = x.g.shape[-1], y.g.shape[-1]
+    if mx == my:
+        return x, y
+    short, long_ = (x, y) if mx < my else (y, x)
+    m = short.g.shape[-1]
+    if not torch.equal(long_.groups[:m], short.groups):
+        raise RuntimeError("forms over different noise symbols")  # never: symbols are appended in order
+    pad = torch.zeros((*short.g.shape[:-1], long_.g.shape[-1] - m), dtype=torch.float64)
+    short = Affine(short.c, torch.cat([short.g, pad], -1), short.r, long_.groups)
+    return (short, long_) if mx < my else (long_, short)
+
+
+def refresh(x: Affine, budget: int) -> Affine:
+    """The ``budget`` largest finite remainders of x moved to fresh noise symbols (DeepZ / CROWN's
+    relational remainders): entry e with remainder r_e becomes c_e + g_e . eps + r_e eps_new, eps_new
+    in [-1, 1] (the same set of values, so sound as it stands), and every form later computed from it
+    carries eps_new's coefficient instead of |coefficient| r_e, so W_2 W_1, the residual stream and
+    LayerNorm's centring can cancel it. Exact: no arithmetic on the values."""
+    flat = x.r.reshape(-1)
+    usable = torch.isfinite(flat) & (flat > _TINY * 4)
+    k = min(int(budget), int(usable.sum()))
+    if k <= 0:
+        return x
+    idx = torch.topk(torch.where(usable, flat, torch.full_like(flat, -1.0)), k).indices
+    g_new = torch.zeros((flat.numel(), k), dtype=torch.float64)
+    g_new[idx, torch.arange(k)] = flat[idx]
+    r = flat.clone()
+    r[idx] = 0.0
+    return Affine(x.c, torch.cat([x.g, g_new.view(*x.c.shape, k)], -1), r.view(x.c.shape),
+                  torch.cat([x.groups, torch.full((k,), -1, dtype=torch.long)]))
+
+
+def compact(x: Affine, cap: int) -> Affine:
+    """x with at most ``cap`` fresh symbols: those of least total |coefficient| over x's entries go
+    back into the remainder (r += |g_a|, sound for any eps_a in [-1, 1]). Only for a form no other
+    live form shares fresh symbols with (the hidden state between layers)."""
+    md = x.discrete
+    f = x.g.shape[-1] - md
+    if f <= cap:
+        return x
+    weight = x.g[..., md:].abs().reshape(-1, f).sum(0)
+    keep = torch.zeros(f, dtype=torch.bool)
+    keep[torch.topk(weight, cap).indices] = True
+    gf = x.g[..., md:]
+    dropped = gf[..., ~keep].abs().sum(-1)
+    r = _clean((x.r + dropped) * (1 + _gamma(f)) + _TINY)
+    return Affine(x.c, torch.cat([x.g[..., :md], gf[..., keep]], -1), r,
+                  torch.cat([x.groups[:md], torch.full((int(keep.sum()),), -1, dtype=torch.long)]))
 
 
 # ---------------------------------------------------------------------------- linear operations
@@ -164,11 +253,13 @@ def linear(x: Affine, weight: torch.Tensor, bias: torch.Tensor | None = None) ->
 
 def add(x: Affine, y: Affine) -> Affine:
     """x + y (broadcasting)."""
+    x, y = _align(x, y)
     return _form(x.c + y.c, x.g + y.g, x.r + y.r, _gamma(2) * (x.magnitude() + y.magnitude()), x.groups)
 
 
 def sub(x: Affine, y: Affine) -> Affine:
     """x - y (broadcasting)."""
+    x, y = _align(x, y)
     return _form(x.c - y.c, x.g - y.g, x.r + y.r, _gamma(2) * (x.magnitude() + y.magnitude()), x.groups)
 
 
@@ -202,28 +293,33 @@ def bilinear(x: Affine, y: Affine, spec: str, fan: int) -> Affine:
     ``spec`` is an einsum over the value axes only (e.g. ``"hqd,hkd->hqk"``); ``fan`` the number of
     products summed into each output entry (for the rounding slack).
     """
+    x, y = _align(x, y)
     ins, out = spec.split("->")
     xs, ys = ins.split(",")
-    m = x.g.shape[-1]
+    m, md = x.g.shape[-1], x.discrete
     cc = torch.einsum(spec, x.c, y.c)
     gl = torch.einsum(f"{xs},{ys}z->{out}z", x.c, y.g) + torch.einsum(f"{xs}z,{ys}->{out}z", x.g, y.c)
     out_size = cc.numel()
-    if m and out_size * m * m <= _DENSE_QUAD:
+    xd, yd = x.g[..., :md], y.g[..., :md]
+    if md and out_size * md * md <= _DENSE_QUAD:
         # eps_a^2 = 1; two symbols of one position: eps_a eps_b = -1 - eps_a - eps_b (one-hot);
         # symbols of two positions: |eps_a eps_b| <= 1
-        quad = torch.einsum(f"{xs}a,{ys}b->{out}ab", x.g, y.g)
-        same = x.groups[:, None] == x.groups[None, :]
-        pair = same & ~torch.eye(m, dtype=torch.bool)
+        quad = torch.einsum(f"{xs}a,{ys}b->{out}ab", xd, yd)
+        same = x.groups[:md, None] == x.groups[None, :md]
+        pair = same & ~torch.eye(md, dtype=torch.bool)
         sym = quad + quad.transpose(-1, -2)
         shift = torch.diagonal(quad, dim1=-2, dim2=-1).sum(-1) - (quad * pair).sum((-2, -1))
-        gl = gl - (sym * pair).sum(-1)
+        gl[..., :md] = gl[..., :md] - (sym * pair).sum(-1)
         qrad = torch.triu(sym.abs() * ~same, diagonal=1).sum((-2, -1))
     else:
         shift = torch.zeros_like(cc)
-        qrad = torch.einsum(spec, x.g.abs().sum(-1), y.g.abs().sum(-1))
+        qrad = torch.einsum(spec, xd.abs().sum(-1), yd.abs().sum(-1))
+    if m > md:  # products with a fresh symbol: |eps_a eps_b| <= 1 (eps_a^2 in [0, 1] too)
+        xf, yf = x.g[..., md:].abs().sum(-1), y.g[..., md:].abs().sum(-1)
+        qrad = qrad + torch.einsum(spec, xf, yd.abs().sum(-1) + yf) + torch.einsum(spec, xd.abs().sum(-1), yf)
     xm, ym = x.magnitude(), y.magnitude()
     rem = torch.einsum(spec, xm, y.r) + torch.einsum(spec, x.r, y.c.abs() + y.g.abs().sum(-1))
-    slack = _gamma(fan + m * m + 2) * torch.einsum(spec, xm, ym)
+    slack = _gamma(fan + md * md + m + 2) * torch.einsum(spec, xm, ym)
     return _form(cc + shift, gl, qrad + rem, slack, x.groups)
 
 
@@ -358,31 +454,60 @@ def gelu(x: Affine) -> Affine:
     return _apply_line(x, alpha, beta, delta)
 
 
-def layer_norm(x: Affine, weight: torch.Tensor, bias: torch.Tensor, eps: float, stats: dict | None = None) -> Affine:
+def relu(x: Affine) -> Affine:
+    """max(x, 0) on the form's range [l, u]: 0 for u <= 0, x for l >= 0, else the chord's slope
+    alpha = u / (u - l) (DeepZ): e(x) = relu(x) - alpha x is convex and piecewise linear with its kink
+    at 0, so it ranges over [min(e(l), 0, e(u)), max(e(l), e(u))] (any rounding of alpha stays sound)."""
+    lo, hi = x.bounds()
+    cross = (lo < 0) & (hi > 0)
+    w = torch.where(cross, hi - lo, torch.ones_like(lo))
+    alpha = torch.where(cross, hi / w, (lo >= 0).to(torch.float64))
+    e_lo, e_hi = torch.relu(lo) - alpha * lo, torch.relu(hi) - alpha * hi
+    slack = _gamma(2) * (alpha * lo).abs().maximum((alpha * hi).abs())
+    top = torch.maximum(e_lo, e_hi).clamp(min=0) + slack
+    bottom = torch.minimum(e_lo, e_hi).clamp(max=0) - slack
+    beta = torch.where(cross, (top + bottom) / 2, torch.zeros_like(top))
+    delta = torch.where(cross, (top - bottom) / 2 * (1 + _gamma(2)), torch.zeros_like(top))
+    delta = torch.where(torch.isfinite(lo) & torch.isfinite(hi), delta, torch.full_like(delta, math.inf))
+    return _apply_line(x, alpha, beta, delta)
+
+
+def layer_norm(x: Affine, weight: torch.Tensor, bias: torch.Tensor, eps: float, stats: dict | None = None,
+               fresh: int = 0) -> Affine:
     """LayerNorm over the last axis: (x - mean) / sqrt(var + eps) * weight + bias, biased variance.
 
     The centred part is exact; var = mean(z^2) is a bilinear form (so it keeps its relations), and
     the product z * rsqrt(var + eps) another; the rsqrt is linearised on [max(var_lo, 0) + eps, var_hi + eps],
     the range of var intersected with (rms(c + g . eps) -+ rms(r))^2 (Minkowski's inequality).
+    With ``fresh`` > 0 the remainders of the rsqrt and of the output (up to ``fresh`` of each) become
+    fresh noise symbols (:func:`refresh`).
     """
     d = x.c.shape[-1]
     z = center(x)
     var = scale(bilinear(z, z, "...d,...d->...", d), 1.0 / d)
     v_lo, v_hi = var.bounds()
-    # Minkowski: rms(z) lies within rms(affine part) +- rms(r), a tighter range than 2 |z| r when r is wide
-    exact = Affine(z.c, z.g, torch.zeros_like(z.r), z.groups)
-    a_lo, a_hi = scale(bilinear(exact, exact, "...d,...d->...", d), 1.0 / d).bounds()
-    rms_r = torch.sqrt((z.r * z.r).mean(-1)) * (1 + _gamma(d))
-    root_lo = torch.sqrt(a_lo.clamp(min=0)) * (1 - _gamma(4)) - rms_r
-    v_lo = torch.maximum(v_lo, torch.where(root_lo > 0, root_lo * root_lo * (1 - _gamma(4)), torch.zeros_like(v_lo)))
-    v_hi = torch.minimum(v_hi, (torch.sqrt(a_hi.clamp(min=0)) * (1 + _gamma(4)) + rms_r) ** 2 * (1 + _gamma(4)))
+    # Minkowski: rms(z) lies within rms(affine part) +- rms(rest), a tighter range than 2 |z| r when r
+    # is wide; the affine part over every symbol (rest r), and over the free positions' only (rest
+    # r + |g_fresh|_1: their exact products, where the fresh symbols' would take |.| bounds)
+    md = z.discrete
+    splits = [(z.g, z.groups, z.r)]
+    if md < z.g.shape[-1]:
+        splits.append((z.g[..., :md], z.groups[:md], z.radius()))
+    for g, groups, rest in splits:
+        exact = Affine(z.c, g, torch.zeros_like(z.r), groups)
+        a_lo, a_hi = scale(bilinear(exact, exact, "...d,...d->...", d), 1.0 / d).bounds()
+        rms_r = torch.sqrt((rest * rest).mean(-1)) * (1 + _gamma(d))
+        root_lo = torch.sqrt(a_lo.clamp(min=0)) * (1 - _gamma(4)) - rms_r
+        v_lo = torch.maximum(v_lo, torch.where(root_lo > 0, root_lo * root_lo * (1 - _gamma(4)),
+                                               torch.zeros_like(v_lo)))
+        v_hi = torch.minimum(v_hi, (torch.sqrt(a_hi.clamp(min=0)) * (1 + _gamma(4)) + rms_r) ** 2 * (1 + _gamma(4)))
     if stats is not None:
         stats.setdefault("var_lower", []).append(float(v_lo.clamp(min=0).min()))
         stats.setdefault("var_upper", []).append(float(v_hi.max()))
     s = rsqrt(scale(var, 1.0, float(eps)), float(eps) * (1 - 4 * _U), (v_lo + float(eps)) * (1 - 4 * _U),
               (v_hi + float(eps)) * (1 + 4 * _U))
-    y = bilinear(z, s, "...d,...->...d", 1)
-    return scale(y, weight.to(torch.float64), bias.to(torch.float64))
+    y = bilinear(z, refresh(s, fresh), "...d,...->...d", 1)
+    return refresh(scale(y, weight.to(torch.float64), bias.to(torch.float64)), fresh)
 
 
 # ---------------------------------------------------------------------------- softmax
@@ -441,15 +566,19 @@ class Propagation:
         return torch.tensor(out, dtype=torch.float64)
 
 
-def _check_model(model) -> None:
+def _check_model(model) -> str:
+    """The architecture of a supported model ("bert" or "sceptr"); ValueError for any other."""
     name = type(model).__name__
+    if name == "SceptrMLM":
+        return "sceptr"
     if name != "BertForMaskedLM":
-        raise ValueError(f"certified bounds support BertForMaskedLM only, got {name}")
+        raise ValueError(f"certified bounds support BertForMaskedLM and SCEPTR only, got {name}")
     cfg = model.config
     if getattr(cfg, "hidden_act", None) != "gelu":
         raise ValueError(f"certified bounds need hidden_act='gelu' (exact erf), got {cfg.hidden_act!r}")
     if getattr(cfg, "position_embedding_type", "absolute") != "absolute":
         raise ValueError("certified bounds need absolute position embeddings")
+    return "bert"
 
 
 def _symbols(frame_tokens: Sequence[int], site: int, allowed: Mapping[int, Sequence[int]]) -> list[tuple[int, list[int]]]:
@@ -469,13 +598,9 @@ def _symbols(frame_tokens: Sequence[int], site: int, allowed: Mapping[int, Seque
     return out
 
 
-def _one_hot_form(word: torch.Tensor, extra: torch.Tensor, ids: torch.Tensor, symbols: list[tuple[int, list[int]]],
-                  m: int, ln) -> Affine:
-    """The embeddings word[x_k] + extra[k], then their LayerNorm ``ln`` when given, as an exact
-    affine form: a function of one position's token is linear in its indicator lambda, so with
-    v_b = value at token t_b, value = v_0 + sum_{b >= 1} lambda_b (v_b - v_0) = c + g . eps with
-    c = v_0 + sum_b (v_b - v_0) / 2, g_b = (v_b - v_0) / 2. Only rounding goes to the remainder:
-    gamma(m + 8) |.| for the sums plus, for the LayerNorm, the error of the computed z = x - mean
+def _bert_values(word: torch.Tensor, extra: torch.Tensor, ln):
+    """BERT's embeddings word[x_k] + extra[k], then their LayerNorm ``ln`` when given, as a value
+    function of :func:`_one_hot_form`. The LayerNorm's rounding: the error of the computed z = x - mean
     (dz = gamma_d 2 max|x|), of var (2 gamma_d var + 2 dz rms(z) + dz^2), hence of 1/sqrt(var + eps)
     (relative dvar / (var + eps - dvar), + FUNC_REL) and of the last product and sum."""
 
@@ -499,6 +624,16 @@ def _one_hot_form(word: torch.Tensor, extra: torch.Tensor, ids: torch.Tensor, sy
         zsw = (z * s * w).abs()
         return y, zsw * rel_s + dz * s * w.abs() * (1 + rel_s) + _gamma(4) * (zsw + b.abs())
 
+    return value
+
+
+def _one_hot_form(value, ids: torch.Tensor, symbols: list[tuple[int, list[int]]], m: int) -> Affine:
+    """A function of each position's own token as an exact affine form: ``value(tokens, positions)``
+    gives (values, rounding bound) of the rows at those positions holding those tokens. A function
+    of one position's token is linear in its indicator lambda, so with v_b = value at token t_b,
+    value = v_0 + sum_{b >= 1} lambda_b (v_b - v_0) = c + g . eps with c = v_0 + sum_b (v_b - v_0) / 2,
+    g_b = (v_b - v_0) / 2. Only rounding goes to the remainder: the value's own plus gamma(m + 8) |.|
+    for the sums."""
     positions = torch.arange(ids.numel())
     c, slack = value(ids, positions)
     c, slack = c.clone(), slack.expand_as(c).clone()
@@ -515,85 +650,189 @@ def _one_hot_form(word: torch.Tensor, extra: torch.Tensor, ids: torch.Tensor, sy
     return _form(c, g, torch.zeros_like(c), slack, groups)
 
 
+@dataclass
+class LayerPlan:
+    """One post-LayerNorm encoder layer, the steps BERT and SCEPTR share (weights as (out, in)):
+
+        a = LN_1(h + W_o attention(h) + b_o),   h' = LN_2(a + W_2 act(W_1 a + b_1) + b_2),
+
+    attention with ``heads`` heads, queries scaled by ``scaling``, keys and values only at the
+    positions ``keep`` (None: every position). ``act`` is "gelu" (exact erf) or "relu"."""
+
+    query: tuple[torch.Tensor, torch.Tensor]
+    key: tuple[torch.Tensor, torch.Tensor]
+    value: tuple[torch.Tensor, torch.Tensor]
+    scaling: float
+    heads: int
+    out: tuple[torch.Tensor, torch.Tensor]
+    norm1: tuple[torch.Tensor, torch.Tensor, float]
+    inner: tuple[torch.Tensor, torch.Tensor]
+    act: str
+    outer: tuple[torch.Tensor, torch.Tensor]
+    norm2: tuple[torch.Tensor, torch.Tensor, float]
+    keep: torch.Tensor | None = None
+
+
+def _bert_plan(layer, heads: int, act: str = "gelu") -> LayerPlan:
+    """The :class:`LayerPlan` of a transformers ``BertLayer``."""
+    att, out, o = layer.attention.self, layer.attention.output, layer.output
+
+    def lin(mod) -> tuple[torch.Tensor, torch.Tensor]:
+        return mod.weight.detach(), mod.bias.detach()
+
+    def norm(mod) -> tuple[torch.Tensor, torch.Tensor, float]:
+        return mod.weight.detach(), mod.bias.detach(), float(mod.eps)
+
+    return LayerPlan(lin(att.query), lin(att.key), lin(att.value), float(att.scaling), heads, lin(out.dense),
+                     norm(out.LayerNorm), lin(layer.intermediate.dense), act, lin(o.dense), norm(o.LayerNorm))
+
+
+def _sceptr_plan(model, layer, keep: torch.Tensor) -> LayerPlan:
+    """The :class:`LayerPlan` of one of SCEPTR's ``torch.nn.TransformerEncoderLayer`` (ReLU, post-LN;
+    the packed in-projection split into Q, K, V; scaled dot-product attention's 1 / sqrt(d_head))."""
+    w, b = layer.in_proj_weight.detach(), layer.in_proj_bias.detach()
+    d = model.width
+    (wq, wk, wv), (bq, bk, bv) = w.split(d), b.split(d)
+    return LayerPlan((wq, bq), (wk, bk), (wv, bv), 1.0 / math.sqrt(d // model.heads), model.heads,
+                     (layer.out_proj_weight.detach(), layer.out_proj_bias.detach()),
+                     (layer.norm1_weight.detach(), layer.norm1_bias.detach(), float(model.eps)),
+                     (layer.linear1_weight.detach(), layer.linear1_bias.detach()), "relu",
+                     (layer.linear2_weight.detach(), layer.linear2_bias.detach()),
+                     (layer.norm2_weight.detach(), layer.norm2_bias.detach(), float(model.eps)), keep)
+
+
+def _check_ids(tokens, low: int, high: int, what: str) -> None:
+    if len(tokens) == 0 or min(tokens) < low or max(tokens) >= high:
+        raise ValueError(f"{what} must be non-empty token ids in [{low}, {high})")
+
+
+def _bert_network(model, ids: torch.Tensor, symbols, m: int, alpha_ids: torch.Tensor):
+    """(embedding sum, hidden[0], layer plans, head) of a ``BertForMaskedLM``."""
+    bert = model.bert
+    emb = bert.embeddings
+    word = emb.word_embeddings.weight.detach().to(torch.float64)
+    vocab = word.shape[0]
+    for _, toks in symbols:
+        _check_ids(toks, 0, vocab, "allowed tokens")
+    _check_ids(alpha_ids.tolist(), 0, vocab, "the alphabet")
+    length = ids.numel()
+    extra = (emb.token_type_embeddings.weight.detach().to(torch.float64)[0]
+             + emb.position_embeddings.weight.detach().to(torch.float64)[:length])
+    e0 = _one_hot_form(_bert_values(word, extra, None), ids, symbols, m)
+    h = _one_hot_form(_bert_values(word, extra, emb.LayerNorm), ids, symbols, m)
+    plans = [_bert_plan(layer, model.config.num_attention_heads) for layer in bert.encoder.layer]
+
+    def head(t: Affine, fresh: int) -> Affine:
+        pred = model.cls.predictions
+        t = refresh(gelu(linear(t, pred.transform.dense.weight, pred.transform.dense.bias)), fresh)
+        ln = pred.transform.LayerNorm
+        t = layer_norm(t, ln.weight, ln.bias, ln.eps, None, fresh)
+        dec = pred.decoder
+        return linear(t, dec.weight.detach()[alpha_ids], dec.bias.detach()[alpha_ids] if dec.bias is not None else None)
+
+    return e0, h, plans, head
+
+
+def _sceptr_network(model, ids: torch.Tensor, symbols, m: int, alpha_ids: torch.Tensor):
+    """(embedding, hidden[0] (the same: no LayerNorm), layer plans, head) of a
+    :class:`~mlmix.empirical.models.sceptr.SceptrMLM`. The embedding W_p f(x)_k is a function of
+    position k's token alone (the loop lengths and compartments are the frame's: free positions hold
+    residues), so exact; keys and values at [CLS] and the residues only (not at the loop markers)"""
+    from mlmix.empirical.models.sceptr import FIRST_MARKER, FIRST_RESIDUE  # deferred: sceptr imports tokenizers
+
+    for _, toks in symbols:
+        _check_ids(toks, FIRST_RESIDUE, FIRST_MARKER, "allowed tokens (amino acids)")
+    _check_ids(alpha_ids.tolist(), FIRST_RESIDUE, FIRST_MARKER, "the alphabet (amino acids)")
+    proj = model.project.detach().to(torch.float64)
+    _, keep = model.features(ids[None])
+    keep = keep[0]
+
+    def value(tokens: torch.Tensor, positions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        batch = ids.repeat(len(tokens), 1)
+        batch[torch.arange(len(tokens)), positions] = tokens
+        f, _ = model.features(batch, torch.float64)
+        f = f[torch.arange(len(tokens)), positions]
+        return f @ proj.T, _gamma(f.shape[-1]) * (f.abs() @ proj.abs().T)
+
+    h = _one_hot_form(value, ids, symbols, m)
+    plans = [_sceptr_plan(model, layer, torch.nonzero(keep).flatten()) for layer in model.layers]
+    cols = alpha_ids - FIRST_RESIDUE
+
+    def head(t: Affine, fresh: int) -> Affine:
+        return linear(t, model.head_weight.detach()[cols], model.head_bias.detach()[cols])
+
+    return h, h, plans, head
+
+
 def propagate(model, frame_tokens: Sequence[int], site: int, allowed: Mapping[int, Sequence[int]],
-              alphabet: Sequence[int]) -> Propagation:
-    """Affine forms through a ``BertForMaskedLM`` for every input with ``allowed[k]`` at the free
-    positions k (the other positions as in ``frame_tokens``, which holds [MASK] at ``site``), up to
-    the logits of the ``alphabet`` tokens at ``site``. float64, no autograd."""
-    _check_model(model)
+              alphabet: Sequence[int], *, fresh: int | None = None) -> Propagation:
+    """Affine forms through a ``BertForMaskedLM`` or a SCEPTR masked LM for every input with
+    ``allowed[k]`` at the free positions k (the other positions as in ``frame_tokens``, which holds
+    [MASK] at ``site``), up to the logits of the ``alphabet`` tokens at ``site``. float64, no autograd.
+
+    ``fresh``: (default :data:`FRESH`) how many remainders each nonlinear step (attention probabilities, activation, each
+    LayerNorm's rsqrt and output) moves to fresh noise symbols (:func:`refresh`; 0: every error stays
+    in the interval remainders); the hidden state keeps at most 4 ``fresh`` of them between layers
+    (:func:`compact`)."""
+    fresh = FRESH if fresh is None else fresh
+    if isinstance(fresh, bool) or not isinstance(fresh, int) or fresh < 0:
+        raise ValueError(f"fresh must be a non-negative integer, got {fresh!r}")
+    kind = _check_model(model)
     symbols = _symbols(frame_tokens, site, allowed)
     m = sum(len(t) - 1 for _, t in symbols)
-    bert = model.bert
-    cfg = model.config
-    length = len(frame_tokens)
+    ids = torch.as_tensor([int(t) for t in frame_tokens], dtype=torch.long)
+    alpha_ids = torch.as_tensor(list(alphabet), dtype=torch.long)
+    network = _bert_network if kind == "bert" else _sceptr_network
     with torch.no_grad():
-        emb = bert.embeddings
-        word = emb.word_embeddings.weight.detach().to(torch.float64)
-        vocab = word.shape[0]
-        for _, toks in symbols:
-            if min(toks) < 0 or max(toks) >= vocab:
-                raise ValueError(f"allowed token ids must lie in [0, {vocab})")
-        alpha_ids = torch.as_tensor(list(alphabet), dtype=torch.long)
-        if alpha_ids.numel() == 0 or int(alpha_ids.min()) < 0 or int(alpha_ids.max()) >= vocab:
-            raise ValueError(f"the alphabet must be non-empty token ids in [0, {vocab})")
-        ids = torch.as_tensor([int(t) for t in frame_tokens], dtype=torch.long)
-        extra = (emb.token_type_embeddings.weight.detach().to(torch.float64)[0]
-                 + emb.position_embeddings.weight.detach().to(torch.float64)[:length])
-        ln = emb.LayerNorm
-        e0 = _one_hot_form(word, extra, ids, symbols, m, None)
-        h = _one_hot_form(word, extra, ids, symbols, m, ln)
+        e0, h, plans, head = network(model, ids, symbols, m, alpha_ids)
         stats: list[dict] = [{}]
         hidden = [h]
-        heads = cfg.num_attention_heads
-        for layer in bert.encoder.layer:
+        for plan in plans:
             st: dict = {}
-            h = _bert_layer(layer, h, heads, st)
+            h = _encoder_layer(plan, compact(h, 4 * fresh), st, fresh)
             stats.append(st)
             hidden.append(h)
-        head = model.cls.predictions
-        t = _unsqueeze(Affine(h.c[site], h.g[site], h.r[site], h.groups), 0)
-        t = linear(t, head.transform.dense.weight, head.transform.dense.bias)
-        t = gelu(t)
-        ln = head.transform.LayerNorm
-        t = layer_norm(t, ln.weight, ln.bias, ln.eps)
-        dec_w = head.decoder.weight.detach()[alpha_ids]
-        dec_b = head.decoder.bias.detach()[alpha_ids] if head.decoder.bias is not None else None
-        logits = linear(t, dec_w, dec_b)
+        logits = head(_unsqueeze(Affine(h.c[site], h.g[site], h.r[site], h.groups), 0), fresh)
         logits = Affine(logits.c[0], logits.g[0], logits.r[0], logits.groups)
     return Propagation(symbols, e0, hidden, logits, stats)
 
 
-def _bert_layer(layer, h: Affine, heads: int, st: dict) -> Affine:
-    """One BertLayer: self-attention + dense + residual + LayerNorm, then the GELU MLP + residual + LayerNorm."""
-    att = layer.attention.self
+def _take(x: Affine, rows: torch.Tensor | None) -> Affine:
+    """The rows (positions) ``rows`` of a (positions, ...) form (all of them for None)."""
+    return x if rows is None else Affine(x.c[rows], x.g[rows], x.r[rows], x.groups)
+
+
+def _encoder_layer(plan: LayerPlan, h: Affine, st: dict, fresh: int = 0) -> Affine:
+    """One :class:`LayerPlan`: self-attention + dense + residual + LayerNorm, then the MLP + residual +
+    LayerNorm; up to ``fresh`` remainders of each nonlinear step become fresh symbols."""
     length, hidden = h.c.shape
+    heads = plan.heads
     dh = hidden // heads
 
     def split(x: Affine) -> Affine:  # (L, H*dh) -> (H, L, dh)
-        return Affine(x.c.view(length, heads, dh).transpose(0, 1), x.g.view(length, heads, dh, -1).transpose(0, 1),
-                      x.r.view(length, heads, dh).transpose(0, 1), x.groups)
+        n = x.c.shape[0]
+        return Affine(x.c.view(n, heads, dh).transpose(0, 1), x.g.view(n, heads, dh, -1).transpose(0, 1),
+                      x.r.view(n, heads, dh).transpose(0, 1), x.groups)
 
-    q = split(scale(linear(h, att.query.weight, att.query.bias), float(att.scaling)))
-    k = split(linear(h, att.key.weight, att.key.bias))
-    v = split(linear(h, att.value.weight, att.value.bias))
+    kv = _take(h, plan.keep)
+    q = split(scale(linear(h, *plan.query), plan.scaling))
+    k = split(linear(kv, *plan.key))
+    v = split(linear(kv, *plan.value))
     scores = bilinear(q, k, "hqd,hkd->hqk", dh)
     lo, hi = scores.bounds()
     st["score_width"] = float((hi - lo).max())
-    probs = softmax(scores, -1)
+    probs = refresh(softmax(scores, -1), fresh)
     plo, phi = probs.bounds()
     st["prob_width"] = float((phi.clamp(max=1) - plo.clamp(min=0)).max())
-    ctx = bilinear(probs, v, "hqk,hkd->hqd", length)
+    ctx = bilinear(probs, v, "hqk,hkd->hqd", kv.c.shape[0])
     ctx = Affine(ctx.c.transpose(0, 1).reshape(length, hidden), ctx.g.transpose(0, 1).reshape(length, hidden, -1),
                  ctx.r.transpose(0, 1).reshape(length, hidden), ctx.groups)
-    out = layer.attention.output
-    a = add(linear(ctx, out.dense.weight, out.dense.bias), h)
-    a = layer_norm(a, out.LayerNorm.weight, out.LayerNorm.bias, out.LayerNorm.eps, st)
-    mid = gelu(linear(a, layer.intermediate.dense.weight, layer.intermediate.dense.bias))
+    a = layer_norm(add(linear(ctx, *plan.out), h), *plan.norm1, st, fresh)
+    pre = linear(a, *plan.inner)
+    mid = refresh(gelu(pre) if plan.act == "gelu" else relu(pre), fresh)
     lo, hi = mid.bounds()
     st["mlp_width"] = float((hi - lo).max())
-    o = layer.output
-    return layer_norm(add(linear(mid, o.dense.weight, o.dense.bias), a), o.LayerNorm.weight, o.LayerNorm.bias,
-                      o.LayerNorm.eps, st)
+    return layer_norm(add(linear(mid, *plan.outer), a), *plan.norm2, st, fresh)
 
 
 # ---------------------------------------------------------------------------- conditionals and influence
@@ -604,13 +843,14 @@ def probability_bounds(logits: Affine, temperature: float) -> tuple[np.ndarray, 
 
 
 def conditional_bounds(model, frame_tokens: Sequence[int], site: int, allowed: Mapping[int, Sequence[int]],
-                       temperature: float = 1.0, *, alphabet: Sequence[int]) -> tuple[np.ndarray, np.ndarray]:
+                       temperature: float = 1.0, *, alphabet: Sequence[int], fresh: int | None = None
+                       ) -> tuple[np.ndarray, np.ndarray]:
     """Sound (lower, upper) arrays over the alphabet: lower[a] <= p_site(a | x) <= upper[a] for every
     input x with x_k in ``allowed[k]`` at each free position k != site, where
     p_site(a | x) = softmax_a(logit_a(x with [MASK] at site) / T) over the ``alphabet`` token ids
     (as :class:`~mlmix.empirical.models.mlm.MaskedLMConditionals` computes it). ``frame_tokens`` are the
     full input ids (specials included) with [MASK] at ``site``; positions are input positions."""
-    prop = propagate(model, frame_tokens, site, allowed, alphabet)
+    prop = propagate(model, frame_tokens, site, allowed, alphabet, fresh=fresh)
     return probability_bounds(prop.logits, check_temperature(temperature))
 
 
@@ -623,14 +863,14 @@ def _osc_upper(logits: Affine, cols: slice) -> float:
     zero = torch.zeros(h.shape[:2] + (1,), dtype=torch.float64)
     hz = torch.cat([h, zero], -1)
     spread = 2 * (hz.max(-1).values - hz.min(-1).values)
-    r = logits.r
+    r = logits.radius()  # the fresh symbols take unrelated values at x and x'
     osc = spread + 2 * (r[:, None] + r[None, :])
     s = float(osc.max()) * (1 + _gamma(g.shape[-1] + 4)) + _TINY
     return s if math.isfinite(s) else math.inf
 
 
 def influence_upper(model, frame_tokens: Sequence[int], site: int, other: int, allowed: Mapping[int, Sequence[int]],
-                    temperature: float = 1.0, *, alphabet: Sequence[int]) -> float:
+                    temperature: float = 1.0, *, alphabet: Sequence[int], fresh: int | None = None) -> float:
     """A sound upper bound on rho_ij = sup TV(p_i(. | x), p_i(. | x')) over inputs x, x' in the set
     that differ only at position j = ``other`` (i = ``site``): the least of
 
@@ -645,7 +885,7 @@ def influence_upper(model, frame_tokens: Sequence[int], site: int, other: int, a
         raise ValueError("rho_ij needs two different positions i != j")
     if other not in allowed:
         raise ValueError(f"position {other} is not free (not in allowed)")
-    return _influence_of(propagate(model, frame_tokens, site, allowed, alphabet), other, T)
+    return _influence_of(propagate(model, frame_tokens, site, allowed, alphabet, fresh=fresh), other, T)
 
 
 def _influence_of(prop: "Propagation", other: int, T: float) -> float:
@@ -668,11 +908,11 @@ def _influence_of(prop: "Propagation", other: int, T: float) -> float:
 
 
 def layer_widths(model, frame_tokens: Sequence[int], site: int, allowed: Mapping[int, Sequence[int]],
-                 alphabet: Sequence[int]) -> list[dict]:
+                 alphabet: Sequence[int], fresh: int | None = None) -> list[dict]:
     """Per layer (0 = the embeddings' LayerNorm), how wide the relaxation is: max and mean width of the
     hidden states' interval hull, the largest attention-score and probability widths, the largest
     MLP (GELU output) width and the smallest certified LayerNorm variance; a last row for the logits."""
-    prop = propagate(model, frame_tokens, site, allowed, alphabet)
+    prop = propagate(model, frame_tokens, site, allowed, alphabet, fresh=fresh)
     rows = []
     for k, (h, st) in enumerate(zip(prop.hidden, prop.stats)):
         lo, hi = h.bounds()
@@ -711,27 +951,27 @@ def _source_call(source, site: int, allowed_symbols: Mapping[int, Sequence[int]]
     return source.model, tokens, slots[site], allowed, support, slots
 
 
-def source_conditional_bounds(source, site: int, allowed_symbols: Mapping[int, Sequence[int]] | None = None
-                              ) -> tuple[np.ndarray, np.ndarray]:
+def source_conditional_bounds(source, site: int, allowed_symbols: Mapping[int, Sequence[int]] | None = None,
+                              fresh: int | None = None) -> tuple[np.ndarray, np.ndarray]:
     """:func:`conditional_bounds` for a MaskedLMConditionals source: bounds on pi_site^T(. | x) over
     the symbols, for every context with x_k in ``allowed_symbols[k]`` (default: every symbol)."""
     model, tokens, pos, allowed, support, _ = _source_call(source, site, allowed_symbols)
-    return conditional_bounds(model, tokens, pos, allowed, source.temperature, alphabet=support)
+    return conditional_bounds(model, tokens, pos, allowed, source.temperature, alphabet=support, fresh=fresh)
 
 
 def source_influence_upper(source, site: int, other: int,
-                           allowed_symbols: Mapping[int, Sequence[int]] | None = None) -> float:
+                           allowed_symbols: Mapping[int, Sequence[int]] | None = None, fresh: int | None = None) -> float:
     """:func:`influence_upper` for a MaskedLMConditionals source (sites i = ``site``, j = ``other``)."""
     model, tokens, pos, allowed, support, slots = _source_call(source, site, allowed_symbols)
     j = source.space.check_site(int(other))
-    return influence_upper(model, tokens, pos, slots[j], allowed, source.temperature, alphabet=support)
+    return influence_upper(model, tokens, pos, slots[j], allowed, source.temperature, alphabet=support, fresh=fresh)
 
 
-def source_influence_row(source, site: int) -> np.ndarray:
+def source_influence_row(source, site: int, fresh: int | None = None) -> np.ndarray:
     """:func:`influence_upper` of a MaskedLMConditionals source for every j at once (row i = ``site``,
     zero at j = i, every symbol allowed at every free site): one propagation of the masked site."""
     model, tokens, pos, allowed, support, slots = _source_call(source, site, None)
-    prop = propagate(model, tokens, pos, allowed, support)
+    prop = propagate(model, tokens, pos, allowed, support, fresh=fresh)
     T = check_temperature(source.temperature)
     return np.array([0.0 if j == site else _influence_of(prop, slots[j], T) for j in range(source.space.length)])
 
@@ -739,7 +979,7 @@ def source_influence_row(source, site: int) -> np.ndarray:
 def certify_relaxation(source) -> dict | None:
     """The ``relaxation`` hook of :func:`mlmix.empirical.model_constants.certify.certify`: ``rho_upper`` (n x n), the bound of
     :func:`source_influence_row` on every rho_ij over every context of the frame, for a masked LM that
-    is a ``BertForMaskedLM`` (:func:`_check_model`); None for any other source, and None as soon as a
+    is a ``BertForMaskedLM`` or SCEPTR (:func:`_check_model`); None for any other source, and None as soon as a
     row holds a vacuous bound (>= 1: the relaxation has lost the relation, so the other rows would cost
     their propagation for nothing; the bracket keeps TV <= 1)."""
     model = getattr(source, "model", None)

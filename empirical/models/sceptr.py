@@ -202,9 +202,9 @@ class SceptrMLM(torch.nn.Module):
         """The encoder (this module: :meth:`forward` gives hidden states), as ``MaskedLMConditionals`` expects."""
         return self
 
-    def features(self, input_ids: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """(f, keep): the input features f (B, L, E) of the module docstring, and which positions
-        take part in attention (False at [PAD] and at the loop markers)."""
+    def features(self, input_ids: torch.Tensor, dtype: torch.dtype | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+        """(f, keep): the input features f (B, L, E) of the module docstring (in ``dtype``, default the
+        weights'), and which positions take part in attention (False at [PAD] and at the loop markers)."""
         ids = input_ids.long()
         batch, length = ids.shape
         at = torch.arange(length, device=ids.device).expand(batch, -1)
@@ -219,10 +219,13 @@ class SceptrMLM(torch.nn.Module):
         loop = marker.long().cumsum(dim=1)  # loop number, 0 before the first marker
         sizes = torch.zeros((batch, length + 1), dtype=torch.long, device=ids.device).scatter_add_(1, loop, inside.long())
         size = sizes.gather(1, loop)
+        # libtcrlm divides integer tensors: the relative position is float32 whatever the weights' dtype
         relative = torch.where(size > 1, (position - 1) / (size - 1).clamp(min=1), 0.5)
-        relative = torch.where(inside, relative, 0.0).to(self.project.dtype)
+        dtype = self.project.dtype if dtype is None else dtype
+        relative = torch.where(inside, relative, 0.0).to(dtype)
         token = torch.where(marker, 0, ids)
-        f = torch.cat([self.tokens_onehot[token], relative[..., None], self.compartments_onehot[compartment]], dim=-1)
+        f = torch.cat([self.tokens_onehot[token].to(dtype), relative[..., None],
+                       self.compartments_onehot[compartment].to(dtype)], dim=-1)
         return f, ~marker & (ids != PAD)
 
     def forward(self, input_ids: torch.Tensor) -> torch.Tensor:

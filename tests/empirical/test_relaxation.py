@@ -70,10 +70,10 @@ def forward(model, ids: list[int]):
 
 
 def inside(value: torch.Tensor, form: rx.Affine, eps: torch.Tensor) -> tuple[bool, bool]:
-    """(value in the interval hull, value in c + g . eps +- r)."""
+    """(value in the interval hull, value in c + g . eps +- (r + |g_fresh|_1))."""
     lo, hi = form.bounds()
     hull = bool(((value >= lo) & (value <= hi)).all())
-    point = bool(((value - form.evaluate(eps)).abs() <= form.r).all())
+    point = bool(((value - form.evaluate(eps)).abs() <= form.radius()).all())
     return hull, point
 
 
