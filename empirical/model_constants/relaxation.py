@@ -87,6 +87,12 @@ _U = 2.0 ** -53
 FUNC_REL = 1e-14
 #: Default number of remainders each nonlinear step moves to fresh noise symbols (:func:`propagate`).
 FRESH = 64
+
+#: Widest model (hidden size) on which :func:`certify_relaxation` spends fresh symbols: they made the
+#: width-32 and width-64 models tighter (a 2-layer width-32 BERT from vacuous to rho_ij <= 0.0052), left
+#: AntiBERTy (width 512) vacuous at every layer where it was vacuous before, and cost 55-83 s instead of
+#: 1-3 s per AntiBERTy propagation (docs/real-model.md section 10).
+FRESH_WIDTH_LIMIT = 128
 #: Smallest radius added by every operation (covers underflow to subnormals).
 _TINY = 2.0 ** -1000
 #: Largest exp argument taken: above it the value is treated as unbounded (radius +inf).
@@ -981,7 +987,8 @@ def certify_relaxation(source) -> dict | None:
     :func:`source_influence_row` on every rho_ij over every context of the frame, for a masked LM that
     is a ``BertForMaskedLM`` or SCEPTR (:func:`_check_model`); None for any other source, and None as soon as a
     row holds a vacuous bound (>= 1: the relaxation has lost the relation, so the other rows would cost
-    their propagation for nothing; the bracket keeps TV <= 1)."""
+    their propagation for nothing; the bracket keeps TV <= 1). Fresh symbols (:data:`FRESH`) only on models
+    of hidden size at most :data:`FRESH_WIDTH_LIMIT`, where they were measured to pay."""
     model = getattr(source, "model", None)
     if model is None or not hasattr(source, "slots"):
         return None
@@ -990,9 +997,10 @@ def certify_relaxation(source) -> dict | None:
     except ValueError:
         return None
     n = source.space.length
+    fresh = FRESH if int(model.config.hidden_size) <= FRESH_WIDTH_LIMIT else 0
     upper = np.zeros((n, n))
     for i in range(n):
-        upper[i] = np.minimum(source_influence_row(source, i), 1.0)
+        upper[i] = np.minimum(source_influence_row(source, i, fresh=fresh), 1.0)
         if (np.delete(upper[i], i) >= 1.0).any():
             return None
     return {"rho_upper": upper, "method": "affine-arithmetic relaxation of the network"}

@@ -65,3 +65,18 @@ def test_one_propagation_per_site_gives_the_pairwise_bounds():
         row = source_influence_row(source, i)
         assert row[i] == 0.0
         assert all(row[j] == source_influence_upper(source, i, j) for j in range(3) if j != i)
+
+
+@pytest.mark.parametrize("width, fresh", [(32, "FRESH"), (160, 0)])
+def test_fresh_symbols_only_on_models_narrow_enough_for_them_to_pay(monkeypatch, width, fresh):
+    import mlmix.empirical.model_constants.relaxation as rx
+
+    torch.manual_seed(0)
+    _, tok = tiny_masked_lm(hidden=16, layers=1, seed=1)
+    model = BertForMaskedLM(BertConfig(vocab_size=len(tok), hidden_size=width, num_hidden_layers=1,
+                                       num_attention_heads=2, intermediate_size=64, max_position_embeddings=16))
+    source = MaskedLMConditionals(model.eval(), tok, 2, candidates=" ".join(WORDS[:2]), device="cpu")
+    seen = []
+    monkeypatch.setattr(rx, "source_influence_row", lambda src, i, fresh=None: seen.append(fresh) or np.zeros(2))
+    assert certify_relaxation(source) is not None
+    assert seen == [rx.FRESH if fresh == "FRESH" else 0] * 2
