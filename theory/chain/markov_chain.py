@@ -81,7 +81,7 @@ from mlmix.theory.chain.stationary import (
     stationary_error_bound,
 )
 from mlmix.theory.chain.structure import PositiveStructure, Structure, chain_structure
-from mlmix.theory.kernels.registry import resolve_kernel
+from mlmix.theory.kernels.registry import DEFAULT_KERNEL, KernelSpec, check_kernel_options, resolve_kernel
 from mlmix.theory.kernels.representation import choose_representation, is_operator
 from mlmix.theory.kernels.support import kernel_support
 from mlmix.theory.linalg.elimination import Elimination, eliminate
@@ -200,14 +200,14 @@ class Chain:
         (memory checked by the builder)."""
         if self.op is None:
             return self
-        if self.source is None or self.kernel not in ("glauber", "k-gibbs"):
+        if self.source is None or self.kernel is None:
             raise ValueError("this matrix-free chain was built from an operator alone: build it with "
                              "Chain.from_source(source, representation='sparse') to get its matrix")
         return Chain.from_source(self.source, self.kernel, k=self._k, representation="sparse", name=self.name)
 
     # ------------------------------------------------------------------ construction
     @classmethod
-    def from_source(cls, source: Any, kernel: str = "glauber", *, k: int | None = None,
+    def from_source(cls, source: Any, kernel: str = DEFAULT_KERNEL, *, k: int | None = None,
                     order: Any = None, name: str | None = None, dense_limit: int | None = None, representation: str = "auto",
                     **operator_options: Any) -> "Chain":
         """The chain of a sampler on a source of conditionals (paper G section 3.2, paper P Defs 10-11):
@@ -230,6 +230,7 @@ class Chain:
         The choice and its reason are in ``summary()["representation"]``."""
 
         spec, kernel, options = resolve_kernel(kernel, k=k, order=order)  # the registry: KERNELS
+        check_kernel_options(source.space, kernel, **options)
         source = source.tabulated()
         name = source.label if name is None else name
         limit = DENSE_LIMIT if dense_limit is None else check_int(dense_limit, "dense_limit", minimum=0)
@@ -240,6 +241,7 @@ class Chain:
 
             chain = cls(kernel_operator(source, kernel, 2 if k is None else k, **operator_options), name=name)
             chain.source, chain.kernel, chain._k, chain.representation_reason = source, kernel, k, why
+            chain.kernel_spec, chain.kernel_options = spec, options
             return chain
         if operator_options:
             raise TypeError(f"{', '.join(operator_options)}: options of representation='operator' only")
@@ -248,8 +250,20 @@ class Chain:
             limit = P.shape[0] if rep == "dense" else 0
         chain = cls(P, name=name, dense_limit=limit if representation != "auto" else dense_limit)
         chain.source, chain.kernel, chain.representation_reason = source, kernel, why
+        chain.kernel_spec, chain.kernel_options = spec, options
         chain._source_kernel = (kernel, options)
         return chain
+
+    #: The registry entry of the sampler and its resolved options (:func:`Chain.from_source`); None for a
+    #: chain of a given matrix or operator.
+    kernel_spec: KernelSpec | None = None
+    kernel_options: dict[str, Any] | None = None
+
+    @property
+    def holds_matrix(self) -> bool:
+        """Whether P is held as a matrix (dense or CSR: it can be saved, sliced, converted), not as a
+        matrix-free operator."""
+        return self.op is None
 
     @property
     def representation(self) -> str:
