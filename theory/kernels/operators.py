@@ -53,7 +53,7 @@ import torch
 from mlmix.errors import InputTypeError
 from mlmix.theory.kernels.assembled import check_block_weights, check_blocks
 from mlmix.theory.kernels.registry import DEFAULT_KERNEL, KERNELS
-from mlmix.theory.kernels.representation import OPERATOR_KERNELS, operator_memory
+from mlmix.theory.kernels.representation import operator_kernel_names, operator_memory
 from mlmix.theory.linalg.sharding import LOCAL, Comm, local_range
 from mlmix.theory.sources.conditionals import (
     Conditionals,
@@ -603,8 +603,8 @@ def kernel_operator(source: Conditionals, kernel: str = DEFAULT_KERNEL, k: int =
     """
     space = source.space
     n, q = space.length, space.vocab_size
-    if kernel not in OPERATOR_KERNELS:
-        raise ValueError(f"kernel must be one of {OPERATOR_KERNELS}, got {kernel!r}")
+    if kernel not in operator_kernel_names():
+        raise ValueError(f"kernel must be one of {operator_kernel_names()}, got {kernel!r}")
     if isinstance(dtype, str):
         if dtype not in DTYPES:
             raise ValueError(f"dtype must be one of {tuple(DTYPES)}, got {dtype!r}")

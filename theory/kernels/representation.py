@@ -19,9 +19,12 @@ from mlmix.validation import current_memory_limit, format_bytes
 #: Weighted block dynamics (paper P Def. 6, blocks and weights given): a matrix-free operator only.
 BLOCK_KERNEL = "block"
 
-#: Kernels available as matrix-free operators: those of the registry with an operator builder
-#: (:data:`~mlmix.theory.kernels.registry.KERNELS`) and weighted block dynamics (:data:`BLOCK_KERNEL`).
-OPERATOR_KERNELS = (*operator_kernels(), BLOCK_KERNEL)
+
+def operator_kernel_names() -> tuple[str, ...]:
+    """Kernels available as matrix-free operators: those of the registry with an operator builder
+    (:data:`~mlmix.theory.kernels.registry.KERNELS`, read at each call) and weighted block dynamics
+    (:data:`BLOCK_KERNEL`)."""
+    return (*operator_kernels(), BLOCK_KERNEL)
 
 #: How a chain can be held ('auto' chooses).
 REPRESENTATIONS = ("auto", "dense", "sparse", "operator")
@@ -67,9 +70,9 @@ def choose_representation(space: StateSpace, kernel: str = DEFAULT_KERNEL, k: in
     if requested not in REPRESENTATIONS:
         raise ValueError(f"representation must be one of {REPRESENTATIONS}, got {requested!r}")
     N = space.size
-    if kernel not in OPERATOR_KERNELS:
+    if kernel not in operator_kernel_names():
         if requested == "operator":
-            raise ValueError(f"no matrix-free operator for kernel {kernel!r} (only {', '.join(OPERATOR_KERNELS)})")
+            raise ValueError(f"no matrix-free operator for kernel {kernel!r} (only {', '.join(operator_kernel_names())})")
         return ("dense" if requested == "auto" else requested), f"the {kernel} kernel is held as a matrix"
     if requested != "auto":
         return requested, "requested"
