@@ -81,7 +81,7 @@ from mlmix.theory.chain.stationary import (
     stationary_error_bound,
 )
 from mlmix.theory.chain.structure import PositiveStructure, Structure, chain_structure
-from mlmix.theory.kernels.registry import DEFAULT_KERNEL, KernelSpec, check_kernel_options, resolve_kernel
+from mlmix.theory.kernels.registry import DEFAULT_KERNEL, resolve_kernel
 from mlmix.theory.kernels.representation import choose_representation, is_operator
 from mlmix.theory.kernels.support import kernel_support
 from mlmix.theory.linalg.elimination import Elimination, eliminate
@@ -146,8 +146,7 @@ class Chain:
         self.name = name or f"chain on {self.n_states} states"
         self._dense_limit_given = dense_limit
         self.dense_limit = DENSE_LIMIT if dense_limit is None else check_int(dense_limit, "dense_limit", minimum=0)
-        self.source = None
-        self.kernel: str | None = None
+        self.source, self.kernel, self.kernel_spec, self.kernel_options = None, None, None, None
         self.representation_reason = "a given matrix"
         self._given = None
         if stationary is not None:
@@ -167,7 +166,7 @@ class Chain:
         self.P = op if op.comm.world_size > 1 else spla.LinearOperator(
             (N, N), matvec=lambda f: op.matvec(np.ravel(f)), rmatvec=lambda mu: op.rmatvec(np.ravel(mu)), dtype=np.float64)
         self.name = name or f"{op.description} on {N} states"
-        self.source, self.kernel, self._k = None, None, None
+        self.source, self.kernel, self._k, self.kernel_spec, self.kernel_options = None, None, None, None, None
         self.representation_reason = "a given operator"
         self.dense_limit, self._dense_limit_given, self._given, self._support_given = 0, None, None, None
         self._gap_rtol, self._basis, self._bins, self._solver_progress = gap_rtol, basis_size, bins, progress
@@ -227,10 +226,10 @@ class Chain:
         ``dtype``, ``comm``); "auto" picks dense up to ``dense_limit`` states, sparse up to the kernel builders'
         state limit while the CSR kernel fits the memory limit, the operator beyond
         (:func:`~mlmix.theory.kernels.representation.choose_representation`).
-        The choice and its reason are in ``summary()["representation"]``."""
+        The choice and its reason are in ``summary()["representation"]``; the sampler's registry entry and
+        options in ``kernel_spec`` and ``kernel_options`` (None on a chain of a given matrix or operator)."""
 
         spec, kernel, options = resolve_kernel(kernel, k=k, order=order)  # the registry: KERNELS
-        check_kernel_options(source.space, kernel, **options)
         source = source.tabulated()
         name = source.label if name is None else name
         limit = DENSE_LIMIT if dense_limit is None else check_int(dense_limit, "dense_limit", minimum=0)
@@ -250,19 +249,12 @@ class Chain:
             limit = P.shape[0] if rep == "dense" else 0
         chain = cls(P, name=name, dense_limit=limit if representation != "auto" else dense_limit)
         chain.source, chain.kernel, chain.representation_reason = source, kernel, why
-        chain.kernel_spec, chain.kernel_options = spec, options
-        chain._source_kernel = (kernel, options)
+        chain.kernel_spec, chain.kernel_options, chain._source_kernel = spec, options, (kernel, options)
         return chain
-
-    #: The registry entry of the sampler and its resolved options (:func:`Chain.from_source`); None for a
-    #: chain of a given matrix or operator.
-    kernel_spec: KernelSpec | None = None
-    kernel_options: dict[str, Any] | None = None
 
     @property
     def holds_matrix(self) -> bool:
-        """Whether P is held as a matrix (dense or CSR: it can be saved, sliced, converted), not as a
-        matrix-free operator."""
+        """Whether P is a matrix (dense or CSR: it can be saved), not a matrix-free operator."""
         return self.op is None
 
     @property

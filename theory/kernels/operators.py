@@ -52,7 +52,7 @@ import torch
 
 from mlmix.errors import InputTypeError
 from mlmix.theory.kernels.assembled import check_block_weights, check_blocks
-from mlmix.theory.kernels.registry import DEFAULT_KERNEL, KERNELS
+from mlmix.theory.kernels.registry import DEFAULT_KERNEL, KERNELS, check_kernel_options
 from mlmix.theory.kernels.representation import operator_kernel_names, operator_memory
 from mlmix.theory.linalg.sharding import LOCAL, Comm, local_range
 from mlmix.theory.sources.conditionals import (
@@ -615,6 +615,7 @@ def kernel_operator(source: Conditionals, kernel: str = DEFAULT_KERNEL, k: int =
     spec = KERNELS.get(kernel)
     single_site = spec is not None and spec.single_site_heat_bath
     if spec is not None:
+        check_kernel_options(space, kernel, k=k)
         block_list = spec.blocks(n, k)
         w = np.full(len(block_list), 1.0 / len(block_list))
     else:

@@ -114,8 +114,9 @@ def test_option_ranges_are_the_entries():
     with pytest.raises(ValueError, match=r"^--k must lie in 1\.\.n = 4, got 5$"):
         check_kernel_options(space, "k-gibbs", "--", k=5)
     check_kernel_options(space, "glauber", "--", k=5)  # glauber takes no k: nothing to check
-    with pytest.raises(ValueError, match=r"^k must lie in 1\.\.n = 4, got 0$"):
-        Chain.from_source(_ising(), "k-gibbs", k=0)
+    for representation in ("dense", "operator"):  # each builder checks, the operator through the entry
+        with pytest.raises(ValueError, match=r"^k must lie in 1\.\."):
+            Chain.from_source(_ising(), "k-gibbs", k=0, representation=representation)
 
 
 def _exact(capsys, *argv):
