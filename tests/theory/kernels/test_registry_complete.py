@@ -6,11 +6,14 @@ apply) and the docs table see; and the modules that once tested kernels by name 
 import ast
 import dataclasses
 import json
+import math
 from pathlib import Path
 
 import networkx as nx
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from mlmix.cli import main
 from mlmix.theory.chain.markov_chain import Chain
@@ -24,7 +27,7 @@ from mlmix.theory.kernels.registry import (
 )
 from mlmix.theory.kernels.representation import choose_representation, csr_memory, operator_memory
 from mlmix.theory.kernels.support import kernel_log_offdiagonal
-from mlmix.theory.sources.conditionals import IsingModel
+from mlmix.theory.sources.conditionals import IsingModel, LogWeightTable, ScoreTable
 from mlmix.theory.sources.space import StateSpace
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -188,3 +191,24 @@ def test_commands_have_no_representation_branches(module):
     for needle in ("is_operator", "isinstance(source", ".representation ==", ".representation !=",
                    "representation in", ".op.", ".op is"):
         assert needle not in text, f"{module.name}: {needle}"
+
+
+@settings(max_examples=25, deadline=None)
+@given(q=st.integers(2, 4), n=st.integers(1, 4), k=st.integers(1, 4), seed=st.integers(0, 2**16))
+def test_entry_sizes_are_the_built_matrices(q, n, k, seed):
+    """The entries' CSR sizes against the matrices built: Glauber's N (n (|V| - 1) + 1) is its exact
+    non-zero count on positive conditionals, k-Gibbs' C(n, k) N |V|^k bounds its count (blocks share
+    moves); the operator's stored conditionals are one |V|^n vector per block."""
+    k = min(k, n)
+    src = ScoreTable.random(q, n, seed=seed)
+    space = src.space
+    N = space.size
+    G = KERNELS["glauber"]
+    assert G.nnz(space) == G.build_csr(src).nnz
+    lw = LogWeightTable.random(space, seed=seed)
+    kg = KERNELS["k-gibbs"]
+    assert kg.build_csr(lw, k=k).nnz <= kg.nnz(space, k=k)
+    blocks = {"glauber": n, "k-gibbs": math.comb(n, k)}
+    for name, count in blocks.items():
+        assert operator_memory(space, name, k, vectors=0) == 8 * count * N
+        assert len(KERNELS[name].blocks(n, k)) == count
