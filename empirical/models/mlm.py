@@ -500,6 +500,7 @@ class MaskedLMConditionals(TokenConditionals):
     """
 
     auto_class = AutoModelForMaskedLM
+    masked_lm = True
 
     def __init__(self, model: PreTrainedModel, tokenizer, length: int | None = None, **kwargs) -> None:
         if tokenizer is not None and getattr(tokenizer, "mask_token_id", None) is None:

@@ -53,6 +53,7 @@ from mlmix.empirical.sampling.simulation import NOT_COUPLED, inverse_cdf, maxima
 from mlmix.limits import DENSE_ROWS_LIMIT
 from mlmix.provenance import stamp
 from mlmix.theory.chain.metastable import metastable_sets
+from mlmix.theory.kernels.registry import simulated_from_conditionals
 from mlmix.theory.results import Result
 from mlmix.theory.sources.conditionals import Conditionals
 from mlmix.validation import check_draws, check_int, load_arrays
@@ -267,7 +268,7 @@ def simulate(source: Conditionals | None, P, kernel: str, x0: np.ndarray, steps:
     from the assembled kernel ``P``."""
     m = x0.shape[0]
     seeds = np.random.SeedSequence(seed).generate_state(m).astype(np.int64)
-    if kernel == "glauber" and source is not None:
+    if source is not None and simulated_from_conditionals(kernel):
         return run_chains(source, x0, steps, seeds=seeds).states
     if P is None:
         raise ValueError(f"simulating the {kernel} kernel needs its assembled matrix (an enumerable chain)")
@@ -289,7 +290,7 @@ def meeting_times(source: Conditionals | None, P, kernel: str, x0: np.ndarray, y
     B = x0.shape[0]
     ss = np.random.SeedSequence([seed, 1])
     s_ahead, s_pair = (s.generate_state(B).astype(np.int64) for s in ss.spawn(2))
-    if kernel == "glauber" and source is not None:
+    if source is not None and simulated_from_conditionals(kernel):
         ahead = run_chains(source, x0, lag, seeds=s_ahead, record_every=lag).states[-1]
         met = run_coupled(source, ahead, y0, budget, seeds=s_pair, record_every=max(budget, 1)).coupling_time
         return np.where(met == NOT_COUPLED, -1, lag + np.maximum(met, 1))
@@ -425,7 +426,7 @@ def check_transitions(chain, source: Conditionals | None, kernel: str, states: n
         probs = np.asarray(P[x, y]).ravel() if sp.issparse(P) else np.asarray(P)[x, y]
         positive = probs > 0
         how = "every transition looked up in the assembled kernel"
-    elif kernel == "glauber" and source is not None:
+    elif source is not None and simulated_from_conditionals(kernel):
         a, b = states[:-1].reshape(-1, n), states[1:].reshape(-1, n)
         changed = a != b
         positive = changed.sum(axis=1) <= 1

@@ -17,6 +17,7 @@ from mlmix.commands.source_options import add_source_arguments, build_source, va
 from mlmix.files import atomic_save_npz, dumps_json
 from mlmix.theory.chain.operator_chain import analyse_operator, summary_dict
 from mlmix.theory.kernels.operators import DTYPES, kernel_operator
+from mlmix.theory.kernels.registry import KERNELS, operator_kernels
 from mlmix.theory.linalg.sharding import init_from_environment, local_range
 from mlmix.validation import check_eps
 
@@ -43,8 +44,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         check_eps(args.eps, "--eps")
         validate_source(args)
-        if args.matrix is not None or args.kernel == "parallel":
-            raise ValueError("the distributed engine analyses a built-in model's glauber or k-gibbs chain")
+        if args.matrix is not None or KERNELS[args.kernel].build_operator is None:
+            raise ValueError(f"the distributed engine analyses a built-in model's {' or '.join(operator_kernels())} "
+                             "chain")
         comm = init_from_environment(args.backend)
         device = torch.device(f"cuda:{torch.cuda.current_device()}") if args.backend != "gloo" and \
             torch.cuda.is_available() else torch.device("cpu")

@@ -151,7 +151,6 @@ def plan(source, args: argparse.Namespace, replacements, drift: list[int] | None
     on a first small batch, and the cost is printed before starting.
     """
     # deferred: torch and transformers load only when the command runs
-    from mlmix.empirical.models.mlm import MaskedLMConditionals
     from mlmix.empirical.models.tabulate import (
         cached_table,
         cost_line,
@@ -170,7 +169,7 @@ def plan(source, args: argparse.Namespace, replacements, drift: list[int] | None
                          f"limit of {args.exact_limit}; raise the limit (--exact-limit) or skip the exact values")
     out = {"budget_s": budget, "exact": want_exact, "source": "model", "note": None}
     rule = est.default_replacements(source) if replacements == "auto" else replacements
-    is_mlm = isinstance(source, MaskedLMConditionals)
+    is_mlm = source.masked_lm
     table = cached_table(source) if is_mlm and enumerable else None
     rate = None
     if want_exact and table is None and is_mlm:

@@ -32,7 +32,6 @@ from mlmix.plots import report_figure, save_figure
 from mlmix.progress import Progress
 from mlmix.provenance import stamp
 from mlmix.theory.chain.markov_chain import Chain
-from mlmix.theory.kernels.scan_and_mh import Truncated, mh_acceptance
 from mlmix.theory.local.constants import paper_constants, paper_constants_seconds, parse_basin
 from mlmix.theory.results import Result
 from mlmix.theory.sources.conditionals import Conditionals
@@ -78,7 +77,7 @@ def _validate(args: argparse.Namespace) -> None:
 def _check_with_chain(args: argparse.Namespace, chain: Chain, source: Conditionals | None) -> np.ndarray | None:
     """The options that need the chain or its source, checked before anything is written (a refused
     command leaves no file behind); returns the basin of ``--basin`` (None without it)."""
-    if chain.representation == "operator" and args.save_matrix is not None:
+    if not chain.holds_matrix and args.save_matrix is not None:
         raise InputValueError("--save-matrix needs a matrix: the chain is held as a matrix-free operator "
                               "(use --representation sparse)")
     if source is None:
@@ -88,7 +87,7 @@ def _check_with_chain(args: argparse.Namespace, chain: Chain, source: Conditiona
                 raise InputValueError(f"{flag} needs {why}")
     if args.basin is None:
         return None
-    if isinstance(source, Truncated):
+    if source.truncated:
         raise InputValueError("--basin is not an option of a truncated source (--top-k / --top-p): paper G's "
                               "constants, which it feeds, are computed for the source itself")
     return parse_basin(args.basin, source.space.vocab_size, source.space.length)
@@ -111,7 +110,9 @@ def run(args: argparse.Namespace) -> int:
     summary = chain.summary(args.eps, include_stationary=args.stationary, mixing_limit=args.mixing_limit,
                             progress=not args.no_progress)
     report = stamp("exact", {"chain": title, **summary}, exact_inputs(args, source))
-    if source is not None and args.kernel == "glauber" and "reason" not in report and not isinstance(source, Truncated):
+    spec = chain.kernel_spec  # None for a matrix file
+    single_site = spec is not None and spec.single_site_heat_bath  # paper G's chain P_T
+    if single_site and not source.truncated and "reason" not in report:
         if _has_zeros(source):
             report["paper_g"] = {"reason": "the source has zero conditionals (-inf scores); paper G's constants "
                                            "assume positive ones"}
@@ -121,11 +122,10 @@ def run(args: argparse.Namespace) -> int:
                           cost=f"{chain.n_states:,} states, n = {source.space.length}",
                           enabled=not args.no_progress) as bar, bar.phase(phase):
                 report["paper_g"] = paper_constants(source, chain, args.eps, basin)
-    if source is not None and args.kernel == "mh":
-        report.update(mh_acceptance(source, args.energy))
+    if spec is not None and spec.figures is not None:
+        report.update(spec.figures(source, chain.kernel_options))
     if args.plot is not None:  # what the chain answers is drawn, what it does not is named on its panel
-        save_figure(report_figure(chain, source if args.kernel == "glauber" else None, title=title, eps=args.eps),
-                    args.plot)
+        save_figure(report_figure(chain, source if single_site else None, title=title, eps=args.eps), args.plot)
     if args.json:
         print(dumps_json(report))
     else:

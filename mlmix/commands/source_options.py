@@ -26,7 +26,7 @@ from mlmix.commands.options import (
 from mlmix.provenance import file_sha256
 from mlmix.theory.chain.markov_chain import Chain
 from mlmix.theory.kernels.decoders import PartialScoreTable
-from mlmix.theory.kernels.registry import KERNELS, kernel_options, resolve_kernel
+from mlmix.theory.kernels.registry import DEFAULT_KERNEL, KERNELS, check_kernel_options, kernel_options, resolve_kernel
 from mlmix.theory.kernels.representation import REPRESENTATIONS
 from mlmix.theory.kernels.scan_and_mh import ENERGIES, Truncated
 from mlmix.theory.sources.conditionals import Conditionals, IsingModel, PottsModel, ScoreTable, clique_ising
@@ -42,7 +42,9 @@ def kernel_options_table() -> dict[str, dict[str, object]]:
     constants (computed for Glauber dynamics only). The one table of which kernel takes what: an option
     given to a kernel that does not take it is refused, not ignored."""
     table = kernel_options()
-    table["glauber"]["basin"] = None
+    for name, spec in KERNELS.items():
+        if spec.single_site_heat_bath:
+            table[name]["basin"] = None
     return table
 
 
@@ -121,7 +123,7 @@ def add_source_arguments(parser: argparse.ArgumentParser, seed_flag: str = "--se
     src.add_argument("--scores", type=Path, default=None, metavar="FILE",
                      help="a score table file (.npz, docs/samplers.md; a partial one gives its full contexts)")
     src.add_argument("--model", choices=MODELS, default="ising", help="built-in source (default ising)")
-    src.add_argument("--kernel", choices=tuple(KERNELS), default="glauber", help="sampler (default glauber)")
+    src.add_argument("--kernel", choices=tuple(KERNELS), default=DEFAULT_KERNEL, help=f"sampler (default {DEFAULT_KERNEL})")
     src.add_argument("--k", type=int, default=None, help="block size of k-Gibbs (default 2)")
     src.add_argument("--order", default=None, help='sweep order of --kernel systematic, e.g. "2 0 1" (default 0..n-1)')
     src.add_argument("--energy", choices=ENERGIES, default=None,
@@ -197,12 +199,11 @@ def build_chain(args: argparse.Namespace) -> tuple[Chain, str, Conditionals | No
         return chain, f"transition matrix {args.matrix} ({chain.n_states} states)", None
     source, description = build_source(args)
     q, n = source.space.vocab_size, source.space.length
-    if args.kernel == "k-gibbs" and not 1 <= args.k <= n:
-        raise ValueError(f"--k must lie in 1..n = {n}, got {args.k}")
+    given = {option: getattr(args, option, None) for option in KERNELS[args.kernel].options}
+    check_kernel_options(source.space, args.kernel, "--", **given)
     if args.top_k is not None or args.top_p is not None:
         source = Truncated(source, args.top_k, args.top_p)
         description += f"; truncated (top-k {args.top_k}, top-p {args.top_p}, after the temperature)"
-    given = {option: getattr(args, option, None) for option in KERNELS[args.kernel].options}
     spec, kernel_name, options = resolve_kernel(args.kernel, **given)
     chain = Chain.from_source(source, kernel_name, k=args.k, order=args.order,
                               representation=args.representation)  # memory checked

@@ -82,7 +82,7 @@ from mlmix.theory.chain.stationary import (
     chain_stationary_law,
 )
 from mlmix.theory.chain.structure import PositiveStructure, Structure, chain_structure
-from mlmix.theory.kernels.registry import resolve_kernel
+from mlmix.theory.kernels.registry import DEFAULT_KERNEL, resolve_kernel
 from mlmix.theory.kernels.representation import choose_representation, is_operator
 from mlmix.theory.kernels.support import kernel_support
 from mlmix.theory.linalg.elimination import Elimination, eliminate
@@ -147,8 +147,7 @@ class Chain:
         self.name = name or f"chain on {self.n_states} states"
         self._dense_limit_given = dense_limit
         self.dense_limit = DENSE_LIMIT if dense_limit is None else check_int(dense_limit, "dense_limit", minimum=0)
-        self.source = None
-        self.kernel: str | None = None
+        self.source, self.kernel, self.kernel_spec, self.kernel_options = None, None, None, None
         self.representation_reason = "a given matrix"
         self._given = None
         if stationary is not None:
@@ -168,7 +167,7 @@ class Chain:
         self.P = op if op.comm.world_size > 1 else spla.LinearOperator(
             (N, N), matvec=lambda f: op.matvec(np.ravel(f)), rmatvec=lambda mu: op.rmatvec(np.ravel(mu)), dtype=np.float64)
         self.name = name or f"{op.description} on {N} states"
-        self.source, self.kernel, self._k = None, None, None
+        self.source, self.kernel, self._k, self.kernel_spec, self.kernel_options = None, None, None, None, None
         self.representation_reason = "a given operator"
         self.dense_limit, self._dense_limit_given, self._given, self._support_given = 0, None, None, None
         self._gap_rtol, self._basis, self._bins, self._solver_progress = gap_rtol, basis_size, bins, progress
@@ -201,14 +200,14 @@ class Chain:
         (memory checked by the builder)."""
         if self.op is None:
             return self
-        if self.source is None or self.kernel not in ("glauber", "k-gibbs"):
+        if self.source is None or self.kernel is None:
             raise ValueError("this matrix-free chain was built from an operator alone: build it with "
                              "Chain.from_source(source, representation='sparse') to get its matrix")
         return Chain.from_source(self.source, self.kernel, k=self._k, representation="sparse", name=self.name)
 
     # ------------------------------------------------------------------ construction
     @classmethod
-    def from_source(cls, source: Any, kernel: str = "glauber", *, k: int | None = None,
+    def from_source(cls, source: Any, kernel: str = DEFAULT_KERNEL, *, k: int | None = None,
                     order: Any = None, name: str | None = None, dense_limit: int | None = None, representation: str = "auto",
                     **operator_options: Any) -> "Chain":
         """The chain of a sampler on a source of conditionals (paper G section 3.2, paper P Defs 10-11):
@@ -228,7 +227,8 @@ class Chain:
         ``dtype``, ``comm``); "auto" picks dense up to ``dense_limit`` states, sparse up to the kernel builders'
         state limit while the CSR kernel fits the memory limit, the operator beyond
         (:func:`~mlmix.theory.kernels.representation.choose_representation`).
-        The choice and its reason are in ``summary()["representation"]``."""
+        The choice and its reason are in ``summary()["representation"]``; the sampler's registry entry and
+        options in ``kernel_spec`` and ``kernel_options`` (None on a chain of a given matrix or operator)."""
 
         spec, kernel, options = resolve_kernel(kernel, k=k, order=order)  # the registry: KERNELS
         source = source.tabulated()
@@ -241,6 +241,7 @@ class Chain:
 
             chain = cls(kernel_operator(source, kernel, 2 if k is None else k, **operator_options), name=name)
             chain.source, chain.kernel, chain._k, chain.representation_reason = source, kernel, k, why
+            chain.kernel_spec, chain.kernel_options = spec, options
             return chain
         if operator_options:
             raise TypeError(f"{', '.join(operator_options)}: options of representation='operator' only")
@@ -249,8 +250,13 @@ class Chain:
             limit = P.shape[0] if rep == "dense" else 0
         chain = cls(P, name=name, dense_limit=limit if representation != "auto" else dense_limit)
         chain.source, chain.kernel, chain.representation_reason = source, kernel, why
-        chain._source_kernel = (kernel, options)
+        chain.kernel_spec, chain.kernel_options, chain._source_kernel = spec, options, (kernel, options)
         return chain
+
+    @property
+    def holds_matrix(self) -> bool:
+        """Whether P is a matrix (dense or CSR: it can be saved), not a matrix-free operator."""
+        return self.op is None
 
     @property
     def representation(self) -> str:

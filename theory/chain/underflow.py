@@ -73,7 +73,8 @@ def log_space_law(chain: Chain) -> VectorResult:
     reason = chain._underflow or ""
     L = None
     if chain._source_kernel is not None and chain.n_states <= DENSE_STATIONARY_LIMIT:
-        L = kernel_log_offdiagonal(chain.source, chain._source_kernel[0])
+        kernel, options = chain._source_kernel
+        L = kernel_log_offdiagonal(chain.source, kernel, **options)
     if L is None:
         raise UnderflowError(reason + " (the law in log space needs a Glauber or MH chain from a source, "
                              f"of at most {DENSE_STATIONARY_LIMIT} states)")

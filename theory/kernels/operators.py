@@ -51,8 +51,9 @@ import numpy as np
 import torch
 
 from mlmix.errors import InputTypeError
-from mlmix.theory.kernels.assembled import check_block_weights, check_blocks, k_subsets
-from mlmix.theory.kernels.representation import OPERATOR_KERNELS, operator_memory
+from mlmix.theory.kernels.assembled import check_block_weights, check_blocks
+from mlmix.theory.kernels.registry import DEFAULT_KERNEL, KERNELS, check_kernel_options
+from mlmix.theory.kernels.representation import operator_kernel_names, operator_memory
 from mlmix.theory.linalg.sharding import LOCAL, Comm, local_range
 from mlmix.theory.sources.conditionals import (
     Conditionals,
@@ -586,22 +587,24 @@ def _block_log_conditional(log_mu: torch.Tensor, K: Sequence[int], n_sharded: in
     return log_mu - (m + s.log())
 
 
-def kernel_operator(source: Conditionals, kernel: str = "glauber", k: int = 2, *,
+def kernel_operator(source: Conditionals, kernel: str = DEFAULT_KERNEL, k: int = 2, *,
                     blocks: Sequence[Sequence[int]] | None = None, weights: Sequence[float] | None = None,
                     device: torch.device | str | None = None, dtype: torch.dtype | str = torch.float64,
                     comm: Comm = LOCAL, vectors: int = 20) -> KernelOperator:
     """The kernel of ``source`` as a :class:`KernelOperator`.
 
-    ``kernel``: 'glauber' (paper G sec. 3.2), 'k-gibbs' (paper P Def. 10, blocks = all k-subsets),
-    or 'block' (paper P Def. 6, with ``blocks`` and ``weights``). Block kernels need a compatible
-    source (a joint law). ``dtype`` float64 for exact work; 'float32' is an explicit option whose
+    ``kernel``: a registry kernel with an operator (its entry's ``blocks``, each redrawn with the same
+    probability: 'glauber', paper G sec. 3.2, the n sites; 'k-gibbs', paper P Def. 10, all k-subsets),
+    or 'block' (:data:`~mlmix.theory.kernels.representation.BLOCK_KERNEL`, paper P Def. 6, with ``blocks``
+    and ``weights``). A single-site heat-bath kernel (its entry's ``single_site_heat_bath``) takes the
+    source's conditionals; block kernels need a compatible source (a joint law). ``dtype`` float64 for exact work; 'float32' is an explicit option whose
     results carry float32 rounding. The memory for ``vectors`` state vectors plus the conditionals
     is checked before anything is allocated (:func:`mlmix.validation.check_memory`).
     """
     space = source.space
     n, q = space.length, space.vocab_size
-    if kernel not in OPERATOR_KERNELS:
-        raise ValueError(f"kernel must be one of {OPERATOR_KERNELS}, got {kernel!r}")
+    if kernel not in operator_kernel_names():
+        raise ValueError(f"kernel must be one of {operator_kernel_names()}, got {kernel!r}")
     if isinstance(dtype, str):
         if dtype not in DTYPES:
             raise ValueError(f"dtype must be one of {tuple(DTYPES)}, got {dtype!r}")
@@ -609,11 +612,11 @@ def kernel_operator(source: Conditionals, kernel: str = "glauber", k: int = 2, *
     if dtype not in DTYPES.values():
         raise TypeError(f"dtype must be torch.float64 or torch.float32, got {dtype}")
     device = torch.device(device) if device is not None else default_device()
-    if kernel == "glauber":
-        block_list = [(i,) for i in range(n)]
-        w = np.full(n, 1.0 / n)
-    elif kernel == "k-gibbs":
-        block_list = k_subsets(n, k)
+    spec = KERNELS.get(kernel)
+    single_site = spec is not None and spec.single_site_heat_bath
+    if spec is not None:
+        check_kernel_options(space, kernel, k=k)
+        block_list = spec.blocks(n, k)
         w = np.full(len(block_list), 1.0 / len(block_list))
     else:
         if blocks is None:
@@ -621,18 +624,18 @@ def kernel_operator(source: Conditionals, kernel: str = "glauber", k: int = 2, *
         block_list = check_blocks(space, blocks)
         w = check_block_weights(weights, len(block_list))
     factors = local_factors(source)
-    needed = operator_memory(space, kernel, k, local_source=factors is not None and kernel == "glauber",
+    needed = operator_memory(space, kernel, k, local_source=factors is not None and single_site,
                              table_source=source.has_table or factors is None, vectors=vectors,
                              dtype=dtype, world_size=comm.world_size)
     check_memory(needed, f"the matrix-free {kernel} analysis of {q}^{n} states")
     digits = comm.digits(q)
     joint = log_joint_tensor(source, comm=comm, device=device)
     T = source.temperature
-    if kernel == "glauber" and factors is not None:
+    if single_site and factors is not None:
         log_conds = [_slice_shard(_site_log_conditional_from_factors(factors, i, n, q, T), digits).to(device)
                      for i in range(n)]
         kind = "local conditionals from the model's factors"
-    elif kernel == "glauber" and joint is None:
+    elif single_site and joint is None:
         table = source.score_table().table
         log_conds = [_slice_shard(_table_log_conditionals(table, i, n, q, T), digits).to(device) for i in range(n)]
         kind = "conditionals table (n |V|^(n-1) contexts, tabulated once)"
@@ -642,7 +645,9 @@ def kernel_operator(source: Conditionals, kernel: str = "glauber", k: int = 2, *
                                  "(GibbsModel, IsingModel, PottsModel, LogWeightTable)")
         log_conds = [_block_log_conditional(joint[0], K, len(digits), q, comm) for K in block_list]
         kind = "conditionals from the joint law (log-sum-exp over each block)"
-    description = {"glauber": "Glauber", "k-gibbs": f"{k}-Gibbs", "block": "block dynamics"}[kernel]
+    # the entry's title without "(block) dynamics": "Glauber", "2-Gibbs"
+    description = ("block dynamics" if spec is None else
+                   spec.title(source, {"k": k}).removesuffix(" dynamics").removesuffix(" block"))
     return KernelOperator(space, block_list, w, log_conds, description=f"{description} ({kind})",
                           reversible=joint is not None, log_joint=joint, device=device, dtype=dtype, comm=comm,
                           source_kind=kind)

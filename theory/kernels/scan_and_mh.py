@@ -114,6 +114,8 @@ class Truncated(Conditionals):
     renormalised (:func:`truncate_log_probs`). Scores are the base scores with -inf on the removed
     symbols, so E_logit gives removed states zero target mass."""
 
+    truncated = True
+
     def __init__(self, base: Conditionals, top_k: int | None = None, top_p: float | None = None,
                  temperature: float | None = None) -> None:
         super().__init__(base.space, base.temperature if temperature is None else temperature)
@@ -332,3 +334,28 @@ def mh_acceptance(source: Conditionals, kind: str | np.ndarray) -> dict[str, Res
     how = f"sum over the {space.size} states of pi(x) times the accepted proposal mass (target exp(-{label})/Z)"
     return {"acceptance_rate": Result.approximate("acceptance rate at stationarity", accepted, rel, how),
             "move_rate": Result.approximate("move rate at stationarity", moved, rel, how)}
+
+
+def single_site_log_offdiagonal(source: Conditionals, energy: str | None = None) -> np.ndarray:
+    """log P(x, y) for x != y, dense (N, N) with -inf off the support, of a single-site kernel whose
+    entries are one conditional each: Glauber (``energy`` None), log p_i(a | x_{-i}) - log n, or
+    Metropolis-Hastings with target exp(-E_energy)/Z, min(log p_i(a | x_{-i}), E(x) - E(x^{i<-a})
+    + log p_i(x_i | x_{-i})) - log n."""
+    space = source.space
+    N, n, q = space.size, space.length, space.vocab_size
+    check_memory(8.0 * N * N, f"the log transition probabilities on {N} states")
+    L = np.full((N, N), -np.inf)
+    off = ~np.eye(q, dtype=bool)
+    E = None if energy is None else energy_vector(source, energy)
+    for i in range(n):
+        if E is None:
+            base, members = site_fibres(space, i)
+            lc = source.log_conditionals(space.decode(base), i)  # (N/q, q)
+            logs = np.broadcast_to(lc[:, None, :], (members.shape[0], q, q))
+        else:
+            members, _, logs = mh_logs(source, E, i)
+        m = members.shape[0]
+        rows = np.broadcast_to(members[:, :, None], (m, q, q))[:, off]
+        cols = np.broadcast_to(members[:, None, :], (m, q, q))[:, off]
+        L[rows, cols] = logs[:, off] - np.log(n)
+    return L

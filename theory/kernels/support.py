@@ -26,9 +26,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from mlmix.theory.kernels.registry import resolve_kernel
-from mlmix.theory.kernels.scan_and_mh import energy_vector, mh_logs, site_fibres
 from mlmix.theory.sources.conditionals import Conditionals
-from mlmix.validation import check_memory
 
 
 def kernel_support(source: Conditionals, kernel: str, **options: Any) -> sp.csr_array:
@@ -45,28 +43,11 @@ def kernel_support(source: Conditionals, kernel: str, **options: Any) -> sp.csr_
     return sp.csr_array(sp.csr_array(spec.build_csr(source, **resolved)) != 0)
 
 
-def kernel_log_offdiagonal(source: Conditionals, kernel: str) -> np.ndarray | None:
-    """log P(x, y) for x != y, dense (N, N) with -inf off the support, for the single-site kernels whose
-    entries are one conditional each: "glauber", log p_i(a | x_{-i}) - log n, and "mh-logit" /
-    "mh-pll", min(log p_i(a | x_{-i}), E(x) - E(x^{i<-a}) + log p_i(x_i | x_{-i})) - log n; None for the
-    other kernels (their entries are sums of products of conditionals)."""
-    if kernel not in ("glauber", "mh-logit", "mh-pll"):
-        return None
-    space = source.space
-    N, n, q = space.size, space.length, space.vocab_size
-    check_memory(8.0 * N * N, f"the log transition probabilities on {N} states")
-    L = np.full((N, N), -np.inf)
-    off = ~np.eye(q, dtype=bool)
-    E = None if kernel == "glauber" else energy_vector(source, kernel[3:])
-    for i in range(n):
-        if E is None:
-            base, members = site_fibres(space, i)
-            lc = source.log_conditionals(space.decode(base), i)  # (N/q, q)
-            logs = np.broadcast_to(lc[:, None, :], (members.shape[0], q, q))
-        else:
-            members, _, logs = mh_logs(source, E, i)
-        m = members.shape[0]
-        rows = np.broadcast_to(members[:, :, None], (m, q, q))[:, off]
-        cols = np.broadcast_to(members[:, None, :], (m, q, q))[:, off]
-        L[rows, cols] = logs[:, off] - np.log(n)
-    return L
+def kernel_log_offdiagonal(source: Conditionals, kernel: str, **options: Any) -> np.ndarray | None:
+    """log P(x, y) for x != y, dense (N, N) with -inf off the support, for the kernels whose off-diagonal
+    entries are one conditional each (their registry entry's ``log_offdiagonal``, e.g. Glauber and
+    Metropolis-Hastings, :func:`~mlmix.theory.kernels.scan_and_mh.single_site_log_offdiagonal`), with
+    ``options`` resolved as ``Chain.from_source`` resolves them; None for the other kernels (their entries
+    are sums of products of conditionals). ValueError (one line) for an unknown kernel."""
+    spec, _, resolved = resolve_kernel(kernel, **options)
+    return None if spec.log_offdiagonal is None else spec.log_offdiagonal(source, **resolved)

@@ -35,7 +35,8 @@ class Conditionals(ABC):
     :attr:`has_joint` (a compatible source: :meth:`log_joint` gives its joint law), :attr:`has_table`
     (its conditionals are a stored score table, :meth:`score_table` is free),
     :attr:`partial_conditionals` (it also gives conditionals given partially masked contexts, what a
-    decoder reads) and :meth:`local_factors` (its log-weight as a sum of small factors).
+    decoder reads), :attr:`truncated` (another source's conditionals cut by top-k / top-p),
+    :attr:`masked_lm` (its conditionals are a masked LM's forward passes) and :meth:`local_factors` (its log-weight as a sum of small factors).
     """
 
     space: StateSpace
@@ -46,6 +47,14 @@ class Conditionals(ABC):
     has_table: bool = False
     #: Whether the source gives p_i(. | x_S) for partial contexts x_S (:class:`~mlmix.theory.sources.partial.PartialScoreTable`).
     partial_conditionals: bool = False
+    #: Whether the conditionals are another source's truncated by top-k / top-p
+    #: (:class:`~mlmix.theory.kernels.scan_and_mh.Truncated`): paper G's constants are computed for that
+    #: source, not for its truncation.
+    truncated: bool = False
+    #: Whether each conditional is a masked LM's forward pass
+    #: (:class:`~mlmix.empirical.models.mlm.MaskedLMConditionals`): its table is tabulated once, at a
+    #: measured pass rate, and cached.
+    masked_lm: bool = False
 
     def __init__(self, space: StateSpace, temperature: float = 1.0) -> None:
         self.space = space
