@@ -22,6 +22,7 @@ from hypothesis import strategies as st
 from mlm_fixtures import tiny_masked_lm
 from transformers import BertConfig, BertForMaskedLM
 
+from mlmix.empirical.model_constants import affine_forms as af
 from mlmix.empirical.model_constants import relaxation as rx
 from mlmix.empirical.models.mlm import MaskedLMConditionals
 from mlmix.theory.local.influence import influence_matrix
@@ -69,7 +70,7 @@ def forward(model, ids: list[int]):
     return pre, [h[0] for h in out.hidden_states], out.logits[0, SITE, ALPHABET]
 
 
-def inside(value: torch.Tensor, form: rx.Affine, eps: torch.Tensor) -> tuple[bool, bool]:
+def inside(value: torch.Tensor, form: af.Affine, eps: torch.Tensor) -> tuple[bool, bool]:
     """(value in the interval hull, value in c + g . eps +- (r + |g_fresh|_1))."""
     lo, hi = form.bounds()
     hull = bool(((value >= lo) & (value <= hi)).all())
@@ -194,7 +195,7 @@ def test_lemma6_part_is_attained_on_a_two_token_softmax():
     """The tanh(osc / 4T) step (paper G Lemma 6) is tight: logits (d/2, 0) vs (-d/2, 0) give TV = tanh(d/4)."""
     d = 1.3
     g = torch.tensor([[d / 2], [0.0]], dtype=torch.float64)
-    form = rx.Affine(torch.zeros(2, dtype=torch.float64), g, torch.zeros(2, dtype=torch.float64),
+    form = af.Affine(torch.zeros(2, dtype=torch.float64), g, torch.zeros(2, dtype=torch.float64),
                      torch.tensor([7]))
     osc = rx._osc_upper(form, slice(0, 1))
     assert osc == pytest.approx(d, rel=1e-12) and osc >= d
@@ -203,13 +204,13 @@ def test_lemma6_part_is_attained_on_a_two_token_softmax():
 
 
 # ---------------------------------------------------------------------------- operations, one at a time
-def _random_form(draw_seed: int, shape: tuple[int, ...], scale: float, radius: float) -> rx.Affine:
+def _random_form(draw_seed: int, shape: tuple[int, ...], scale: float, radius: float) -> af.Affine:
     gen = torch.Generator().manual_seed(draw_seed)
     groups = torch.tensor([0, 0, 1])  # a position with three tokens, one with two
     c = torch.randn(shape, generator=gen, dtype=torch.float64) * scale
     g = torch.randn((*shape, 3), generator=gen, dtype=torch.float64) * scale / 2
     r = torch.rand(shape, generator=gen, dtype=torch.float64) * radius
-    return rx.Affine(c, g, r, groups)
+    return af.Affine(c, g, r, groups)
 
 
 FEASIBLE = [torch.tensor(e, dtype=torch.float64) for e in
@@ -226,16 +227,16 @@ def _erf_gelu(t: float) -> float:
 def test_each_operation_encloses_its_function_at_every_feasible_point(seed, scale, radius, frac):
     x = _random_form(seed, (5,), scale, radius)
     y = _random_form(seed + 1, (5,), scale, radius)
-    pos = rx.add(rx.scale(rx.bilinear(x, x, "d,d->d", 1), 1.0), rx.Affine(
+    pos = af.add(af.scale(af.bilinear(x, x, "d,d->d", 1), 1.0), af.Affine(
         torch.full((5,), 0.5, dtype=torch.float64), torch.zeros((5, 3), dtype=torch.float64),
         torch.zeros(5, dtype=torch.float64), x.groups))  # x^2 + 0.5 > 0
     cases = [
-        (rx.exp(x), lambda v, w, q: math.exp(v)),
-        (rx.gelu(x), lambda v, w, q: _erf_gelu(v)),
-        (rx.bilinear(x, y, "d,d->d", 1), lambda v, w, q: v * w),
-        (rx.reciprocal(pos, 0.5), lambda v, w, q: 1 / q),
-        (rx.rsqrt(pos, 0.5), lambda v, w, q: 1 / math.sqrt(q)),
-        (rx.softmax(x, -1), None),
+        (af.exp(x), lambda v, w, q: math.exp(v)),
+        (af.gelu(x), lambda v, w, q: _erf_gelu(v)),
+        (af.bilinear(x, y, "d,d->d", 1), lambda v, w, q: v * w),
+        (af.reciprocal(pos, 0.5), lambda v, w, q: 1 / q),
+        (af.rsqrt(pos, 0.5), lambda v, w, q: 1 / math.sqrt(q)),
+        (af.softmax(x, -1), None),
     ]
     for eps in FEASIBLE:
         xv = (x.evaluate(eps) + frac * x.r).tolist()  # a value the form allows at eps
@@ -252,9 +253,9 @@ def test_each_operation_encloses_its_function_at_every_feasible_point(seed, scal
 
 
 def test_exp_above_its_range_is_vacuous_not_wrong():
-    x = rx.Affine(torch.tensor([800.0, 1.0], dtype=torch.float64), torch.zeros((2, 0), dtype=torch.float64),
+    x = af.Affine(torch.tensor([800.0, 1.0], dtype=torch.float64), torch.zeros((2, 0), dtype=torch.float64),
                   torch.tensor([1.0, 0.0], dtype=torch.float64), torch.zeros(0, dtype=torch.long))
-    lo, hi = rx.exp(x).bounds()
+    lo, hi = af.exp(x).bounds()
     assert math.isinf(hi[0]) and math.isinf(lo[0])
     assert lo[1] <= math.e <= hi[1] and float(hi[1] - lo[1]) < 1e-12
 
@@ -287,8 +288,8 @@ def test_linear_steps_pass_the_whole_remainder_on():
     x = _random_form(5, (2, 5), 1.0, 0.3)
     w = torch.randn((4, 5), generator=torch.Generator().manual_seed(6), dtype=torch.float64)
     b = torch.randn(4, generator=torch.Generator().manual_seed(7), dtype=torch.float64)
-    out = rx.linear(x, w, b)
-    cen = rx.center(x)
+    out = af.linear(x, w, b)
+    cen = af.center(x)
     for eps in FEASIBLE:
         base = x.evaluate(eps)
         for i in range(4):

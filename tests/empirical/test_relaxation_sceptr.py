@@ -25,6 +25,7 @@ import torch.nn.functional as F
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from mlmix.empirical.model_constants import affine_forms as af
 from mlmix.empirical.model_constants import relaxation as rx
 from mlmix.empirical.models import sceptr as sc
 from mlmix.theory.local.influence import influence_matrix
@@ -92,7 +93,7 @@ def contexts(frame: list[int], allowed: dict[int, list[int]]):
         yield ids
 
 
-def inside(value: torch.Tensor, form: rx.Affine, eps: torch.Tensor) -> tuple[bool, bool]:
+def inside(value: torch.Tensor, form: af.Affine, eps: torch.Tensor) -> tuple[bool, bool]:
     lo, hi = form.bounds()
     hull = bool(((value >= lo) & (value <= hi)).all())
     point = bool(((value - form.evaluate(eps)).abs() <= form.radius()).all())
@@ -134,7 +135,7 @@ def test_every_context_lies_inside_the_bounds_at_every_layer(wheel, variant, cas
         for layer, (h, form) in enumerate(zip(hidden, prop.hidden)):
             # the markers' rows are never attended to: only the other rows are claimed after layer 0
             rows = keep if layer else torch.ones_like(keep)
-            assert inside(h[rows], rx.Affine(form.c[rows], form.g[rows], form.r[rows], form.groups), eps) \
+            assert inside(h[rows], af.Affine(form.c[rows], form.g[rows], form.r[rows], form.groups), eps) \
                 == (True, True), f"layer {layer}"
         assert inside(logits[site], prop.logits, eps) == (True, True)
         p = torch.softmax(logits[site] / 0.8, -1).numpy()
@@ -210,8 +211,8 @@ def test_relu_encloses_its_function_at_every_feasible_point(seed, scale, radius,
     gen = torch.Generator().manual_seed(seed)
     c = torch.randn(40, generator=gen, dtype=torch.float64) * scale
     g = torch.randn((40, 3), generator=gen, dtype=torch.float64) * scale
-    x = rx.Affine(c, g, torch.rand(40, generator=gen, dtype=torch.float64) * radius, torch.tensor([0, 0, 1]))
-    out = rx.relu(x)
+    x = af.Affine(c, g, torch.rand(40, generator=gen, dtype=torch.float64) * radius, torch.tensor([0, 0, 1]))
+    out = af.relu(x)
     lo, hi = out.bounds()
     for e in ([-1, -1, -1], [1, -1, -1], [-1, 1, -1], [-1, -1, 1], [1, -1, 1], [-1, 1, 1]):
         eps = torch.tensor(e, dtype=torch.float64)
@@ -281,7 +282,7 @@ def test_fresh_symbols_certify_the_random_width_64_bert_where_the_interval_remai
     assert float((upper - lower).max()) < 0.01
 
 
-def _claim(out: rx.Affine, eps: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+def _claim(out: af.Affine, eps: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """(centre, radius) of a form's pointwise claim where the symbols ``eps`` (free positions', then
     fresh) take known values: later fresh symbols count by |g|; after compact() only the free
     positions' values are known."""
@@ -301,24 +302,24 @@ def test_operations_over_fresh_symbols_enclose_their_functions(seed, scale, radi
     and inside their hulls; compact() keeps it so with fewer symbols."""
     gen = torch.Generator().manual_seed(seed)
     groups = torch.tensor([0, 0, 1])
-    x0 = rx.Affine(torch.randn(6, generator=gen, dtype=torch.float64) * scale,
+    x0 = af.Affine(torch.randn(6, generator=gen, dtype=torch.float64) * scale,
                    torch.randn((6, 3), generator=gen, dtype=torch.float64) * scale / 2,
                    torch.rand(6, generator=gen, dtype=torch.float64) * radius, groups)
-    x = rx.refresh(x0, budget)
+    x = af.refresh(x0, budget)
     assert x.g.shape[-1] == 3 + min(budget, 6)
     w = torch.randn((6, 6), generator=gen, dtype=torch.float64)
     b = torch.randn(6, generator=gen, dtype=torch.float64)
-    y = rx.linear(x, w, b)
+    y = af.linear(x, w, b)
     ones, zeros = torch.ones(6, dtype=torch.float64), torch.zeros(6, dtype=torch.float64)
     cases = [
-        (rx.bilinear(x, y, "d,d->d", 1), lambda xv, yv: xv * yv),
-        (rx.bilinear(y, x, "d,d->", 6), lambda xv, yv: (xv * yv).sum()),
-        (rx.add(x, y), lambda xv, yv: xv + yv),
-        (rx.center(x), lambda xv, yv: xv - xv.mean()),
-        (rx.exp(x), lambda xv, yv: torch.exp(xv)),
-        (rx.relu(y), lambda xv, yv: torch.relu(yv)),
-        (rx.layer_norm(x, ones, zeros, 1e-5, None, 3), lambda xv, yv: F.layer_norm(xv, (6,), eps=1e-5)),
-        (rx.compact(rx.bilinear(x, y, "d,d->d", 1), 1), lambda xv, yv: xv * yv),
+        (af.bilinear(x, y, "d,d->d", 1), lambda xv, yv: xv * yv),
+        (af.bilinear(y, x, "d,d->", 6), lambda xv, yv: (xv * yv).sum()),
+        (af.add(x, y), lambda xv, yv: xv + yv),
+        (af.center(x), lambda xv, yv: xv - xv.mean()),
+        (af.exp(x), lambda xv, yv: torch.exp(xv)),
+        (af.relu(y), lambda xv, yv: torch.relu(yv)),
+        (af.layer_norm(x, ones, zeros, 1e-5, None, 3), lambda xv, yv: F.layer_norm(xv, (6,), eps=1e-5)),
+        (af.compact(af.bilinear(x, y, "d,d->d", 1), 1), lambda xv, yv: xv * yv),
     ]
     for e in ([-1, -1, -1], [1, -1, -1], [-1, 1, -1], [-1, -1, 1], [1, -1, 1], [-1, 1, 1]):
         for _ in range(2):
