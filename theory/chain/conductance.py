@@ -44,7 +44,7 @@ if TYPE_CHECKING:
     import torch
 
     from mlmix.theory.chain.spectral import GapResult
-    from mlmix.theory.kernels.operators import KernelOperator
+    from mlmix.theory.linalg.operator import TransitionOperator
 
 #: pi(S) <= 1/2 is tested as pi(S) <= 1/2 + _HALF_TOL so that sets of mass exactly 1/2 count.
 _HALF_TOL = 1e-12
@@ -205,13 +205,13 @@ def conductance_interval(P: Matrix, logpi: np.ndarray, gap: Result, modes: list[
                            **_witness("conductance", upper, best[1], best[2]))
 
 
-# ------------------------------------------------------------ matrix-free (a KernelOperator)
+# ------------------------------------------------------------ matrix-free (a TransitionOperator)
 
 #: Thresholds tried by the sweep cut (every distinct value of f on chains with fewer states).
 SWEEP_BINS = 1 << 16
 
 
-def _thresholds(op: KernelOperator, f: torch.Tensor, bins: int) -> torch.Tensor:
+def _thresholds(op: TransitionOperator, f: torch.Tensor, bins: int) -> torch.Tensor:
     import torch  # deferred: only the matrix-free route loads torch
 
     stride = max(1, (op.n_states + bins - 1) // bins)
@@ -222,7 +222,7 @@ def _thresholds(op: KernelOperator, f: torch.Tensor, bins: int) -> torch.Tensor:
     return values
 
 
-def operator_set_conductance(op: KernelOperator, S: np.ndarray, pi: VectorResult) -> Result:
+def operator_set_conductance(op: TransitionOperator, S: np.ndarray, pi: VectorResult) -> Result:
     """Phi(S) = Q(S, S^c) / pi(S) of a set (this process's boolean mask) on a matrix-free kernel, flows
     summed as non-negative terms."""
     import torch  # deferred: only the matrix-free route loads torch
@@ -235,13 +235,13 @@ def operator_set_conductance(op: KernelOperator, S: np.ndarray, pi: VectorResult
     if not 0 < mass < 1:
         raise ValueError("S must be a proper subset of the states")
     unit = float(torch.finfo(op.dtype).eps) / 2
-    rel = 8 * unit * (op.space.length * op.space.vocab_size + math.log2(op.n_states)) + 2 * (pi.rel_error or 0.0)
+    rel = 8 * unit * (op.terms + math.log2(op.n_states)) + 2 * (pi.rel_error or 0.0)
     return Result.approximate(NAMES["set_conductance"], op.escape_flow(mask, pi_t) / mass, rel,
                               "flows summed as non-negative terms (matrix-free)", set_size=int(mask.sum()),
                               set_mass=mass)
 
 
-def operator_conductance(op: KernelOperator, pi: VectorResult, gap: GapResult, *,
+def operator_conductance(op: TransitionOperator, pi: VectorResult, gap: GapResult, *,
                          bins: int = SWEEP_BINS) -> Result:
     """Phi* = min over pi(S) <= 1/2 of Q(S, S^c) / pi(S): an interval (module docstring), with the
     named set (``set``: this process's mask), its size, mass and conductance in ``details``."""
@@ -267,7 +267,7 @@ def operator_conductance(op: KernelOperator, pi: VectorResult, gap: GapResult, *
     size = int(comm.allreduce_(S.sum()))
     phi_s = op.escape_flow(S, pi_t) / mass_s
     unit = float(torch.finfo(op.dtype).eps) / 2
-    margin = 8 * unit * (op.space.length * op.space.vocab_size + math.log2(op.n_states)) + \
+    margin = 8 * unit * (op.terms + math.log2(op.n_states)) + \
         (2 * pi.rel_error if pi.rel_error is not None else 0.0)
     phi_upper = phi_s * (1 + margin)
     g = gap.gap

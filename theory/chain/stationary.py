@@ -62,7 +62,7 @@ from mlmix.validation import Matrix, check_memory, check_real, check_transition_
 if TYPE_CHECKING:
     import torch
 
-    from mlmix.theory.kernels.operators import KernelOperator
+    from mlmix.theory.linalg.operator import TransitionOperator
 
 #: Relative residual target of the iterative (sparse) stationary solve.
 ITERATIVE_RTOL = 1e-12
@@ -408,24 +408,28 @@ def log_space_stationary(L: np.ndarray) -> VectorResult:
                         rel, None, None, logpi)
 
 
-# ------------------------------------------------------------ matrix-free (a KernelOperator)
+# ------------------------------------------------------------ matrix-free (a TransitionOperator)
 
 #: Relative residual of the GMRES solve for a non-reversible stationary law.
 STATIONARY_RTOL = 1e-13
 
+#: Steps pi <- pi P tried to clear round-off below zero from a GMRES law before giving up.
+SMOOTHING_STEPS = 32
 
-def _l1_residual(op: KernelOperator, pi: torch.Tensor) -> float:
+
+def _l1_residual(op: TransitionOperator, pi: torch.Tensor) -> float:
     from mlmix.theory.kernels.operator_vectors import global_total  # deferred: torch
 
     out = op.apply(pi, "measures")
     return global_total(op, out.sub_(pi).abs_())
 
 
-def operator_stationary(op: KernelOperator, *, rtol: float = STATIONARY_RTOL, progress: bool = False) -> VectorResult:
+def operator_stationary(op: TransitionOperator, *, rtol: float = STATIONARY_RTOL, progress: bool = False) -> VectorResult:
     """The stationary law of ``op`` over this process's states (see the module docstring).
 
-    Reversible: exact from log mu_T (``rel_error`` bounds the entrywise relative error from the
-    rounding of log mu). Otherwise GMRES; ``residual`` = ||pi P - pi||_1, and ``abs_error`` /
+    An operator that knows its joint law (``op.log_joint``: a reversible kernel on a compatible source):
+    exact from log mu_T (``rel_error`` bounds the entrywise relative error from the rounding of log mu).
+    Otherwise (a non-reversible kernel, an assembled matrix) GMRES; ``residual`` = ||pi P - pi||_1, and ``abs_error`` /
     ``rel_error`` stay None until :func:`stationary_error_bound` supplies the gap.
     Raises ConvergenceError when GMRES stalls above ``rtol``.
     """
@@ -436,7 +440,7 @@ def operator_stationary(op: KernelOperator, *, rtol: float = STATIONARY_RTOL, pr
 
     rtol = check_real(rtol, "rtol", minimum=0.0, open_min=True)
     comm = op.comm
-    if op.reversible:
+    if op.log_joint is not None:
         log_mu, err = op.log_joint
         lm = log_mu.reshape(-1)
         m = comm.allreduce_(lm.max().clone(), "max")
@@ -467,7 +471,7 @@ def operator_stationary(op: KernelOperator, *, rtol: float = STATIONARY_RTOL, pr
     method = f"GMRES(30) on (I - P^T + u 1^T) pi = u, {sol.matvecs} applications"
     steps = 0
     while float(comm.allreduce_(pi.min().clone(), "min")) <= 0:  # round-off below zero: smooth by pi <- pi P
-        if steps > op.space.length:
+        if steps > SMOOTHING_STEPS:
             raise ConvergenceError("stationary law: entries stay <= 0 after smoothing; the chain may be reducible")
         pi = op.apply(pi.clamp_(min=0.0), "measures")
         pi.div_(global_total(op, pi))
@@ -479,7 +483,7 @@ def operator_stationary(op: KernelOperator, *, rtol: float = STATIONARY_RTOL, pr
                         log_value=pi.log().cpu().numpy(), details={"representation": "operator"})
 
 
-def stationary_error_bound(op: KernelOperator, pi: VectorResult, gap_lower: float) -> VectorResult:
+def stationary_error_bound(op: TransitionOperator, pi: VectorResult, gap_lower: float) -> VectorResult:
     """``pi`` with the a-posteriori bounds of the module docstring filled in from the residual
     r = pi P - pi and a lower bound on the additive gap (unchanged for an exact law)."""
     import torch  # deferred: only the matrix-free route loads torch
@@ -493,7 +497,7 @@ def stationary_error_bound(op: KernelOperator, pi: VectorResult, gap_lower: floa
                         log_value=pi.log_value, details=dict(pi.details))
 
 
-def first_order_pi_error(op: KernelOperator, pi: torch.Tensor, gap: float) -> tuple[float, float]:
+def first_order_pi_error(op: TransitionOperator, pi: torch.Tensor, gap: float) -> tuple[float, float]:
     """(||r / pi||_pi / (gap sqrt(pi_min)), pi_min), r = pi P - pi: the entrywise relative error bound
     of a computed pi (module docstring); also bounds the perturbation of D^{1/2} S D^{-1/2} it causes
     (as ||B|| <= 1)."""
@@ -505,7 +509,7 @@ def first_order_pi_error(op: KernelOperator, pi: torch.Tensor, gap: float) -> tu
     return chi / (gap * math.sqrt(pi_min)), pi_min
 
 
-def certify_stationary(op: KernelOperator, pi: VectorResult) -> VectorResult:
+def certify_stationary(op: TransitionOperator, pi: VectorResult) -> VectorResult:
     """``pi`` with the entrywise certificate of the module docstring when it verifies (``rel_error``
     bounds max_x |pi_hat(x) / pi(x) - 1|); unchanged when it does not or when ``pi`` already has an
     entrywise bound (the exact law of a reversible kernel). Sharded operators: every process calls it
