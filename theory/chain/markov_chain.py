@@ -406,9 +406,9 @@ class Chain:
         if self.op is not None:
             if not self.is_irreducible:
                 if self.op.matrix is not None:
-                    raise ValueError(f"the chain is not irreducible ({len(self.closed_classes)} closed class(es), "
-                                     f"{int(self.structure.transient.sum())} transient state(s)): the matrix-free "
-                                     "route needs one class; analyse the matrix itself (Chain(P))")
+                    self._recurrent  # several closed classes: ReducibleChainError naming them
+                    raise ValueError(f"{int(self.structure.transient.sum())} transient state(s): the matrix-free route "
+                                     "needs an irreducible chain; analyse the matrix itself (Chain(P))")
                 raise ValueError("some conditionals underflow to 0: irreducibility is not established matrix-free "
                                  "(raise the temperature, or analyse the matrix)")
             return self._timed("stationary_s", lambda: certify_stationary(
@@ -625,6 +625,9 @@ class Chain:
         core = self._core
         if self._reducible_given:
             return Result.exact(NAMES["absolute_spectral_gap"], 0.0, "several closed classes: eigenvalue 1 is repeated")
+        if self.op is not None and self.op.matrix is not None and self.period > 1:  # known from the matrix
+            return Result.exact(NAMES["absolute_spectral_gap"], 0.0, f"period {self.period} from a breadth-first "
+                                f"search: exp(2 pi i / {self.period}) is an eigenvalue")
         if self.op is not None and self.is_reversible:
             return spectral.operator_absolute_gap(self.op, self.additive_gap)
         if self.op is not None:

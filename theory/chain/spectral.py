@@ -351,12 +351,13 @@ def operator_gap(op: TransitionOperator, pi: VectorResult, *, rtol: float = GAP_
     value = op.dirichlet_form(f, pi_t) / var
     unit = float(torch.finfo(op.dtype).eps) / 2
     n_terms = op.terms + math.log2(max(op.n_states, 2))
-    margin = 8 * unit * n_terms + (0.0 if pi.rel_error is None else 2 * pi.rel_error)
+    # the law enters E(f,f) / Var(f) and the deflation (non-reversible: the operator too) unless it is
+    # exact; delta bounds its entrywise relative error (certificate, else first order), and with it the
+    # quotient moves by 2 delta, a reversible P's deflation w w^T by at most 2 ||w_hat - w||
+    delta = 0.0 if op.log_joint is not None else _pi_perturbation(op, pi, pi_t, max(value - residual, value / 2))
+    margin = 8 * unit * n_terms + 2 * delta
     rounding = 2 * unit * (op.terms + 2)
-    # the law enters the deflation (and, non-reversible, the operator itself) unless it is exact; with a
-    # computed law a reversible P's deflation w w^T moves by at most 2 ||w_hat - w||
-    pi_error = 0.0 if op.log_joint is not None else \
-        (2 if op.reversible else 1) * _pi_perturbation(op, pi, pi_t, max(value - residual, value / 2))
+    pi_error = (2 if op.reversible else 1) * delta
     abs_error = residual + rounding + pi_error + 4 * unit
     which = "D^1/2 P D^-1/2 (reversible, the operator's symmetric mode, formed without pi)" if op.reversible else \
         "D^1/2 (P + P*)/2 D^-1/2 (additive reversibilization, with the computed pi)"
@@ -367,7 +368,7 @@ def operator_gap(op: TransitionOperator, pi: VectorResult, *, rtol: float = GAP_
     if pi_error:
         details["pi_error"] = pi_error
     gap = Result.checked(NAMES["additive_gap"], value, abs_error, method, rtol=target_rtol, lower=0.0,
-                         upper=value * (1 + margin), **details)
+                         upper=value * (1 + margin) if margin < 1 else 2.0, **details)
     return GapResult(gap, f, ritz.matvecs, residual)
 
 

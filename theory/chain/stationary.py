@@ -500,10 +500,12 @@ def stationary_error_bound(op: TransitionOperator, pi: VectorResult, gap_lower: 
 def first_order_pi_error(op: TransitionOperator, pi: torch.Tensor, gap: float) -> tuple[float, float]:
     """(||r / pi||_pi / (gap sqrt(pi_min)), pi_min), r = pi P - pi: the entrywise relative error bound
     of a computed pi (module docstring); also bounds the perturbation of D^{1/2} S D^{-1/2} it causes
-    (as ||B|| <= 1)."""
-    from mlmix.theory.kernels.operator_vectors import global_total  # deferred: torch
+    (as ||B|| <= 1). |r| is taken with the rounding of its computation, gamma (pi P + pi): a residual
+    that rounds to 0 (pi P - pi below the rounding of pi P) bounds nothing."""
+    from mlmix.theory.kernels.operator_vectors import global_total, rounding  # deferred: torch
 
-    r = op.apply(pi, "measures").sub_(pi)
+    Ppi = op.apply(pi, "measures")
+    r = (Ppi - pi).abs_().add_(Ppi.add_(pi), alpha=rounding(op))
     chi = math.sqrt(global_total(op, r.square_().div_(pi)))
     pi_min = float(op.comm.allreduce_(pi.min().clone(), "min"))
     return chi / (gap * math.sqrt(pi_min)), pi_min
@@ -556,7 +558,10 @@ def certify_stationary(op: TransitionOperator, pi: VectorResult) -> VectorResult
         y_z = reduce(float(y[z]) if z is not None else 0.0, "sum")
         return y - (y_z / math.exp(log_z)) * pi_hat
 
-    rel = certify_supersolution(apply, logpi, z, solve, log_z=log_z, reduce=reduce)
+    try:
+        rel = certify_supersolution(apply, logpi, z, solve, log_z=log_z, reduce=reduce)
+    except np.linalg.LinAlgError:  # GMRES broke down on a system singular in floating point: no certificate
+        return pi
     if not rel < 1:
         return pi
     rel = min(rel + 2 * EPS * reduce(float(np.abs(logpi).max()), "max"), 1.0)  # exp(log pi); ||error||_1 <= rel

@@ -139,10 +139,11 @@ class MatrixOperator(TransitionOperator):
 
     def conditionals_positive(self) -> bool:
         """P is irreducible (its support strongly connected) and keeps some state with positive
-        probability (so aperiodic); False where either fails (the chain then reads P's structure)."""
+        probability, a stored P(x, x) > 0 (so aperiodic: 1 - the row's off-diagonal sum may round to a
+        spurious 1e-16); False where either fails (the chain then reads P's structure)."""
         if self._positive is None:
             one = self.n_states == 1 or connected_components(self._off, directed=True, connection="strong")[0] == 1
-            self._positive = bool(one and (self._hold > 0).any())
+            self._positive = bool(one and (self.matrix.diagonal() > 0).any())
         return self._positive
 
     def trace(self) -> float:
