@@ -258,3 +258,6 @@ def test_non_reversible_kemeny_interval_on_a_metastable_chain():
     k = Chain(P, dense_limit=4).kemeny_constant
     assert "non-reversible" in k.method and k.upper is not None
     assert k.lower <= exact.value * (1 + exact.rel_error) and exact.value * (1 - exact.rel_error) <= k.upper
+    k = chain_in("operator", P).kemeny_constant  # matrix-free: the trace and an unresolved gap, an enclosure
+    assert "Re 1/(1 - lambda_j)" in k.method and not k.resolved
+    assert k.lower <= exact.value * (1 + exact.rel_error) and (k.upper is None or exact.value <= k.upper)
