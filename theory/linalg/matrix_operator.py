@@ -58,16 +58,19 @@ def kolmogorov_reversible(O: sp.csr_array) -> bool:
     ratio = np.log(O.data) - np.log(OT.data)
     rows = np.repeat(np.arange(N, dtype=np.int64), np.diff(O.indptr))
     keys = rows * N + O.indices
-    phi = np.zeros(N)
+    anc = np.arange(N, dtype=np.int64)  # a breadth-first forest: the parent of each state (roots: itself)
     seen = np.zeros(N, dtype=bool)
-    for root in range(N):  # one tree per component
-        if seen[root]:
-            continue
-        order, pred = breadth_first_order(O, root, directed=False, return_predecessors=True)
-        seen[order] = True
-        for child in order[1:]:  # parents come first in breadth-first order
-            parent = pred[child]
-            phi[child] = phi[parent] + ratio[np.searchsorted(keys, parent * N + child)]
+    for root in range(N):  # one tree per connected component
+        if not seen[root]:
+            order, pred = breadth_first_order(O, root, directed=False, return_predecessors=True)
+            seen[order] = True
+            anc[order[1:]] = pred[order[1:]]
+    child = np.flatnonzero(anc != np.arange(N))
+    phi = np.zeros(N)  # log pi(child) - log pi(parent) = log O(parent, child) - log O(child, parent)
+    phi[child] = ratio[np.searchsorted(keys, anc[child] * N + child)]
+    while (anc != anc[anc]).any():  # pointer jumping: phi(x) becomes the sum along the path to its root
+        phi += phi[anc]  # a root holds 0
+        anc = anc[anc]
     defect = np.abs(ratio - (phi[O.indices] - phi[rows]))
     return bool((defect <= 1e-9 * (1.0 + np.abs(phi).max())).all())
 
