@@ -60,6 +60,7 @@ from mlmix.errors import MemoryLimitError, NumericalError
 from mlmix.limits import DENSE_SPECTRAL_LIMIT, MEAN_EXIT_LIMIT, MIXING_LIMIT
 from mlmix.progress import seconds_for, steps
 from mlmix.theory.chain.hitting import expected_hitting_times
+from mlmix.theory.chain.spectral import operator_absolute_gap
 from mlmix.theory.chain.structure import tree_depths
 from mlmix.theory.results import DEFAULT_RTOL, EPS, NAMES, Result, VectorResult
 from mlmix.validation import Matrix, check_eps, check_memory, check_state_set, check_steps, check_vector
@@ -538,14 +539,16 @@ def _psd(op: TransitionOperator) -> bool:
 
 def operator_bounds(op: TransitionOperator, pi: VectorResult, gap: Result, conductance: Result,
                     multiplicative_gap: Result | None = None) -> MixingBounds:
-    """The :class:`MixingBounds` of a matrix-free kernel from the gap (reversible and positive
-    semi-definite, ``op.lambda_min >= 0``: the absolute gap is the gap), the conductance's named set and,
-    for any chain, Fill's bound from the multiplicative gap when given."""
+    """The :class:`MixingBounds` of a matrix-free kernel from the gap (reversible: the absolute gap
+    min(gap, 1 + lambda_min) of :func:`~mlmix.theory.chain.spectral.operator_absolute_gap`, the gap itself
+    when positive semi-definite, ``op.lambda_min >= 0``), the conductance's named set and, for any chain,
+    Fill's bound from the multiplicative gap when given."""
     import torch  # deferred: only the matrix-free route loads torch
 
     log_min = torch.tensor(float(np.min(pi.log_value)), dtype=torch.float64, device=op.device)
     return MixingBounds(float(op.comm.allreduce_(log_min, "min")), op.reversible,
-                        abs_gap=gap if _psd(op) else None, mult_gap=multiplicative_gap,
+                        abs_gap=(gap if _psd(op) else operator_absolute_gap(op, gap)) if op.reversible else None,
+                        mult_gap=multiplicative_gap,
                         set_mass=conductance.details.get("set_mass"),
                         set_phi_upper=conductance.details.get("set_conductance_upper"))
 

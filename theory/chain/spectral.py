@@ -428,8 +428,8 @@ def operator_absolute_gap(op: TransitionOperator, gap: Result) -> Result:
     """The absolute spectral gap min(gap, 1 + lambda_min) of a reversible matrix-free P from its
     spectral gap ``gap`` and the operator's bound lambda_min >= ``op.lambda_min``: the gap itself when
     that bound is >= 0 (a reversible heat-bath kernel is positive semi-definite; a lazy matrix by
-    Gershgorin), else the interval [min(gap's lower end, 1 + op.lambda_min), gap's upper end];
-    unresolved for a non-reversible P."""
+    Gershgorin), else the interval [min(gap's lower end, 1 + op.lambda_min), min(gap's upper end, 1)]
+    (1 - max |lambda| <= 1); unresolved for a non-reversible P."""
     name = NAMES["absolute_spectral_gap"]
     if not op.reversible:
         return Result.missing(name, "matrix-free", "eigenvalues of a non-reversible P are not computed matrix-free")
@@ -439,7 +439,8 @@ def operator_absolute_gap(op: TransitionOperator, gap: Result) -> Result:
                       dict(gap.details))
     bottom = 1.0 + op.lambda_min
     lower = None if gap.lower is None else min(gap.lower, bottom)
-    return Result.interval(name, lower, gap.upper, f"min(gap, 1 + lambda_min) with lambda_min >= {op.lambda_min:.6g} "
+    upper = 1.0 if gap.upper is None else min(gap.upper, 1.0)
+    return Result.interval(name, lower, upper, f"min(gap, 1 + lambda_min) with lambda_min >= {op.lambda_min:.6g} "
                            "(Gershgorin on the holding probabilities); " + gap.method,
                            "the smallest eigenvalue of P is not computed matrix-free")
 

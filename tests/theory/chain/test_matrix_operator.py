@@ -202,3 +202,18 @@ def test_bad_options_and_modes():
         Chain(op, dense_limit=4)
     with pytest.raises(TypeError, match="TransitionOperator"):
         Chain.from_operator(two_state(0.2, 0.3))
+
+
+def test_a_reversible_chain_that_is_not_lazy_is_bounded_through_gershgorin():
+    """[[1/2, 1/2], [3/4, 1/4]]: lambda_2 = -1/4, so the absolute gap 3/4 is not the gap 5/4; matrix-free
+    it is the interval [min(gap, 1 + lambda_min bound), gap] with lambda_min >= -1/2 (Gershgorin), which
+    still bounds t_mix above (t_mix = 1) and the Kemeny constant (1 / (a + b) = 0.8)."""
+    ch = Chain(MatrixOperator(two_state(0.5, 0.75)))
+    assert ch.op.lambda_min == -0.5
+    gap = ch.absolute_spectral_gap
+    assert not gap.resolved and gap.lower == pytest.approx(0.5) and "Gershgorin" in gap.method
+    assert_encloses(gap, 0.75)
+    t = ch.mixing_time()
+    assert t.upper is not None and t.upper < 10
+    assert_encloses(t, 1)
+    assert_encloses(ch.kemeny_constant, 0.8, slack=1e-12)
