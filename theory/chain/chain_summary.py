@@ -57,14 +57,18 @@ def _operator_summary(chain: Chain, eps: float, include_stationary: bool, progre
     spent are in ``chain.timings``); ``progress`` turns on the Krylov solvers' progress lines."""
     chain._solver_progress = chain._solver_progress or progress
     out: dict[str, Any] = {"n_states": chain.n_states, "representation": f"matrix-free operator ({chain.op})",
-                           "irreducible": chain.is_irreducible, "closed_classes": 1, "period": chain.period,
-                           "reversible": chain.is_reversible,
-                           "stationary": chain.stationary.as_dict(values=include_stationary)}
-    for key in ("spectral_gap", "absolute_spectral_gap", "relaxation_time", "additive_gap",
-                "poincare_constant", "conductance", "kemeny_constant"):
-        out[key] = getattr(chain, key)
-    out["eps"] = eps
-    out["t_mix"] = chain.mixing_time(eps)
+                           "irreducible": chain.is_irreducible, "closed_classes": len(chain.closed_classes)}
+    try:
+        out["period"] = chain.period
+        out["reversible"] = chain.is_reversible
+        out["stationary"] = chain.stationary.as_dict(values=include_stationary)
+        for key in ("spectral_gap", "absolute_spectral_gap", "relaxation_time", "additive_gap",
+                    "poincare_constant", "conductance", "kemeny_constant"):
+            out[key] = getattr(chain, key)
+        out["eps"] = eps
+        out["t_mix"] = chain.mixing_time(eps)
+    except ReducibleChainError as err:  # an operator's matrix with several closed classes
+        out["reason"] = str(err)
     return results_frame(out) if as_frame else out
 
 

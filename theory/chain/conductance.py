@@ -45,7 +45,7 @@ if TYPE_CHECKING:
 
     from mlmix.theory.chain.markov_chain import Chain
     from mlmix.theory.chain.spectral import GapResult
-    from mlmix.theory.kernels.operators import KernelOperator
+    from mlmix.theory.linalg.operator import TransitionOperator
 
 #: pi(S) <= 1/2 is tested as pi(S) <= 1/2 + _HALF_TOL so that sets of mass exactly 1/2 count.
 _HALF_TOL = 1e-12
@@ -206,13 +206,13 @@ def conductance_interval(P: Matrix, logpi: np.ndarray, gap: Result, modes: list[
                            **_witness("conductance", upper, best[1], best[2]))
 
 
-# ------------------------------------------------------------ matrix-free (a KernelOperator)
+# ------------------------------------------------------------ matrix-free (a TransitionOperator)
 
 #: Thresholds tried by the sweep cut (every distinct value of f on chains with fewer states).
 SWEEP_BINS = 1 << 16
 
 
-def _thresholds(op: KernelOperator, f: torch.Tensor, bins: int) -> torch.Tensor:
+def _thresholds(op: TransitionOperator, f: torch.Tensor, bins: int) -> torch.Tensor:
     import torch  # deferred: only the matrix-free route loads torch
 
     stride = max(1, (op.n_states + bins - 1) // bins)
@@ -223,26 +223,33 @@ def _thresholds(op: KernelOperator, f: torch.Tensor, bins: int) -> torch.Tensor:
     return values
 
 
-def operator_set_conductance(op: KernelOperator, S: np.ndarray, pi: VectorResult) -> Result:
+def operator_set_conductance(op: TransitionOperator, S: np.ndarray, pi: VectorResult) -> Result:
     """Phi(S) = Q(S, S^c) / pi(S) of a set (this process's boolean mask) on a matrix-free kernel, flows
-    summed as non-negative terms."""
+    summed as non-negative terms; accurate to the rounding plus 2 x pi's entrywise error bound, and
+    unresolved (the value with the computed law in ``details``) where pi's error is not bounded."""
     import torch  # deferred: only the matrix-free route loads torch
 
     from mlmix.theory.kernels.operator_vectors import global_total
 
-    mask = torch.as_tensor(check_state_set(S, op.local_size, "S"), device=op.device)
+    whole = op.comm.world_size == 1  # sharded: each process holds a slice, so only the mass decides
+    mask = torch.as_tensor(check_state_set(S, op.local_size, "S", proper=whole), device=op.device)
     pi_t = torch.as_tensor(pi.value, device=op.device).to(op.dtype)
     mass = global_total(op, torch.where(mask, pi_t, 0.0))
     if not 0 < mass < 1:
         raise ValueError("S must be a proper subset of the states")
     unit = float(torch.finfo(op.dtype).eps) / 2
-    rel = 8 * unit * (op.space.length * op.space.vocab_size + math.log2(op.n_states)) + 2 * (pi.rel_error or 0.0)
-    return Result.approximate(NAMES["set_conductance"], op.escape_flow(mask, pi_t) / mass, rel,
-                              "flows summed as non-negative terms (matrix-free)", set_size=int(mask.sum()),
-                              set_mass=mass)
+    value = op.escape_flow(mask, pi_t) / mass
+    method = "flows summed as non-negative terms (matrix-free)"
+    details = {"set_size": int(mask.sum()), "set_mass": mass}
+    if pi.rel_error is None:
+        return Result.interval(NAMES["set_conductance"], 0.0, 1.0, method, "the stationary law's error is not "
+                               "bounded (its certificate failed), so Phi(S) computed with it is not either",
+                               value_with_computed_law=value, **details)
+    rel = 8 * unit * (op.terms + math.log2(op.n_states)) + 2 * pi.rel_error
+    return Result.approximate(NAMES["set_conductance"], value, rel, method, **details)
 
 
-def operator_conductance(op: KernelOperator, pi: VectorResult, gap: GapResult, *,
+def operator_conductance(op: TransitionOperator, pi: VectorResult, gap: GapResult, *,
                          bins: int = SWEEP_BINS) -> Result:
     """Phi* = min over pi(S) <= 1/2 of Q(S, S^c) / pi(S): an interval (module docstring), with the
     named set (``set``: this process's mask), its size, mass and conductance in ``details``."""
@@ -268,20 +275,22 @@ def operator_conductance(op: KernelOperator, pi: VectorResult, gap: GapResult, *
     size = int(comm.allreduce_(S.sum()))
     phi_s = op.escape_flow(S, pi_t) / mass_s
     unit = float(torch.finfo(op.dtype).eps) / 2
-    margin = 8 * unit * (op.space.length * op.space.vocab_size + math.log2(op.n_states)) + \
-        (2 * pi.rel_error if pi.rel_error is not None else 0.0)
-    phi_upper = phi_s * (1 + margin)
+    # Phi(S) with the computed law bounds Phi* only where that law's error is bounded
+    margin = 8 * unit * (op.terms + math.log2(op.n_states)) + \
+        (2 * pi.rel_error if pi.rel_error is not None else math.inf)
+    phi_upper = phi_s * (1 + margin) if math.isfinite(margin) else math.inf
     g = gap.gap
     cheeger_upper = math.sqrt(2 * g.upper) if g.upper is not None else math.inf
-    upper = min(phi_upper, cheeger_upper)
+    upper = min(phi_upper, cheeger_upper, 1.0)
     lower = g.lower / 2 if g.lower is not None else 0.0
     method = ("lower: Cheeger gap/2 (gap's lower bound); upper: "
               + (f"Phi(S) of the best of {K} sweep sets of the Ritz function, recomputed as a sum of flows"
-                 if phi_upper <= cheeger_upper else "Cheeger sqrt(2 gap)"))
+                 if phi_upper <= min(cheeger_upper, 1.0) else "Cheeger sqrt(2 gap)" if cheeger_upper <= 1.0
+                 else "Phi* <= 1 (pi's error is not bounded, so neither is Phi(S) of a sweep set)"))
     return Result.interval(NAMES["conductance"], lower, upper, method,
                            "Phi* is a minimum over 2^N sets: only an enclosure is computable at this size",
                            set_size=size, set_mass=mass_s, set=S.cpu().numpy(), set_conductance=phi_s,
-                           set_conductance_upper=phi_upper, log10_upper=math.log10(upper) if upper > 0 else None,
+                           set_conductance_upper=phi_upper if math.isfinite(phi_upper) else None, log10_upper=math.log10(upper) if upper > 0 else None,
                            sweep_thresholds=K)
 
 

@@ -47,8 +47,8 @@ if TYPE_CHECKING:
     import torch
 
     from mlmix.theory.chain.markov_chain import Chain
-    from mlmix.theory.kernels.operators import KernelOperator
     from mlmix.theory.linalg.krylov import LinearSolve
+    from mlmix.theory.linalg.operator import TransitionOperator
 
 
 def hitting_probabilities(P: Matrix, target: np.ndarray, t: int) -> VectorResult:
@@ -213,9 +213,9 @@ def committor(P: Matrix, A: np.ndarray, B: np.ndarray) -> VectorResult:
     return VectorResult("committor P_x(tau_B < tau_A)", q, method, rel, None, res)
 
 
-# ------------------------------------------------------------ matrix-free (a KernelOperator)
+# ------------------------------------------------------------ matrix-free (a TransitionOperator)
 
-def _absorbed(op: KernelOperator, unknown: torch.Tensor, b: torch.Tensor, pi: torch.Tensor) -> tuple[
+def _absorbed(op: TransitionOperator, unknown: torch.Tensor, b: torch.Tensor, pi: torch.Tensor) -> tuple[
         torch.Tensor, LinearSolve, str]:
     """x with x = 0 off ``unknown`` and (I - P_UU) x = b on it (b = 0 off U)."""
 
@@ -242,13 +242,13 @@ def _absorbed(op: KernelOperator, unknown: torch.Tensor, b: torch.Tensor, pi: to
     return sol.x, sol, f"GMRES(50) on (I - P_UU) x = b, {sol.matvecs} applications"
 
 
-def _local_mask(op: KernelOperator, S: np.ndarray) -> torch.Tensor:
+def _local_mask(op: TransitionOperator, S: np.ndarray) -> torch.Tensor:
     from mlmix.theory.kernels.operator_vectors import local_part  # deferred: torch
 
     return local_part(op, np.asarray(S, dtype=bool))
 
 
-def operator_hitting_times(op: KernelOperator, A: np.ndarray, pi: torch.Tensor) -> VectorResult:
+def operator_hitting_times(op: TransitionOperator, A: np.ndarray, pi: torch.Tensor) -> VectorResult:
     """E_x tau_A for every start x (``A`` a boolean mask; the chain irreducible), certified entrywise."""
     import torch  # deferred: only the matrix-free route loads torch
 
@@ -273,7 +273,7 @@ def operator_hitting_times(op: KernelOperator, A: np.ndarray, pi: torch.Tensor) 
                         details={"representation": "operator"})
 
 
-def operator_committor(op: KernelOperator, A: np.ndarray, B: np.ndarray, pi: torch.Tensor) -> VectorResult:
+def operator_committor(op: TransitionOperator, A: np.ndarray, B: np.ndarray, pi: torch.Tensor) -> VectorResult:
     """q(x) = P_x(tau_B < tau_A) (masks), with the entrywise absolute error bound rho E_x tau_{A u B}
     (``details['max_abs_error']``; ``abs_error`` its sum, ``rel_error`` the entrywise relative bound
     where every q > 0)."""
@@ -304,7 +304,7 @@ def operator_committor(op: KernelOperator, A: np.ndarray, B: np.ndarray, pi: tor
                         details={"representation": "operator", "max_abs_error": float(bound.max())})
 
 
-def operator_hitting_probabilities(op: KernelOperator, A: np.ndarray, t: int) -> VectorResult:
+def operator_hitting_probabilities(op: TransitionOperator, A: np.ndarray, t: int) -> VectorResult:
     """P_x(tau_A <= t) by t backward steps h <- 1_A + 1_{A^c} P h (non-negative: entrywise relative
     rounding (1 + gamma)^t - 1)."""
     from mlmix.theory.kernels.operator_vectors import gathered, rounding  # deferred: torch

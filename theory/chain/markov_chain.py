@@ -107,13 +107,15 @@ class Chain:
 
     Parameters
     ----------
-    P : array or scipy.sparse matrix, (N, N), row-stochastic; or a matrix-free kernel
-        (:class:`~mlmix.theory.kernels.operators.KernelOperator`, possibly sharded: vectors are then this
-        process's slice), whose questions the quantity modules answer by operator applications alone
+    P : array or scipy.sparse matrix, (N, N), row-stochastic; or a matrix-free transition operator
+        (:class:`~mlmix.theory.linalg.operator.TransitionOperator`: a sampler's
+        :class:`~mlmix.theory.kernels.operators.KernelOperator`, possibly sharded: vectors are then this
+        process's slice, or an assembled matrix as a :class:`~mlmix.theory.linalg.matrix_operator.MatrixOperator`),
+        whose questions the quantity modules answer by operator applications alone
         (:meth:`from_operator` sets the solvers' options). What needs the matrix itself (``save``,
         ``to_scipy``, ``to_dense``, ``simulate``, the derived chains of a non-reversible kernel, the
-        worst-start d(t) curve) builds it from the source when it fits the memory limit and otherwise
-        raises the builder's one-line MemoryLimitError when called. The other parameters are a
+        worst-start d(t) curve) takes a MatrixOperator's matrix, or builds it from the source when it fits
+        the memory limit and otherwise raises the builder's one-line MemoryLimitError when called. The other parameters are a
         matrix's.
     stationary : optional known stationary law (validated: a probability vector with
         ||pi P - pi||_1 <= 1e-9); skips its computation. With several closed classes and a positive
@@ -177,11 +179,12 @@ class Chain:
     @classmethod
     def from_operator(cls, op: Any, *, name: str | None = None, gap_rtol: float = spectral.GAP_RTOL,
                       basis_size: int = 16, bins: int = cond.SWEEP_BINS, progress: bool = False) -> "Chain":
-        """The chain of a matrix-free kernel with the solvers' options: ``gap_rtol`` (the Lanczos residual
+        """The chain of a matrix-free transition operator with the solvers' options: ``gap_rtol`` (the Lanczos residual
         relative to the gap), ``basis_size``, ``bins`` (sweep thresholds of the conductance) and ``progress``
         (the Krylov solvers' progress lines)."""
         if not is_operator(op):
-            raise TypeError(f"from_operator needs a KernelOperator, got {type(op).__name__}")
+            raise TypeError(f"from_operator needs a TransitionOperator (KernelOperator, MatrixOperator), "
+                            f"got {type(op).__name__}")
         chain = cls.__new__(cls)
         chain.op = op
         chain._hold_operator(name, gap_rtol=gap_rtol, basis_size=basis_size, bins=bins, progress=progress)
@@ -196,10 +199,12 @@ class Chain:
 
     @cached_property
     def _matrix(self) -> "Chain":
-        """This chain as a matrix: itself, or for a matrix-free chain the CSR chain built from its source
-        (memory checked by the builder)."""
+        """This chain as a matrix: itself, for a matrix-free chain the chain of its operator's matrix (a
+        MatrixOperator) or the CSR chain built from its source (memory checked by the builder)."""
         if self.op is None:
             return self
+        if self.op.matrix is not None:
+            return Chain(self.op.matrix, name=self.name)
         if self.source is None or self.kernel is None:
             raise ValueError("this matrix-free chain was built from an operator alone: build it with "
                              "Chain.from_source(source, representation='sparse') to get its matrix")
@@ -359,8 +364,11 @@ class Chain:
 
     @property
     def is_irreducible(self) -> bool:
-        """One communicating class (matrix-free: every single-site (block) move has positive probability)."""
-        return self.op.conditionals_positive() if self.op is not None else self.structure.is_irreducible
+        """One communicating class (matrix-free: every single-site (block) move has positive probability,
+        or the operator's matrix is irreducible)."""
+        if self.op is not None:
+            return self.op.conditionals_positive() or (self.op.matrix is not None and self.structure.is_irreducible)
+        return self.structure.is_irreducible
 
     @property
     def closed_classes(self) -> list[np.ndarray]:

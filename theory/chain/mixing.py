@@ -60,6 +60,7 @@ from mlmix.errors import MemoryLimitError, NumericalError
 from mlmix.limits import DENSE_SPECTRAL_LIMIT, MEAN_EXIT_LIMIT, MIXING_LIMIT
 from mlmix.progress import seconds_for, steps
 from mlmix.theory.chain.hitting import expected_hitting_times
+from mlmix.theory.chain.spectral import operator_absolute_gap
 from mlmix.theory.chain.structure import tree_depths
 from mlmix.theory.results import DEFAULT_RTOL, EPS, NAMES, Result, VectorResult
 from mlmix.validation import Matrix, check_eps, check_memory, check_state_set, check_steps, check_vector
@@ -68,7 +69,7 @@ if TYPE_CHECKING:
     import torch
 
     from mlmix.theory.chain.markov_chain import Chain
-    from mlmix.theory.kernels.operators import KernelOperator
+    from mlmix.theory.linalg.operator import TransitionOperator
 
 #: Doubling stops at 2^MAX_DOUBLINGS steps.
 MAX_DOUBLINGS = 62
@@ -529,30 +530,38 @@ def _squaring(pw: _Powers, eps: float) -> tuple[int | None, int, float]:
     return (t_lo if t_lo == t_hi else None), t_lo, t_hi
 
 
-# ------------------------------------------------------------ matrix-free (a KernelOperator)
+# ------------------------------------------------------------ matrix-free (a TransitionOperator)
 
-def operator_bounds(op: KernelOperator, pi: VectorResult, gap: Result, conductance: Result,
+def _psd(op: TransitionOperator) -> bool:
+    """P reversible with every eigenvalue >= 0 (its absolute gap is its gap)."""
+    return op.reversible and op.lambda_min >= 0
+
+
+def operator_bounds(op: TransitionOperator, pi: VectorResult, gap: Result, conductance: Result,
                     multiplicative_gap: Result | None = None) -> MixingBounds:
-    """The :class:`MixingBounds` of a matrix-free kernel from the gap (reversible: positive
-    semi-definite, so the absolute gap is the gap), the conductance's named set and, for any chain,
+    """The :class:`MixingBounds` of a matrix-free kernel from the gap (reversible: the absolute gap
+    min(gap, 1 + lambda_min) of :func:`~mlmix.theory.chain.spectral.operator_absolute_gap`, the gap itself
+    when positive semi-definite, ``op.lambda_min >= 0``), the conductance's named set and, for any chain,
     Fill's bound from the multiplicative gap when given."""
     import torch  # deferred: only the matrix-free route loads torch
 
     log_min = torch.tensor(float(np.min(pi.log_value)), dtype=torch.float64, device=op.device)
     return MixingBounds(float(op.comm.allreduce_(log_min, "min")), op.reversible,
-                        abs_gap=gap if op.reversible else None, mult_gap=multiplicative_gap,
+                        abs_gap=(gap if _psd(op) else operator_absolute_gap(op, gap)) if op.reversible else None,
+                        mult_gap=multiplicative_gap,
                         set_mass=conductance.details.get("set_mass"),
                         set_phi_upper=conductance.details.get("set_conductance_upper"))
 
 
-def operator_mixing_bounds(op: KernelOperator, pi: VectorResult, gap: Result, conductance: Result,
+def operator_mixing_bounds(op: TransitionOperator, pi: VectorResult, gap: Result, conductance: Result,
                            eps: float = 0.25, multiplicative_gap: Result | None = None) -> Result:
     """Certified bounds on the worst-start TV t_mix(eps) (module docstring) from
     :func:`operator_bounds`."""
     eps = check_eps(eps)
     lower, upper, how = operator_bounds(op, pi, gap, conductance, multiplicative_gap).t_mix_interval(eps)
-    if op.reversible:
-        how.append("P is positive semi-definite (an average of conditional expectations), so t_rel = 1/gap")
+    if _psd(op):
+        how.append("P is positive semi-definite (an average of conditional expectations, or lambda_min >= 0 by "
+                   "Gershgorin), so t_rel = 1/gap")
     return Result.interval(NAMES["t_mix"], lower, upper if math.isfinite(upper) else None,
                            "worst-start TV mixing time, certified bounds: " + "; ".join(how),
                            "the exact worst-start t_mix needs dense powers of P; bounds only at this size", eps=eps)
@@ -570,7 +579,7 @@ def operator_tv_distance(bounds: MixingBounds, t: int) -> Result:
                            log10_upper=log_up / math.log(10) if math.isfinite(log_up) else None)
 
 
-def distance_from(op: KernelOperator, mu: np.ndarray, t_max: int, pi: torch.Tensor,
+def distance_from(op: TransitionOperator, mu: np.ndarray, t_max: int, pi: torch.Tensor,
                   pi_rel_error: float | None) -> VectorResult:
     """TV(mu P^t, pi) for t = 0..t_max by t_max applications of P^T (``mu`` over all states, ``pi`` this
     process's part); ``abs_error`` bounds every entry (t gamma of rounding per step plus pi's L1 error)."""

@@ -158,8 +158,9 @@ def chain_absolute_gap(chain: Chain) -> Result:
     (:attr:`Chain.absolute_spectral_gap <mlmix.theory.chain.markov_chain.Chain.absolute_spectral_gap>`). Routes:
 
     * several closed classes with a given positive law: exactly 0 (eigenvalue 1 is repeated);
-    * matrix-free, reversible: the additive gap (a heat-bath kernel is positive semi-definite,
-      :func:`~mlmix.theory.chain.spectral.operator_absolute_gap`);
+    * a matrix-free chain of a matrix with period d > 1: exactly 0 (the period is read off the matrix);
+    * matrix-free, reversible: min(gap, 1 + lambda_min) with the operator's bound on lambda_min (the gap
+      itself where lambda_min >= 0, :func:`~mlmix.theory.chain.spectral.operator_absolute_gap`);
     * matrix-free, non-reversible: :func:`absolute_gap` on P acting on functions (:func:`kernel_functions`);
     * period d > 1: exactly 0 (exp(2 pi i / d) is an eigenvalue);
     * non-reversible matrix (dense or CSR, on the closed class): :func:`absolute_gap` (all eigenvalues
@@ -169,8 +170,11 @@ def chain_absolute_gap(chain: Chain) -> Result:
     core = chain._core
     if chain._reducible_given:
         return Result.exact(NAMES["absolute_spectral_gap"], 0.0, "several closed classes: eigenvalue 1 is repeated")
+    if chain.op is not None and chain.op.matrix is not None and chain.period > 1:  # known from the matrix
+        return Result.exact(NAMES["absolute_spectral_gap"], 0.0, f"period {chain.period} from a breadth-first "
+                            f"search: exp(2 pi i / {chain.period}) is an eigenvalue")
     if chain.op is not None and chain.is_reversible:
-        return operator_absolute_gap(True, chain.additive_gap)
+        return operator_absolute_gap(chain.op, chain.additive_gap)
     if chain.op is not None:
         return renamed(absolute_gap(kernel_functions(chain.op), chain.n_states, lambda: chain._pi_t,
                                     lambda: chain.multiplicative_gap), NAMES["absolute_spectral_gap"])

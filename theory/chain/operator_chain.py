@@ -17,14 +17,14 @@ from typing import Any
 from mlmix.theory.chain.conductance import SWEEP_BINS
 from mlmix.theory.chain.markov_chain import Chain
 from mlmix.theory.chain.spectral import GAP_RTOL
-from mlmix.theory.kernels.operators import KernelOperator
+from mlmix.theory.linalg.operator import TransitionOperator
 
 
 class OperatorChain(Chain):
     """``Chain(op)`` with the solvers' options of :meth:`Chain.from_operator` (``gap_rtol``,
     ``basis_size``, ``bins``, ``progress``); every question is :class:`Chain`'s own."""
 
-    def __init__(self, op: KernelOperator, *, name: str | None = None, gap_rtol: float = GAP_RTOL,
+    def __init__(self, op: TransitionOperator, *, name: str | None = None, gap_rtol: float = GAP_RTOL,
                  basis_size: int = 16, bins: int = SWEEP_BINS, progress: bool = False) -> None:
         super().__init__(op, name=name)
         if self.op is not None:
@@ -38,7 +38,7 @@ class OperatorChain(Chain):
         return Chain.from_source(source, kernel, k=k, name=name, representation="operator", **options)
 
 
-def analyse_operator(op: KernelOperator, eps: float = 0.25, *, gap_rtol: float = GAP_RTOL, basis_size: int = 16,
+def analyse_operator(op: TransitionOperator, eps: float = 0.25, *, gap_rtol: float = GAP_RTOL, basis_size: int = 16,
                      bins: int = SWEEP_BINS, progress: bool = False) -> dict[str, Any]:
     """Every figure ``mlmix exact`` reports, matrix-free (:meth:`Chain.summary` with the Results
     themselves and the stationary law as a :class:`~mlmix.theory.results.VectorResult`)."""

@@ -63,7 +63,7 @@ if TYPE_CHECKING:
     import torch
 
     from mlmix.theory.chain.markov_chain import Chain
-    from mlmix.theory.kernels.operators import KernelOperator
+    from mlmix.theory.linalg.operator import TransitionOperator
 
 # ----------------------------------------------------------------------------------- reversibilizations
 
@@ -243,7 +243,7 @@ def _lanczos_gap(S: sp.csr_array, logpi: np.ndarray, rtol: float, name: str) -> 
                        upper=lambda f: rayleigh_upper_bound(S, f, pi))
 
 
-# ------------------------------------------------------------ matrix-free (a KernelOperator)
+# ------------------------------------------------------------ matrix-free (a TransitionOperator)
 
 #: Relative accuracy the gap is driven to (the residual ||r|| <= GAP_RTOL x gap), when reachable.
 GAP_RTOL = 1e-8
@@ -260,8 +260,8 @@ class GapResult:
     residual: float
 
 
-def _symmetric_operator(op: KernelOperator, pi: torch.Tensor):
-    """u -> D^{1/2} S D^{-1/2} u: from the square-rooted conditionals when reversible, else
+def _symmetric_operator(op: TransitionOperator, pi: torch.Tensor):
+    """u -> D^{1/2} S D^{-1/2} u: the operator's symmetric mode when reversible (formed without pi), else
     (1/2) [ r P(u / r) + ((r u) P) / r ] with r = sqrt(pi)."""
     import torch  # deferred: only the matrix-free route loads torch
 
@@ -280,7 +280,7 @@ def _symmetric_operator(op: KernelOperator, pi: torch.Tensor):
     return apply
 
 
-def _top_ritz(op: KernelOperator, sym, w: torch.Tensor, *, rtol: float, basis_size: int, max_matvecs: int,
+def _top_ritz(op: TransitionOperator, sym, w: torch.Tensor, *, rtol: float, basis_size: int, max_matvecs: int,
               seed: int, progress: bool, what: str):
     """The largest Ritz pair of the symmetric ``sym`` with ``w`` (its eigenvector of eigenvalue 1)
     deflated, and the residual ||B y - theta y|| recomputed with the undeflated operator."""
@@ -295,7 +295,7 @@ def _top_ritz(op: KernelOperator, sym, w: torch.Tensor, *, rtol: float, basis_si
         return out.sub_(w, alpha=float(inner(comm, w, out)))
 
     unit = float(torch.finfo(op.dtype).eps) / 2
-    floor = 8 * unit * (op.space.length * op.space.vocab_size + 4)
+    floor = 8 * unit * (op.terms + 4)
     ritz = lanczos(deflated, _start_vector(op, w, seed), tol=lambda th: max(rtol * (1.0 - th), floor),
                    comm=comm, basis_size=basis_size, max_matvecs=max_matvecs,
                    progress=Convergence(f"{what} (Lanczos)", progress))
@@ -313,7 +313,7 @@ def _top_ritz(op: KernelOperator, sym, w: torch.Tensor, *, rtol: float, basis_si
     return ritz, y, theta, residual, details
 
 
-def _checked_pi(op: KernelOperator, pi: VectorResult) -> torch.Tensor:
+def _checked_pi(op: TransitionOperator, pi: VectorResult) -> torch.Tensor:
     import torch  # deferred: only the matrix-free route loads torch
 
     pi_t = torch.as_tensor(pi.value, device=op.device).to(op.dtype)
@@ -323,14 +323,14 @@ def _checked_pi(op: KernelOperator, pi: VectorResult) -> torch.Tensor:
     return pi_t
 
 
-def _unit_sqrt(op: KernelOperator, pi_t: torch.Tensor) -> torch.Tensor:
+def _unit_sqrt(op: TransitionOperator, pi_t: torch.Tensor) -> torch.Tensor:
     from mlmix.theory.linalg.krylov import norm  # deferred: torch
 
     w = pi_t.sqrt()
     return w.div_(norm(op.comm, w))
 
 
-def operator_gap(op: KernelOperator, pi: VectorResult, *, rtol: float = GAP_RTOL, basis_size: int = 16,
+def operator_gap(op: TransitionOperator, pi: VectorResult, *, rtol: float = GAP_RTOL, basis_size: int = 16,
                  max_matvecs: int = 20_000, seed: int = 0, target_rtol: float = DEFAULT_RTOL,
                  progress: bool = False) -> GapResult:
     """gamma = 1 - lambda_2((P + P*)/2), the Poincaré gap (the spectral gap when P is reversible),
@@ -351,12 +351,16 @@ def operator_gap(op: KernelOperator, pi: VectorResult, *, rtol: float = GAP_RTOL
     var = global_total(op, pi_t * (f - mean).square())
     value = op.dirichlet_form(f, pi_t) / var
     unit = float(torch.finfo(op.dtype).eps) / 2
-    n_terms = op.space.length * op.space.vocab_size + math.log2(max(op.n_states, 2))
-    margin = 8 * unit * n_terms + (0.0 if pi.rel_error is None else 2 * pi.rel_error)
-    rounding = 2 * unit * (op.space.length * op.space.vocab_size + 2)
-    pi_error = 0.0 if op.reversible else _pi_perturbation(op, pi, pi_t, max(value - residual, value / 2))
+    n_terms = op.terms + math.log2(max(op.n_states, 2))
+    # the law enters E(f,f) / Var(f) and the deflation (non-reversible: the operator too) unless it is
+    # exact; delta bounds its entrywise relative error (certificate, else first order), and with it the
+    # quotient moves by 2 delta, a reversible P's deflation w w^T by at most 2 ||w_hat - w||
+    delta = 0.0 if op.log_joint is not None else _pi_perturbation(op, pi, pi_t, max(value - residual, value / 2))
+    margin = 8 * unit * n_terms + 2 * delta
+    rounding = 2 * unit * (op.terms + 2)
+    pi_error = (2 if op.reversible else 1) * delta
     abs_error = residual + rounding + pi_error + 4 * unit
-    which = "D^1/2 P D^-1/2 (reversible, from sqrt conditionals)" if op.reversible else \
+    which = "D^1/2 P D^-1/2 (reversible, the operator's symmetric mode, formed without pi)" if op.reversible else \
         "D^1/2 (P + P*)/2 D^-1/2 (additive reversibilization, with the computed pi)"
     method = (f"thick-restart Lanczos on {which}, sqrt(pi) deflated, {ritz.matvecs} applications "
               f"(basis {basis_size}); value = E(f,f)/Var(f) of the Ritz function (an upper bound); "
@@ -365,11 +369,11 @@ def operator_gap(op: KernelOperator, pi: VectorResult, *, rtol: float = GAP_RTOL
     if pi_error:
         details["pi_error"] = pi_error
     gap = Result.checked(NAMES["additive_gap"], value, abs_error, method, rtol=target_rtol, lower=0.0,
-                         upper=value * (1 + margin), **details)
+                         upper=value * (1 + margin) if margin < 1 else 2.0, **details)
     return GapResult(gap, f, ritz.matvecs, residual)
 
 
-def operator_multiplicative_gap(op: KernelOperator, pi: VectorResult, additive_gap: Result, *,
+def operator_multiplicative_gap(op: TransitionOperator, pi: VectorResult, additive_gap: Result, *,
                                 rtol: float = GAP_RTOL, basis_size: int = 16, max_matvecs: int = 20_000,
                                 seed: int = 0, target_rtol: float = DEFAULT_RTOL, progress: bool = False) -> Result:
     """1 - sigma_2(P)^2, the gap of P* P (Fill's bound on t_mix for any chain): Lanczos on C^T C with
@@ -392,9 +396,9 @@ def operator_multiplicative_gap(op: KernelOperator, pi: VectorResult, additive_g
                                                   max_matvecs=max_matvecs, seed=seed, progress=progress,
                                                   what="multiplicative gap")
     unit = float(torch.finfo(op.dtype).eps) / 2
-    rounding = 4 * unit * (op.space.length * op.space.vocab_size + 2)
+    rounding = 4 * unit * (op.terms + 2)
     pi_error = 0.0
-    if not op.reversible and (pi.rel_error is not None or additive_gap.lower):
+    if op.log_joint is None and (pi.rel_error is not None or additive_gap.lower):
         pi_error = 2 * _pi_perturbation(op, pi, pi_t, additive_gap.lower or 0.0)
     method = (f"thick-restart Lanczos on C^T C, C = D^1/2 P D^-1/2 (P* P never formed), sqrt(pi) deflated, "
               f"{ritz.matvecs} steps of two applications; error <= ||r|| = {residual:.2e} (Weyl)")
@@ -402,7 +406,7 @@ def operator_multiplicative_gap(op: KernelOperator, pi: VectorResult, additive_g
                           rtol=target_rtol, lower=0.0, upper=1.0, **details)
 
 
-def _start_vector(op: KernelOperator, w: torch.Tensor, seed: int) -> torch.Tensor:
+def _start_vector(op: TransitionOperator, w: torch.Tensor, seed: int) -> torch.Tensor:
     """Pseudo-random (a hash of the global state index, so the same however sharded), orthogonal to w."""
     from mlmix.theory.kernels.operator_vectors import hash_uniform
     from mlmix.theory.linalg.krylov import inner  # deferred: torch
@@ -412,7 +416,7 @@ def _start_vector(op: KernelOperator, w: torch.Tensor, seed: int) -> torch.Tenso
     return v0.sub_(w, alpha=float(inner(op.comm, w, v0)))
 
 
-def _pi_perturbation(op: KernelOperator, pi: VectorResult, pi_t: torch.Tensor, gap: float) -> float:
+def _pi_perturbation(op: TransitionOperator, pi: VectorResult, pi_t: torch.Tensor, gap: float) -> float:
     """A bound on ||B_hat - B|| for B = D^{1/2} S D^{-1/2} built with pi_hat: with an entrywise relative
     bound delta on pi_hat (the certificate), every entry of the non-negative B moves by at most
     delta / (1 - delta) of itself and ||B|| <= 1; otherwise the first-order bound below."""
@@ -421,15 +425,25 @@ def _pi_perturbation(op: KernelOperator, pi: VectorResult, pi_t: torch.Tensor, g
     return first_order_pi_error(op, pi_t, gap)[0] if gap > 0 else math.inf
 
 
-def operator_absolute_gap(reversible: bool, gap: Result) -> Result:
-    """The absolute spectral gap of a matrix-free kernel: the additive gap ``gap`` of a reversible
-    heat-bath kernel (positive semi-definite, so lambda_min >= 0); unresolved otherwise."""
-    if not reversible:
-        return Result.missing(NAMES["absolute_spectral_gap"], "matrix-free",
-                              "eigenvalues of a non-reversible P are not computed matrix-free")
-    return Result(NAMES["absolute_spectral_gap"], gap.value, "a reversible heat-bath kernel is positive "
-                  "semi-definite, so this is the spectral gap; " + gap.method, gap.rel_error, gap.lower, gap.upper,
-                  gap.reason, dict(gap.details))
+def operator_absolute_gap(op: TransitionOperator, gap: Result) -> Result:
+    """The absolute spectral gap min(gap, 1 + lambda_min) of a reversible matrix-free P from its
+    spectral gap ``gap`` and the operator's bound lambda_min >= ``op.lambda_min``: the gap itself when
+    that bound is >= 0 (a reversible heat-bath kernel is positive semi-definite; a lazy matrix by
+    Gershgorin), else the interval [min(gap's lower end, 1 + op.lambda_min), min(gap's upper end, 1)]
+    (1 - max |lambda| <= 1); unresolved for a non-reversible P."""
+    name = NAMES["absolute_spectral_gap"]
+    if not op.reversible:
+        return Result.missing(name, "matrix-free", "eigenvalues of a non-reversible P are not computed matrix-free")
+    if op.lambda_min >= 0:
+        return Result(name, gap.value, "P is reversible and positive semi-definite (lambda_min >= 0), so this is "
+                      "the spectral gap; " + gap.method, gap.rel_error, gap.lower, gap.upper, gap.reason,
+                      dict(gap.details))
+    bottom = 1.0 + op.lambda_min
+    lower = None if gap.lower is None else min(gap.lower, bottom)
+    upper = 1.0 if gap.upper is None else min(gap.upper, 1.0)
+    return Result.interval(name, lower, upper, f"min(gap, 1 + lambda_min) with lambda_min >= {op.lambda_min:.6g} "
+                           "(Gershgorin on the holding probabilities); " + gap.method,
+                           "the smallest eigenvalue of P is not computed matrix-free")
 
 
 def multiplicative_from_absolute(g: Result) -> Result:
@@ -441,13 +455,13 @@ def multiplicative_from_absolute(g: Result) -> Result:
                            "sigma_2 = lambda_*)", "derived from the absolute gap's enclosure")
 
 
-def operator_dirichlet_form(op: KernelOperator, pi: torch.Tensor, f: np.ndarray, g: np.ndarray | None) -> float:
+def operator_dirichlet_form(op: TransitionOperator, pi: torch.Tensor, f: np.ndarray, g: np.ndarray | None) -> float:
     """E(f, g) = (1/2) sum pi(x) P(x, y) (f(x) - f(y)) (g(x) - g(y)) on a matrix-free kernel: E(f, f) as
     non-negative terms, E(f, g) by polarization (E(f + g) - E(f - g)) / 4."""
-    f_t = op._tensor(f, "f")
+    f_t = op.vector(f, "f")
     if g is None:
         return op.dirichlet_form(f_t, pi)
-    g_t = op._tensor(g, "g")
+    g_t = op.vector(g, "g")
     return (op.dirichlet_form(f_t + g_t, pi) - op.dirichlet_form(f_t - g_t, pi)) / 4
 
 

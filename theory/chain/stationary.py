@@ -63,7 +63,7 @@ if TYPE_CHECKING:
     import torch
 
     from mlmix.theory.chain.markov_chain import Chain
-    from mlmix.theory.kernels.operators import KernelOperator
+    from mlmix.theory.linalg.operator import TransitionOperator
 
 #: Relative residual target of the iterative (sparse) stationary solve.
 ITERATIVE_RTOL = 1e-12
@@ -409,24 +409,28 @@ def log_space_stationary(L: np.ndarray) -> VectorResult:
                         rel, None, None, logpi)
 
 
-# ------------------------------------------------------------ matrix-free (a KernelOperator)
+# ------------------------------------------------------------ matrix-free (a TransitionOperator)
 
 #: Relative residual of the GMRES solve for a non-reversible stationary law.
 STATIONARY_RTOL = 1e-13
 
+#: Steps pi <- pi P tried to clear round-off below zero from a GMRES law before giving up.
+SMOOTHING_STEPS = 32
 
-def _l1_residual(op: KernelOperator, pi: torch.Tensor) -> float:
+
+def _l1_residual(op: TransitionOperator, pi: torch.Tensor) -> float:
     from mlmix.theory.kernels.operator_vectors import global_total  # deferred: torch
 
     out = op.apply(pi, "measures")
     return global_total(op, out.sub_(pi).abs_())
 
 
-def operator_stationary(op: KernelOperator, *, rtol: float = STATIONARY_RTOL, progress: bool = False) -> VectorResult:
+def operator_stationary(op: TransitionOperator, *, rtol: float = STATIONARY_RTOL, progress: bool = False) -> VectorResult:
     """The stationary law of ``op`` over this process's states (see the module docstring).
 
-    Reversible: exact from log mu_T (``rel_error`` bounds the entrywise relative error from the
-    rounding of log mu). Otherwise GMRES; ``residual`` = ||pi P - pi||_1, and ``abs_error`` /
+    An operator that knows its joint law (``op.log_joint``: a reversible kernel on a compatible source):
+    exact from log mu_T (``rel_error`` bounds the entrywise relative error from the rounding of log mu).
+    Otherwise (a non-reversible kernel, an assembled matrix) GMRES; ``residual`` = ||pi P - pi||_1, and ``abs_error`` /
     ``rel_error`` stay None until :func:`stationary_error_bound` supplies the gap.
     Raises ConvergenceError when GMRES stalls above ``rtol``.
     """
@@ -437,7 +441,7 @@ def operator_stationary(op: KernelOperator, *, rtol: float = STATIONARY_RTOL, pr
 
     rtol = check_real(rtol, "rtol", minimum=0.0, open_min=True)
     comm = op.comm
-    if op.reversible:
+    if op.log_joint is not None:
         log_mu, err = op.log_joint
         lm = log_mu.reshape(-1)
         m = comm.allreduce_(lm.max().clone(), "max")
@@ -468,7 +472,7 @@ def operator_stationary(op: KernelOperator, *, rtol: float = STATIONARY_RTOL, pr
     method = f"GMRES(30) on (I - P^T + u 1^T) pi = u, {sol.matvecs} applications"
     steps = 0
     while float(comm.allreduce_(pi.min().clone(), "min")) <= 0:  # round-off below zero: smooth by pi <- pi P
-        if steps > op.space.length:
+        if steps > SMOOTHING_STEPS:
             raise ConvergenceError("stationary law: entries stay <= 0 after smoothing; the chain may be reducible")
         pi = op.apply(pi.clamp_(min=0.0), "measures")
         pi.div_(global_total(op, pi))
@@ -480,7 +484,7 @@ def operator_stationary(op: KernelOperator, *, rtol: float = STATIONARY_RTOL, pr
                         log_value=pi.log().cpu().numpy(), details={"representation": "operator"})
 
 
-def stationary_error_bound(op: KernelOperator, pi: VectorResult, gap_lower: float) -> VectorResult:
+def stationary_error_bound(op: TransitionOperator, pi: VectorResult, gap_lower: float) -> VectorResult:
     """``pi`` with the a-posteriori bounds of the module docstring filled in from the residual
     r = pi P - pi and a lower bound on the additive gap (unchanged for an exact law)."""
     import torch  # deferred: only the matrix-free route loads torch
@@ -494,19 +498,21 @@ def stationary_error_bound(op: KernelOperator, pi: VectorResult, gap_lower: floa
                         log_value=pi.log_value, details=dict(pi.details))
 
 
-def first_order_pi_error(op: KernelOperator, pi: torch.Tensor, gap: float) -> tuple[float, float]:
+def first_order_pi_error(op: TransitionOperator, pi: torch.Tensor, gap: float) -> tuple[float, float]:
     """(||r / pi||_pi / (gap sqrt(pi_min)), pi_min), r = pi P - pi: the entrywise relative error bound
     of a computed pi (module docstring); also bounds the perturbation of D^{1/2} S D^{-1/2} it causes
-    (as ||B|| <= 1)."""
-    from mlmix.theory.kernels.operator_vectors import global_total  # deferred: torch
+    (as ||B|| <= 1). |r| is taken with the rounding of its computation, gamma (pi P + pi): a residual
+    that rounds to 0 (pi P - pi below the rounding of pi P) bounds nothing."""
+    from mlmix.theory.kernels.operator_vectors import global_total, rounding  # deferred: torch
 
-    r = op.apply(pi, "measures").sub_(pi)
+    Ppi = op.apply(pi, "measures")
+    r = (Ppi - pi).abs_().add_(Ppi.add_(pi), alpha=rounding(op))
     chi = math.sqrt(global_total(op, r.square_().div_(pi)))
     pi_min = float(op.comm.allreduce_(pi.min().clone(), "min"))
     return chi / (gap * math.sqrt(pi_min)), pi_min
 
 
-def certify_stationary(op: KernelOperator, pi: VectorResult) -> VectorResult:
+def certify_stationary(op: TransitionOperator, pi: VectorResult) -> VectorResult:
     """``pi`` with the entrywise certificate of the module docstring when it verifies (``rel_error``
     bounds max_x |pi_hat(x) / pi(x) - 1|); unchanged when it does not or when ``pi`` already has an
     entrywise bound (the exact law of a reversible kernel). Sharded operators: every process calls it
@@ -553,7 +559,10 @@ def certify_stationary(op: KernelOperator, pi: VectorResult) -> VectorResult:
         y_z = reduce(float(y[z]) if z is not None else 0.0, "sum")
         return y - (y_z / math.exp(log_z)) * pi_hat
 
-    rel = certify_supersolution(apply, logpi, z, solve, log_z=log_z, reduce=reduce)
+    try:
+        rel = certify_supersolution(apply, logpi, z, solve, log_z=log_z, reduce=reduce)
+    except np.linalg.LinAlgError:  # GMRES broke down on a system singular in floating point: no certificate
+        return pi
     if not rel < 1:
         return pi
     rel = min(rel + 2 * EPS * reduce(float(np.abs(logpi).max()), "max"), 1.0)  # exp(log pi); ||error||_1 <= rel
@@ -583,8 +592,9 @@ def chain_stationary_law(chain: Chain) -> VectorResult:
     """The law pi P = pi a chain's algorithms use, before a first-order bound is attached
     (:attr:`Chain._stationary <mlmix.theory.chain.markov_chain.Chain._stationary>`). Routes, in order:
 
-    * matrix-free kernel: :func:`operator_stationary` then :func:`certify_stationary` (a ValueError
-      where some conditional underflows to 0: irreducibility is then not established matrix-free);
+    * matrix-free: :func:`operator_stationary` then :func:`certify_stationary` (a ValueError where the
+      chain is not irreducible: transient states of a :class:`~mlmix.theory.linalg.matrix_operator.MatrixOperator`,
+      or a kernel's conditional underflowing to 0, where irreducibility is not established matrix-free);
     * a law given by the caller: taken as it is, its residual ||pi P - pi||_1 reported;
     * classes changed by underflow (:attr:`Chain._underflow`): the log-space law of the kernel
       (:func:`~mlmix.theory.chain.underflow.log_space_law`), as P cannot stand for the chain;
@@ -594,6 +604,10 @@ def chain_stationary_law(chain: Chain) -> VectorResult:
       rho^(N-1) = sqrt(1 + eps) (:attr:`Chain._subnormal`)."""
     if chain.op is not None:
         if not chain.is_irreducible:
+            if chain.op.matrix is not None:
+                chain._recurrent  # several closed classes: ReducibleChainError naming them
+                raise ValueError(f"{int(chain.structure.transient.sum())} transient state(s): the matrix-free route "
+                                 "needs an irreducible chain; analyse the matrix itself (Chain(P))")
             raise ValueError("some conditionals underflow to 0: irreducibility is not established matrix-free "
                              "(raise the temperature, or analyse the matrix)")
         return chain._timed("stationary_s", lambda: certify_stationary(

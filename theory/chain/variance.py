@@ -62,7 +62,7 @@ if TYPE_CHECKING:
     import torch
 
     from mlmix.theory.chain.markov_chain import Chain
-    from mlmix.theory.kernels.operators import KernelOperator
+    from mlmix.theory.linalg.operator import TransitionOperator
 
 
 def asymptotic_variance_dense(el: Elimination, P: Matrix, f: np.ndarray, pi: np.ndarray, pi_rel_error: float,
@@ -220,9 +220,9 @@ def kemeny_constant_transient(P: Matrix, transient: np.ndarray, closed: Result, 
     return Result.checked("Kemeny constant", value, max(value - lo, hi - value), method, rtol=rtol, lower=lo, upper=hi)
 
 
-# ------------------------------------------------------------ matrix-free (a KernelOperator)
+# ------------------------------------------------------------ matrix-free (a TransitionOperator)
 
-def operator_asymptotic_variance(op: KernelOperator, f: np.ndarray, pi: torch.Tensor, gap: Result,
+def operator_asymptotic_variance(op: TransitionOperator, f: np.ndarray, pi: torch.Tensor, gap: Result,
                         pi_rel_error: float | None = None) -> Result:
     """sigma^2(f) through the Poisson equation (module docstring), on one process or sharded. The error
     bound adds the effect of pi's entrywise relative error ``pi_rel_error`` on 2 <f_bar, g>_pi - Var_pi(f),
@@ -264,15 +264,15 @@ def operator_asymptotic_variance(op: KernelOperator, f: np.ndarray, pi: torch.Te
                           "(r with its rounding)", lower=0.0)
 
 
-def kemeny_bounds(op: KernelOperator, gap: Result) -> Result:
-    """Bounds on K from tr P = N sum_K w_K |V|^-|K| (exact for any heat-bath kernel: a block's conditionals
-    sum to 1 over its values) and ``gap``, the additive gap: the interval of
-    :func:`mlmix.theory.chain.variance.kemeny_interval`, with lambda_min = 0 for a reversible (positive
-    semi-definite) kernel and the non-reversible bounds otherwise (module docstring)."""
-    q = op.space.vocab_size
-    trace = op.n_states * sum(b.weight * q ** -len(b.sites) for b in op.blocks)
-    how = " = N sum_K w_K |V|^-|K|" + (" (a positive semi-definite heat-bath kernel)" if op.reversible else "")
-    return kemeny_interval(op.n_states, trace, gap, 0.0, how=how, reversible=op.reversible)
+def kemeny_bounds(op: TransitionOperator, gap: Result) -> Result:
+    """Bounds on K from tr P (``op.trace()``: N sum_K w_K |V|^-|K| for a heat-bath kernel, exact as a
+    block's conditionals sum to 1 over its values; the holding probabilities' sum for a matrix) and
+    ``gap``, the additive gap: the interval of :func:`mlmix.theory.chain.variance.kemeny_interval`, with
+    lambda_min = ``op.lambda_min`` for a reversible P (0 for a heat-bath kernel, positive semi-definite;
+    Gershgorin's bound for a matrix) and the non-reversible bounds otherwise (module docstring)."""
+    lam = op.lambda_min
+    how = f", tr P = {op.trace():.6g}" + (f" (lambda_min >= {lam:g})" if op.reversible else "")
+    return kemeny_interval(op.n_states, op.trace(), gap, lam, how=how, reversible=op.reversible)
 
 
 # ------------------------------------------------------------ the questions of a Chain

@@ -1,4 +1,5 @@
-"""Vectors over the states of a matrix-free kernel (:class:`~mlmix.theory.kernels.operators.KernelOperator`),
+"""Vectors over the states of a matrix-free transition operator
+(:class:`~mlmix.theory.linalg.operator.TransitionOperator`: a sampler's kernel or an assembled matrix),
 on one process or sharded, and the rounding of one application of the kernel.
 
 Sharded vectors: process r holds the states r L .. (r + 1) L - 1 (L = ``op.local_size``, the leading sites
@@ -7,8 +8,8 @@ gathered in rank order (:func:`gathered`), sums and extrema reduced over the pro
 (:func:`global_total`).
 
 Rounding: one application of P (or of P^T) to a non-negative vector v sums at most
-k = sum_K |V|^|K| + 8 non-negative products per entry (the blocks K and their fibres; the 8 cover the
-rounding of the stored coefficients w_K c_K), so |fl(P v) - P v| <= gamma_k P v, gamma_k = 2 k u / (1 - k u)
+k = ``op.terms`` + 8 non-negative products per entry (for a kernel sum_K |V|^|K|, the blocks K and their
+fibres; the 8 cover the rounding of the stored coefficients w_K c_K), so |fl(P v) - P v| <= gamma_k P v, gamma_k = 2 k u / (1 - k u)
 (:func:`rounding`); for a signed v, P |v| takes the place of P v.
 """
 
@@ -17,7 +18,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from mlmix.theory.kernels.operators import KernelOperator
+from mlmix.theory.linalg.operator import TransitionOperator
 
 #: Relative residual the matrix-free solves (hitting times, committors, the Poisson equation) are driven to.
 SOLVE_RTOL = 1e-13
@@ -31,10 +32,9 @@ _MIX1 = -4658895280553007687    # 0xBF58476D1CE4E5B9
 _MIX2 = -7723592293110705685    # 0x94D049BB133111EB
 
 
-def rounding(op: KernelOperator) -> float:
+def rounding(op: TransitionOperator) -> float:
     """gamma_k of one application of ``op`` (module docstring)."""
-    q = op.space.vocab_size
-    k = sum(q ** len(b.sites) for b in op.blocks) + 8
+    k = op.terms + 8
     unit = float(torch.finfo(op.dtype).eps) / 2
     return 2 * k * unit / (1 - k * unit)
 
@@ -43,22 +43,22 @@ def as_numpy(t: torch.Tensor) -> np.ndarray:
     return t.detach().to(torch.float64).cpu().numpy()
 
 
-def as_tensor(op: KernelOperator, v: np.ndarray) -> torch.Tensor:
+def as_tensor(op: TransitionOperator, v: np.ndarray) -> torch.Tensor:
     return torch.as_tensor(v, device=op.device).to(op.dtype)
 
 
-def local_part(op: KernelOperator, v: np.ndarray) -> torch.Tensor:
+def local_part(op: TransitionOperator, v: np.ndarray) -> torch.Tensor:
     """This process's part of a vector over all states (all of it on one process)."""
     start = op.comm.rank * op.local_size
     return torch.as_tensor(np.asarray(v)[start:start + op.local_size], device=op.device)
 
 
-def gathered(op: KernelOperator, t: torch.Tensor) -> np.ndarray:
+def gathered(op: TransitionOperator, t: torch.Tensor) -> np.ndarray:
     """A sharded vector over all states, on every process."""
     return as_numpy(op.comm.all_gather_cat(t.contiguous()))
 
 
-def global_total(op: KernelOperator, t: torch.Tensor, how: str = "sum") -> float:
+def global_total(op: TransitionOperator, t: torch.Tensor, how: str = "sum") -> float:
     """sum (or max, min) over all states of a sharded vector (this process's part ``t``)."""
     part = t.sum(dtype=torch.float64) if how == "sum" else (t.max() if how == "max" else t.min()).double()
     return float(op.comm.allreduce_(part, how))

@@ -45,7 +45,7 @@ from __future__ import annotations
 import itertools
 import math
 from dataclasses import dataclass, field
-from typing import Iterator, Sequence
+from typing import Sequence
 
 import numpy as np
 import torch
@@ -54,6 +54,7 @@ from mlmix.errors import InputTypeError
 from mlmix.theory.kernels.assembled import check_block_weights, check_blocks
 from mlmix.theory.kernels.registry import DEFAULT_KERNEL, KERNELS, check_kernel_options
 from mlmix.theory.kernels.representation import operator_kernel_names, operator_memory
+from mlmix.theory.linalg.operator import FlowPairs, TransitionOperator
 from mlmix.theory.linalg.sharding import LOCAL, Comm, local_range
 from mlmix.theory.sources.conditionals import (
     Conditionals,
@@ -297,8 +298,9 @@ def _pass(layout: _Layout, blocks: list[_Block], target: int) -> _Pass:
 
 # ------------------------------------------------------------------------------------------ the operator
 
-class KernelOperator:
-    """A transition kernel P on V^n as a matrix-free operator (see the module docstring).
+class KernelOperator(TransitionOperator):
+    """A transition kernel P on V^n as a matrix-free operator (see the module docstring), the
+    :class:`~mlmix.theory.linalg.operator.TransitionOperator` of a sampler on a source.
 
     Vectors are flat tensors (or numpy arrays) over this process's states in index order.
     ``reversible``: P is reversible with respect to the source's joint law (a compatible source);
@@ -346,18 +348,7 @@ class KernelOperator:
         self._passes: list[list[_Pass]] = [self._group(lid) for lid in (0, 1)]
         self._buffers: dict[str, torch.Tensor] = {}
 
-    # ---------------------------------------------------------------- conversion
-    def _tensor(self, v: np.ndarray | torch.Tensor, name: str = "vector") -> torch.Tensor:
-        t = torch.as_tensor(v, device=self.device)
-        if t.shape != (self.local_size,):
-            raise ValueError(f"{name} must be a vector over the {self.local_size} local states, got shape "
-                             f"{tuple(t.shape)}")
-        return t.to(self.dtype)
-
-    @staticmethod
-    def _like(result: torch.Tensor, template: np.ndarray | torch.Tensor) -> np.ndarray | torch.Tensor:
-        return result.cpu().numpy() if isinstance(template, np.ndarray) else result
-
+    # ---------------------------------------------------------------- layouts
     def _rotate(self, u: torch.Tensor, out: torch.Tensor | None = None) -> torch.Tensor:
         """Natural order -> rotated layout (the last m sites first), into ``out`` (a new tensor if
         None). On a CPU a vector larger than the cache is copied 32 rows at a time (25% faster)."""
@@ -450,24 +441,8 @@ class KernelOperator:
         self._accumulate(u, out, 0, mode)
         return out
 
-    def matvec(self, f: np.ndarray | torch.Tensor) -> np.ndarray | torch.Tensor:
-        """(P f)(x) = sum_y P(x, y) f(y) for a function f."""
-        return self._like(self.apply(self._tensor(f, "f"), "functions"), f)
-
-    def rmatvec(self, mu: np.ndarray | torch.Tensor) -> np.ndarray | torch.Tensor:
-        """(mu P)(y) = sum_x mu(x) P(x, y) for a measure mu (= P^T mu)."""
-        return self._like(self.apply(self._tensor(mu, "mu"), "measures"), mu)
-
-    def symmetric_matvec(self, u: np.ndarray | torch.Tensor) -> np.ndarray | torch.Tensor:
-        """D^{1/2} P D^{-1/2} u (D = diag mu) for a kernel reversible with respect to mu, from the
-        square roots of the conditionals (no division by mu, so nothing under- or overflows)."""
-        if not self.reversible:
-            raise ValueError("symmetric_matvec needs a reversible kernel (a compatible source)")
-        return self._like(self.apply(self._tensor(u, "u"), "symmetric"), u)
-
     # ---------------------------------------------------------------- pairs of states one move apart
-    def fibre_pairs(self, pi: torch.Tensor, data: Sequence[torch.Tensor]
-                    ) -> Iterator[tuple[torch.Tensor, torch.Tensor, list[torch.Tensor], list[torch.Tensor]]]:
+    def fibre_pairs(self, pi: torch.Tensor, data: Sequence[torch.Tensor]) -> FlowPairs:
         """The flows of every block move, slice by slice of the fibres: for each block K, each
         assignment v of its local sites (x = the states of that slice) and each other assignment v'
         (y = x^{K<-v'}), the flow w_K pi(x) c_K(y_K | x_{-K}) as its two factors (pi(x), w_K c_K,
@@ -499,32 +474,22 @@ class KernelOperator:
                         if dst is not src or partner != mine:
                             yield pv[src], cond_t[dst], [t[src] for t in dv], [t[dst] for t in data_t]
 
-    def dirichlet_form(self, f: torch.Tensor, pi: torch.Tensor) -> float:
-        """E(f, f) = (1/2) sum_{x,y} pi(x) P(x, y) (f(x) - f(y))^2 as a sum of non-negative terms
-        (no cancellation: accurate to rounding of the sum whatever the size of E). Summed over
-        all processes."""
-        return float(self.comm.allreduce_(self._flow_sum(pi, f, lambda fx, fy, t: torch.sub(fx, fy, out=t).square_()))) / 2
+    def trace(self) -> float:
+        """tr P = N sum_K w_K |V|^-|K| (exact for a heat-bath kernel: a block's conditionals sum to 1
+        over its values, so each block move's diagonal sums to the number of contexts N / |V|^|K|)."""
+        q = self.space.vocab_size
+        return self.n_states * sum(b.weight * q ** -len(b.sites) for b in self.blocks)
 
-    def escape_flow(self, inside: torch.Tensor, pi: torch.Tensor) -> float:
-        """Q(S, S^c) = sum_{x in S, y not in S} pi(x) P(x, y) for the set S = {inside}, as a sum of
-        non-negative terms (all processes)."""
-        s = inside.to(pi.dtype)
-        return float(self.comm.allreduce_(self._flow_sum(pi, s, lambda sx, sy, t: torch.sub(1, sy, out=t).mul_(sx))))
+    @property
+    def terms(self) -> int:
+        """sum_K |V|^|K|: the products one entry of P v sums (the blocks and their fibres)."""
+        return sum(self.space.vocab_size ** len(b.sites) for b in self.blocks)
 
-    def _flow_sum(self, pi: torch.Tensor, data: torch.Tensor, term) -> torch.Tensor:
-        """sum over the pairs of :meth:`fibre_pairs` of pi(x) w_K c_K(y) term(data(x), data(y)), this
-        process's part, each term computed into one reused buffer (``term(dx, dy, out)`` writes out)."""
-        total = torch.zeros((), dtype=torch.float64, device=self.device)
-        # a local buffer, not one of self._buffer's: freed on return, and in the dtype of data and pi
-        buf = torch.empty(0, dtype=torch.promote_types(data.dtype, pi.dtype), device=self.device)
-        for px, cxy, (dx,), (dy,) in self.fibre_pairs(pi, [data]):  # the pairs y = x add exact zeros
-            # views of one plan's shape, each dim 1 or whole (torch.broadcast_shapes: 0.3 s of imports)
-            shape = tuple(max(sizes) for sizes in zip(px.shape, dx.shape, dy.shape))
-            if buf.numel() < math.prod(shape):
-                buf = torch.empty(math.prod(shape), dtype=buf.dtype, device=self.device)
-            t = term(dx.expand(shape), dy.expand(shape), buf[:math.prod(shape)].view(shape))
-            total += t.mul_(px).mul_(cxy).sum(dtype=torch.float64)
-        return total
+    @property
+    def lambda_min(self) -> float:
+        """0 for a reversible heat-bath kernel (an average of conditional expectations, positive
+        semi-definite in L^2(pi)), else -1."""
+        return 0.0 if self.reversible else -1.0
 
     def conditionals_positive(self) -> bool:
         """Every stored conditional is > 0 (none underflowed), on every process."""

@@ -88,7 +88,10 @@ def choose_representation(space: StateSpace, kernel: str = DEFAULT_KERNEL, k: in
 
 
 def is_operator(P: Any) -> bool:
-    """Whether ``P`` is a matrix-free kernel (:class:`~mlmix.theory.kernels.operators.KernelOperator`,
-    without importing torch: one exists only once its module is loaded) rather than a matrix."""
-    operators = sys.modules.get("mlmix.theory.kernels.operators")
-    return operators is not None and isinstance(P, operators.KernelOperator)
+    """Whether ``P`` is a matrix-free transition operator
+    (:class:`~mlmix.theory.linalg.operator.TransitionOperator`: a
+    :class:`~mlmix.theory.kernels.operators.KernelOperator` or a
+    :class:`~mlmix.theory.linalg.matrix_operator.MatrixOperator`) rather than a matrix, without importing
+    torch: one exists only once its module is loaded."""
+    operators = sys.modules.get("mlmix.theory.linalg.operator")
+    return operators is not None and isinstance(P, operators.TransitionOperator)

@@ -8,20 +8,23 @@ import numpy as np
 import scipy.sparse as sp
 
 from mlmix.theory.chain.markov_chain import Chain
+from mlmix.theory.linalg.matrix_operator import MatrixOperator
 
 #: dense: the dense algorithms (GTH, LAPACK); csr: the sparse ones (Krylov, CSR products); operator:
-#: the matrix-free OperatorChain of a sampler on a source.
+#: the matrix-free route (a sampler's kernel on a source, or a bare matrix as a MatrixOperator).
 REPRESENTATIONS = ("dense", "csr", "operator")
 
-#: A bare matrix has no matrix-free operator (an operator is a sampler's kernel on a source).
-MATRIX_REPRESENTATIONS = ("dense", "csr")
+#: A bare matrix in each representation: "operator" is Chain(MatrixOperator(P)), every product a
+#: matvec with P or P^T.
+MATRIX_REPRESENTATIONS = ("dense", "csr", "operator")
 
 
 def chain_in(representation: str, P=None, *, source=None, kernel: str = "glauber", **options) -> Chain:
     """The chain of the matrix ``P`` or of the ``kernel`` on ``source`` held as ``representation``:
     "dense" (every dense algorithm), "csr" (a CSR matrix and the sparse algorithms: dense_limit 0) or
-    "operator" (the matrix-free kernel of ``source``; a bare matrix has none: ValueError). A
-    ``dense_limit`` in ``options`` overrides the representation's own (a caller asking for a path)."""
+    "operator" (the matrix-free kernel of ``source``, or ``Chain(MatrixOperator(P))``: the options of a
+    matrix, ``stationary``, ``dense_limit``, ``support``, are a TypeError there). A ``dense_limit`` in
+    ``options`` overrides the representation's own (a caller asking for a path)."""
     if (P is None) == (source is None):
         raise ValueError("give a matrix or a source")
     if source is not None:
@@ -29,7 +32,7 @@ def chain_in(representation: str, P=None, *, source=None, kernel: str = "glauber
         kw = {"device": "cpu"} if rep == "operator" else {}
         chain = Chain.from_source(source, kernel, representation=rep, **kw, **options)
     elif representation == "operator":
-        raise ValueError("a bare matrix has no matrix-free operator: pass source=")
+        chain = Chain(MatrixOperator(P), **options)
     elif representation == "dense":
         M = P.toarray() if sp.issparse(P) else np.asarray(P)
         chain = Chain(M, **{"dense_limit": max(M.shape[0], 1), **options})

@@ -1,5 +1,5 @@
 """One chain, every representation: the ``representation`` fixture (dense, CSR, matrix-free operator) and
-``matrix_representation`` (dense, CSR: a bare matrix has no operator), with ``chain_of`` /
+``matrix_representation`` (dense, CSR, and a bare matrix as a MatrixOperator), with ``chain_of`` /
 ``matrix_chain_of`` building the chain of a matrix or a source in it
 (:func:`chain_representations.chain_in`), so that a chain test asserts the same answer, or an honest
 enclosure of it, on each."""
@@ -28,5 +28,5 @@ def chain_of(representation):
 
 @pytest.fixture
 def matrix_chain_of(matrix_representation):
-    """matrix_chain_of(P, ...): the chain of a bare matrix, dense or CSR."""
+    """matrix_chain_of(P, ...): the chain of a bare matrix, dense, CSR or matrix-free."""
     return functools.partial(chain_in, matrix_representation)

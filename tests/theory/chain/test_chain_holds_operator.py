@@ -45,7 +45,7 @@ def test_matrix_options_on_an_operator_are_a_one_line_type_error():
     op = kernel_operator(IsingModel(nx.cycle_graph(4), beta=0.3), device="cpu")
     with pytest.raises(TypeError, match="options of a matrix"):
         Chain(op, dense_limit=10)
-    with pytest.raises(TypeError, match="needs a KernelOperator"):
+    with pytest.raises(TypeError, match="needs a TransitionOperator"):
         Chain.from_operator(np.eye(2))
 
 

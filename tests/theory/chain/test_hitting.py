@@ -99,6 +99,11 @@ def test_unreachable_targets_give_infinite_times(matrix_chain_of):
                   [0.0, 0.0, 0.0, 1.0, 0.0],
                   [0.0, 0.0, 0.5, 0.0, 0.5]])
     ch = matrix_chain_of(P)
+    if ch.representation == "operator":  # several closed classes: the matrix-free solves refuse by name
+        with pytest.raises(ValueError, match="2 closed classes"):
+            ch.hitting_time([2])
+        np.testing.assert_allclose(ch.hitting_probabilities([2], 200).value[[0, 3]], [0.5, 0.0], atol=1e-12)
+        return
     for k in (expected_hitting_times(P, [2]), ch.hitting_time([2]).value):
         assert k[0] == np.inf and k[3] == np.inf
         np.testing.assert_allclose(k[[1, 2, 4]], [2.0, 0.0, 2.0])
@@ -157,6 +162,10 @@ def test_gamblers_ruin_committor(matrix_chain_of):
     r = q / p
     np.testing.assert_allclose(h, [(1 - r**x) / (1 - r**L) for x in range(L + 1)], rtol=1e-12)
     assert h.rel_error < 1e-10 and "GTH" in h.method
+    if matrix_chain_of.args == ("operator",):  # two absorbing states: refused by name matrix-free
+        with pytest.raises(ValueError, match="2 closed classes"):
+            matrix_chain_of(P).committor([0], [L])
+        return
     via = matrix_chain_of(P).committor([0], [L])
     assert via.rel_error < 1e-10
     np.testing.assert_allclose(via.value, [(1 - r**x) / (1 - r**L) for x in range(L + 1)], rtol=1e-12)
@@ -178,6 +187,9 @@ def test_metastable_committor_keeps_relative_accuracy(matrix_chain_of):
         S = mp.fsum(w)
         ref = [float(mp.fsum(w[:x]) / S) for x in range(N)]
     assert min(v for v in ref if v > 0) < 1e-100
+    if matrix_chain_of.args == ("operator",):  # a Krylov solve cannot see 1e-107 next to 1: it says so
+        assert h.rel_error is None and "not certified" in h.method
+        return
     np.testing.assert_allclose(h, ref, rtol=1e-11)
 
 

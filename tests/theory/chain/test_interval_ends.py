@@ -73,7 +73,12 @@ def test_kemeny_references():
 def test_checks_hold_on_small_chains(P, weights, matrix_representation):
     """The interval ends of t_mix hold on chains held dense and CSR; the Kemeny check builds its dense and
     trace-and-gap chains itself, and the Kemeny constant of the chain held each way encloses the
-    reference (CSR on the chain with transient states: not resolved, with its reason)."""
+    reference (CSR on the chain with transient states: not resolved, with its reason; matrix-free: refused
+    by name, as its solvers need an irreducible chain)."""
+    if matrix_representation == "operator" and chain_in("dense", P).structure.transient.any():
+        with pytest.raises(ValueError, match="transient state"):
+            chain_in(matrix_representation, P).mixing_time()
+        return
     for eps in (0.25, 0.01):
         v = I.MixingTimeEnds().check(case(P, eps, weights, matrix_representation))
         assert v.holds and v.trivial is None, v.failing()

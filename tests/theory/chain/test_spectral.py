@@ -28,6 +28,7 @@ from mlmix.theory.chain.stationary import certified_error, log_potential, statio
 from mlmix.theory.chain.structure import communicating_classes
 from mlmix.theory.kernels.assembled import block_kernel, glauber_kernel
 from mlmix.theory.linalg.elimination import eliminate
+from mlmix.theory.linalg.matrix_operator import MatrixOperator
 from mlmix.theory.reference import (
     birth_death,
     ising_cycle_gap,
@@ -60,18 +61,26 @@ def test_two_state_closed_forms(rep, a, b):
     assert ch.is_reversible
     assert float(ch.spectral_gap) == pytest.approx(a + b, rel=1e-13)
     assert float(ch.additive_gap) == pytest.approx(a + b, rel=1e-13)
-    assert float(ch.absolute_spectral_gap) == pytest.approx(1 - abs(1 - a - b), abs=1e-13)
+    if rep == "operator":  # matrix-free, 1 + lambda_min is only bounded below (Gershgorin): an enclosure
+        assert_encloses(ch.absolute_spectral_gap, 1 - abs(1 - a - b), slack=1e-13)
+    else:
+        assert float(ch.absolute_spectral_gap) == pytest.approx(1 - abs(1 - a - b), abs=1e-13)
     assert float(ch.poincare_constant) == pytest.approx(1 / (a + b), rel=1e-13)
 
 
 @pytest.mark.parametrize("a, b", [(1e-12, 1e-12), (1e-12, 3e-12), (1e-100, 0.3), (1e-300, 1e-300), (1e-300, 0.5)])
 def test_two_state_metastable_gap_to_full_relative_accuracy(a, b, matrix_representation):
     """The gap a + b of [[1-a, a], [b, 1-b]] for rates down to 1e-300 (1 - a rounds to 1); the sparse
-    algorithms enclose it (Lanczos cannot resolve a gap below the rounding of 1 - lambda_2)."""
+    algorithms enclose it (Lanczos cannot resolve a gap below the rounding of 1 - lambda_2), and so does
+    the matrix-free route, or it refuses a law below 1e-300 by name."""
     ch = chain_in(matrix_representation, two_state(a, b))
+    if matrix_representation == "operator" and min(a, b) / (a + b) < 1e-299:
+        with pytest.raises(ValueError, match="underflows"):
+            ch.spectral_gap
+        return
     gap = ch.spectral_gap
     assert_encloses(gap, a + b, slack=1e-15 * (a + b))
-    if matrix_representation == "csr":
+    if matrix_representation != "dense":
         return
     assert gap.resolved
     assert abs(gap.value / (a + b) - 1) <= max(gap.rel_error, 1e-15)
@@ -101,7 +110,7 @@ def test_ising_cycle_gap_matches_the_closed_form(n, beta, representation):
 @pytest.mark.parametrize("depth", [10.0, 30.0, 80.0, 200.0])
 def test_biased_birth_death_gap_against_high_precision(depth, matrix_representation, matrix_chain_of):
     """Gaps from 1e-5 to 1e-87 against mpmath with 60 + depth/2 digits (enough for the barrier): dense
-    to full relative accuracy, CSR (Lanczos) within its stated accuracy or its interval."""
+    to full relative accuracy, CSR (Lanczos) and matrix-free within their stated accuracy or interval."""
     P, V = birth_death(depth=depth)
     ch = matrix_chain_of(P)
     ref = mp_reversible_gap(P, dps=int(60 + depth / 2))
@@ -112,6 +121,10 @@ def test_biased_birth_death_gap_against_high_precision(depth, matrix_representat
         assert gap.resolved and gap.rel_error < 1e-9
     # stationary law: exp(-V) to relative accuracy in every entry (masses down to ~e^-200)
     logpi = -V - np.log(np.exp(-V - (-V).max()).sum()) + V.min()
+    if matrix_representation == "operator":  # a Krylov law: within its certificate, or not bounded (None)
+        st = ch.stationary
+        assert st.rel_error is None or np.abs(np.expm1(st.log_value - logpi)).max() <= st.rel_error
+        return
     np.testing.assert_allclose(ch.log_stationary.value, logpi, rtol=1e-12, atol=1e-12)
 
 
@@ -132,7 +145,7 @@ def test_non_reversible_metastable_additive_gap_against_high_precision(T, matrix
         gap = ch.additive_gap
     actual = max(abs(float(mp.mpf(v) / p) - 1) for v, p in zip(st.value, pi))
     assert_encloses(gap, ref, slack=1e-13 * ref)
-    if matrix_representation == "csr":
+    if matrix_representation != "dense":
         assert st.rel_error is None or actual <= st.rel_error
         return
     assert actual <= st.rel_error < 1e-9 and "certificate" in st.method  # rigorous and tight
@@ -169,11 +182,21 @@ def test_a_metastable_sparse_law_is_certified_or_labelled_normwise():
         assert np.abs(it.value / gth.value - 1).max() <= it.rel_error + gth.rel_error
 
 
-def test_stationary_law_keeps_relative_accuracy_where_it_underflows():
+def test_stationary_law_keeps_relative_accuracy_where_it_underflows(chain_of):
     """Independent spins, one flip costs e^-300: pi spans e^1800 (underflows); the logarithms stay
-    exact and the gap (1/n for a product of heat-bath spins) is still right."""
-    ch = Chain.from_source(IsingModel(nx.empty_graph(6), fields=1.0, beta=150.0))
+    exact and the gap (1/n for a product of heat-bath spins) is still right (the CSR chain encloses it;
+    matrix-free, what needs pi in linear space is refused by name)."""
+    ch = chain_of(source=IsingModel(nx.empty_graph(6), fields=1.0, beta=150.0))
     logpi = ch.log_stationary.value
+    if ch.representation == "operator":
+        assert logpi.max() - logpi.min() == pytest.approx(6 * 300.0, rel=1e-12)
+        with pytest.raises(ValueError, match="underflows"):
+            ch.spectral_gap
+        return
+    if ch.representation == "sparse":
+        assert np.isfinite(logpi).all() and logpi.max() - logpi.min() == pytest.approx(6 * 300.0, rel=1e-12)
+        assert_encloses(ch.spectral_gap, 1 / 6, slack=1e-12)
+        return
     assert ch.stationary.value.min() == 0.0 and np.isfinite(logpi).all()
     assert logpi.max() - logpi.min() == pytest.approx(6 * 300.0, rel=1e-12)
     assert float(ch.spectral_gap) == pytest.approx(1 / 6, rel=1e-12)
@@ -287,7 +310,7 @@ def test_low_temperature_non_reversibility_among_tiny_masses_is_detected():
     Q = P.toarray() * pi[:, None]
     assert np.abs(Q - Q.T).max() < 1e-10 * Q.max()
     assert log_potential(P) is None
-    for rep in ("dense", "csr"):
+    for rep in MATRIX_REPRESENTATIONS:
         assert not chain_in(rep, P).is_reversible
 
 
@@ -300,9 +323,14 @@ def test_two_closed_classes_are_named_and_a_transient_state_is_allowed(matrix_ch
         matrix_chain_of(P).stationary
     assert sorted(tuple(c) for c in err.value.closed_classes) == [(0, 1), (3, 4)]
     assert "closed classes" in matrix_chain_of(P).summary()["reason"]
+    T = np.array([[0.5, 0.5, 0.0], [0.2, 0.8, 0.0], [0.1, 0.1, 0.8]])
+    if matrix_chain_of.args == ("operator",):  # the matrix-free route needs one class: refused by name
+        for M in (np.array([[1.0, 0.0], [1.0, 0.0]]), T):
+            with pytest.raises(ValueError, match="1 transient state"):
+                matrix_chain_of(M).stationary
+        return
     # one closed class and transient states: the unique law vanishes on the transient states
     np.testing.assert_array_equal(matrix_chain_of(np.array([[1.0, 0.0], [1.0, 0.0]])).stationary.value, [1.0, 0.0])
-    T = np.array([[0.5, 0.5, 0.0], [0.2, 0.8, 0.0], [0.1, 0.1, 0.8]])
     ch = matrix_chain_of(T)
     np.testing.assert_allclose(ch.stationary.value, [2 / 7, 5 / 7, 0.0], rtol=1e-14)
     assert float(ch.spectral_gap) == pytest.approx(0.7, rel=1e-13) and "transient" in ch.spectral_gap.method
@@ -315,12 +343,20 @@ def test_gaps_of_a_reducible_chain_with_a_given_law_are_exactly_zero(matrix_repr
     assert len(communicating_classes(P)[0]) == 2
     for M in (P, sp.csr_array(P)):
         assert additive_gap(M, pi) == 0.0
+    if matrix_representation == "operator":  # a given law is an option of a matrix: one-line TypeError
+        with pytest.raises(TypeError, match="options of a matrix"):
+            chain_in(matrix_representation, P, stationary=pi)
+        return
     ch = chain_in(matrix_representation, P, stationary=pi)
     assert ch.conductance.value == 0.0 and ch.additive_gap.value == 0.0
     assert not ch.poincare_constant.resolved
 
 
 def test_a_given_law_must_be_stationary(matrix_chain_of):
+    if matrix_chain_of.args == ("operator",):  # a given law is an option of a matrix
+        with pytest.raises(TypeError, match="options of a matrix"):
+            matrix_chain_of(two_state(0.2, 0.3), stationary=[0.6, 0.4])
+        return
     with pytest.raises(ValueError, match="not stationary"):
         matrix_chain_of(two_state(0.2, 0.3), stationary=[0.5, 0.5])
     for bad in ([0.5, 0.6], [0.2, 0.3, 0.5], [np.nan, 1.0]):
@@ -350,8 +386,9 @@ def test_explicit_zeros_do_not_mutate_the_callers_matrix(matrix_chain_of):
 def test_bad_matrices(bad, exc, msg):
     with pytest.raises(exc, match=msg):
         check_transition_matrix(bad)
-    with pytest.raises(exc):
-        Chain(bad)
+    for build in (Chain, MatrixOperator):  # the matrix-free presentation validates the same way
+        with pytest.raises(exc, match=msg):
+            build(bad)
 
 
 def test_tolerance_of_row_sums():

@@ -147,6 +147,11 @@ def test_reversible_law_from_detailed_balance_in_log_space_below_underflow(matri
     P, V = birth_death(m=8, depth=800.0, tilt=3.0)
     phi_err = log_potential(P)
     assert phi_err is not None
+    if matrix_chain_of.args == ("operator",):  # a Krylov law cannot reach 1e-700: not bounded, and said
+        ch = matrix_chain_of(P)
+        assert ch.stationary.rel_error is None and "GMRES" in ch.stationary.method
+        assert not ch.spectral_gap.resolved and ch.spectral_gap.lower == 0.0
+        return
     pi = matrix_chain_of(P).stationary
     np.testing.assert_array_equal(pi.log_value, stationary_law(P).log_value)
     assert "detailed balance" in pi.method and pi.value.min() == 0.0 and np.isfinite(pi.log_value).all()
@@ -177,6 +182,10 @@ def test_transient_states_get_zero_mass(matrix_chain_of):
     """States 0, 1 lead into the closed class {2, 3} (a two-state chain): its law there, zero before
     (stationary_law and Chain.stationary on dense and CSR)."""
     P = np.array([[0.5, 0.25, 0.25, 0], [0.25, 0.5, 0, 0.25], [0, 0, 0.75, 0.25], [0, 0, 0.5, 0.5]])
+    if matrix_chain_of.args == ("operator",):  # the matrix-free route needs one class: refused by name
+        with pytest.raises(ValueError, match="2 transient state"):
+            matrix_chain_of(P).stationary
+        return
     np.testing.assert_array_equal(matrix_chain_of(P).stationary.value, stationary_law(P).value)
     pi = stationary_law(P)
     np.testing.assert_allclose(pi.value, [0, 0, 2 / 3, 1 / 3], rtol=1e-15, atol=0)

@@ -43,12 +43,18 @@ def test_metastable_two_state_variance_within_its_stated_bound(a, b, rep):
     """Variances from 1e-299 to 1e11: relative error <= 1e-12 and within the stated bound, in bounded
     time (dense and CSR: the sparse route solves a small chain's Poisson equation by GTH elimination)."""
     chain = chain_in(rep, two_state(a, b))
+    if rep == "operator" and min(a, b) / (a + b) < 1e-299:  # a law below 1e-300: refused by name
+        with pytest.raises(ValueError, match="underflows"):
+            chain.asymptotic_variance(np.array([0.0, 1.0]))
+        return
     with within_seconds(5):
         v = chain.asymptotic_variance(np.array([0.0, 1.0]))
     with mp.workdps(400):
         A, B = mp.mpf(a), mp.mpf(b)
         ref = float((B / (A + B)) * (A / (A + B)) * (2 - A - B) / (A + B))
     assert_encloses(v, ref, slack=1e-13 * ref)
+    if rep == "operator":  # the Krylov law and gap of a metastable chain: an enclosure (or resolved)
+        return
     err = abs(v.value / ref - 1)
     assert v.resolved and err <= v.rel_error and err < 1e-12
 
@@ -123,6 +129,9 @@ def test_metastable_birth_death_variance_against_high_precision(depth, matrix_ch
         ref = float(2 * mp.fsum(pi[x] * fb[x] * g[x] for x in range(N)) - mp.fsum(pi[x] * fb[x] ** 2 for x in range(N)))
     assert_encloses(v, ref, slack=1e-12 * ref)
     assert ref > 1e3
+    if matrix_chain_of.args == ("operator",):  # Lanczos does not resolve the gap (1e-5 and below) matrix-free,
+        assert not v.resolved and v.reason and not ch.spectral_gap.resolved  # so the Poisson error is unbounded
+        return
     assert v.resolved and v.rel_error < 1e-8
 
 
@@ -249,3 +258,6 @@ def test_non_reversible_kemeny_interval_on_a_metastable_chain():
     k = Chain(P, dense_limit=4).kemeny_constant
     assert "non-reversible" in k.method and k.upper is not None
     assert k.lower <= exact.value * (1 + exact.rel_error) and exact.value * (1 - exact.rel_error) <= k.upper
+    k = chain_in("operator", P).kemeny_constant  # matrix-free: the trace and an unresolved gap, an enclosure
+    assert "Re 1/(1 - lambda_j)" in k.method and not k.resolved
+    assert k.lower <= exact.value * (1 + exact.rel_error) and (k.upper is None or exact.value <= k.upper)
