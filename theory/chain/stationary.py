@@ -588,6 +588,7 @@ def chain_is_reversible(chain: Chain) -> bool:
     chain._check_resolved()
     return log_potential(chain._core.P) is not None
 
+
 def chain_stationary_law(chain: Chain) -> VectorResult:
     """The law pi P = pi a chain's algorithms use, before a first-order bound is attached
     (:attr:`Chain._stationary <mlmix.theory.chain.markov_chain.Chain._stationary>`). Routes, in order:
