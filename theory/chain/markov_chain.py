@@ -470,9 +470,15 @@ class Chain:
     # ------------------------------------------------------------------ elimination (dense)
     @cached_property
     def _grounded(self) -> Elimination:
-        """GTH factors of the (core) chain, grounded at its heaviest state."""
+        """GTH factors of the (core) chain, grounded at its heaviest state. The core is irreducible on
+        its float support, so a zero escape probability in the elimination is float64 underflow of a
+        Schur complement (probabilities spanning more than its range): UnderflowError, not a result."""
         core = self._core
-        return eliminate(core.to_dense(), last=int(np.argmax(core._logpi)))
+        try:
+            return eliminate(core.to_dense(), last=int(np.argmax(core._logpi)))
+        except ValueError as err:
+            raise UnderflowError(f"GTH elimination underflows on this chain ({err}): its escape probabilities "
+                                 "leave float64's range, so the quantities built on it are not computed") from err
 
     # ------------------------------------------------------------------ gaps
     @cached_property
