@@ -14,6 +14,8 @@ Every builder is seeded, so two calls with the same arguments give identical wei
 
 from __future__ import annotations
 
+import itertools
+from collections.abc import Iterator
 from pathlib import Path
 
 import torch
@@ -121,3 +123,14 @@ def _spread_weights(model: PreTrainedModel, seed: int) -> None:
         for name, p in model.named_parameters():
             if p.dim() >= 2 and "norm" not in name.lower():
                 p.copy_(torch.randn(p.shape, generator=gen) * (1.0 / p.shape[-1] ** 0.5))
+
+
+def set_inputs(frame: list[int], allowed: dict[int, list[int]]) -> Iterator[list[int]]:
+    """Every input of a relaxation's set: ``frame`` with each position k in ``allowed`` set to each of its
+    tokens (full token ids)."""
+    keys = sorted(allowed)
+    for combo in itertools.product(*(allowed[k] for k in keys)):
+        ids = list(frame)
+        for k, t in zip(keys, combo):
+            ids[k] = t
+        yield ids

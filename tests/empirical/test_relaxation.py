@@ -19,7 +19,7 @@ import pytest
 import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from mlm_fixtures import tiny_masked_lm
+from mlm_fixtures import set_inputs, tiny_masked_lm
 from transformers import BertConfig, BertForMaskedLM
 
 from mlmix.empirical.model_constants import affine_forms as af
@@ -48,15 +48,6 @@ def setup(kind: str = "spread"):
     frame = [tok.cls_token_id, alphabet[0], tok.mask_token_id, alphabet[1], alphabet[2], tok.sep_token_id]
     return model, tok, alphabet, frame
 
-
-def contexts(frame: list[int], allowed: dict[int, list[int]]):
-    """Every input of the set (full token ids)."""
-    keys = sorted(allowed)
-    for combo in itertools.product(*(allowed[k] for k in keys)):
-        ids = list(frame)
-        for k, t in zip(keys, combo):
-            ids[k] = t
-        yield ids
 
 
 def forward(model, ids: list[int]):
@@ -94,7 +85,7 @@ def test_every_context_lies_inside_the_bounds_at_every_layer(name, kind):
     prop = rx.propagate(model, frame, SITE, allowed, alphabet)
     lower, upper = rx.probability_bounds(prop.logits, 0.7)
     assert len(prop.hidden) == 3
-    for ids in contexts(frame, allowed):
+    for ids in set_inputs(frame, allowed):
         pre, hidden, logits = forward(model, ids)
         eps = prop.eps_of(ids)
         assert inside(pre, prop.embedding_sum, eps) == (True, True)
@@ -125,7 +116,7 @@ def test_the_embeddings_hull_is_exact_so_a_bound_shrunk_by_one_percent_is_caught
     model, _, alphabet, frame = setup()
     allowed = {1: tokens, 3: [6], 4: [7]}
     prop = rx.propagate(model, frame, SITE, allowed, alphabet)
-    runs = [forward(model, ids) for ids in contexts(frame, allowed)]
+    runs = [forward(model, ids) for ids in set_inputs(frame, allowed)]
     for form, values in ((prop.embedding_sum, [r[0] for r in runs]), (prop.hidden[0], [r[1][0] for r in runs])):
         lo, hi = form.bounds()
         stack = torch.stack(values)
@@ -155,9 +146,9 @@ def exact_rho(model, frame, i, j, allowed, alphabet, temperature) -> float:
     """sup TV(p_i(.|x), p_i(.|x')) over x, x' in the set differing only at j, in float64."""
     best = 0.0
     probs = {}
-    for ids in contexts(frame, allowed):
+    for ids in set_inputs(frame, allowed):
         probs[tuple(ids)] = torch.softmax(forward(model, ids)[2] / temperature, -1).numpy()
-    for ids in contexts(frame, allowed):
+    for ids in set_inputs(frame, allowed):
         for t in allowed[j]:
             other = list(ids)
             other[j] = t

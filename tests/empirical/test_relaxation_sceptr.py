@@ -15,7 +15,6 @@ the random width-64 2-layer BERT they turn a vacuous logit bound into a certifie
 from __future__ import annotations
 
 import copy
-import itertools
 from functools import lru_cache
 
 import numpy as np
@@ -24,6 +23,7 @@ import torch
 import torch.nn.functional as F
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from mlm_fixtures import set_inputs
 
 from mlmix.empirical.model_constants import affine_forms as af
 from mlmix.empirical.model_constants import relaxation as rx
@@ -84,14 +84,6 @@ def frame_ids(text: str) -> tuple[list[int], list[int]]:
     return ids, free
 
 
-def contexts(frame: list[int], allowed: dict[int, list[int]]):
-    keys = sorted(allowed)
-    for combo in itertools.product(*(allowed[k] for k in keys)):
-        ids = list(frame)
-        for k, t in zip(keys, combo):
-            ids[k] = t
-        yield ids
-
 
 def inside(value: torch.Tensor, form: af.Affine, eps: torch.Tensor) -> tuple[bool, bool]:
     lo, hi = form.bounds()
@@ -129,7 +121,7 @@ def test_every_context_lies_inside_the_bounds_at_every_layer(wheel, variant, cas
     with torch.no_grad():
         np.testing.assert_allclose(ref_hidden[-1].numpy(), model(torch.tensor([frame]))[0].numpy(), atol=1e-12)
     keep = model.features(torch.tensor([frame]))[1][0]
-    for ids in contexts(frame, allowed):
+    for ids in set_inputs(frame, allowed):
         hidden, logits = forward(model, ids)
         eps = prop.eps_of(ids)
         for layer, (h, form) in enumerate(zip(hidden, prop.hidden)):
@@ -150,7 +142,7 @@ def test_the_embedding_hull_is_exact_so_a_bound_shrunk_by_one_percent_is_caught(
     frame[site] = sc.MASK
     allowed = {k: [3, 7, 12, 20]}
     prop = rx.propagate(model, frame, site, allowed, AAS)
-    stack = torch.stack([forward(model, ids)[0][0] for ids in contexts(frame, allowed)])
+    stack = torch.stack([forward(model, ids)[0][0] for ids in set_inputs(frame, allowed)])
     lo, hi = prop.hidden[0].bounds()
     assert bool(((stack >= lo) & (stack <= hi)).all())
     wide = (hi - lo) > 1e-6
@@ -245,7 +237,7 @@ def test_with_fresh_symbols_every_bert_context_lies_inside_the_bounds_at_every_l
     prop = rx.propagate(model, frame, 2, allowed, alphabet, fresh=16)
     assert prop.hidden[-1].g.shape[-1] > prop.hidden[-1].discrete  # fresh symbols were made and kept
     lower, upper = rx.probability_bounds(prop.logits, 1.0)
-    for ids in contexts(frame, allowed):
+    for ids in set_inputs(frame, allowed):
         eps = prop.eps_of(ids)
         with torch.no_grad():
             out = model(input_ids=torch.tensor([ids]), output_hidden_states=True)
@@ -275,7 +267,7 @@ def test_fresh_symbols_certify_the_random_width_64_bert_where_the_interval_remai
         widths[fresh] = float((hi - lo).max())
     assert widths[0] > 1e3 and widths[64] < 0.1
     lower, upper = rx.conditional_bounds(model, frame, 5, allowed, 1.0, alphabet=alphabet, fresh=64)
-    for ids in contexts(frame, allowed):
+    for ids in set_inputs(frame, allowed):
         with torch.no_grad():
             p = torch.softmax(model(input_ids=torch.tensor([ids])).logits[0, 5, alphabet], -1).numpy()
         assert np.all(lower <= p) and np.all(p <= upper)
