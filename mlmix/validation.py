@@ -256,6 +256,25 @@ def check_state_set(S: object, n_states: int, name: str = "S", *, nonempty: bool
     return mask
 
 
+
+def check_starts(start: object, n_states: int, chains: int | None, name: str = "start") -> np.ndarray:
+    """Start states of ``chains`` trajectories, as int64 indices of shape (chains,): one index for every
+    chain, or one per chain. ``chains=None`` takes the count from ``start`` (its length; 1 for a single
+    index). A list whose length is not ``chains`` is refused with one line (not broadcast)."""
+    arr = np.asarray(start)
+    if arr.dtype == bool or (arr.size and not np.issubdtype(arr.dtype, np.integer)):
+        raise InputTypeError(f"{name} must be state indices (integers in [0, {n_states})), got dtype {arr.dtype}")
+    if arr.ndim > 1 or arr.size == 0:
+        raise InputValueError(f"{name}: one state index or a 1-d list of them, got shape {arr.shape}")
+    count = arr.size if arr.ndim == 1 else 1
+    chains = count if chains is None else check_int(chains, "chains", minimum=1)
+    if arr.ndim == 1 and count != chains:
+        raise InputValueError(f"{name}: {count} start states for chains={chains}; give one state or one per chain "
+                              "(or leave chains out: it is then the number of start states)")
+    if arr.min() < 0 or arr.max() >= n_states:
+        raise InputValueError(f"{name}: state indices must lie in [0, {n_states}), got {arr.min()}..{arr.max()}")
+    return np.broadcast_to(arr.astype(np.int64), (chains,)).copy()
+
 # ---------------------------------------------------------------------------------------- array files
 
 #: What reading a damaged .npy / .npz can raise: numpy's header parser (SyntaxError, TokenError),

@@ -733,11 +733,12 @@ class Chain:
         elimination or, sparse, a sweep of products), for :func:`mlmix.progress.announced`."""
         return chain_summary.progress_plan(self, phase, name)
 
-    def simulate(self, steps: int, start: int | np.ndarray | None = None, *, chains: int = 1,
+    def simulate(self, steps: int, start: int | np.ndarray | None = None, *, chains: int | None = None,
                  seed: int | None = 0) -> np.ndarray:
         """``chains`` independent trajectories X_0..X_steps of the chain (state indices, shape
-        (chains, steps + 1)): X_0 = ``start`` (a state index, one per chain, or None: drawn from the
-        stationary law), then X_{t+1} ~ P(X_t, .) by the chain's convention: the off-diagonal
+        (chains, steps + 1)): X_0 = ``start`` (a state index for every chain, a list of one per chain, or
+        None: drawn from the stationary law); ``chains`` defaults to the length of a ``start`` list (else 1),
+        and a list of another length is refused with one line. Then X_{t+1} ~ P(X_t, .) by the chain's convention: the off-diagonal
         entries are the moves, 1 - their row sum the holding probability (one uniform per step and
         chain, inverse CDF over the row). ``chain.source.space.decode(x)`` gives the sequences of a
         chain built from a source."""

@@ -7,34 +7,34 @@ from typing import TYPE_CHECKING
 import numpy as np
 import scipy.sparse as sp
 
-from mlmix.validation import check_int
+from mlmix.validation import check_int, check_starts
 
 if TYPE_CHECKING:
     from mlmix.theory.chain.markov_chain import Chain
 
 
-def simulate(chain: Chain, steps: int, start: int | np.ndarray | None = None, *, chains: int = 1,
+def simulate(chain: Chain, steps: int, start: int | np.ndarray | None = None, *, chains: int | None = None,
              seed: int | None = 0) -> np.ndarray:
     """The body of :meth:`Chain.simulate`; a matrix-free chain runs on its matrix (built from the source,
     memory permitting), a start drawn from the stationary law from its own certified law."""
+    steps = check_int(steps, "steps", minimum=0)
+    N = chain.n_states
+    if start is not None:
+        start = check_starts(start, N, chains)
+        chains = start.size
+    chains = check_int(1 if chains is None else chains, "chains", minimum=1)
     if chain.op is not None:
         if start is None:
             pi = np.asarray(chain.stationary, dtype=np.float64)
-            draws = np.random.default_rng(seed).random(check_int(chains, "chains", minimum=1))
-            start = np.minimum(np.searchsorted(np.cumsum(pi), draws * pi.sum(), side="right"), chain.n_states - 1)
+            draws = np.random.default_rng(seed).random(chains)
+            start = np.minimum(np.searchsorted(np.cumsum(pi), draws * pi.sum(), side="right"), N - 1)
         return simulate(chain._matrix, steps, start, chains=chains, seed=seed)
-    steps = check_int(steps, "steps", minimum=0)
-    chains = check_int(chains, "chains", minimum=1)
     rng = np.random.default_rng(seed)
-    N = chain.n_states
     if start is None:
         pi = np.asarray(chain.stationary, dtype=np.float64)
         x = np.minimum(np.searchsorted(np.cumsum(pi), rng.random(chains) * pi.sum(), side="right"), N - 1)
     else:
-        idx = np.broadcast_to(np.asarray(start), (chains,))
-        if not np.issubdtype(idx.dtype, np.integer) or idx.min() < 0 or idx.max() >= N:
-            raise ValueError(f"start must be state indices in [0, {N}), one or one per chain")
-        x = idx.astype(np.int64)
+        x = start
     Q = sp.csr_array(chain.P, dtype=np.float64, copy=True)
     Q.setdiag(0.0)
     Q.eliminate_zeros()
