@@ -27,6 +27,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from mlmix.errors import InputTypeError, InputValueError, MemoryLimitError
+from mlmix.limits import MIN_KEPT_DRAWS
 
 Matrix = np.ndarray | sp.sparray | sp.spmatrix
 
@@ -581,22 +582,34 @@ def check_memory(nbytes: float, what: str) -> None:
 
 def check_draws(states: object, vocab_size: int, length: int, name: str = "draws") -> np.ndarray:
     """Draws of a user's sampler in mlmix's state encoding: an integer array of shape (chains, steps, n)
-    with chains >= 2, steps >= 4 and every symbol in 0..|V|-1 (bools and floats are refused, even
-    integral ones: a float array is a sign of a different encoding). Returns it as int64."""
+    with chains >= 2, steps >= :data:`~mlmix.limits.MIN_KEPT_DRAWS` and every symbol in 0..|V|-1 (bools and
+    floats are refused, even integral ones: a float array is a sign of a different encoding). Returns it as
+    int64."""
     arr = np.asarray(states)
     if arr.dtype == bool or not np.issubdtype(arr.dtype, np.integer):
         raise InputTypeError(f"{name}: states must be an integer array (symbols 0..{vocab_size - 1}), got dtype {arr.dtype}")
     if arr.ndim != 3 or arr.shape[2] != length:
         raise InputValueError(f"{name}: states must have shape (chains, steps, n = {length}), got {arr.shape}")
-    if arr.shape[0] < 2 or arr.shape[1] < 4:
-        raise InputValueError(f"{name}: need at least 2 chains of at least 4 states each, got {arr.shape[0]} x "
-                         f"{arr.shape[1]}")
+    if arr.shape[0] < 2 or arr.shape[1] < MIN_KEPT_DRAWS:
+        raise InputValueError(f"{name}: need at least 2 chains of at least {MIN_KEPT_DRAWS} states each, got "
+                              f"{arr.shape[0]} x {arr.shape[1]}")
     bad = (arr < 0) | (arr >= vocab_size)
     if bad.any():
         c, t, i = (int(k) for k in np.argwhere(bad)[0])
         raise InputValueError(f"{name}: chain {c}, step {t}, site {i} holds symbol {int(arr[c, t, i])}, outside "
                          f"0..{vocab_size - 1}")
     return arr.astype(np.int64)
+
+
+def check_warmup(warmup: object, draws: int, name: str = "warmup") -> int:
+    """Draws left out at the start of each chain of ``draws`` draws: 0 <= warmup <= draws -
+    :data:`~mlmix.limits.MIN_KEPT_DRAWS`, so the diagnostics keep at least that many per chain. ``draws``
+    counts the draws only (a simulation's start state is not one; every supplied state is one)."""
+    warmup = check_int(warmup, name, minimum=0)
+    if draws - warmup < MIN_KEPT_DRAWS:
+        raise InputValueError(f"{name} must be <= {draws - MIN_KEPT_DRAWS} ({draws} draws per chain, at least "
+                              f"{MIN_KEPT_DRAWS} kept), got {warmup}")
+    return warmup
 
 
 # ---------------------------------------------------------------------------------------- score tables

@@ -50,13 +50,13 @@ import scipy.sparse as sp
 import torch
 
 from mlmix.empirical.sampling.simulation import NOT_COUPLED, inverse_cdf, maximal_coupling, run_chains, run_coupled
-from mlmix.limits import DENSE_ROWS_LIMIT
+from mlmix.limits import DENSE_ROWS_LIMIT, MIN_KEPT_DRAWS
 from mlmix.provenance import stamp
 from mlmix.theory.chain.metastable import metastable_sets
 from mlmix.theory.kernels.registry import simulated_from_conditionals
 from mlmix.theory.results import Result
 from mlmix.theory.sources.conditionals import Conditionals
-from mlmix.validation import check_draws, check_int, load_arrays
+from mlmix.validation import check_draws, check_int, check_warmup, load_arrays
 
 #: R-hat below this says "converged" (Vehtari et al. 2021).
 RHAT_CONVERGED = 1.01
@@ -503,7 +503,7 @@ def diagnose(chain, source: Conditionals | None = None, *, draws: np.ndarray | N
                              "leave them out")
         states = np.ascontiguousarray(check_draws(draws, q, n).transpose(1, 0, 2))  # (T, m, n)
         steps, chains = states.shape[0] - 1, states.shape[1]
-        warmup = check_int(warmup, "warmup", minimum=0, maximum=steps - 4)
+        warmup = check_warmup(warmup, steps + 1)  # every supplied state is a draw
         checked = check_transitions(chain, source, kernel, states)
         first = np.unique(states[0], axis=0)
         start = "the draws' first states" + (f" ({len(first)} distinct)" if len(first) > 1 else
@@ -516,10 +516,10 @@ def diagnose(chain, source: Conditionals | None = None, *, draws: np.ndarray | N
         mu_codes = space.encode(states[0])
     else:
         chains = check_int(4 if chains is None else chains, "chains", minimum=2)
-        steps = check_int(1000 if steps is None else steps, "steps", minimum=4)
+        steps = check_int(1000 if steps is None else steps, "steps", minimum=MIN_KEPT_DRAWS)
         seed = 0 if seed is None else seed
         start = "uniform" if start is None else start
-        warmup = check_int(warmup, "warmup", minimum=0, maximum=steps - 4)
+        warmup = check_warmup(warmup, steps)  # the start state is not a draw
         lag = max(1, steps // 4) if lag is None else check_int(lag, "lag", minimum=1)
         pairs = max(chains, 16) if pairs is None else check_int(pairs, "pairs", minimum=1)
         budget = 10 * steps if coupling_budget is None else check_int(coupling_budget, "coupling_budget", minimum=1)

@@ -187,3 +187,30 @@ def test_inference_data_netcdf(tmp_path, monkeypatch):
     posterior.clear()
     with pytest.raises(ValueError, match="no variable 'states'"):
         read_draws(path)
+
+
+def test_the_shortest_draws_and_the_largest_warmup_are_accepted(chain, tmp_path, capsys):
+    """One rule (mlmix.limits.MIN_KEPT_DRAWS draws kept per chain) for the draws' length and --warmup:
+    4 draws per chain with warm-up 0, and 4 + w draws with warm-up w, are diagnosed; one more warm-up step is
+    refused with one line naming the largest allowed; the same rule for a simulation (its start is no draw)."""
+    draws = _plain_glauber(steps=6)
+    for length, warmup in ((4, 0), (6, 2)):
+        rep = diagnose(chain, draws=draws[:, :length], warmup=warmup, functions=["count:1"], metastable=False)
+        assert rep["inputs"]["kept_per_chain"] == 4 and rep["inputs"]["warmup"] == warmup
+        with pytest.raises(ValueError, match=rf"warmup must be <= {length - 4} \({length} draws per chain"):
+            diagnose(chain, draws=draws[:, :length], warmup=warmup + 1, functions=["count:1"], metastable=False)
+    with pytest.raises(ValueError, match="at least 2 chains of at least 4 states"):
+        diagnose(chain, draws=draws[:, :3])
+    rep = diagnose(chain, _source(), chains=2, steps=6, warmup=2, pairs=2, metastable=False)
+    assert rep["inputs"]["kept_per_chain"] == 4
+    with pytest.raises(ValueError, match=r"warmup must be <= 2 \(6 draws per chain"):
+        diagnose(chain, _source(), chains=2, steps=6, warmup=3, metastable=False)
+    path = tmp_path / "four.npz"
+    np.savez(path, states=draws[:, :4])
+    argv = ["diagnose", "--model", "ising", "--graph", f"cycle:{N_SITES}", "--beta", str(BETA), "--draws", str(path),
+            "--no-metastable"]
+    assert main(argv) == 0
+    assert "4 chains x 3 steps" in capsys.readouterr().out
+    assert main(argv + ["--warmup", "1"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "warmup must be <= 0 (4 draws per chain" in err
