@@ -23,8 +23,10 @@ Monte Carlo standard error of the mean. Beside them:
 
       ESS = m N Var_pi(f) / sigma^2(f),
 
-  (the CLT: Var(mean of m N stationary draws) ~ sigma^2(f) / (m N)); where the chain is too large
-  to assemble, the certified t_mix and gap intervals instead.
+  (the CLT: Var(mean of m N stationary draws) ~ sigma^2(f) / (m N)), and the exact tail ESS, the same
+  for the indicators 1{f <= q_p} at the pi-quantiles q_p, p = 5% and 95% (:func:`exact_tail_ess`: the
+  estimand of arviz's tail ESS); where the chain is too large to assemble, the certified t_mix and gap
+  intervals instead.
 - a point estimate of the absolute spectral gap from the paths (:func:`empirical_gap`; no interval);
 - the metastable sets of the exact chain (:mod:`mlmix.theory.chain.metastable`) and whether any chain
   visited each.
@@ -32,7 +34,9 @@ Monte Carlo standard error of the mean. Beside them:
 Verdicts (per function and diagnostic): R-hat "says converged" when R-hat < 1.01; it is
 *overconfident* when d_mu(N) > 1/4 at the same time, *conservative* when R-hat >= 1.01 while
 d_mu(N) <= 1/4, else it *agrees*. An ESS (and the sampled gap estimate) is *overconfident* above twice the exact
-value, *conservative* below half of it. The MCSE is *overconfident* when the error of the sampled mean is
+value, *conservative* below half of it (against a certified interval, such as the absolute gap of a large
+non-reversible chain, only where every point of the interval gives the same verdict): the bulk ESS against the exact ESS of the mean, the tail ESS against the
+exact tail ESS (like with like: the tail ESS estimates the ESS of the quantile indicators, not of the mean). The MCSE is *overconfident* when the error of the sampled mean is
 more than 3 MCSE or the MCSE is below half the exact sqrt(sigma^2 / (m N)), *conservative* above
 twice the exact one. The coupling bound is *overconfident* when it falls to 1/4 before d_mu does,
 *conservative* when it does so after twice the exact time.
@@ -308,6 +312,34 @@ def meeting_times(source: Conditionals | None, P, kernel: str, x0: np.ndarray, y
 
 # --------------------------------------------------------------------------- verdicts
 
+def exact_tail_ess(chain, f: np.ndarray, pi: np.ndarray, draws: int) -> dict:
+    """The exact counterpart of arviz's tail ESS, min over p in :data:`TAIL_PROB` of the ESS of the indicator
+    1{f <= q_p}: for each p the pi-quantile v_p = min{v : pi(f <= v) >= p}, the indicator g_p = 1{f <= v_p}
+    and ESS_p = ``draws`` Var_pi(g_p) / sigma^2(g_p), sigma^2 from the Poisson equation as for the mean
+    (``draws``: the m N' kept draws). An indicator that is constant under pi (v_p the largest value of f)
+    has no variance to estimate and is left out of the minimum (arviz-stats counts it as ``draws`` effective
+    draws). Returns ``value`` (None when no quantile has an indicator that varies, or its sigma^2 is not
+    resolved), ``quantiles`` (p, v_p, pi(f <= v_p), ESS_p) and ``reason``."""
+    values, where = np.unique(np.asarray(f, dtype=np.float64), return_inverse=True)
+    below = np.cumsum(np.bincount(where, weights=pi, minlength=values.size))
+    rows, found = [], []
+    for p in TAIL_PROB:
+        k = int(np.argmax(below >= p * (1 - 1e-9)))
+        mass = float(min(below[k], 1.0))
+        ess = None
+        if k < values.size - 1:  # g_p varies: 0 < pi(f <= v_p) < 1
+            sigma2 = chain.asymptotic_variance((where <= k).astype(np.float64))
+            if sigma2.value is not None and sigma2.value > 0:
+                ess = draws * mass * (1 - mass) / float(sigma2.value)
+                found.append(ess)
+        rows.append({"prob": p, "level": float(values[k]), "mass_at_or_below": mass, "ess": ess})
+    if found:
+        return {"value": min(found), "quantiles": rows, "reason": None}
+    return {"value": None, "quantiles": rows,
+            "reason": "no tail indicator 1{f <= q_p} varies under pi with a resolved sigma^2: the exact tail ESS "
+                      "is undefined"}
+
+
 def rhat_verdict(rhat: float | None, d_final: float | None, t_mix: tuple[float | None, float | None] = (None, None),
                  steps: int | None = None) -> dict:
     """R-hat against the exact d_mu(N) (module docstring). ``d_final`` below the rounding bound of the
@@ -347,6 +379,26 @@ def ratio_verdict(name: str, sampled: float | None, exact: float | None) -> dict
     r = sampled / exact
     verdict = "overconfident" if r > 2 else "conservative" if r < 0.5 else "agrees"
     return {"verdict": verdict, name: sampled, "exact": exact, "ratio": r}
+
+
+def interval_verdict(name: str, sampled: float | None, lower: float | None, upper: float | None,
+                     value: float | None = None) -> dict:
+    """:func:`ratio_verdict` against an exact value, or against a certified interval [lower, upper]: decided
+    only where every point of it gives the same verdict (overconfident above 2 upper, conservative below
+    lower / 2, agrees when sampled / upper >= 1/2 and sampled / lower <= 2), else undetermined with the reason."""
+    if value is not None or sampled is None or lower is None or upper is None or not 0 < lower <= upper:
+        return ratio_verdict(name, sampled, value)
+    if sampled > 2 * upper:
+        verdict = "overconfident"
+    elif sampled < lower / 2:
+        verdict = "conservative"
+    elif sampled >= upper / 2 and sampled <= 2 * lower:
+        verdict = "agrees"
+    else:
+        return {"verdict": None, name: sampled, "exact_interval": [lower, upper],
+                "reason": f"the exact value is only known to lie in [{lower:.4g}, {upper:.4g}]: the ratio is not decided"}
+    return {"verdict": verdict, name: sampled, "exact_interval": [lower, upper],
+            "ratio_interval": [sampled / upper, sampled / lower]}
 
 
 def mcse_verdict(mcse: float | None, mean: float, exact_mean: float | None, exact_se: float | None) -> dict:
@@ -478,8 +530,9 @@ def diagnose(chain, source: Conditionals | None = None, *, draws: np.ndarray | N
     ``functions`` are specs (:func:`parse_function`) or callables on an (m, n) array of states returning
     m reals. Draws after ``warmup`` steps enter the diagnostics. ``kernel`` names the sampler when the
     chain does not (a matrix-free chain). ``mixing_limit`` is the largest state count for the exact dense
-    t_mix (``mlmix exact``'s default; larger chains get certified bounds) and for the absolute gap of a
-    non-reversible chain. Returns a JSON-ready dict with keys ``exact``, ``diagnostics``, ``coupling``,
+    t_mix (``mlmix exact``'s default; larger chains get certified bounds). The absolute gap is
+    :attr:`Chain.absolute_spectral_gap` on every chain (its routes: a certified value, or beyond the dense size
+    of a non-reversible chain the enclosure [1 - sigma_2, 1]), as ``mlmix run samplers`` reports it. Returns a JSON-ready dict with keys ``exact``, ``diagnostics``, ``coupling``,
     ``verdicts``, ``metastable``, ``inputs`` and ``mlmix_version``."""
     if source is None:
         source = getattr(chain, "source", None)
@@ -537,14 +590,9 @@ def diagnose(chain, source: Conditionals | None = None, *, draws: np.ndarray | N
 
     # exact side
     exact: dict = {"kernel": kernel, "n_states": int(getattr(chain, "n_states", space.size))}
-    size = int(getattr(chain, "n_states", space.size))
     exact["t_mix"] = _result(chain.mixing_time(MIXED, max_states=mixing_limit) if assembled else chain.mixing_time(MIXED))
     exact["spectral_gap"] = _result(chain.spectral_gap)
-    exact["absolute_spectral_gap"] = (_result(chain.absolute_spectral_gap)
-                                      if chain.is_reversible or size <= mixing_limit else
-                                      _result(Result.missing("absolute spectral gap", "-",
-                                                             f"not computed: a non-reversible chain of {size} states "
-                                                             f"(> {mixing_limit}) needs a dense eigensolver on P")))
+    exact["absolute_spectral_gap"] = _result(chain.absolute_spectral_gap)  # Chain's routes, as in `mlmix run samplers`
     d_start = None
     pi = None
     if assembled:
@@ -565,7 +613,7 @@ def diagnose(chain, source: Conditionals | None = None, *, draws: np.ndarray | N
         exact["d_start"] = None
         exact["reason"] = ("the chain is too large to assemble: the exact side is mlmix's certified t_mix and gap "
                            "intervals (worst start), and the verdicts that need d_mu(t) are left undetermined")
-    exact.update(mean={}, ess={}, sigma2={}, variance={})
+    exact.update(mean={}, ess={}, ess_tail={}, sigma2={}, variance={})
 
     # per function
     # the draws after warm-up: a simulation's start state is not a draw; supplied draws are all draws
@@ -591,18 +639,21 @@ def diagnose(chain, source: Conditionals | None = None, *, draws: np.ndarray | N
                 ess = chains * keep_n * var / float(sigma2.value)
                 ex_se = math.sqrt(float(sigma2.value) / (chains * keep_n))
             exact["ess"][f.name] = ess
+            exact["ess_tail"][f.name] = exact_tail_ess(chain, fvec, pi, chains * keep_n)
         tm = exact["t_mix"]
         verdicts[f.name] = {
             "rhat": rhat_verdict(diag["rhat"], None if d_start is None else d_start[-1],
                                  (tm["lower"], tm["upper"]), steps),
             "ess_bulk": ratio_verdict("ess_bulk", diag["ess_bulk"], ess),
-            "ess_tail": ratio_verdict("ess_tail", diag["ess_tail"], ess),
+            "ess_tail": ratio_verdict("ess_tail", diag["ess_tail"],
+                                      exact["ess_tail"][f.name]["value"] if assembled else None),
             "mcse": mcse_verdict(diag["mcse"], diag["mean"], ex_mean, ex_se),
         }
     verdicts["coupling"] = coupling_verdict(coupling["upper_bound"], d_start)
     gap_hat = empirical_gap(states)
     abs_gap = exact["absolute_spectral_gap"] or {}
-    verdicts["gap"] = ratio_verdict("gap_estimate", gap_hat["value"], abs_gap.get("value"))
+    verdicts["gap"] = interval_verdict("gap_estimate", gap_hat["value"], abs_gap.get("lower"), abs_gap.get("upper"),
+                                       abs_gap.get("value"))
 
     sets = []
     if metastable and assembled:

@@ -133,8 +133,9 @@ def format_report(rep: dict) -> str:
             s2 = ex["sigma2"].get(f)
             if s2 is not None and s2.get("value") is not None:
                 se = (s2["value"] / (inp["chains"] * inp["kept_per_chain"])) ** 0.5
+            tail = (ex.get("ess_tail") or {}).get(f) or {}
             lines.append(f"{'':<16}{'exact':>6}{_num(ex['mean'][f]):>11}{'':>9}{_num(ex['ess'].get(f)):>10}"
-                         f"{'':>10}{_num(se):>10}")
+                         f"{_num(tail.get('value')):>10}{_num(se):>10}")
     lines += ["", "verdicts:"]
     for f, vs in rep["verdicts"].items():
         if f in ("coupling", "gap"):

@@ -15,6 +15,7 @@ from mlmix.empirical.sampling.convergence import (
     KernelSampler,
     coupling_bound,
     diagnose,
+    interval_verdict,
     library_diagnostics,
     meeting_times,
 )
@@ -276,6 +277,31 @@ def test_empirical_gap_estimates_the_absolute_gap_and_is_blind_to_unvisited_mode
     trapped, msrc = _two_mode()
     stuck = simulate(msrc, trapped.P, "glauber", np.zeros((2, 6), dtype=np.int64), 1500, 1, msrc.space)
     assert empirical_gap(stuck)["value"] > 100 * float(trapped.absolute_spectral_gap)
+
+
+def test_the_absolute_gap_is_the_chains_own_on_every_size():
+    """diagnose reports Chain.absolute_spectral_gap (the route `mlmix run samplers` takes) also for a
+    non-reversible chain above the exact-t_mix limit, not "not computed"."""
+    src = ScoreTable.random(3, 3, seed=4)  # incompatible conditionals: a non-reversible Glauber chain
+    chain = Chain.from_source(src, "glauber")
+    assert not chain.is_reversible
+    rep = diagnose(chain, src, chains=2, steps=40, pairs=2, mixing_limit=8, metastable=False)
+    assert rep["exact"]["absolute_spectral_gap"] == chain.absolute_spectral_gap.as_dict()
+    assert rep["exact"]["absolute_spectral_gap"]["value"] is not None
+    assert rep["verdicts"]["gap"]["exact"] == rep["exact"]["absolute_spectral_gap"]["value"]
+
+
+@pytest.mark.parametrize("sampled, verdict", [(0.5, "overconfident"), (0.09, "agrees"), (0.02, "conservative"),
+                                              (0.15, None), (None, None)])
+def test_a_path_gap_against_an_interval_is_decided_only_where_the_whole_interval_agrees(sampled, verdict):
+    out = interval_verdict("gap_estimate", sampled, 0.05, 0.08)
+    assert out["verdict"] == verdict
+    if sampled is not None:
+        ratios = [sampled / 0.08, sampled / 0.05]  # the ratio over the interval's ends
+        decided = {"overconfident": min(ratios) > 2, "conservative": max(ratios) < 0.5,
+                   "agrees": 0.5 <= min(ratios) and max(ratios) <= 2}
+        assert decided.get(verdict, not any(decided.values()))
+    assert interval_verdict("gap_estimate", 0.5, 0.05, 0.08, value=0.1)["verdict"] == "overconfident"
 
 
 def test_too_large_to_assemble_uses_the_certified_interval():

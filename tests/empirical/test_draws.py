@@ -214,3 +214,49 @@ def test_the_shortest_draws_and_the_largest_warmup_are_accepted(chain, tmp_path,
     assert main(argv + ["--warmup", "1"]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "warmup must be <= 0 (4 draws per chain" in err
+
+
+def test_the_tail_ess_is_compared_with_the_exact_tail_ess(chain):
+    """The tail ESS estimates the ESS of the indicators 1{f <= q_p} (p = 5%, 95%), not of the mean: the exact
+    side solves the Poisson equation of each indicator at the pi-quantile (here by the fundamental matrix)."""
+    draws = _plain_glauber()
+    rep = diagnose(chain, draws=draws, functions=["count:1"], metastable=False)
+    space = chain.source.space
+    P = chain.P.toarray() if hasattr(chain.P, "toarray") else np.asarray(chain.P)
+    pi = np.asarray(chain.stationary)
+    f = (space.all_states() == 1).sum(axis=1).astype(float)
+    Z = np.linalg.inv(np.eye(len(pi)) - P + np.outer(np.ones(len(pi)), pi))
+    total = draws.shape[0] * draws.shape[1]
+    want = []
+    for p, row in zip((0.05, 0.95), rep["exact"]["ess_tail"]["count:1"]["quantiles"]):
+        levels = [v for v in range(N_SITES + 1) if pi[f <= v].sum() >= p]
+        assert row["level"] == levels[0]
+        g = (f <= levels[0]).astype(float)
+        gbar = g - pi @ g
+        var = pi @ gbar**2
+        if var == 0:
+            assert row["ess"] is None
+            continue
+        sigma2 = 2 * pi @ (gbar * (Z @ gbar)) - var
+        assert row["ess"] == pytest.approx(total * var / sigma2, rel=1e-8)
+        want.append(row["ess"])
+    tail = rep["exact"]["ess_tail"]["count:1"]["value"]
+    assert want and tail == min(want)
+    verdict = rep["verdicts"]["count:1"]["ess_tail"]
+    assert verdict["exact"] == tail != rep["exact"]["ess"]["count:1"]
+    assert verdict["ess_tail"] == rep["diagnostics"]["count:1"]["ess_tail"]
+
+
+def test_the_exact_tail_ess_of_a_two_state_chain():
+    """P = [[1 - a, a], [b, 1 - b]], f = x: the 5% quantile is 0 (pi_0 = 3/4), g = 1{x = 0} has
+    sigma^2 / Var = (1 + lambda) / (1 - lambda), lambda = 1 - a - b; the 95% indicator is constant (left out)."""
+    from mlmix.empirical.sampling.convergence import exact_tail_ess
+
+    a, b = 0.05, 0.15
+    chain = Chain(np.array([[1 - a, a], [b, 1 - b]]))
+    lam = 1 - a - b
+    out = exact_tail_ess(chain, np.array([0.0, 1.0]), np.asarray(chain.stationary), 1000)
+    assert out["value"] == pytest.approx(1000 * (1 - lam) / (1 + lam), rel=1e-12)
+    assert [q["level"] for q in out["quantiles"]] == [0.0, 1.0] and out["quantiles"][1]["ess"] is None
+    flat = exact_tail_ess(chain, np.array([2.0, 2.0]), np.asarray(chain.stationary), 1000)
+    assert flat["value"] is None and "undefined" in flat["reason"]
