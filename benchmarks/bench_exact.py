@@ -9,9 +9,11 @@ own subprocess (fresh peak-memory counter, a timeout, an address-space limit) on
   deeptime  MarkovStateModel(P).stationary_distribution and 1 - eigenvalues(2)[1]  (eigenvalues of P)
   pydtmc    MarkovChain(dense P).pi and .spectral_gap  (dense, skipped above --dense-limit states)
 
-Peers are imported from --peers (default /tmp/benchpeers, made with
-``pip install --target /tmp/benchpeers PyDTMC deeptime``) when importable, else skipped with a
-note. Time excludes imports (mlmix and torch, which its Krylov engine runs on) and loading the matrix;
+Every worker imports from the environment that runs the script (the same interpreter and packages:
+mlmix as installed, ``pip install -e .`` or ``pip install .``); the peers are run when installed there
+(``pip install deeptime==0.4.5 PyDTMC==8.7.0``, or in a virtual environment of their own with mlmix), else
+skipped with a note. Nothing is added to ``sys.path`` or ``PYTHONPATH``. Time excludes imports (mlmix
+and torch, which its Krylov engine runs on) and loading the matrix;
 peak memory is the worker's max RSS (it includes the loaded matrix and the imported modules). Results
 go to --out (JSON, written atomically after every run; --resume skips what is already there).
 
@@ -31,7 +33,6 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
 IMPLEMENTATIONS = ("mlmix", "scipy", "deeptime", "pydtmc")
 DEFAULT_CASES = "potts:3^6,potts:3^8,potts:4^8,potts:3^11,potts:4^10,scores:3^8,scores:3^11"
 
@@ -111,16 +112,14 @@ def run_pydtmc(P):
     return pi, float(mc.spectral_gap), "MarkovChain (dense): .pi, .spectral_gap"
 
 
-def worker(impl: str, path: str, peers: str) -> dict:
+def worker(impl: str, path: str) -> dict:
     import scipy.sparse as sp
 
-    if impl in ("deeptime", "pydtmc"):
-        sys.path.append(peers)  # after the system packages, so numpy/scipy stay the system ones
     runner = {"mlmix": run_mlmix, "scipy": run_scipy, "deeptime": run_deeptime, "pydtmc": run_pydtmc}[impl]
     try:
         __import__({"deeptime": "deeptime", "pydtmc": "pydtmc"}.get(impl, "scipy"))
     except ImportError as err:
-        return {"skipped": f"not importable ({err.name}); pip install --target {peers} PyDTMC deeptime"}
+        return {"skipped": f"not importable ({err.name}); pip install deeptime==0.4.5 PyDTMC==8.7.0"}
     if impl == "mlmix":  # imports are outside the timing (module docstring): mlmix, and torch for its Krylov engine
         import torch  # noqa: F401
 
@@ -139,10 +138,9 @@ def _subprocess(argv: list[str], timeout: float, mem_gb: float) -> dict:
         cap = int(mem_gb * 2**30)
         resource.setrlimit(resource.RLIMIT_AS, (cap, cap))
 
-    env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
     try:
         proc = subprocess.run([sys.executable, __file__, *argv], capture_output=True, text=True, timeout=timeout,
-                              preexec_fn=limit, env=env)
+                              preexec_fn=limit)
     except subprocess.TimeoutExpired:
         return {"skipped": f"timed out after {timeout:g} s"}
     if proc.returncode != 0:
@@ -192,7 +190,6 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--timeout", type=float, default=300.0, help="seconds per implementation and case")
     parser.add_argument("--mem-gb", type=float, default=16.0, help="address-space cap per worker (GB)")
     parser.add_argument("--dense-limit", type=int, default=20000, help="largest state count for dense peers")
-    parser.add_argument("--peers", default="/tmp/benchpeers", help="folder with PyDTMC and deeptime")
     parser.add_argument("--out", type=Path, default=None, help="JSON file for the results")
     parser.add_argument("--resume", action="store_true", help="skip runs already recorded in --out")
     parser.add_argument("--worker", nargs="+", help=argparse.SUPPRESS)
@@ -203,7 +200,7 @@ def main(argv: list[str] | None = None) -> int:
             kind, q, n, path = args.worker[1], int(args.worker[2]), int(args.worker[3]), args.worker[4]
             print(json.dumps(build(kind, q, n, path)))
         else:
-            print(json.dumps(worker(args.worker[0], args.worker[1], args.worker[2])))
+            print(json.dumps(worker(args.worker[0], args.worker[1])))
         return 0
 
     cases = [c.strip() for c in args.cases.split(",") if c.strip()]
@@ -235,7 +232,7 @@ def main(argv: list[str] | None = None) -> int:
                     results[key] = {"skipped": f"dense peer: the {states}x{states} matrix needs {gb:.0f} GiB"}
                     continue
                 print(f"[{case}] {impl}", file=sys.stderr, flush=True)
-                results[key] = _subprocess(["--worker", impl, path, args.peers], args.timeout, args.mem_gb)
+                results[key] = _subprocess(["--worker", impl, path], args.timeout, args.mem_gb)
                 if args.out is not None:
                     _write_atomic(args.out, results)
     if args.out is not None:

@@ -5,7 +5,9 @@
 * no Python, Markdown or TOML file refers to a numbered issue (history belongs to git and the CHANGELOG);
 * every package's ``__init__.py`` says what the room offers (a docstring) and lists its public names
   (``__all__``, empty for a package that only holds modules);
-* :func:`mlmix.verify.verdicts.search` stays short (its steps are helpers of their own).
+* :func:`mlmix.verify.verdicts.search` stays short (its steps are helpers of their own);
+* no benchmark or test changes ``sys.path`` (they import the installed package and installed peers; only
+  ``mlmix verify --module`` puts the current directory first, as ``python -m`` does, to import a user's module).
 """
 
 import ast
@@ -121,3 +123,14 @@ def test_the_search_loop_is_short():
 
     lines, _ = inspect.getsourcelines(search)
     assert len(lines) < MAX_SEARCH_LINES, f"verdicts.search is {len(lines)} lines (< {MAX_SEARCH_LINES})"
+
+
+#: A change of the import path in code: sys.path.append / insert / extend, or an assignment to it.
+SYS_PATH_CHANGE = re.compile(r"sys\.path\s*(\.\s*(append|insert|extend)\s*\(|\+?=[^=])")
+
+
+def test_no_code_changes_sys_path():
+    files = sorted((ROOT / "benchmarks").rglob("*.py")) + sorted((ROOT / "tests").rglob("*.py"))
+    hits = [f"{_relative(p)}:{k}" for p in files
+            for k, line in enumerate(p.read_text(encoding="utf-8").splitlines(), 1) if SYS_PATH_CHANGE.search(line)]
+    assert not hits, f"code that changes sys.path (import the installed package instead): {hits}"

@@ -310,8 +310,7 @@ def chain_conductance(chain: Chain) -> Result:
     Matrix routes are widened for P's subnormal entries (exact route) and charged for pi_hat's
     error: Q(S, S^c) and pi(S) are linear in pi."""
     if chain.op is not None:
-        return chain._timed("conductance_s", lambda: operator_conductance(chain.op, chain.stationary, chain._gap,
-                                                                           bins=chain._bins))
+        return operator_conductance(chain.op, chain.stationary, chain._gap, bins=chain._bins)
     core = chain._core
     if chain._reducible_given:
         return Result.exact(NAMES["conductance"], 0.0, "several closed classes: one of mass <= 1/2 has no exit flow")

@@ -174,7 +174,6 @@ class Chain:
         self.dense_limit, self._dense_limit_given, self._given, self._support_given = 0, None, None, None
         self._gap_rtol, self._basis, self._bins, self._solver_progress = gap_rtol, basis_size, bins, progress
         self.progress = False  # no cost announcements: the Krylov solvers report their own progress
-        self.timings: dict[str, float] = {}
 
     @classmethod
     def from_operator(cls, op: Any, *, name: str | None = None, gap_rtol: float = spectral.GAP_RTOL,
@@ -190,8 +189,16 @@ class Chain:
         chain._hold_operator(name, gap_rtol=gap_rtol, basis_size=basis_size, bins=bins, progress=progress)
         return chain
 
+    @cached_property
+    def timings(self) -> dict[str, float]:
+        """Seconds spent computing the costly figures, on every representation (dense, CSR, matrix-free):
+        ``stationary_s`` (the law the algorithms use), ``gap_s`` (the gap of P or of (P + P*)/2 with its
+        mode), ``multiplicative_gap_s`` and ``conductance_s``, each present once computed. A phase that
+        needs another not yet computed includes its time (the gap includes the stationary law's)."""
+        return {}
+
     def _timed(self, key: str, compute: Callable[[], Any]) -> Any:
-        """``compute()``, its seconds added to :attr:`timings` (matrix-free chains)."""
+        """``compute()``, its seconds added to :attr:`timings`."""
         t0 = time.perf_counter()
         out = compute()
         self.timings[key] = self.timings.get(key, 0.0) + time.perf_counter() - t0
@@ -411,7 +418,7 @@ class Chain:
     @cached_property
     def _stationary(self) -> VectorResult:
         """The law the algorithms use (:func:`~mlmix.theory.chain.stationary.chain_stationary_law`)."""
-        return chain_stationary_law(self)
+        return self._timed("stationary_s", lambda: chain_stationary_law(self))
 
     @cached_property
     @announced("stationary law")
@@ -491,7 +498,7 @@ class Chain:
     @cached_property
     def _unrounded_gap_and_mode(self) -> tuple[Result, np.ndarray]:
         """(gap, mode) before rounding and pi's error are charged (:func:`~mlmix.theory.chain.spectral.chain_unrounded_gap`)."""
-        return spectral.chain_unrounded_gap(self)
+        return self._timed("gap_s", lambda: spectral.chain_unrounded_gap(self))
 
     @cached_property
     def _gap_and_mode(self) -> tuple[Result, np.ndarray]:
@@ -533,7 +540,7 @@ class Chain:
     def multiplicative_gap(self) -> Result:
         """1 - sigma_2(P)^2: the gap of P* P (Fill's bound; the routes in
         :func:`~mlmix.theory.chain.spectral.chain_multiplicative_gap`)."""
-        return spectral.chain_multiplicative_gap(self)
+        return self._timed("multiplicative_gap_s", lambda: spectral.chain_multiplicative_gap(self))
 
     @cached_property
     @announced("gaps")
@@ -554,7 +561,7 @@ class Chain:
         """Phi* = min{Phi(S) : 0 < pi(S) <= 1/2}: exact up to 20 states, else a certified interval whose
         upper end is Phi of a named set (details: set_size, set_mass, set; the routes in
         :func:`~mlmix.theory.chain.conductance.chain_conductance`)."""
-        return cond.chain_conductance(self)
+        return self._timed("conductance_s", lambda: cond.chain_conductance(self))
 
     def set_conductance(self, S: np.ndarray) -> Result:
         """Phi(S) = Q(S, S^c) / pi(S) of a set of states (mask or indices), in log space (matrix-free: flows

@@ -569,10 +569,9 @@ def chain_gap(chain: Chain) -> tuple[Result, np.ndarray]:
 
 
 def chain_operator_gap(chain: Chain) -> GapResult:
-    """The matrix-free gap with its Ritz function (:func:`operator_gap` with the chain's solver options,
-    timed as ``gap_s``)."""
-    return chain._timed("gap_s", lambda: operator_gap(chain.op, chain._stationary, rtol=chain._gap_rtol,
-                                                      basis_size=chain._basis, progress=chain._solver_progress))
+    """The matrix-free gap with its Ritz function (:func:`operator_gap` with the chain's solver options)."""
+    return operator_gap(chain.op, chain._stationary, rtol=chain._gap_rtol, basis_size=chain._basis,
+                        progress=chain._solver_progress)
 
 
 def chain_spectral_gap(chain: Chain) -> Result:
@@ -597,9 +596,8 @@ def chain_multiplicative_gap(chain: Chain) -> Result:
     if chain.op is not None:
         if chain.is_reversible:
             return multiplicative_from_absolute(chain.absolute_spectral_gap)
-        return chain._timed("multiplicative_gap_s", lambda: operator_multiplicative_gap(
-            chain.op, chain._stationary, chain.additive_gap, rtol=chain._gap_rtol, basis_size=chain._basis,
-            progress=chain._solver_progress))
+        return operator_multiplicative_gap(chain.op, chain._stationary, chain.additive_gap, rtol=chain._gap_rtol,
+                                           basis_size=chain._basis, progress=chain._solver_progress)
     core = chain._core
     if not core.is_dense:
         return chain._charged(chain._rounded_entries(multiplicative_gap_sparse(sp.csr_array(core.P), core._logpi),

@@ -611,8 +611,7 @@ def chain_stationary_law(chain: Chain) -> VectorResult:
                                  "needs an irreducible chain; analyse the matrix itself (Chain(P))")
             raise ValueError("some conditionals underflow to 0: irreducibility is not established matrix-free "
                              "(raise the temperature, or analyse the matrix)")
-        return chain._timed("stationary_s", lambda: certify_stationary(
-            chain.op, operator_stationary(chain.op, progress=chain._solver_progress)))
+        return certify_stationary(chain.op, operator_stationary(chain.op, progress=chain._solver_progress))
     if chain._given is not None:
         with np.errstate(divide="ignore"):
             logpi = np.log(chain._given)
