@@ -37,10 +37,13 @@ MAX_STATES = 243
 
 def _ratio_parts(name: str, lib: np.ndarray, ref: np.ndarray, rel: float) -> tuple[list[Part], dict[str, bool]]:
     """Parts max / min of lib / ref = 1 over the entries where ref > 0, and the condition that lib is 0
-    wherever ref is (``rel``: the relative error of one entry of either side)."""
+    wherever ref is (``rel``: the relative error of one entry of either side). A NaN entry of lib (a
+    truncation that kept nothing and renormalised 0 / 0) is an infinite ratio: the part fails, naming the
+    check, rather than the check crashing on an undefined side."""
     lib, ref = np.asarray(lib, dtype=np.float64), np.asarray(ref, dtype=np.float64)
     live = ref > 0
     r = lib[live] / ref[live] if live.any() else np.ones(1)
+    r = np.where(np.isnan(r), np.inf, r)
     parts = [Part(f"max {name} / reference = 1", float(r.max()), 1.0, "==", 2 * rel * float(r.max()), 0.0, ratio=False),
              Part(f"min {name} / reference = 1", float(r.min()), 1.0, "==", 2 * rel * float(abs(r.min())), 0.0,
                   ratio=False)]
@@ -117,7 +120,8 @@ class SystematicSweep(OnFirst, Theorem):
         L = _log_conditional_table(inst.source)
         if not _probability_rows(L):
             mass = np.exp(L).sum(axis=-1).ravel()
-            worst = float("nan") if np.isnan(mass).any() else float(mass[np.argmax(np.abs(mass - 1.0))])
+            # a row that kept nothing (0 / 0 = NaN) is infinitely far from mass 1: the part fails, no crash
+            worst = float("inf") if np.isnan(mass).any() else float(mass[np.argmax(np.abs(mass - 1.0))])
             return verdict(Part("conditional mass = 1 (worst row)", worst, 1.0, "==", 1e-9, 0.0, ratio=False),
                            conditions={"every conditional is a probability vector": False}, order=order)
         lib = systematic_kernel(inst.source, order)
