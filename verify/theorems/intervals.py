@@ -36,7 +36,7 @@ from typing import Any, Callable
 import numpy as np
 from hypothesis import strategies as st
 
-from mlmix.errors import InvalidResultError
+from mlmix.errors import InvalidResultError, NumericalError
 from mlmix.theory.chain.markov_chain import Chain
 from mlmix.theory.results import EPS, Result
 from mlmix.verify import instances as S
@@ -162,18 +162,50 @@ class MixingReference:
     margin: float
 
 
-def mixing_reference(P: np.ndarray, eps: float) -> MixingReference:
-    """The first t with d(t) <= eps, decided only where every d(s), s <= t, is farther than the margin from
-    eps (rounding of the products, t * 4 N u, plus the stationary law's error from its residual and the
-    spectral gap)."""
+def distance_reference(P: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(d(t), its margin) for t = 0..T_CAP by :func:`distances`: the margin adds the rounding of the products,
+    t * 4 N u, and the stationary law's error from its residual and the spectral gap."""
     N = P.shape[0]
     pi = stationary(P)
     res = float(np.abs(pi @ P - pi).sum())
     ev = np.sort(np.abs(1 - np.linalg.eigvals(P)))
     gap = float(ev[1]) if N > 1 else 1.0
     margin_pi = (res + 8 * N * EPS) / max(gap, 1e-300)
-    d = distances(P, pi, T_CAP)
-    margins = np.arange(T_CAP + 1) * 4 * N * EPS + margin_pi + 1e-13
+    return distances(P, pi, T_CAP), np.arange(T_CAP + 1) * 4 * N * EPS + margin_pi + 1e-13
+
+
+#: Steps at which the certified d(t) is held against the direct powers (the spectral upper bound's
+#: prefactor (1/2) sqrt((1 - pi_min) / pi_min) matters most at small t).
+DISTANCE_STEPS = (0, 1, 2, 4)
+
+
+def distance_conditions(chain: Chain, P: np.ndarray) -> dict[str, bool]:
+    """The certified d(t) of ``chain`` at :data:`DISTANCE_STEPS` against the direct powers: its enclosure is
+    built (an empty one, a NumericalError, fails here rather than crashing the check), contains d(t), and
+    the spectral upper bound it reports (details ``log10_upper``) is >= d(t)."""
+    d, margins = distance_reference(P)
+    built = contains = spectral = True
+    for t in DISTANCE_STEPS:
+        try:
+            r = chain.tv_distance(t)
+        except NumericalError:
+            built = False
+            continue
+        lo, hi = _end(r.lower, 0.0), _end(r.upper, 1.0)
+        contains &= lo - margins[t] <= d[t] <= hi + margins[t]
+        log10_upper = r.details.get("log10_upper")
+        if log10_upper is not None:
+            spectral &= d[t] <= 10.0**log10_upper * (1 + 1e-9) + margins[t]
+    return {"certified d(t) is an enclosure (not empty), t = 0, 1, 2, 4": built,
+            "certified d(t) contains d(t) by direct powers": contains,
+            "spectral upper bound on d(t) >= d(t) by direct powers": spectral}
+
+
+def mixing_reference(P: np.ndarray, eps: float) -> MixingReference:
+    """The first t with d(t) <= eps, decided only where every d(s), s <= t, is farther than the margin from
+    eps (rounding of the products, t * 4 N u, plus the stationary law's error from its residual and the
+    spectral gap)."""
+    d, margins = distance_reference(P)
     for t in range(T_CAP + 1):
         if abs(d[t] - eps) <= margins[t]:
             return MixingReference(None, False, float(margins[t]))
@@ -279,7 +311,8 @@ class MixingTimeEnds(EngineTheorem):
         trivial = None if parts else "the direct powers decide no t_mix here (beyond the cap, or at the margin)"
         if not parts:
             parts.append(Part("exact path: t_mix <= upper end", 0.0, 1.0, "<="))
-        return verdict(*parts, conditions={"integer ends": integer}, trivial=trivial, t_mix=ref.t,
+        conditions = {"integer ends": integer, **distance_conditions(chain, case.P)}
+        return verdict(*parts, conditions=conditions, trivial=trivial, t_mix=ref.t,
                        beyond_cap=ref.beyond, exact=exact.as_dict(), certified=certified.as_dict())
 
 
