@@ -45,3 +45,13 @@ def test_the_copy_with_the_mutant_is_what_python_imports(tmp_path):
                          cwd=tmp_path, env={"PYTHONPATH": str(tmp_path), "PATH": ""}, capture_output=True,
                          text=True, check=True).stdout.split()
     assert out[0] == "1" and out[1].startswith(str(tmp_path))
+
+
+def test_a_crash_is_not_detection():
+    """Exit 1 (a result fails) and 4 (a blind spot) catch a mutant; exit 3 (a check crashed) and 0 do not."""
+    audit = _audit()
+    assert set(audit.CAUGHT) == {1, 4}
+    assert audit.OTHER[3] == "crash only (not detection)" and audit.OTHER[0] == "ESCAPED"
+    ids = {m.id for m in audit.load_mutants()}
+    assert {"operator-stationary-certificate-applies-p-not-its-transpose", "distance-upper-end-without-the-pi-min-factor",
+            "top-p-drops-the-last-symbol-of-the-nucleus"} <= ids

@@ -20,6 +20,8 @@ with :mod:`mlmix.theory.kernels.scan_and_mh`, and compare entry by entry:
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 from hypothesis import strategies as st
 
@@ -44,7 +46,9 @@ def _ratio_parts(name: str, lib: np.ndarray, ref: np.ndarray, rel: float) -> tup
     live = ref > 0
     r = lib[live] / ref[live] if live.any() else np.ones(1)
     r = np.where(np.isnan(r), np.inf, r)
-    parts = [Part(f"max {name} / reference = 1", float(r.max()), 1.0, "==", 2 * rel * float(r.max()), 0.0, ratio=False),
+    top = float(r.max())
+    parts = [Part(f"max {name} / reference = 1", top, 1.0, "==", 2 * rel * top if math.isfinite(top) else 0.0, 0.0,
+                  ratio=False),
              Part(f"min {name} / reference = 1", float(r.min()), 1.0, "==", 2 * rel * float(abs(r.min())), 0.0,
                   ratio=False)]
     return parts, {f"{name} is 0 where the reference is": bool((lib[~live] == 0).all())}
