@@ -79,8 +79,10 @@ def _log_joint(source: Conditionals) -> np.ndarray:
     return lw - logsumexp(lw)
 
 
-def entropy_curve(source: Conditionals) -> EntropyCurve:
-    """The entropy curve h(m) of the (tempered) joint of ``source`` and its 2^L marginal entropies."""
+def entropy_curve(source: Conditionals, law_rel_error: float = 0.0) -> EntropyCurve:
+    """The entropy curve h(m) of the (tempered) joint of ``source`` and its 2^L marginal entropies.
+    ``law_rel_error``: an entrywise relative error of the joint itself (a computed stationary law), carried
+    into every entropy as 2 delta (1 + max|log p|)."""
     space = source.space
     q, n = space.vocab_size, space.length
     work = q * (q + 1) ** n
@@ -102,7 +104,7 @@ def entropy_curve(source: Conditionals) -> EntropyCurve:
     walk(logp.reshape((q,) * n), list(range(n)), (1 << n) - 1, 0)
     # log-marginals: each of the <= n axis sums of q terms adds <= (q + 2) eps; H = -sum p log p then errs by
     # (log error)(1 + max|log p|) plus the rounding of a sum of q^n terms of size <= max|log p|.
-    err_H = EPS * ((n * (q + 2) + 4) * (1.0 + big) + q**n * big)
+    err_H = EPS * ((n * (q + 2) + 4) * (1.0 + big) + q**n * big) + 2 * float(law_rel_error) * (1.0 + big)
     pop = np.array([bin(a).count("1") for a in range(1 << n)])
     acc = np.zeros(n)
     for i in range(n):
