@@ -273,12 +273,12 @@ def run_schedule_kl(args: argparse.Namespace) -> int:
                   f"  E KL(p || q)  by the identity   {format(kl, _CELL)}"]
         if math.factorial(L) // math.prod(math.factorial(k) for k in sizes) <= ORDER_AVERAGE_LIMIT:
             lines.append(f"  E KL(p || q)  by orders         {format(skl.expected_kl_by_orders(joint, sizes), _CELL)}"
-                         "   (decoder laws averaged over every ordered partition)")
+                         "   (decoder laws of the joint's exact conditionals, averaged over every ordered partition)")
         lines += [f"  sharp bound ((s_max-1)/L) sum I {format(bound, _CELL)}",
-                  f"  (2^ceil(log2 s_max) - 1)/L sum I {li_cai:.6g}   (Li & Cai Thm 1's constant as issue 41 reads it; "
-                  "not confirmed from the paper)"]
+                  f"  (2^ceil(log2 s_max) - 1)/L sum I {li_cai:.6g}   (a reported reading of Li & Cai Thm 1's "
+                  "constant, not confirmed from the paper)"]
         if kl.resolved and float(kl) > 0:
-            lines.append(f"  looseness: sharp {float(bound) / float(kl):.4g}, issue's Li & Cai reading "
+            lines.append(f"  looseness: sharp {float(bound) / float(kl):.4g}, reported Li & Cai reading "
                          f"{li_cai / float(kl):.4g}")
     lines += ["", "method: E KL = sum_t sum_{j<k_t} [h(r_t) - h(r_t + j)], r_t = k_1 + ... + k_(t-1) "
               "(chain rule over uniformly random blocks; docs/decoding-theory.md)"]
