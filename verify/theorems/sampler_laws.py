@@ -412,6 +412,6 @@ not_checkable(
     "total correlations), the convexity step for random schedules and the decoder laws themselves are checked "
     "exactly (docs/samplers.md, Published bounds); the same bound with its tight constant, E KL <= ((s_max - 1)/L) "
     "sum_i I(X_i; X_-i), attained by the copy law, is checked (samplers.schedule-sharp-bound; docs/decoding-theory.md "
-    "compares it with the constant (2^ceil(log2 s_max) - 1)/L as issue 41 reads the paper)",
+    "compares it with the constant (2^ceil(log2 s_max) - 1)/L in a reported reading of the paper, not confirmed from it)",
     ("samplers.chain-rule", "samplers.parallel-convexity", "samplers.decoder-parallel",
      "samplers.schedule-sharp-bound"))
