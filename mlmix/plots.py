@@ -316,12 +316,13 @@ def _report_figure(chain: Any, source: Any, title: str | None, eps: float) -> An
     return fig
 
 
-def plot_entropy_curve(curve: Any, sizes: tuple[int, ...] | None = None, *, ax: Any = None,
+def plot_entropy_curve(h: Any, sizes: tuple[int, ...] | None = None, *, ax: Any = None,
                        title: str | None = None) -> Any:
-    """h(m), m = 0..L-1, as points, and for block sizes ``sizes`` the step function h(r_t) on each block:
-    the expected KL of the schedule is the summed gap between the steps and the points."""
+    """The entropy curve ``h`` (h(m), m = 0..L-1, :func:`mlmix.theory.kernels.schedule_kl.entropy_curve`) as
+    points, and for block sizes ``sizes`` the step function h(r_t) on each block: the expected KL of the
+    schedule is the summed gap between the steps and the points."""
     ax = _axes(ax)
-    h = np.asarray(curve.h)
+    h = np.asarray(h, dtype=np.float64)
     m = np.arange(h.size)
     ax.plot(m, h, "o-", color="C0", label="$h(m)$")
     if sizes is not None:

@@ -212,8 +212,6 @@ def add_schedule_kl_arguments(group: argparse._ArgumentGroup) -> None:
 
 def _schedule_kl_checks(args: argparse.Namespace) -> int | None:
     """The options of the schedule theory, checked before anything is computed; K for optimal:K."""
-    if args.json:
-        raise InputValueError("--json is not available with --kl / --schedule optimal:K (a text report only)")
     if args.schedule is None:
         raise InputValueError("--kl needs --schedule K1,K2,... (block sizes) or --schedule optimal:K")
     for flag, value in (("--law", args.law), ("--save-scores", args.save_scores), ("--top-k", args.top_k),
@@ -232,49 +230,59 @@ def _schedule_kl_checks(args: argparse.Namespace) -> int | None:
     return None
 
 
-def run_schedule_kl(args: argparse.Namespace) -> int:
-    """``--schedule K1,K2,... --kl`` and ``--schedule optimal:K``: the entropy curve of the joint (or, for
-    conditionals without one, of their Glauber stationary law, named as the reference) and the exact expected
-    KL of random-order blocks (:mod:`mlmix.theory.kernels.schedule_kl`)."""
-    steps = _schedule_kl_checks(args)
-    table, description, joint = build_partial_source(args)
-    rel = 0.0
-    if joint is None:
-        law, rel, note = references(table, None, None, None)["glauber"]
-        if law is None:
-            raise InputValueError(f"the conditionals have no joint and no Glauber stationary law: {note}")
-        joint = LogWeightTable.from_probabilities(table.space, law)
-        description += "; reference law: the Glauber stationary law of the conditionals (they have no joint)"
-    curve = skl.entropy_curve(joint, law_rel_error=rel)
+def schedule_kl_report(joint: Conditionals, description: str, schedule: str, steps: int | None,
+                       law_rel_error: float = 0.0) -> dict:
+    """The report of ``--schedule ... --kl`` / ``--schedule optimal:K`` (``docs/schema/decode-schedule.schema.json``):
+    the entropy curve of ``joint``, then for block sizes their expected KL (by the identity and, when there are
+    at most ORDER_AVERAGE_LIMIT ordered partitions, by averaging decoder laws), the sharp bound and the reported
+    Li & Cai constant; for ``steps`` the optimal schedule and the common ones with their gaps."""
+    curve = skl.entropy_curve(joint, law_rel_error=law_rel_error)
     L = curve.length
-    lines = [description, "", "entropy curve h(m) (nats):",
-             "  " + " ".join(f"{m:>9d}" for m in range(L)), "  " + " ".join(f"{v:9.6f}" for v in curve.h),
-             f"  each entry within {curve.abs_error:.1e}; {curve.method}",
-             f"  sum_i I(X_i; X_-i) = L (h(0) - h(L-1))   {format(curve.mutual_information_sum(), _CELL)}", ""]
+    report: dict[str, Any] = {"source": description, "entropy_curve": curve.as_result(),
+                              "mutual_information_sum": curve.mutual_information_sum()}
     if steps is not None:
         if steps > L:
             raise InputValueError(f"--schedule optimal:K needs K <= n = {L}, got {steps}")
         rows = skl.schedule_gaps(curve, steps)
-        sizes = tuple(rows[0]["sizes"])
-        lines += [f"optimal {steps}-step schedule (block sizes) {list(sizes)}: "
-                  f"E KL = {format(rows[0]['kl'], _CELL)}", "",
-                  f"  {'schedule':<18}{'block sizes':<24}{'E KL(p || q)':>16}{'gap':>14}{'ratio':>9}"]
-        for row in rows:
+        report["optimal"] = {"steps": steps, "sizes": rows[0]["sizes"], "kl": rows[0]["kl"], "schedules": rows}
+        return report
+    sizes = skl.check_sizes(schedule, L)
+    s = max(sizes)
+    by_orders = skl.expected_kl_by_orders(joint, sizes) \
+        if math.factorial(L) // math.prod(math.factorial(k) for k in sizes) <= ORDER_AVERAGE_LIMIT else \
+        Result.missing("E KL by orders", "-", f"more than {ORDER_AVERAGE_LIMIT:,} ordered block partitions")
+    report["schedule"] = {"sizes": list(sizes), "kl": skl.schedule_kl(curve, sizes), "kl_by_orders": by_orders,
+                          "sharp_bound": skl.sharp_bound(curve, sizes),
+                          "li_cai_reported": (2 ** math.ceil(math.log2(s)) - 1) / L
+                          * float(curve.mutual_information_sum()) if s > 1 else 0.0}
+    return report
+
+
+def format_schedule_kl(report: dict) -> str:
+    """The text of :func:`schedule_kl_report`."""
+    curve = report["entropy_curve"]
+    L = len(curve["h"])
+    lines = [report["source"], "", "entropy curve h(m) (nats):",
+             "  " + " ".join(f"{m:>9d}" for m in range(L)), "  " + " ".join(f"{v:9.6f}" for v in curve["h"]),
+             f"  each entry within {curve['abs_error']:.1e}; {curve['method']}",
+             f"  sum_i I(X_i; X_-i) = L (h(0) - h(L-1))   {format(report['mutual_information_sum'], _CELL)}", ""]
+    if "optimal" in report:
+        opt = report["optimal"]
+        lines += [f"optimal {opt['steps']}-step schedule (block sizes) {opt['sizes']}: E KL = {format(opt['kl'], _CELL)}",
+                  "", f"  {'schedule':<18}{'block sizes':<24}{'E KL(p || q)':>16}{'gap':>14}{'ratio':>9}"]
+        for row in opt["schedules"]:
             shown = "random composition" if row["sizes"] is None else str(row["sizes"])
             ratio = "-" if row["ratio"] is None else f"{row['ratio']:.4g}"
             lines.append(f"  {row['schedule']:<18}{shown:<24}{format(row['kl'], _CELL):>16}"
                          f"{format(row['gap'], _CELL):>14}{ratio:>9}")
     else:
-        sizes = skl.check_sizes(args.schedule, L)
-        kl, bound = skl.schedule_kl(curve, sizes), skl.sharp_bound(curve, sizes)
-        s = max(sizes)
-        li_cai = (2 ** math.ceil(math.log2(s)) - 1) * float(curve.mutual_information_sum()) / L if s > 1 else 0.0
-        lines += [f"block sizes {list(sizes)} (positions uniform at random):",
-                  f"  E KL(p || q)  by the identity   {format(kl, _CELL)}"]
-        if math.factorial(L) // math.prod(math.factorial(k) for k in sizes) <= ORDER_AVERAGE_LIMIT:
-            lines.append(f"  E KL(p || q)  by orders         {format(skl.expected_kl_by_orders(joint, sizes), _CELL)}"
-                         "   (decoder laws of the joint's exact conditionals, averaged over every ordered partition)")
-        lines += [f"  sharp bound ((s_max-1)/L) sum I {format(bound, _CELL)}",
+        sch = report["schedule"]
+        kl, bound, li_cai = sch["kl"], sch["sharp_bound"], sch["li_cai_reported"]
+        lines += [f"block sizes {sch['sizes']} (positions uniform at random):",
+                  f"  E KL(p || q)  by the identity   {format(kl, _CELL)}",
+                  f"  E KL(p || q)  by orders         {format(sch['kl_by_orders'], _CELL)}   (decoder laws of the joint's "
+                  "exact conditionals, averaged over every ordered partition)",
+                  f"  sharp bound ((s_max-1)/L) sum I {format(bound, _CELL)}",
                   f"  (2^ceil(log2 s_max) - 1)/L sum I {li_cai:.6g}   (a reported reading of Li & Cai Thm 1's "
                   "constant, not confirmed from the paper)"]
         if kl.resolved and float(kl) > 0:
@@ -282,9 +290,31 @@ def run_schedule_kl(args: argparse.Namespace) -> int:
                          f"{li_cai / float(kl):.4g}")
     lines += ["", "method: E KL = sum_t sum_{j<k_t} [h(r_t) - h(r_t + j)], r_t = k_1 + ... + k_(t-1) "
               "(chain rule over uniformly random blocks; docs/decoding-theory.md)"]
+    return "\n".join(lines)
+
+
+def run_schedule_kl(args: argparse.Namespace) -> int:
+    """``--schedule K1,K2,... --kl`` and ``--schedule optimal:K``: the entropy curve of the joint (or, for
+    conditionals without one, of their Glauber stationary law, named as the reference) and the exact expected
+    KL of random-order blocks (:mod:`mlmix.theory.kernels.schedule_kl`); text, or JSON with --json."""
+    steps = _schedule_kl_checks(args)
+    table, description, joint = build_partial_source(args)
+    rel, given_source = 0.0, joint if joint is not None else table
+    if joint is None:
+        law, rel, note = references(table, None, None, None)["glauber"]
+        if law is None:
+            raise InputValueError(f"the conditionals have no joint and no Glauber stationary law: {note}")
+        joint = LogWeightTable.from_probabilities(table.space, law)
+        description += "; reference law: the Glauber stationary law of the conditionals (they have no joint)"
+    report = schedule_kl_report(joint, description, args.schedule, steps, rel)
     if args.plot is not None:
-        ax = plot_entropy_curve(curve, sizes, title=f"h(m), blocks {list(sizes)}")
-        save_figure(ax.figure, args.plot)
-        lines.append(f"figure: {args.plot}")
-    print("\n".join(lines))
+        sizes = report["optimal"]["sizes"] if steps is not None else report["schedule"]["sizes"]
+        save_figure(plot_entropy_curve(report["entropy_curve"]["h"], tuple(sizes),
+                                       title=f"h(m), blocks {list(sizes)}").figure, args.plot)
+    if args.json:
+        given = {"kernel": "random-order-schedule", "temperature": given_source.temperature,
+                 "schedule": args.schedule, **source_inputs(args, given_source)}
+        print(dumps_json(stamp("decode-schedule", report, given)))
+    else:
+        print(format_schedule_kl(report) + (f"\nfigure: {args.plot}" if args.plot is not None else ""))
     return 0

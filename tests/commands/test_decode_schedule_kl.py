@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import json
 import math
+from pathlib import Path
 
+import jsonschema
 import networkx as nx
 import pytest
 
@@ -39,7 +42,6 @@ def test_optimal_schedule_table(capsys):
     (["--schedule", "optimal:9"], "K <= n"),
     (["--schedule", "3,3", "--kl"], "sum to the length"),
     (["--kl"], "needs --schedule"),
-    (["--schedule", "optimal:2", "--json"], "--json is not available"),
     (["--schedule", "2,2", "--kl", "--sampler", "parallel"], "--sampler does not apply"),
     (["--schedule", "2,2", "--kl", "--plot", "h.txt"], "--plot must name"),
 ])
@@ -47,3 +49,21 @@ def test_bad_schedule_options_exit_2(capsys, argv, msg):
     assert main(["decode", "--model", "ising", "--graph", "cycle:4", *argv]) == 2
     err = capsys.readouterr().err
     assert msg in err and len(err.strip().splitlines()) == 1
+
+
+SCHEMA = json.loads((Path(__file__).resolve().parents[2] / "docs" / "schema" / "decode-schedule.schema.json").read_text())
+
+
+@pytest.mark.parametrize("argv", [["--model", "potts", "--q", "3", "--graph", "path:4", "--schedule", "optimal:2"],
+                                  ["--model", "scores", "--vocab", "2", "--length", "3", "--schedule", "2,1", "--kl"]])
+def test_json_validates_and_carries_the_printed_figures(capsys, argv):
+    assert main(["decode", *argv, "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    jsonschema.Draft202012Validator.check_schema(SCHEMA)
+    jsonschema.validate(doc, SCHEMA)
+    assert doc["schema"] == "mlmix.decode-schedule/1" and doc["inputs"]["kernel"] == "random-order-schedule"
+    body = doc.get("optimal") or doc["schedule"]
+    assert body["kl"]["lower"] <= body["kl"]["upper"]
+    del doc["entropy_curve"]
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate(doc, SCHEMA)
