@@ -1,6 +1,7 @@
 """The expected KL of a random-order schedule (mlmix.theory.kernels.schedule_kl) against brute force: exact
 rational schedule laws averaged over every order with mpmath logarithms, the chain-rule total correlations of
-the decoder module, exhaustive search over compositions, and the copy law that attains the sharp bound."""
+the decoder module (Hypothesis over Dirichlet, Ising, Potts, HMM and bigram joints, L <= 6), exhaustive search
+over compositions, and the copy law that attains the sharp bound."""
 
 from __future__ import annotations
 
@@ -79,7 +80,36 @@ def _joints() -> st.SearchStrategy:
         st.integers(3, 6), st.sampled_from((0.2, 1.0, 3.0)), seeds)
     potts = st.builds(lambda n, s: PottsModel.random(nx.path_graph(n), 3, seed=s, coupling_scale=1.5),
                       st.integers(2, 5), seeds)
-    return st.one_of(dirichlet, ising, potts)
+    hmm = st.builds(_hmm, st.integers(2, 6), st.sampled_from((2, 3)), seeds)
+    ngram = st.builds(_bigram, st.integers(2, 6), st.sampled_from((2, 3)), seeds)
+    return st.one_of(dirichlet, ising, potts, hmm, ngram)
+
+
+def _from_probabilities(q: int, n: int, p: np.ndarray) -> LogWeightTable:
+    return LogWeightTable.from_probabilities(StateSpace(q, n), p.reshape(-1))
+
+
+def _bigram(n: int, q: int, seed: int) -> LogWeightTable:
+    """A Markov chain (2-gram) on V^n: p(x) = p0(x_1) prod_t P(x_t, x_(t+1)), Dirichlet rows."""
+    rng = np.random.default_rng(seed)
+    p = rng.dirichlet(np.full(q, 0.5))
+    P = rng.dirichlet(np.full(q, 0.5), size=q)
+    for _ in range(n - 1):
+        p = np.einsum("...a,ab->...ab", p, P)
+    return _from_probabilities(q, n, p)
+
+
+def _hmm(n: int, q: int, seed: int) -> LogWeightTable:
+    """A hidden Markov model with 2 hidden states and emissions on V: the joint of the emissions."""
+    rng = np.random.default_rng(seed)
+    A, B, pi = rng.dirichlet(np.ones(2), size=2), rng.dirichlet(np.full(q, 0.5), size=2), rng.dirichlet(np.ones(2))
+    joint = np.zeros(q**n)
+    for k, x in enumerate(product(range(q), repeat=n)):
+        alpha = pi * B[:, x[0]]
+        for t in range(1, n):
+            alpha = (alpha @ A) * B[:, x[t]]
+        joint[k] = alpha.sum()
+    return _from_probabilities(q, n, joint)
 
 
 def _sizes(n: int) -> st.SearchStrategy:
