@@ -101,7 +101,7 @@ class ScheduleIdentity(_ScheduleTheorem):
 @register
 class ScheduleSharpBound(_ScheduleTheorem):
     id = "samplers.schedule-sharp-bound"
-    number = "Sharp bound on the expected KL of a schedule (derived here; Li & Cai's form with its tight constant)"
+    number = "Sharp bound on the expected KL of a schedule (Li & Cai's form, tight constant)"
     statement = ("E_G KL(p || q_G) <= ((s_max - 1)/L) sum_i I(X_i; X_-i), s_max the largest block; equality for the "
                  "copy law (all tokens equal, uniform on V) when the first block is a largest one")
 
