@@ -48,7 +48,17 @@ class Check:
 TRAP = ('diagnose --model ising --graph complete:8 --beta 0.5 --field 0.3 --chains 4 --steps 2000 '
         '--start "0 0 0 0 0 0 0 0" --function magnetization --function logpi')
 
+#: docs/decoding-theory.md's commands (about 3 s each).
+OPTIMAL = "decode --model ising --graph cycle:8 --beta 1.0 --schedule optimal:3"
+SCHEDULE_KL = "decode --model ising --graph cycle:6 --beta 0.8 --schedule 3,2,1 --kl"
+
 CHECKS = [
+    Check("docs/decoding-theory.md", OPTIMAL, r"optimal 3-step schedule \(block sizes\) \[1, 3, 4\]: E KL = (\S+)",
+          "0.355959", rel=1e-6),
+    Check("docs/decoding-theory.md", OPTIMAL, r"^\s*geometric\s+\[4, 2, 2\]\s+(\S+)", "1.08497", rel=1e-5),
+    Check("docs/decoding-theory.md", SCHEDULE_KL, r"by the identity\s+(\S+)", "0.559911", rel=1e-6),
+    Check("docs/decoding-theory.md", SCHEDULE_KL, r"by orders\s+(\S+)", "0.559911", rel=1e-6),
+    Check("docs/decoding-theory.md", SCHEDULE_KL, r"sharp bound \(\(s_max-1\)/L\) sum I (\S+)", "0.836772", rel=1e-6),
     Check("docs/quickstart.md", "exact", r"t_mix\(0\.25\), worst-start TV\s+(\d+)\s+\(exact\)", "24"),
     Check("docs/exact.md", "exact --beta 10", r"^\s*spectral gap\s+(\S+)", "1.41612e-18", rel=1e-5),
     Check("docs/exact.md", "exact --beta 10", r"t_mix\(0\.25\), worst-start TV\s+\[(\S+),", "4.895e+17", rel=1e-3),

@@ -65,6 +65,11 @@ CONSTANTS_LIMIT = 2**18
 SYSTEMATIC_LIMIT = 4096
 #: Largest number of partial assignments (|V|+1)^n a decoder law is computed over (20^4 alphabets: 194,481).
 DECODER_LIMIT = 2_000_000
+#: Largest work |V| (|V|+1)^n of the 2^n marginal entropies of a joint behind the entropy curve h(m) of a
+#: schedule's expected KL (|V| = 2, n = 15: 2.9e7; |V| = 20, n = 5: 8.2e7).
+SUBSET_ENTROPY_LIMIT = 10**8
+#: Largest number of ordered blocks (n! / prod k_t!) over which schedule laws are averaged exactly.
+ORDER_AVERAGE_LIMIT = 5040
 #: Largest transient set whose mean entrance time into the closed class is solved (GTH, O(n^3)).
 MEAN_EXIT_LIMIT = 2048
 #: Work budget (stored entries times steps, and steps) of the step-by-step hitting probabilities P_x(tau_A

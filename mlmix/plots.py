@@ -10,6 +10,8 @@ axes when None), titles it with the model, frame and parameters, and returns the
   a tabulated masked LM, symbols of a toy model);
 * :func:`plot_influence`: paper G's local constants rho_ij (Def. 2) as a heat map, with rho
   (Theorem 5) and Dobrushin's alpha in the title;
+* :func:`plot_entropy_curve`: the entropy curve h(m) of a joint with the step approximation of a schedule
+  (its expected KL is the area between them, :mod:`mlmix.theory.kernels.schedule_kl`);
 * :func:`report_figure` puts the four on one page (``mlmix exact --plot FILE``) and
   :func:`save_figure` writes any figure atomically as PDF, SVG (vector) or PNG, by the suffix.
 
@@ -312,6 +314,29 @@ def _report_figure(chain: Any, source: Any, title: str | None, eps: float) -> An
                                "(not a bare matrix or another kernel)")
     fig.suptitle(style.symbols(title or chain_title(chain)), fontsize=10)
     return fig
+
+
+def plot_entropy_curve(h: Any, sizes: tuple[int, ...] | None = None, *, ax: Any = None,
+                       title: str | None = None) -> Any:
+    """The entropy curve ``h`` (h(m), m = 0..L-1, :func:`mlmix.theory.kernels.schedule_kl.entropy_curve`) as
+    points, and for block sizes ``sizes`` the step function h(r_t) on each block: the expected KL of the
+    schedule is the summed gap between the steps and the points."""
+    ax = _axes(ax)
+    h = np.asarray(h, dtype=np.float64)
+    m = np.arange(h.size)
+    ax.plot(m, h, "o-", color="C0", label="$h(m)$")
+    if sizes is not None:
+        r = 0
+        for t, k in enumerate(sizes):
+            ax.fill_between(m[r:r + k], h[r:r + k], h[r], step=None, color="C1", alpha=0.3,
+                            label="gaps h(r_t) - h(r_t + j): E KL" if t == 0 else None)
+            ax.hlines(h[r], r, r + k - 1, color="C1")
+            r += k
+    ax.set_xlabel("$m$ (positions revealed)")
+    ax.set_ylabel("$h(m)$ (nats)")
+    ax.legend(loc="upper right", fontsize=7)
+    ax.set_title(style.symbols(title or "entropy curve h(m)"), fontsize=9)
+    return ax
 
 
 def save_figure(fig: Any, path: str | Path) -> None:

@@ -8,6 +8,8 @@ Examples::
     mlmix decode --model potts --q 3 --graph path:3 --sampler left-to-right --order "2 1 0"
     mlmix decode --scores table.npz --sampler any-order --top-k 5 --temperature 0.7
     mlmix decode --mlm Exscientia/IgBert --frame "E V Q _ _ S G" --candidates @aa.txt --sampler parallel --k 2
+    mlmix decode --model ising --graph cycle:6 --beta 0.8 --schedule 3,2,1 --kl   # exact E KL of random-order blocks
+    mlmix decode --model potts --q 3 --graph path:5 --schedule optimal:2 --plot h.png   # the optimal 2-step schedule
 
 The law is computed by dynamic programming over the (|V|+1)^n partial assignments; TV and KL(ref || law)
 are given to the random-scan Glauber stationary law, the any-order law, the MH targets exp(-E_logit)/Z and
@@ -33,10 +35,13 @@ from mlmix.commands.source_options import (
     source_inputs,
     validate_partial_source_arguments,
 )
-from mlmix.errors import MemoryLimitError, ReducibleChainError, UnderflowError
+from mlmix.errors import InputValueError, MemoryLimitError, ReducibleChainError, UnderflowError
 from mlmix.files import dumps_json
+from mlmix.limits import ORDER_AVERAGE_LIMIT
+from mlmix.plots import FORMATS, plot_entropy_curve, save_figure
 from mlmix.provenance import stamp
 from mlmix.theory.chain.markov_chain import Chain
+from mlmix.theory.kernels import schedule_kl as skl
 from mlmix.theory.kernels.decoders import (
     DECODERS,
     PartialScoreTable,
@@ -47,7 +52,7 @@ from mlmix.theory.kernels.decoders import (
 )
 from mlmix.theory.kernels.scan_and_mh import ENERGIES, Truncated, energy, target_law
 from mlmix.theory.results import EPS, Result
-from mlmix.theory.sources.conditionals import Conditionals
+from mlmix.theory.sources.conditionals import Conditionals, LogWeightTable
 from mlmix.theory.sources.scorefile import save_scores
 from mlmix.validation import check_int, check_output_file
 
@@ -67,7 +72,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
     dec.add_argument("--sampler", choices=tuple(DECODERS), default="any-order", help="decoder (default any-order)")
     dec.add_argument("--k", type=int, default=None, help="positions per step of parallel / confidence (default 2)")
     dec.add_argument("--order", default=None, help='order of left-to-right, e.g. "2 0 1" (default 0..n-1)')
-    dec.add_argument("--schedule", default=None, help='blocks of the schedule sampler, e.g. "0 1 | 2"')
+    dec.add_argument("--schedule", default=None,
+                     help='blocks of the schedule sampler, e.g. "0 1 | 2"; with --kl block sizes in a random order, '
+                          'e.g. "3,1"; "optimal:K" the optimal K-step block sizes (docs/decoding-theory.md)')
     dec.add_argument("--threshold", type=float, default=None,
                      help="tau of the threshold sampler: keep every draw of probability >= tau (default 0.9)")
     out = parser.add_argument_group("output")
@@ -75,6 +82,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
     out.add_argument("--json", action="store_true", help="print JSON instead of a table")
     out.add_argument("--save-scores", type=Path, default=None, metavar="FILE",
                      help="also write the partial score table of the source (.npz, read back by --scores)")
+    add_schedule_kl_arguments(out)
     add_partial_source_arguments(parser)
 
 
@@ -133,6 +141,8 @@ def decode_report(table: PartialScoreTable, sampler: str, *, k: int = 2, order: 
 def run(args: argparse.Namespace) -> int:
     """Compute the law and print the table (or JSON with --json); the score file is written last, after
     every option was checked (a refused command leaves no file)."""
+    if args.kl or str(args.schedule or "").startswith(OPTIMAL):
+        return run_schedule_kl(args)
     check_sampler_options(args, "--sampler", args.sampler, sampler_options_table())
     if args.k is not None:
         check_int(args.k, "--k", minimum=1)
@@ -184,3 +194,127 @@ def format_report(report: dict) -> str:
     if "law" in report:
         lines += ["", "law:", "  " + np.array2string(np.asarray(report["law"]), precision=6, max_line_width=96)]
     return "\n".join(lines)
+
+
+# ---------------------------------------------------------------------------------------- schedule theory
+#: ``--schedule optimal:K``: the optimal K-step block sizes.
+OPTIMAL = "optimal:"
+
+
+def add_schedule_kl_arguments(group: argparse._ArgumentGroup) -> None:
+    """``--kl`` and ``--plot`` of the schedule theory (docs/decoding-theory.md)."""
+    group.add_argument("--kl", action="store_true",
+                       help="exact expected KL(p || decoder) of --schedule K1,K2,... (block sizes, positions uniform), "
+                            "the entropy curve h(m) and the sharp bound ((s_max - 1)/L) sum_i I(X_i; X_-i)")
+    group.add_argument("--plot", type=Path, default=None, metavar="FILE",
+                       help="with --kl or --schedule optimal:K: draw h(m) and the schedule's steps (.pdf, .svg, .png)")
+
+
+def _schedule_kl_checks(args: argparse.Namespace) -> int | None:
+    """The options of the schedule theory, checked before anything is computed; K for optimal:K."""
+    if args.schedule is None:
+        raise InputValueError("--kl needs --schedule K1,K2,... (block sizes) or --schedule optimal:K")
+    for flag, value in (("--law", args.law), ("--save-scores", args.save_scores), ("--top-k", args.top_k),
+                        ("--top-p", args.top_p), ("--k", args.k), ("--order", args.order),
+                        ("--threshold", args.threshold), ("--sampler", args.sampler != "any-order")):
+        if value not in (None, False):
+            raise InputValueError(f"{flag} does not apply to --kl / --schedule optimal:K")
+    if args.plot is not None:
+        check_output_file(args.plot, "--plot", tuple(f".{f}" for f in FORMATS))
+    validate_partial_source_arguments(args)
+    if args.schedule.startswith(OPTIMAL):
+        text = args.schedule[len(OPTIMAL):]
+        if not text.strip().isdigit():
+            raise InputValueError(f"--schedule optimal:K needs a positive integer K, got {args.schedule!r}")
+        return check_int(int(text), "--schedule optimal:K", minimum=1)
+    return None
+
+
+def schedule_kl_report(joint: Conditionals, description: str, schedule: str, steps: int | None,
+                       law_rel_error: float = 0.0) -> dict:
+    """The report of ``--schedule ... --kl`` / ``--schedule optimal:K`` (``docs/schema/decode-schedule.schema.json``):
+    the entropy curve of ``joint``, then for block sizes their expected KL (by the identity and, when there are
+    at most ORDER_AVERAGE_LIMIT ordered partitions, by averaging decoder laws), the sharp bound and the reported
+    Li & Cai constant; for ``steps`` the optimal schedule and the common ones with their gaps."""
+    curve = skl.entropy_curve(joint, law_rel_error=law_rel_error)
+    L = curve.length
+    report: dict[str, Any] = {"source": description, "entropy_curve": curve.as_result(),
+                              "mutual_information_sum": curve.mutual_information_sum()}
+    if steps is not None:
+        if steps > L:
+            raise InputValueError(f"--schedule optimal:K needs K <= n = {L}, got {steps}")
+        rows = skl.schedule_gaps(curve, steps)
+        report["optimal"] = {"steps": steps, "sizes": rows[0]["sizes"], "kl": rows[0]["kl"], "schedules": rows}
+        return report
+    sizes = skl.check_sizes(schedule, L)
+    s = max(sizes)
+    by_orders = skl.expected_kl_by_orders(joint, sizes) \
+        if math.factorial(L) // math.prod(math.factorial(k) for k in sizes) <= ORDER_AVERAGE_LIMIT else \
+        Result.missing("E KL by orders", "-", f"more than {ORDER_AVERAGE_LIMIT:,} ordered block partitions")
+    report["schedule"] = {"sizes": list(sizes), "kl": skl.schedule_kl(curve, sizes), "kl_by_orders": by_orders,
+                          "sharp_bound": skl.sharp_bound(curve, sizes),
+                          "li_cai_reported": (2 ** math.ceil(math.log2(s)) - 1) / L
+                          * float(curve.mutual_information_sum()) if s > 1 else 0.0}
+    return report
+
+
+def format_schedule_kl(report: dict) -> str:
+    """The text of :func:`schedule_kl_report`."""
+    curve = report["entropy_curve"]
+    L = len(curve["h"])
+    lines = [report["source"], "", "entropy curve h(m) (nats):",
+             "  " + " ".join(f"{m:>9d}" for m in range(L)), "  " + " ".join(f"{v:9.6f}" for v in curve["h"]),
+             f"  each entry within {curve['abs_error']:.1e}; {curve['method']}",
+             f"  sum_i I(X_i; X_-i) = L (h(0) - h(L-1))   {format(report['mutual_information_sum'], _CELL)}", ""]
+    if "optimal" in report:
+        opt = report["optimal"]
+        lines += [f"optimal {opt['steps']}-step schedule (block sizes) {opt['sizes']}: E KL = {format(opt['kl'], _CELL)}",
+                  "", f"  {'schedule':<18}{'block sizes':<24}{'E KL(p || q)':>16}{'gap':>14}{'ratio':>9}"]
+        for row in opt["schedules"]:
+            shown = "random composition" if row["sizes"] is None else str(row["sizes"])
+            ratio = "-" if row["ratio"] is None else f"{row['ratio']:.4g}"
+            lines.append(f"  {row['schedule']:<18}{shown:<24}{format(row['kl'], _CELL):>16}"
+                         f"{format(row['gap'], _CELL):>14}{ratio:>9}")
+    else:
+        sch = report["schedule"]
+        kl, bound, li_cai = sch["kl"], sch["sharp_bound"], sch["li_cai_reported"]
+        lines += [f"block sizes {sch['sizes']} (positions uniform at random):",
+                  f"  E KL(p || q)  by the identity   {format(kl, _CELL)}",
+                  f"  E KL(p || q)  by orders         {format(sch['kl_by_orders'], _CELL)}   (decoder laws of the joint's "
+                  "exact conditionals, averaged over every ordered partition)",
+                  f"  sharp bound ((s_max-1)/L) sum I {format(bound, _CELL)}",
+                  f"  (2^ceil(log2 s_max) - 1)/L sum I {li_cai:.6g}   (a reported reading of Li & Cai Thm 1's "
+                  "constant, not confirmed from the paper)"]
+        if kl.resolved and float(kl) > 0:
+            lines.append(f"  looseness: sharp {float(bound) / float(kl):.4g}, reported Li & Cai reading "
+                         f"{li_cai / float(kl):.4g}")
+    lines += ["", "method: E KL = sum_t sum_{j<k_t} [h(r_t) - h(r_t + j)], r_t = k_1 + ... + k_(t-1) "
+              "(chain rule over uniformly random blocks; docs/decoding-theory.md)"]
+    return "\n".join(lines)
+
+
+def run_schedule_kl(args: argparse.Namespace) -> int:
+    """``--schedule K1,K2,... --kl`` and ``--schedule optimal:K``: the entropy curve of the joint (or, for
+    conditionals without one, of their Glauber stationary law, named as the reference) and the exact expected
+    KL of random-order blocks (:mod:`mlmix.theory.kernels.schedule_kl`); text, or JSON with --json."""
+    steps = _schedule_kl_checks(args)
+    table, description, joint = build_partial_source(args)
+    rel, given_source = 0.0, joint if joint is not None else table
+    if joint is None:
+        law, rel, note = references(table, None, None, None)["glauber"]
+        if law is None:
+            raise InputValueError(f"the conditionals have no joint and no Glauber stationary law: {note}")
+        joint = LogWeightTable.from_probabilities(table.space, law)
+        description += "; reference law: the Glauber stationary law of the conditionals (they have no joint)"
+    report = schedule_kl_report(joint, description, args.schedule, steps, rel)
+    if args.plot is not None:
+        sizes = report["optimal"]["sizes"] if steps is not None else report["schedule"]["sizes"]
+        save_figure(plot_entropy_curve(report["entropy_curve"]["h"], tuple(sizes),
+                                       title=f"h(m), blocks {list(sizes)}").figure, args.plot)
+    if args.json:
+        given = {"kernel": "random-order-schedule", "temperature": given_source.temperature,
+                 "schedule": args.schedule, **source_inputs(args, given_source)}
+        print(dumps_json(stamp("decode-schedule", report, given)))
+    else:
+        print(format_schedule_kl(report) + (f"\nfigure: {args.plot}" if args.plot is not None else ""))
+    return 0

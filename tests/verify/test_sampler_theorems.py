@@ -12,7 +12,8 @@ load_theorems()
 IDS = [i for i, t in REGISTRY.items() if t.paper == SM.PAPER]
 #: Checked in tests/verify/test_sampler_checks_independent.py.
 INDEPENDENT = {"samplers.systematic-sweep", "samplers.mh-energies", "samplers.decoder-sequential",
-               "samplers.decoder-parallel", "samplers.truncation", "samplers.truncation-tails"}
+               "samplers.decoder-parallel", "samplers.truncation", "samplers.truncation-tails",
+               "samplers.schedule-identity", "samplers.schedule-sharp-bound", "samplers.schedule-optimum"}
 
 
 def test_registered():
@@ -20,7 +21,8 @@ def test_registered():
                         "samplers.mh-reversible", "samplers.glauber-is-mh", "samplers.systematic-joint",
                         "samplers.fast-dllm.thm1", "samplers.systematic-sweep", "samplers.mh-energies",
                         "samplers.decoder-sequential", "samplers.decoder-parallel", "samplers.truncation",
-                        "samplers.truncation-tails"}
+                        "samplers.truncation-tails", "samplers.schedule-identity", "samplers.schedule-sharp-bound",
+                        "samplers.schedule-optimum"}
     assert "samplers.li-cai" in UNCHECKED
 
 

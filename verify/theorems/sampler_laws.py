@@ -410,5 +410,8 @@ not_checkable(
     "factor', and no copy available to this work gives the constant of its Theorem 1, so no finite instance can "
     "contradict the bound; the exact identity its proof starts from (KL of a schedule = sum of expected conditional "
     "total correlations), the convexity step for random schedules and the decoder laws themselves are checked "
-    "exactly (docs/samplers.md, Published bounds)",
-    ("samplers.chain-rule", "samplers.parallel-convexity", "samplers.decoder-parallel"))
+    "exactly (docs/samplers.md, Published bounds); the same bound with its tight constant, E KL <= ((s_max - 1)/L) "
+    "sum_i I(X_i; X_-i), attained by the copy law, is checked (samplers.schedule-sharp-bound; docs/decoding-theory.md "
+    "compares it with the constant (2^ceil(log2 s_max) - 1)/L in a reported reading of the paper, not confirmed from it)",
+    ("samplers.chain-rule", "samplers.parallel-convexity", "samplers.decoder-parallel",
+     "samplers.schedule-sharp-bound"))
