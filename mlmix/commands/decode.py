@@ -124,7 +124,7 @@ def decode_report(table: PartialScoreTable, sampler: str, *, k: int = 2, order: 
             distances[name] = {"tv": Result.missing(f"TV to {name}", "-", note),
                                "kl": Result.missing(f"KL({name} || law)", "-", note)}
         else:
-            distances[name] = tv_kl(d.law, d.rel_error, law, rel, name)
+            distances[name] = tv_kl(d.law, d.rel_error, law, rel, name, d.log_law)
     return {"sampler": d.details["label"], "steps": d.steps, "states": table.space.size,
             "partial_assignments": partial_space_size(table.space), "method": d.method,
             "law_rel_error": d.rel_error, "law": d.law, "distances": distances}
