@@ -24,6 +24,7 @@ from typing import Any
 
 import numpy as np
 
+from mlmix.commands.law_table import format_law_table, law_table
 from mlmix.commands.options import (
     check_sampler_options,
 )
@@ -71,7 +72,12 @@ def configure(parser: argparse.ArgumentParser) -> None:
     dec.add_argument("--threshold", type=float, default=None,
                      help="tau of the threshold sampler: keep every draw of probability >= tau (default 0.9)")
     out = parser.add_argument_group("output")
-    out.add_argument("--law", action="store_true", help="print the law on V^n (state order of mlmix exact --stationary)")
+    out.add_argument("--law", action="store_true",
+                     help="print the law on V^n: its most probable states in the alphabet's tokens, with their "
+                          "probabilities, and the number and mass of the others (JSON: law_table, and law, the "
+                          "whole vector in the state order of mlmix exact --stationary)")
+    out.add_argument("--law-rows", type=int, default=20, metavar="N",
+                     help="states shown by --law (default 20; 0: all)")
     out.add_argument("--json", action="store_true", help="print JSON instead of a table")
     out.add_argument("--save-scores", type=Path, default=None, metavar="FILE",
                      help="also write the partial score table of the source (.npz, read back by --scores)")
@@ -127,7 +133,7 @@ def decode_report(table: PartialScoreTable, sampler: str, *, k: int = 2, order: 
             distances[name] = tv_kl(d.law, d.rel_error, law, rel, name, d.log_law)
     return {"sampler": d.details["label"], "steps": d.steps, "states": table.space.size,
             "partial_assignments": partial_space_size(table.space), "method": d.method,
-            "law_rel_error": d.rel_error, "law": d.law, "distances": distances}
+            "law_rel_error": d.rel_error, "law": d.law, "log_law": d.log_law, "distances": distances}
 
 
 def run(args: argparse.Namespace) -> int:
@@ -136,6 +142,7 @@ def run(args: argparse.Namespace) -> int:
     check_sampler_options(args, "--sampler", args.sampler, sampler_options_table())
     if args.k is not None:
         check_int(args.k, "--k", minimum=1)
+    check_int(args.law_rows, "--law-rows", minimum=0)
     if args.save_scores is not None:
         check_output_file(args.save_scores, "--save-scores", (".npz",))
     validate_partial_source_arguments(args)
@@ -148,7 +155,10 @@ def run(args: argparse.Namespace) -> int:
                               joint=joint)}
     if args.save_scores is not None:
         save_scores(args.save_scores, table, getattr(table, "tokens", None))
-    if not args.law:
+    log_law = report.pop("log_law")
+    if args.law:
+        report["law_table"] = law_table(log_law, table.space, getattr(table, "tokens", None), args.law_rows)
+    else:
         report.pop("law")
     print(dumps_json(stamp("decode", report, decode_inputs(args, table, joint))) if args.json else format_report(report))
     return 0
@@ -181,6 +191,7 @@ def format_report(report: dict) -> str:
     if notes:
         lines += ["", "unresolved (interval: not resolved above the floating-point floor):"] + sorted(set(notes))
     lines += ["", f"method: {report['method']}"]
-    if "law" in report:
-        lines += ["", "law:", "  " + np.array2string(np.asarray(report["law"]), precision=6, max_line_width=96)]
+    if "law_table" in report:
+        lines += ["", "law (most probable states first; index: state order of mlmix exact --stationary):",
+                  *format_law_table(report["law_table"])]
     return "\n".join(lines)
