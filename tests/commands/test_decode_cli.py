@@ -123,3 +123,22 @@ def test_law_table_shows_underflowed_probabilities(capsys):
     assert main(["decode", "--model", "scores", "--vocab", "2", "--length", "3", "--scale", "2000", "--law",
                  "--law-rows", "0"]) == 0
     assert f"e^{low['log_probability']:.8g}" in capsys.readouterr().out
+
+
+def test_split_against_the_glauber_law(capsys):
+    """--split: KL(pi || law) = sampler + incompatibility - mixture gain, pi the Glauber stationary law; a joint
+    source's conditionals are compatible (pi is the joint): no incompatibility, and the KL is the chain rule's."""
+    out = run_json(capsys, ["decode", "--graph", "cycle:4", "--sampler", "parallel", "--k", "2", "--split", "--json"])
+    sp = out["split"]
+    assert sp["reference"] == "glauber" and sp["schedules"] == 6 and sp["identity_residual"] < 1e-13
+    assert abs(sp["kl"]["value"] - out["distances"]["glauber"]["kl"]["value"]) < 1e-12
+    assert sp["incompatibility"]["value"] is None and sp["incompatibility"]["upper"] < 1e-12
+    assert abs(sp["sampler"]["value"] - sp["mixture_gain"]["value"] - sp["kl"]["value"]) < 1e-12
+    out = run_json(capsys, ["decode", "--model", "scores", "--sampler", "left-to-right", "--split", "--json"])
+    sp = out["split"]
+    assert sp["schedules"] == 1 and abs(sp["sampler"]["computed"]) < 1e-14  # one at a time: no sampler part
+    assert abs(sp["incompatibility"]["value"] - sp["kl"]["value"]) < 1e-12
+    assert main(["decode", "--model", "scores", "--sampler", "schedule", "--schedule", "0 1 | 2", "--split"]) == 0
+    assert "identity residual" in capsys.readouterr().out
+    assert main(["decode", "--sampler", "threshold", "--split"]) == 2
+    assert "mixture of fixed schedules" in capsys.readouterr().err

@@ -49,12 +49,17 @@ SPLIT_DECODERS = ("any-order", "left-to-right", "parallel", "schedule")
 SPLIT_SCHEDULE_LIMIT = 5040
 
 
-def decoder_schedules(space: StateSpace, sampler: str, k: int = 1, order: Sequence[int] | str | None = None,
-                      schedule: Sequence[Sequence[int]] | str | None = None) -> list[list[tuple[int, ...]]]:
-    """The schedules whose uniform mixture is the decoder's law (module doc)."""
+def check_split_decoder(sampler: str) -> None:
+    """The split exists for the decoders of :data:`SPLIT_DECODERS` only (module doc): ValueError otherwise."""
     if sampler not in SPLIT_DECODERS:
         raise ValueError(f"the sampler/incompatibility split needs a decoder that is a mixture of fixed schedules "
                          f"({', '.join(SPLIT_DECODERS)}); {sampler!r} keeps draws by their probability")
+
+
+def decoder_schedules(space: StateSpace, sampler: str, k: int = 1, order: Sequence[int] | str | None = None,
+                      schedule: Sequence[Sequence[int]] | str | None = None) -> list[list[tuple[int, ...]]]:
+    """The schedules whose uniform mixture is the decoder's law (module doc)."""
+    check_split_decoder(sampler)
     n = space.length
     if sampler in ("left-to-right", "schedule"):
         return [DECODERS[sampler].prepare(space, {"order": order, "schedule": schedule})["blocks"]]
