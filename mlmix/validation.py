@@ -21,7 +21,7 @@ import tokenize
 import zipfile
 import zlib
 from contextvars import ContextVar
-from typing import Iterator
+from typing import Callable, Iterator
 
 import numpy as np
 import scipy.sparse as sp
@@ -30,6 +30,10 @@ from mlmix.errors import InputTypeError, InputValueError, MemoryLimitError
 from mlmix.limits import MIN_KEPT_DRAWS
 
 Matrix = np.ndarray | sp.sparray | sp.spmatrix
+
+#: Rows of a transition matrix and conditional laws (:func:`check_transition_matrix`,
+#: :func:`check_log_conditionals`) must sum to 1 within this tolerance.
+ROW_SUM_TOL = 1e-9
 
 # ---------------------------------------------------------------------------------------- scalars
 
@@ -153,7 +157,7 @@ def check_vector(v: object, size: int, name: str, *, nonnegative: bool = False, 
     return arr
 
 
-def check_transition_matrix(P: object, tol: float = 1e-9) -> Matrix:
+def check_transition_matrix(P: object, tol: float = ROW_SUM_TOL) -> Matrix:
     """P as float64 (CSR when sparse, with sorted indices and duplicated (i, j) entries summed) after
     checking it is a square, finite, non-negative, row-stochastic matrix of real numbers (rows sum to 1
     within ``tol``; the first offending row is named). A sparse matrix's index arrays are checked in
@@ -184,10 +188,38 @@ def check_transition_matrix(P: object, tol: float = 1e-9) -> Matrix:
         raise InputValueError("transition matrix contains NaN or infinite entries")
     if (data < 0).any():
         raise InputValueError("transition matrix has negative entries")
-    bad = np.flatnonzero(np.abs(sums - 1.0) > tol)
-    if bad.size:
-        raise InputValueError(f"transition matrix rows must sum to 1 (tol {tol:g}); row {bad[0]} sums to {sums[bad[0]]!r}")
+    check_row_sums(sums, "transition matrix", tol)
     return M
+
+
+def check_row_sums(sums: np.ndarray, what: str, tol: float = ROW_SUM_TOL,
+                   row_name: Callable[[int], str] = "row {}".format) -> None:
+    """Every row sum of a stochastic matrix or table of conditional laws is 1 within ``tol`` (a NaN sum
+    fails); the first offending row is named by ``row_name(index)``."""
+    bad = np.flatnonzero(~(np.abs(np.asarray(sums, dtype=np.float64) - 1.0) <= tol))
+    if bad.size:
+        raise InputValueError(f"{what} rows must sum to 1 (tol {tol:g}); {row_name(int(bad[0]))} sums to "
+                              f"{float(sums[bad[0]])!r}")
+
+
+def check_log_conditionals(log_probs: object, what: str, tol: float = ROW_SUM_TOL,
+                           row_name: Callable[[int], str] = "row {}".format) -> np.ndarray:
+    """Log-probabilities (..., |V|) whose rows are conditional laws: no NaN or +inf (an overflow of
+    scores / T, or a damaged table), and exp(row) summing to 1 within ``tol`` (checked as exp(logsumexp(row)),
+    so a row of 1e-300 probabilities is judged on its mass, not underflowed). Returns the rows
+    renormalised in log space (row - logsumexp(row)), so a table normalised to ``tol`` yields exact laws."""
+    lp = np.asarray(log_probs, dtype=np.float64)
+    rows = lp.reshape(-1, lp.shape[-1]) if lp.ndim else lp.reshape(1, 1)
+    broken = np.flatnonzero(np.isnan(rows).any(axis=-1) | np.isposinf(rows).any(axis=-1))
+    if broken.size:
+        raise InputValueError(f"{what}: {row_name(int(broken[0]))} holds NaN or +inf (scores / T beyond "
+                              "float64's range, or a damaged table)")
+    top = rows.max(axis=-1)
+    shift = np.where(np.isfinite(top), top, 0.0)[:, None]  # a row of -inf: mass 0, refused below
+    with np.errstate(divide="ignore"):
+        norms = shift[:, 0] + np.log(np.exp(rows - shift).sum(axis=-1))
+    check_row_sums(np.exp(norms), what, tol, row_name)
+    return (rows - norms[:, None]).reshape(lp.shape)
 
 
 def from_torch(x: object) -> object:

@@ -26,6 +26,7 @@ from typing import Any
 
 import numpy as np
 
+from mlmix.commands.law_table import format_law_table, law_table
 from mlmix.commands.options import (
     check_sampler_options,
 )
@@ -42,6 +43,7 @@ from mlmix.plots import FORMATS, plot_entropy_curve, save_figure
 from mlmix.provenance import stamp
 from mlmix.theory.chain.markov_chain import Chain
 from mlmix.theory.kernels import schedule_kl as skl
+from mlmix.theory.kernels.decoder_split import check_split_decoder, decoder_split
 from mlmix.theory.kernels.decoders import (
     DECODERS,
     PartialScoreTable,
@@ -78,7 +80,15 @@ def configure(parser: argparse.ArgumentParser) -> None:
     dec.add_argument("--threshold", type=float, default=None,
                      help="tau of the threshold sampler: keep every draw of probability >= tau (default 0.9)")
     out = parser.add_argument_group("output")
-    out.add_argument("--law", action="store_true", help="print the law on V^n (state order of mlmix exact --stationary)")
+    out.add_argument("--law", action="store_true",
+                     help="print the law on V^n: its most probable states in the alphabet's tokens, with their "
+                          "probabilities, and the number and mass of the others (JSON: law_table, and law, the "
+                          "whole vector in the state order of mlmix exact --stationary)")
+    out.add_argument("--law-rows", type=int, default=20, metavar="N",
+                     help="states shown by --law (default 20; 0: all)")
+    out.add_argument("--split", action="store_true",
+                     help="split KL(pi || law), pi the Glauber stationary law, exactly into a sampler part and an "
+                          "incompatibility part (any-order, left-to-right, parallel, schedule; docs/samplers.md)")
     out.add_argument("--json", action="store_true", help="print JSON instead of a table")
     out.add_argument("--save-scores", type=Path, default=None, metavar="FILE",
                      help="also write the partial score table of the source (.npz, read back by --scores)")
@@ -132,10 +142,10 @@ def decode_report(table: PartialScoreTable, sampler: str, *, k: int = 2, order: 
             distances[name] = {"tv": Result.missing(f"TV to {name}", "-", note),
                                "kl": Result.missing(f"KL({name} || law)", "-", note)}
         else:
-            distances[name] = tv_kl(d.law, d.rel_error, law, rel, name)
+            distances[name] = tv_kl(d.law, d.rel_error, law, rel, name, d.log_law)
     return {"sampler": d.details["label"], "steps": d.steps, "states": table.space.size,
             "partial_assignments": partial_space_size(table.space), "method": d.method,
-            "law_rel_error": d.rel_error, "law": d.law, "distances": distances}
+            "law_rel_error": d.rel_error, "law": d.law, "log_law": d.log_law, "distances": distances}
 
 
 def run(args: argparse.Namespace) -> int:
@@ -146,22 +156,41 @@ def run(args: argparse.Namespace) -> int:
     check_sampler_options(args, "--sampler", args.sampler, sampler_options_table())
     if args.k is not None:
         check_int(args.k, "--k", minimum=1)
+    check_int(args.law_rows, "--law-rows", minimum=0)
     if args.save_scores is not None:
         check_output_file(args.save_scores, "--save-scores", (".npz",))
     validate_partial_source_arguments(args)
+    k = 1 if args.k is None else args.k
+    if args.split:
+        check_split_decoder(args.sampler)
     table, description, joint = build_partial_source(args)
     truncation = "" if args.top_k is None and args.top_p is None else \
         f"; top-k {args.top_k}, top-p {args.top_p} (after the temperature)"
+    refs = references(table, joint, args.top_k, args.top_p)
     report = {"source": description + truncation,
-              **decode_report(table, args.sampler, k=1 if args.k is None else args.k, order=args.order,
-                              schedule=args.schedule, threshold=args.threshold, top_k=args.top_k, top_p=args.top_p,
-                              joint=joint)}
+              **decode_report(table, args.sampler, k=k, order=args.order, schedule=args.schedule,
+                              threshold=args.threshold, top_k=args.top_k, top_p=args.top_p, joint=joint, refs=refs)}
+    if args.split:
+        report["split"] = split_report(table, args, refs["glauber"])
     if args.save_scores is not None:
         save_scores(args.save_scores, table, getattr(table, "tokens", None))
-    if not args.law:
+    log_law = report.pop("log_law")
+    if args.law:
+        report["law_table"] = law_table(log_law, table.space, getattr(table, "tokens", None), args.law_rows)
+    else:
         report.pop("law")
     print(dumps_json(stamp("decode", report, decode_inputs(args, table, joint))) if args.json else format_report(report))
     return 0
+
+
+def split_report(table: PartialScoreTable, args: argparse.Namespace, glauber: tuple) -> dict:
+    """:func:`~mlmix.theory.kernels.decoder_split.decoder_split` against the Glauber stationary law (or why not)."""
+    pi, rel, note = glauber
+    if pi is None:
+        return {"reference": "glauber", "reason": note}
+    k = min(1 if args.k is None else args.k, table.space.length)
+    return {"reference": "glauber", **decoder_split(table, args.sampler, pi, rel, k=k, order=args.order,
+                                                    schedule=args.schedule, top_k=args.top_k, top_p=args.top_p)}
 
 
 def decode_inputs(args: argparse.Namespace, table: PartialScoreTable, joint: Conditionals | None) -> dict:
@@ -191,8 +220,11 @@ def format_report(report: dict) -> str:
     if notes:
         lines += ["", "unresolved (interval: not resolved above the floating-point floor):"] + sorted(set(notes))
     lines += ["", f"method: {report['method']}"]
-    if "law" in report:
-        lines += ["", "law:", "  " + np.array2string(np.asarray(report["law"]), precision=6, max_line_width=96)]
+    if "split" in report:
+        lines += ["", *format_split(report["split"])]
+    if "law_table" in report:
+        lines += ["", "law (most probable states first; index: state order of mlmix exact --stationary):",
+                  *format_law_table(report["law_table"])]
     return "\n".join(lines)
 
 
@@ -318,3 +350,15 @@ def run_schedule_kl(args: argparse.Namespace) -> int:
     else:
         print(format_schedule_kl(report) + (f"\nfigure: {args.plot}" if args.plot is not None else ""))
     return 0
+
+
+def format_split(split: dict) -> list[str]:
+    """The lines of the sampler/incompatibility split (``--split``)."""
+    head = "split of KL(pi || law), pi the Glauber stationary law (docs/samplers.md):"
+    if "reason" in split:
+        return [head, f"  not computed: {split['reason']}"]
+    rows = [("KL(pi || law)", "kl"), ("sampler part", "sampler"), ("incompatibility part", "incompatibility"),
+            ("mixture gain", "mixture_gain")]
+    return [head, *[f"  {label:<22}{format(split[key], _CELL):>16}" for label, key in rows],
+            f"  KL = sampler + incompatibility - mixture gain, over {split['schedules']:,} schedule(s); "
+            f"identity residual {split['identity_residual']:.1e}"]

@@ -225,7 +225,7 @@ def add_partial_source_arguments(parser: argparse.ArgumentParser) -> None:
                      help="built-in source (default ising); scores is a random table over (V + mask)^(n-1) contexts")
     add_toy_model_arguments(src, graph="cycle:4", length=3)
     add_threads_argument(src)
-    add_mlm_arguments(parser)
+    add_mlm_arguments(parser, table="partial")
 
 
 def validate_partial_source_arguments(args: argparse.Namespace) -> None:
@@ -258,16 +258,24 @@ def build_partial_source(args: argparse.Namespace) -> tuple[PartialScoreTable, s
     return PartialScoreTable.from_joint(joint), description + "; exact marginal conditionals of the joint", joint
 
 
-def add_mlm_arguments(parser: argparse.ArgumentParser) -> None:
+#: The masked forward passes of each tabulated table (``TableKind.passes`` of
+#: :mod:`mlmix.empirical.models.tabulate` and :mod:`~mlmix.empirical.models.partial_tables`, one per site and context
+#: over the other sites; a test counts them with a fake model), for the ``--mlm`` help.
+MLM_PASSES = {"full": "n |V|^(n-1)", "partial": "n (|V|+1)^(n-1)"}
+
+
+def add_mlm_arguments(parser: argparse.ArgumentParser, table: str = "full") -> None:
     """The ``--mlm MODEL`` source of ``mlmix exact``: a masked LM over a frame, tabulated exactly
     (:mod:`mlmix.empirical.models.tabulate`). Adds the frame and model options; ``--length``,
     ``--temperature`` and ``--threads`` are the parser's own (with ``--frame``, a ``--length`` left at
-    its default is ignored: the frame's blanks give n)."""
+    its default is ignored: the frame's blanks give n). ``table``: "full" (the conditionals given the
+    other sites) or "partial" (given every partial context: ``mlmix decode``), for the pass count."""
     group = parser.add_argument_group("masked language model (--mlm): its exact chain over a frame")
     group.add_argument("--mlm", default=None, metavar="ID_OR_PATH",
                        help="Hugging Face id or local folder of a masked LM, or sceptr[:VARIANT] (SCEPTR from its "
-                            "PyPI wheel): tabulate its conditionals over the frame (n |V|^(n-1) masked passes, "
-                            "cached) and analyse the exact chain")
+                            f"PyPI wheel): tabulate its {'partial ' if table == 'partial' else ''}conditionals over "
+                            f"the frame ({MLM_PASSES[table]} masked passes, cached) and analyse "
+                            f"{'it' if table == 'partial' else 'the exact chain'}")
     add_frame_arguments(group, length=False)
     add_model_arguments(group)
     group.add_argument("--max-passes", type=int, default=None,

@@ -88,3 +88,57 @@ def test_bad_input_exit_2(tmp_path):
     assert main(["decode", "--scores", str(tmp_path / "junk.npz")]) == 2
     with pytest.raises(ValueError):
         save_scores(tmp_path / "x.txt", ScoreTable.random(2, 2, seed=0))
+
+
+def test_law_table_in_tokens(tmp_path, capsys):
+    """--law: the most probable states in the alphabet's tokens, sorted, with the count and mass of the rest;
+    the JSON's law_table agrees with the whole law vector."""
+    t = PartialScoreTable.random(3, 3, seed=4, scale=1.2)
+    f = tmp_path / "t.npz"
+    save_scores(f, t, ["a", "b", "c"])
+    law = decoder_law(t, "confidence", k=2).law
+    out = run_json(capsys, ["decode", "--scores", str(f), "--sampler", "confidence", "--k", "2", "--json", "--law",
+                            "--law-rows", "4"])
+    table = out["law_table"]
+    top = np.argsort(-law, kind="stable")[:4]
+    assert [r["index"] for r in table["rows"]] == top.tolist()
+    assert table["rows"][0]["state"] == " ".join("abc"[v] for v in t.space.decode(int(top[0])))
+    assert all(abs(r["probability"] - law[r["index"]]) <= 1e-15 for r in table["rows"])
+    assert table["others"]["states"] == 23 and abs(table["others"]["mass"] - np.sort(law)[:23].sum()) < 1e-14
+    assert main(["decode", "--scores", str(f), "--sampler", "confidence", "--k", "2", "--law", "--law-rows", "2"]) == 0
+    text = capsys.readouterr().out.splitlines()
+    i = next(j for j, line in enumerate(text) if line.strip().startswith("#  state"))
+    assert text[i + 1].split()[:4] == ["1", *table["rows"][0]["state"].split()]
+    assert text[i + 3].strip().startswith("the other 25 states: mass")
+    assert main(["decode", "--law", "--law-rows", "-1"]) == 2
+
+
+def test_law_table_shows_underflowed_probabilities(capsys):
+    out = run_json(capsys, ["decode", "--model", "scores", "--vocab", "2", "--length", "3", "--scale", "2000",
+                            "--law", "--law-rows", "0", "--json"])
+    rows = out["law_table"]["rows"]
+    assert len(rows) == 8 and out["law_table"]["others"] == {"states": 0, "mass": 0.0}
+    low = rows[-1]
+    assert low["probability"] == 0.0 and low["log_probability"] < -745  # below float64, its log kept
+    assert main(["decode", "--model", "scores", "--vocab", "2", "--length", "3", "--scale", "2000", "--law",
+                 "--law-rows", "0"]) == 0
+    assert f"e^{low['log_probability']:.8g}" in capsys.readouterr().out
+
+
+def test_split_against_the_glauber_law(capsys):
+    """--split: KL(pi || law) = sampler + incompatibility - mixture gain, pi the Glauber stationary law; a joint
+    source's conditionals are compatible (pi is the joint): no incompatibility, and the KL is the chain rule's."""
+    out = run_json(capsys, ["decode", "--graph", "cycle:4", "--sampler", "parallel", "--k", "2", "--split", "--json"])
+    sp = out["split"]
+    assert sp["reference"] == "glauber" and sp["schedules"] == 6 and sp["identity_residual"] < 1e-13
+    assert abs(sp["kl"]["value"] - out["distances"]["glauber"]["kl"]["value"]) < 1e-12
+    assert sp["incompatibility"]["value"] is None and sp["incompatibility"]["upper"] < 1e-12
+    assert abs(sp["sampler"]["value"] - sp["mixture_gain"]["value"] - sp["kl"]["value"]) < 1e-12
+    out = run_json(capsys, ["decode", "--model", "scores", "--sampler", "left-to-right", "--split", "--json"])
+    sp = out["split"]
+    assert sp["schedules"] == 1 and abs(sp["sampler"]["computed"]) < 1e-14  # one at a time: no sampler part
+    assert abs(sp["incompatibility"]["value"] - sp["kl"]["value"]) < 1e-12
+    assert main(["decode", "--model", "scores", "--sampler", "schedule", "--schedule", "0 1 | 2", "--split"]) == 0
+    assert "identity residual" in capsys.readouterr().out
+    assert main(["decode", "--sampler", "threshold", "--split"]) == 2
+    assert "mixture of fixed schedules" in capsys.readouterr().err

@@ -88,7 +88,7 @@ def test_decode_carries_the_header(capsys, validators, files):
                                                "--k", "2", "--law"))
     assert doc["inputs"]["temperature"] == 0.5 and doc["inputs"]["k"] == 2 and len(doc["law"]) == 8
     assert doc["inputs"]["source"]["sha256"] == file_sha256(files["partial"])
-    for extra in (["--sampler", "threshold"], ["--sampler", "schedule", "--schedule", "0 1 | 2 3"],
+    for extra in (["--sampler", "threshold"], ["--sampler", "schedule", "--schedule", "0 1 | 2 3", "--split"],
                   ["--model", "scores", "--sampler", "left-to-right", "--order", "2 1 0", "--top-p", "0.9"]):
         doc = check(validators, "decode", run_json(capsys, "decode", *extra))
     assert doc["inputs"]["order"] == "2 1 0" and doc["inputs"]["seed"] == 0 and doc["inputs"]["top_p"] == 0.9

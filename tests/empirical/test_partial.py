@@ -126,3 +126,21 @@ def test_a_tampered_cached_partial_table_or_chunk_is_detected_and_recomputed(mlm
     out = tab.compute_chunks(mlm, 10, 10, Counter("test", 10, enabled=False), folder,
                              lambda rows: np.zeros((rows.numel(), mlm.space.vocab_size), dtype=np.float32))
     assert not out.any()  # the damaged chunk was not used
+
+
+@pytest.mark.parametrize("command,kind", [("decode", "partial"), ("exact", "full")])
+def test_help_states_the_pass_count_that_tabulation_makes(mlm, tmp_path, monkeypatch, capsys, command, kind):
+    """The --mlm help's pass count, read as a formula in n and |V|, equals the masked forward passes the
+    tabulation of that command's table makes (counted on a fake model, the rate measurement excluded)."""
+    monkeypatch.setattr(tab, "measure_rate", lambda source, *a, **k: 1000.0)
+    rows = []
+    original = mlm.masked_logits_torch
+    monkeypatch.setattr(mlm, "masked_logits_torch", lambda ids, pos: (rows.append(ids.shape[0]), original(ids, pos))[1])
+    run = pt.tabulate_partial if kind == "partial" else tab.tabulate
+    run(mlm, cache_dir=tmp_path, progress=False, log=lambda _: None)
+    assert main([command, "--help"]) == 0
+    help_text = " ".join(capsys.readouterr().out.split())
+    formula = help_text.split("over the frame (", 1)[1].split(" masked passes", 1)[0]
+    n, q = mlm.space.length, mlm.space.vocab_size
+    expr = formula.replace("|V|", "V").replace("^", "**").replace(" ", "*")
+    assert eval(expr, {"n": n, "V": q}) == sum(rows) == (n * (q + 1) ** (n - 1) if kind == "partial" else n * q ** (n - 1))

@@ -167,8 +167,10 @@ def test_top_p_without_renormalisation_is_caught(monkeypatch):
     unnormalised = lambda lp, top_k=None, top_p=None: np.where(  # noqa: E731
         np.isfinite(_REAL_TRUNCATE(lp, top_k, top_p)), np.asarray(lp, dtype=np.float64), -np.inf)
     monkeypatch.setattr(M, "truncate_log_probs", unnormalised)
+    assert not theorem.check(inst).holds  # the kernels' truncation, caught by the check
     monkeypatch.setattr(D, "truncate_log_probs", unnormalised)
-    assert not theorem.check(inst).holds
+    with pytest.raises(ValueError, match="rows must sum to 1"):  # the decoders refuse such rows themselves
+        theorem.check(inst)
 
 
 # ---------------------------------------------------------------------------------------- the reference truncation

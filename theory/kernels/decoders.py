@@ -17,10 +17,16 @@ Sahoo et al. 2024; LLaDA, Nie et al. 2025; Fast-dLLM, Wu et al. 2025):
 * ``schedule``: fixed blocks G_1, ..., G_m, block G_t drawn in parallel given x_{G_<t}.
 
 The law of the decoded sequence is computed exactly by dynamic programming over the (|V|+1)^n partial
-assignments (mass pushed from the all-masked one down to the complete ones, level by level); every
-entry is a sum of products of conditionals, each computed from log_softmax(s / T) with an absolute
-error of a few ulps of max(|s|/T, |log p|), so the entries carry the relative error bound
-8 eps (n + 2)(2 + max|log p| + max|s|/T) (stated with the law).
+assignments (mass pushed from the all-masked one down to the complete ones, level by level), in log
+space: every entry is the log-sum-exp over the decoding paths of sums of log-conditionals
+log_softmax(s / T), so a probability far below float64's range (1e-308, a peaked table or a cold
+Ising model) keeps its relative accuracy (``DecoderLaw.log_law``; ``law`` is its exp). The entrywise
+relative error bound (:func:`_law_error`, stated with the law) is
+
+    EPS [2 n(n+1)(1 + max(max|log p|, max|s|/T)) + n((n + 2) w + l + 4) + n K] (1.01) + 2 EPS,
+
+EPS the unit roundoff, w the largest |log weight| of one step, l the largest |log mass| of an entry
+and K the most terms summed into one entry.
 
 For a joint p read through its exact marginal conditionals (:meth:`PartialScoreTable.from_joint`),
 the chain rule gives, for the schedule law mu_G(x) = prod_t prod_{i in G_t} p(x_i | x_{G_<t}),
@@ -49,7 +55,14 @@ from mlmix.theory.results import EPS, Result
 from mlmix.theory.sources.conditionals import Conditionals
 from mlmix.theory.sources.partial import PartialScoreTable, partial_space_size
 from mlmix.theory.sources.space import StateSpace
-from mlmix.validation import check_array_shape, check_int, check_memory, check_real, check_sites
+from mlmix.validation import (
+    check_array_shape,
+    check_int,
+    check_log_conditionals,
+    check_memory,
+    check_real,
+    check_sites,
+)
 
 
 def partial_log_probs(source: PartialScoreTable, top_k: int | None = None, top_p: float | None = None,
@@ -65,9 +78,15 @@ def partial_log_probs(source: PartialScoreTable, top_k: int | None = None, top_p
     check_memory(8.0 * 3 * M * n * q, f"the conditionals of {M:,} partial assignments")
     digits = _digits(M, n, q + 1)
     out = np.empty((M, n, q))
-    for i in range(n):
-        out[:, i] = truncate_log_probs(source.partial_log_conditionals(digits, i), top_k, top_p)
-    return out
+    with np.errstate(over="ignore", invalid="ignore"):  # an overflow of s / T is refused below, by row
+        for i in range(n):
+            out[:, i] = truncate_log_probs(source.partial_log_conditionals(digits, i), top_k, top_p)
+    return check_log_conditionals(out, "the partial conditionals log_softmax(s / T)", row_name=_row_name(n))
+
+
+def _row_name(n: int) -> Callable[[int], str]:
+    """The row r of a ((|V|+1)^n, n, |V|) table of partial conditionals in words."""
+    return lambda r: f"the conditional of site {r % n} at partial assignment {r // n}"
 
 
 def _digits(M: int, n: int, base: int) -> np.ndarray:
@@ -76,14 +95,22 @@ def _digits(M: int, n: int, base: int) -> np.ndarray:
 
 @dataclass(frozen=True)
 class DecoderLaw:
-    """The exact law of a decoder's output on V^n (state index order, as `mlmix exact --stationary`)."""
+    """The exact law of a decoder's output on V^n (state index order, as `mlmix exact --stationary`):
+    ``log_law`` its natural logarithm (-inf on states it never outputs), computed in log space, so that
+    entries far below float64's range (1e-308) keep their relative accuracy ``rel_error``; :attr:`law`
+    is exp(log_law) (entries below ~1e-308 are 0 or subnormal there)."""
 
     sampler: str
-    law: np.ndarray
+    log_law: np.ndarray
     rel_error: float
     steps: int
     method: str
     details: dict = field(default_factory=dict)
+
+    @property
+    def law(self) -> np.ndarray:
+        """exp(log_law): the law as probabilities."""
+        return np.exp(self.log_law)
 
     def as_result(self) -> dict:
         return {"sampler": self.sampler, "steps": self.steps, "rel_error": self.rel_error, "method": self.method,
@@ -126,7 +153,9 @@ def decoder_law(source: PartialScoreTable, sampler: str, k: int = 1, order: Sequ
     order of ``left-to-right``; ``schedule``: the blocks of ``schedule``; ``threshold``: tau of
     ``threshold`` (in (0, 1]). The law's ``steps`` is the expected number of steps (exact). ``log_probs``:
     the table of :func:`partial_log_probs` when already computed (then ``top_k`` / ``top_p`` are ignored),
-    of shape ((|V|+1)^n, n, |V|) (ValueError otherwise)."""
+    of shape ((|V|+1)^n, n, |V|), every row a conditional law summing to 1 within
+    :data:`~mlmix.validation.ROW_SUM_TOL` (ValueError naming the first bad row otherwise; the rows are
+    renormalised in log space, :func:`~mlmix.validation.check_log_conditionals`)."""
     if not source.partial_conditionals:
         raise TypeError(f"a decoder needs partial conditionals (a PartialScoreTable), got {type(source).__name__}")
     if sampler not in DECODERS:
@@ -137,38 +166,82 @@ def decoder_law(source: PartialScoreTable, sampler: str, k: int = 1, order: Sequ
     k = check_int(k, "k", minimum=1, maximum=n)
     Q = q + 1
     M = partial_space_size(space)
-    lp_all = partial_log_probs(source, top_k, top_p) if log_probs is None else \
-        check_array_shape(log_probs, (M, n, q), "log_probs", "(|V|+1)^n partial assignments, n sites, |V| symbols")
+    lp_all = partial_log_probs(source, top_k, top_p) if log_probs is None else check_log_conditionals(
+        check_array_shape(log_probs, (M, n, q), "log_probs", "(|V|+1)^n partial assignments, n sites, |V| symbols"),
+        "log_probs", row_name=_row_name(n))
     params = spec.prepare(space, {"k": k, "order": order, "schedule": schedule, "threshold": threshold})
     place = Q ** np.arange(n - 1, -1, -1, dtype=np.int64)
     digits = _digits(M, n, Q)
-    masked = digits == q
-    pattern = masked @ (1 << np.arange(n, dtype=np.int64))
-    mass = np.zeros(M)
-    mass[M - 1] = 1.0  # all masked
+    pattern = (digits == q) @ (1 << np.arange(n, dtype=np.int64))
+    logmass = np.full(M, -np.inf)
+    logmass[M - 1] = 0.0  # all masked, probability 1
+    terms = np.zeros(M, dtype=np.int64)  # contributions summed into each entry
+    by_pattern = np.argsort(pattern, kind="stable")
+    starts = np.searchsorted(pattern[by_pattern], np.arange((1 << n) + 1))
     by_level = sorted(range(1, 1 << n), key=lambda b: -bin(b).count("1"))
     visits = 0.0  # sum of the visiting probabilities of the partial assignments with a mask: E[steps]
+    step_log = path_log = 0.0  # the largest |log weight| of one step and |log mass| of an entry
     for pat in by_level:
-        codes = np.flatnonzero((pattern == pat) & (mass > 0))
+        codes = by_pattern[starts[pat]:starts[pat + 1]]
+        codes = codes[logmass[codes] > -np.inf]
         if codes.size == 0:
             continue
         sites = [s for s in range(n) if pat >> s & 1]
         moves = spec.moves(codes, sites, lp_all[codes], place, q, params)
-        visits += float(mass[codes].sum())
+        visits += float(np.exp(logmass[codes]).sum())
+        path_log = max(path_log, float(np.abs(logmass[codes]).max()))
         for child, logw in moves:
-            np.add.at(mass, child.ravel(), (mass[codes][:, None] * np.exp(logw)).ravel())
-        mass[codes] = 0.0
+            finite = logw[np.isfinite(logw)]
+            step_log = max(step_log, float(np.abs(finite).max(initial=0.0)))
+            _log_add_at(logmass, terms, child.ravel(), (logmass[codes][:, None] + logw).ravel())
+        logmass[codes] = -np.inf
     full = np.flatnonzero(pattern == 0)
-    law = np.zeros(space.size)
-    law[digits[full] @ space.place_values] = mass[full]
-    finite = lp_all[np.isfinite(lp_all)]
-    scale = float(np.abs(source.table[np.isfinite(source.table)]).max()) / source.temperature
-    rel = 8.0 * EPS * (n + 2) * (2.0 + float(np.abs(finite).max()) + scale) + 2.0 * n * EPS
+    log_law = np.full(space.size, -np.inf)
+    log_law[digits[full] @ space.place_values] = logmass[full]
     steps = spec.steps(n, params, visits)
     label = spec.label(params)
-    method = (f"dynamic programming over the {M:,} partial assignments ({label}); entries are sums of products of "
-              "conditionals, relative error <= 8 eps (n + 2)(2 + max|log p| + max|s|/T)")
-    return DecoderLaw(sampler, law, rel, steps, method, {"label": label, "mass_defect": float(abs(law.sum() - 1))})
+    method = (f"dynamic programming in log space over the {M:,} partial assignments ({label}); each entry is a "
+              "log-sum-exp over the decoding paths of sums of log-conditionals, relative error <= "
+              "EPS [2 n(n+1)(1 + max(max|log p|, max|s|/T)) + n((n + 2) w + l + 4) + n K] (w: largest |log weight| "
+              "of a step, l: of a log mass, K: most terms summed into an entry)")
+    path_log = max(path_log, float(np.abs(logmass[full][np.isfinite(logmass[full])]).max(initial=0.0)))
+    rel = _law_error(source, lp_all, n, step_log, path_log, int(terms.max()))
+    law = np.exp(log_law)
+    return DecoderLaw(sampler, log_law, rel, steps, method, {"label": label, "mass_defect": float(abs(law.sum() - 1))})
+
+
+def _log_add_at(logmass: np.ndarray, terms: np.ndarray, index: np.ndarray, logv: np.ndarray) -> None:
+    """logmass[j] <- log(exp(logmass[j]) + sum_{index = j} exp(logv)) in place, by one log-sum-exp per
+    target entry (shift by the largest term, so every exponential is <= 1 and none overflows); ``terms``
+    counts the contributions summed into each entry."""
+    keep = logv > -np.inf
+    index, logv = index[keep], logv[keep]
+    if index.size == 0:
+        return
+    counts = np.bincount(index, minlength=logmass.size)
+    targets = np.flatnonzero(counts)
+    top = np.full(logmass.size, -np.inf)
+    top[targets] = logmass[targets]
+    np.maximum.at(top, index, logv)
+    total = np.bincount(index, weights=np.exp(logv - top[index]), minlength=logmass.size)[targets]
+    logmass[targets] = top[targets] + np.log(np.exp(logmass[targets] - top[targets]) + total)
+    terms += counts
+
+
+def _law_error(source: PartialScoreTable, lp_all: np.ndarray, n: int, step_log: float, path_log: float,
+               terms: int) -> float:
+    """Entrywise relative error bound of the log-space dynamic programme (first order, EPS the unit
+    roundoff): each log-conditional is within 4 EPS (1 + max(max|log p|, max|s|/T)) of exact, and a path
+    sums at most n(n+1)/2 of them (the confidence rules weigh the dropped draws too); each of the <= n
+    steps adds its log weight (a sum of <= n + 1 terms of size <= w, the largest |log weight| of a step)
+    to the parent's value (size <= l, the largest |log law|) and folds it into the child's log-sum-exp
+    (exp and log: 4 EPS; the sum of K positive terms, K the most contributions of an entry: K EPS); the
+    final exp adds 2 EPS. Log errors d turn into relative errors e^d - 1 <= 1.01 d (d <= 0.01)."""
+    finite = lp_all[np.isfinite(lp_all)]
+    scale = float(np.abs(source.table[np.isfinite(source.table)]).max(initial=0.0)) / source.temperature
+    entries = 2.0 * n * (n + 1) * (1.0 + max(float(np.abs(finite).max(initial=0.0)), scale))
+    steps = n * ((n + 2) * step_log + path_log + 4.0) + n * terms
+    return 1.01 * EPS * (entries + steps) + 2.0 * EPS
 
 
 Moves = list[tuple[np.ndarray, np.ndarray]]
@@ -292,22 +365,27 @@ def _confidence_moves(codes: np.ndarray, sites: list[int], keep: int | None, lp:
 
 
 # ---------------------------------------------------------------------------------------- distances
-def tv_kl(law: np.ndarray, law_rel: float, ref: np.ndarray, ref_rel: float, what: str) -> dict[str, Result]:
+def tv_kl(law: np.ndarray, law_rel: float, ref: np.ndarray, ref_rel: float, what: str,
+          log_law: np.ndarray | None = None) -> dict[str, Result]:
     """TV(law, ref) = (1/2) sum |law - ref| and KL(ref || law) = sum ref log(ref / law), with absolute
     error bounds from the entrywise relative errors of both laws (first order):
-    TV +- (d_law + d_ref)/2 + N eps, KL +- (d_law + d_ref)(1 + sum ref |log(ref/law)|) + N eps |log|."""
+    TV +- (d_law + d_ref)/2 + N eps, KL +- (d_law + d_ref)(1 + sum ref |log(ref/law)|) + N eps |log|.
+    ``log_law`` (:attr:`DecoderLaw.log_law`), when given, supplies log(law): a state whose law underflows
+    float64 (below 1e-308) then keeps its finite log instead of an infinite KL."""
     law = np.asarray(law, dtype=np.float64)
     ref = np.asarray(ref, dtype=np.float64)
+    with np.errstate(divide="ignore"):
+        log_law = np.log(law) if log_law is None else np.asarray(log_law, dtype=np.float64)
     N = law.size
     tv = 0.5 * float(np.abs(law - ref).sum())
     tv_r = Result.checked(f"TV to {what}", tv, 0.5 * (law_rel + ref_rel) + N * EPS, "half the L1 distance",
                           lower=0.0, upper=1.0)
     support = ref > 0
-    if (law[support] <= 0).any():
+    if (log_law[support] == -np.inf).any():
         kl_r = Result.interval(f"KL({what} || law)", math.inf, math.inf, "sum ref log(ref / law)",
                                f"the law gives zero mass to a state that {what} charges: KL is infinite")
     else:
-        logs = np.log(ref[support]) - np.log(law[support])
+        logs = np.log(ref[support]) - log_law[support]
         kl = float((ref[support] * logs).sum())
         err = (law_rel + ref_rel) * (1 + float((ref[support] * np.abs(logs)).sum())) + \
             N * EPS * (1 + float(np.abs(logs).max()))
