@@ -256,6 +256,16 @@ def check_state_set(S: object, n_states: int, name: str = "S", *, nonempty: bool
     return mask
 
 
+def check_basins(A: object, B: object, n_states: int) -> tuple[np.ndarray, np.ndarray]:
+    """Two disjoint non-empty sets of states (masks, index arrays or single indices) as boolean masks: the
+    basins of transition path theory and of committors (:func:`check_state_set` for each)."""
+    Am = check_state_set(A, n_states, "set A")
+    Bm = check_state_set(B, n_states, "set B")
+    if (Am & Bm).any():
+        raise InputValueError(f"sets A and B must be disjoint; both hold state(s) {np.flatnonzero(Am & Bm)[:5].tolist()}")
+    return Am, Bm
+
+
 # ---------------------------------------------------------------------------------------- array files
 
 #: What reading a damaged .npy / .npz can raise: numpy's header parser (SyntaxError, TokenError),

@@ -69,6 +69,7 @@ from mlmix.theory.chain import (
     spectral,
     spectrum,
     trajectories,
+    transition_paths,
     underflow,
     variance,
 )
@@ -618,6 +619,13 @@ class Chain:
     def committor(self, A: np.ndarray, B: np.ndarray) -> VectorResult:
         """q(x) = P_x(tau_B < tau_A), the probability of reaching B before A."""
         return hitting.chain_committor(self, A, B)
+
+    @announced("hitting times")
+    def transition_paths(self, A: np.ndarray, B: np.ndarray) -> transition_paths.TransitionPaths:
+        """Transition path theory between the disjoint sets A and B (masks or indices): forward and backward
+        committors, reactive and net flux, total flux F, rates k_AB and k_BA, mean first passage times and
+        ``.pathways()`` (:func:`~mlmix.theory.chain.transition_paths.chain_transition_paths`)."""
+        return transition_paths.chain_transition_paths(self, A, B)
 
     def mean_first_passage_times(self, target: np.ndarray | int | None = None) -> VectorResult:
         """E_x tau_target for a target state or set (a vector over starts), or with no target the matrix
