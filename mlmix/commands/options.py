@@ -17,9 +17,12 @@ from contextlib import contextmanager
 from types import ModuleType
 from typing import Any, Callable, Iterator, NoReturn
 
+import numpy as np
+
 # deferred: torch and transformers load only when a model is given
 from mlmix.empirical.models.frames import BLANK
 from mlmix.errors import InputValueError
+from mlmix.theory.local.constants import parse_basin
 from mlmix.validation import check_int
 
 #: torch CPU threads of every command that runs torch (more are slower on busy machines).
@@ -154,3 +157,16 @@ def add_model_arguments(parser: argparse.ArgumentParser | argparse._ArgumentGrou
                         help="allow the model repository's own Python code (off by default)")
 
 
+def parse_token_basin(pattern: str, tokens: list[str], length: int) -> np.ndarray:
+    """A basin pattern with alphabet tokens (or symbol indices) and '*' as a mask over V^n."""
+
+    index = {t: str(k) for k, t in enumerate(tokens)}
+    parts = []
+    for p in pattern.split():
+        if p == "*" or p in index:
+            parts.append(index.get(p, "*"))
+        elif p.isdigit():
+            parts.append(p)
+        else:
+            raise ValueError(f"basin entry {p!r} is neither '*' nor a token of the alphabet {' '.join(tokens)}")
+    return parse_basin(" ".join(parts), len(tokens), length)
