@@ -64,6 +64,7 @@ from mlmix.progress import (
 from mlmix.theory.chain import (
     absorbing,
     chain_summary,
+    connectivity,
     hitting,
     mixing,
     spectral,
@@ -677,6 +678,11 @@ class Chain:
     def stationary_distributions(self) -> VectorResult:
         """One stationary law per closed class (rows; :func:`~mlmix.theory.chain.absorbing.chain_stationary_distributions`)."""
         return absorbing.chain_stationary_distributions(self)
+
+    def connected_sets(self, directed: bool = True) -> list[np.ndarray]:
+        """The strongly (``directed``) or weakly connected sets of the transition graph, largest first
+        (:func:`~mlmix.theory.chain.connectivity.chain_connected_sets`)."""
+        return connectivity.chain_connected_sets(self, directed)
 
     def cyclic_classes(self) -> list[np.ndarray]:
         """The period-many cyclic classes of the (unique) closed class."""
