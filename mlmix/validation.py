@@ -308,6 +308,31 @@ def check_starts(start: object, n_states: int, chains: int | None, name: str = "
         raise InputValueError(f"{name}: state indices must lie in [0, {n_states}), got {arr.min()}..{arr.max()}")
     return np.broadcast_to(arr.astype(np.int64), (chains,)).copy()
 
+
+def check_count_matrix(C: object) -> Matrix:
+    """A square matrix of non-negative finite numbers (counts or transition probabilities), dense or
+    scipy.sparse, returned as given (a dense array as float64)."""
+    M = sp.csr_array(C) if sp.issparse(C) else np.asarray(C)
+    if M.ndim != 2 or M.shape[0] != M.shape[1] or M.shape[0] == 0:
+        raise InputValueError(f"a count or transition matrix must be square and non-empty, got shape {M.shape}")
+    data = M.data if sp.issparse(M) else M
+    if not np.issubdtype(data.dtype, np.number) or np.iscomplexobj(data):
+        raise InputTypeError(f"a count or transition matrix must hold real numbers, got dtype {data.dtype}")
+    if not np.isfinite(data).all() or (data < 0).any():
+        raise InputValueError("a count or transition matrix must hold finite non-negative entries")
+    return M if sp.issparse(M) else M.astype(np.float64)
+
+
+def check_basins(A: object, B: object, n_states: int) -> tuple[np.ndarray, np.ndarray]:
+    """Two disjoint non-empty sets of states (masks, index arrays or single indices) as boolean masks: the
+    basins of transition path theory and of committors (:func:`check_state_set` for each)."""
+    Am = check_state_set(A, n_states, "set A")
+    Bm = check_state_set(B, n_states, "set B")
+    if (Am & Bm).any():
+        raise InputValueError(f"sets A and B must be disjoint; both hold state(s) {np.flatnonzero(Am & Bm)[:5].tolist()}")
+    return Am, Bm
+
+
 # ---------------------------------------------------------------------------------------- array files
 
 #: What reading a damaged .npy / .npz can raise: numpy's header parser (SyntaxError, TokenError),

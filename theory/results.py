@@ -525,12 +525,16 @@ class VectorResult(NDArrayOperatorsMixin):
         acc = (f"entrywise relative error <= {self.rel_error:.1e}" if self.rel_error is not None
                else f"||error||_1 <= {self.abs_error:.1e}" if self.abs_error is not None
                else f"residual {self.residual:.1e}" if self.residual is not None else "accuracy unknown")
-        values = np.array2string(self.value, precision=6, threshold=8, edgeitems=3)
-        return f"{self.name} = {values} ({acc}; {self.method})"
+        return f"{self.name} = {self._values()} ({acc}; {self.method})"
+
+    def _values(self) -> str:
+        """The value as text: a scipy.sparse matrix (a flux between states) by its shape and non-zeros."""
+        if not isinstance(self.value, np.ndarray) and hasattr(self.value, "nnz"):
+            return f"<sparse {self.value.shape[0]} x {self.value.shape[1]}, {self.value.nnz} non-zeros>"
+        return np.array2string(self.value, precision=6, threshold=8, edgeitems=3)
 
     def _repr_html_(self) -> str:
-        values = np.array2string(self.value, precision=6, threshold=8, edgeitems=3)
-        return _html_table(self.name, [("value", values), ("shape", str(self.value.shape)),
+        return _html_table(self.name, [("value", self._values()), ("shape", str(self.value.shape)),
                                        ("entrywise relative error", _fmt(self.rel_error)),
                                        ("||error||_1", _fmt(self.abs_error)), ("residual", _fmt(self.residual)),
                                        ("method", self.method)])

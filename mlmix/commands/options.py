@@ -17,9 +17,12 @@ from contextlib import contextmanager
 from types import ModuleType
 from typing import Any, Callable, Iterator, NoReturn
 
+import numpy as np
+
 # deferred: torch and transformers load only when a model is given
 from mlmix.empirical.models.frames import BLANK
 from mlmix.errors import InputValueError
+from mlmix.theory.local.constants import parse_basin
 from mlmix.validation import check_int
 
 #: torch CPU threads of every command that runs torch (more are slower on busy machines).
@@ -154,3 +157,43 @@ def add_model_arguments(parser: argparse.ArgumentParser | argparse._ArgumentGrou
                         help="allow the model repository's own Python code (off by default)")
 
 
+def parse_token_basin(pattern: str, tokens: list[str], length: int) -> np.ndarray:
+    """A basin pattern with alphabet tokens (or symbol indices) and '*' as a mask over V^n."""
+
+    index = {t: str(k) for k, t in enumerate(tokens)}
+    parts = []
+    for p in pattern.split():
+        if p == "*" or p in index:
+            parts.append(index.get(p, "*"))
+        elif p.isdigit():
+            parts.append(p)
+        else:
+            raise ValueError(f"basin entry {p!r} is neither '*' nor a token of the alphabet {' '.join(tokens)}")
+    return parse_basin(" ".join(parts), len(tokens), length)
+
+
+def parse_state_set(text: str, n_states: int, *, tokens: list[str] | None = None, length: int | None = None,
+                    metastable: Callable[[], list[np.ndarray]] | None = None) -> np.ndarray:
+    """A set of states of a chain from the command line, as a mask: state indices "0,1,2" (or one index),
+    "metastable:K" (the K-th metastable set of ``metastable()``, largest mass first, 0-based), or, for a
+    chain of a source, a pattern of n alphabet tokens or symbol indices and '*' (free), e.g. "L V" or "1 * *"."""
+    spec = text.strip()
+    if spec.startswith("metastable:"):
+        k = spec.partition(":")[2]
+        if metastable is None or not k.isdigit():
+            raise InputValueError(f"set {text!r}: 'metastable:K' needs an index K >= 0 and a chain with metastable sets")
+        sets = metastable()
+        if int(k) >= len(sets):
+            raise InputValueError(f"set {text!r}: the chain has {len(sets)} metastable set(s) (K = 0..{len(sets) - 1})")
+        return sets[int(k)]
+    if re.fullmatch(r"\d+(\s*,\s*\d+)*,?", spec):
+        idx = np.array([int(x) for x in spec.split(",") if x.strip()], dtype=np.int64)
+        if idx.max() >= n_states:
+            raise InputValueError(f"set {text!r}: state indices must lie in [0, {n_states})")
+        mask = np.zeros(n_states, dtype=bool)
+        mask[idx] = True
+        return mask
+    if tokens is None or length is None:
+        raise InputValueError(f"set {text!r}: give state indices \"0,1,2\" or \"metastable:K\" (patterns of tokens "
+                              "need a chain of a source)")
+    return parse_token_basin(spec, tokens, length)

@@ -160,6 +160,7 @@ def build_source(args: argparse.Namespace) -> tuple[Conditionals, str]:
         src = load_scores(args.scores, args.temperature)
         kind = "partial" if src.partial_conditionals else "full"
         full = src.full_table() if kind == "partial" else src
+        full.tokens = src.tokens  # the file's alphabet names the states (--basins patterns, reports)
         return full, (f"{kind} score table {args.scores} (|V| = {src.space.vocab_size}, n = {src.space.length}, "
                       f"T = {src.temperature:g})")
     if args.mlm is not None:  # a masked LM over a frame, tabulated exactly (cached)

@@ -31,7 +31,7 @@ from typing import Any
 
 import numpy as np
 
-from mlmix.commands.options import add_threads_argument
+from mlmix.commands.options import add_threads_argument, parse_token_basin
 from mlmix.commands.source_options import add_mlm_arguments, mlm_source_from_args, source_inputs
 from mlmix.empirical.model_constants.certify import certify
 from mlmix.empirical.model_constants.estimated_constants import DEFAULT_RECTANGLES, DEFAULT_TOP_K, uniform_contexts
@@ -40,7 +40,7 @@ from mlmix.limits import CONSTANTS_LIMIT, REPORT_MIXING_LIMIT
 from mlmix.provenance import stamp
 from mlmix.testing import UndecidedError, assert_at_least, assert_at_most
 from mlmix.theory.chain.markov_chain import Chain
-from mlmix.theory.local.constants import paper_constants, parse_basin
+from mlmix.theory.local.constants import paper_constants
 from mlmix.theory.results import Result
 from mlmix.validation import check_eps, check_int, check_temperature
 
@@ -66,21 +66,6 @@ def configure(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--basin", default=None, metavar="PATTERN",
                        help="a basin for Theorem 8: n alphabet tokens or '*' (free), e.g. \"G G * *\"")
     add_mlm_arguments(parser)
-
-
-def parse_token_basin(pattern: str, tokens: list[str], length: int) -> np.ndarray:
-    """A basin pattern with alphabet tokens (or symbol indices) and '*' as a mask over V^n."""
-
-    index = {t: str(k) for k, t in enumerate(tokens)}
-    parts = []
-    for p in pattern.split():
-        if p == "*" or p in index:
-            parts.append(index.get(p, "*"))
-        elif p.isdigit():
-            parts.append(p)
-        else:
-            raise ValueError(f"basin entry {p!r} is neither '*' nor a token of the alphabet {' '.join(tokens)}")
-    return parse_basin(" ".join(parts), len(tokens), length)
 
 
 def _compare(exact: Result, relation: str, bound: float) -> str:

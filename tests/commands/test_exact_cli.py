@@ -137,6 +137,12 @@ def test_matrix_files_and_save_matrix(tmp_path, capsys):
     (["--max-memory", "lots"], "--max-memory must be a size"),
     (["--model", "scores", "--vocab", "2", "--length", "3", "--basin", "1 *"], "basin pattern"),
     (["--k", "x"], "invalid int value"),
+    (["--basins", "0,1", "1,2"], "disjoint"),
+    (["--basins", "0", "64"], "state indices must lie in [0, 64)"),
+    (["--basins", "0", "1 1"], "basin pattern must have n = 6"),
+    (["--basins", "0", "x 1 1 1 1 1"], "neither '*' nor a token"),
+    (["--basins", "0", "metastable:9"], "metastable set(s)"),
+    (["--basins", "0"], "expected 2 arguments"),
 ])
 def test_bad_arguments_give_one_line_and_exit_2(capsys, argv, message):
     assert main(["exact", *argv]) == 2
@@ -184,3 +190,36 @@ def test_graph_specs():
     assert parse_graph("complete:4").number_of_edges() == 6
     assert parse_graph("star:4").number_of_edges() == 3
     assert parse_graph("random:6:0.5:1").number_of_nodes() == 6
+
+
+def test_basins_match_the_api_and_the_symmetry(capsys):
+    """--basins between the two ground states of a ferromagnetic Ising cycle: the JSON's figures are those of
+    Chain.transition_paths, the spin-flip symmetry gives k_AB = k_BA and time last in A = 1/2, the mean first
+    passage time is 1/k, and the channels (listed by their spins) start in A, end in B, share at most 1."""
+    res = run_json(capsys, "--beta", "2", "--basins", "0 0 0 0 0 0", "1 1 1 1 1 1")
+    b = res["basins"]
+    tp = Chain.from_source(IsingModel(nx.cycle_graph(6), beta=2.0)).transition_paths([0], [63])
+    for key, r in (("total_flux", tp.total_flux), ("rate_AB", tp.rate), ("mfpt_AB", tp.mfpt), ("mfpt_BA", tp.mfpt_back)):
+        assert b[key]["value"] == pytest.approx(r.value, rel=1e-14) and b[key]["rel_error"] < 1e-9, key
+    assert b["rate_AB"]["value"] == pytest.approx(b["rate_BA"]["value"], rel=1e-12)
+    assert b["mfpt_AB"]["value"] == pytest.approx(1 / b["rate_AB"]["value"], rel=1e-12)
+    assert b["time_last_in_A"]["value"] == pytest.approx(0.5, rel=1e-12)
+    assert b["A"] == {"size": 1, "states": ["0 0 0 0 0 0"], "mass": b["A"]["mass"]}
+    paths = b["pathways"]
+    assert len(paths) == 5 and all(p["states"][0] == "0 0 0 0 0 0" and p["states"][-1] == "1 1 1 1 1 1" for p in paths)
+    assert sum(p["share"] for p in paths) + b["pathways_remainder"] == pytest.approx(1.0)
+    assert main(["exact", "--beta", "2", "--basins", "0 0 0 0 0 0", "1 1 1 1 1 1"]) == 0
+    out = capsys.readouterr().out
+    assert "mean first passage A -> B" in out and "channel 1" in out and "other channels" in out
+
+
+def test_basins_as_indices_of_a_matrix_and_as_metastable_sets(tmp_path, capsys):
+    """A matrix file's states by index (the two-state chain: k_AB = a, k_BA = b exactly), and the metastable
+    sets of a cold score table (the first two, by mass) as the basins."""
+    np.save(tmp_path / "P.npy", two_state(0.3, 0.1))
+    b = run_json(capsys, "--matrix", str(tmp_path / "P.npy"), "--basins", "0", "1")["basins"]
+    assert b["rate_AB"]["value"] == pytest.approx(0.3, rel=1e-12) and b["rate_BA"]["value"] == pytest.approx(0.1, rel=1e-12)
+    assert b["pathways"] == [{"states": ["0", "1"], "share": pytest.approx(1.0)}]
+    b = run_json(capsys, "--model", "scores", "--vocab", "3", "--length", "3", "--temperature", "0.2", "--seed", "1",
+                 "--basins", "metastable:0", "metastable:1")["basins"]
+    assert b["A"]["size"] >= 1 and b["B"]["size"] >= 1 and b["mfpt_AB"]["value"] > 1

@@ -77,6 +77,10 @@ def test_exact_every_kernel_and_score_files(capsys, validators, files):
     assert "reason" in doc["paper_g"]
     doc = check(validators, "exact", run_json(capsys, "exact", "--matrix", files["P"]))
     assert doc["inputs"]["temperature"] is None and doc["inputs"]["source"]["kind"] == "matrix"
+    doc = check(validators, "exact", run_json(capsys, "exact", "--scores", files["full"], "--basins", "0,1", "1 1 *"))
+    assert doc["basins"]["B"]["states"] == ["1 1 0", "1 1 1"] and doc["basins"]["A"]["states"] == ["0 0 0", "0 0 1"]
+    doc = check(validators, "exact", run_json(capsys, "exact", "--scores", files["partial"], "--basins", "0", "b b b"))
+    assert doc["basins"]["B"]["states"] == ["b b b"]
 
 
 def test_decode_carries_the_header(capsys, validators, files):

@@ -64,11 +64,13 @@ from mlmix.progress import (
 from mlmix.theory.chain import (
     absorbing,
     chain_summary,
+    connectivity,
     hitting,
     mixing,
     spectral,
     spectrum,
     trajectories,
+    transition_paths,
     underflow,
     variance,
 )
@@ -626,6 +628,13 @@ class Chain:
         """q(x) = P_x(tau_B < tau_A), the probability of reaching B before A."""
         return hitting.chain_committor(self, A, B)
 
+    @announced("hitting times")
+    def transition_paths(self, A: np.ndarray, B: np.ndarray) -> transition_paths.TransitionPaths:
+        """Transition path theory between the disjoint sets A and B (masks or indices): forward and backward
+        committors, reactive and net flux, total flux F, rates k_AB and k_BA, mean first passage times and
+        ``.pathways()`` (:func:`~mlmix.theory.chain.transition_paths.chain_transition_paths`)."""
+        return transition_paths.chain_transition_paths(self, A, B)
+
     def mean_first_passage_times(self, target: np.ndarray | int | None = None) -> VectorResult:
         """E_x tau_target for a target state or set (a vector over starts), or with no target the matrix
         M[i, j] = E_i tau_j (tau_j = 0 when i = j) for chains of at most :data:`MFPT_LIMIT` states."""
@@ -676,6 +685,11 @@ class Chain:
     def stationary_distributions(self) -> VectorResult:
         """One stationary law per closed class (rows; :func:`~mlmix.theory.chain.absorbing.chain_stationary_distributions`)."""
         return absorbing.chain_stationary_distributions(self)
+
+    def connected_sets(self, directed: bool = True) -> list[np.ndarray]:
+        """The strongly (``directed``) or weakly connected sets of the transition graph, largest first
+        (:func:`~mlmix.theory.chain.connectivity.chain_connected_sets`)."""
+        return connectivity.chain_connected_sets(self, directed)
 
     def cyclic_classes(self) -> list[np.ndarray]:
         """The period-many cyclic classes of the (unique) closed class."""

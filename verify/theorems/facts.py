@@ -13,6 +13,11 @@ gaps down to ~1e-30, computed to relative accuracy by :class:`mlmix.theory.chain
 6. Conductance bound on mixing (no reversibility): t_mix(eps) >= (pi(S^c) - eps) / Phi(S) for every S.
 7. Asymptotic variance of ergodic averages: sigma^2(f) = 2 <f~, Z f~>_pi - <f~, f~>_pi with
    Z = (I - P + 1 pi)^{-1}, against the engine's Poisson-equation solution.
+
+and, as a check of the exact engine (``engine.tpt-identities``), the identities of transition path theory
+(Metzner, Schuette and Vanden-Eijnden 2009): the reactive flux f(i, j) = pi(i) q-(i) P(i, j) q+(j) is
+conserved off A u B, what leaves A arrives in B, as many reactive trajectories go A -> B as B -> A
+(F_AB = F_BA), and the time last spent in A or in B sums to 1.
 """
 
 from __future__ import annotations
@@ -356,3 +361,51 @@ class AsymptoticVariance(OnFirst, _Fact):
         return verdict(Part("sigma^2 (Poisson equation) = 2<f,Zf> - <f,f> (fundamental matrix)", float(engine.value),
                             direct, "==", (engine.rel_error or 1e-9) * abs(float(engine.value)),
                             10 * pi.size * cond * U * float(pi @ fc**2), False), condition_number=cond)
+
+
+def _ends(r) -> tuple[float, float] | None:
+    """(value, absolute error) of a resolved result, None otherwise."""
+    return (float(r.value), float(r.rel_error) * abs(float(r.value))) if r.resolved else None
+
+
+@register
+class TransitionPathIdentities(OnFirst, _Fact):
+    paper = "engine"
+    id = "engine.tpt-identities"
+    number = "Transition path theory identities"
+    statement = ("for an irreducible chain and disjoint sets A, B: the reactive flux f(i, j) = pi(i) q-(i) P(i, j) q+(j) "
+                 "is conserved at every state outside A u B, the flux leaving A equals the flux entering B, "
+                 "F_AB = F_BA, and the stationary time last spent in A plus that last spent in B is 1")
+    budget = 0.3
+
+    def strategy(self) -> st.SearchStrategy:
+        return st.tuples(chain_instances(81), st.integers(0, 2**16))
+
+    extras = ("sets_seed",)
+
+    def check(self, instance) -> Verdict:
+        inst, seed = instance
+        chain = _chain(inst)
+        n = chain.n_states
+        order = np.random.default_rng(seed).permutation(n)
+        cut = 1 + seed % max(1, n // 3)
+        A, B = order[:cut], order[cut:min(n, 2 * cut)]
+        tp = chain.transition_paths(A, B)
+        F, F_back = _ends(tp.total_flux), _ends(tp.total_flux_back)
+        ZA, ZB = _ends(tp.details["mass_A_last"]), _ends(tp.details["mass_B_last"])
+        if F is None or F_back is None or ZA is None or ZB is None or tp.flux.rel_error is None:
+            return verdict(Part("F_AB = F_BA", 1.0, 1.0, "==", 0.0, 0.0, False),
+                           trivial="the fluxes are not resolved on this chain (intervals)")
+        f = tp.flux.value
+        out, inn = np.asarray(f.sum(axis=1)).ravel(), np.asarray(f.sum(axis=0)).ravel()
+        e = tp.flux.rel_error + 2 * n * U
+        C = np.flatnonzero(~(tp.A | tp.B))
+        parts = [Part("F_AB = F_BA", F[0], F_back[0], "==", F[1], F_back[1], False),
+                 Part("time last in A + time last in B = 1", ZA[0] + ZB[0], 1.0, "==", ZA[1] + ZB[1] + 4 * U, 0.0, False),
+                 Part("flux leaving A = flux entering B", float(out[tp.A].sum()), float(inn[tp.B].sum()), "==",
+                      e * float(out[tp.A].sum()), e * float(inn[tp.B].sum()), False)]
+        if C.size:
+            worst = C[int(np.argmax(np.abs(out[C] - inn[C]) / np.maximum(out[C] + inn[C], 1e-300)))]
+            parts.append(Part("sum_j f(i, j) = sum_j f(j, i) off A u B", float(out[worst]), float(inn[worst]), "==",
+                              e * float(out[worst]), e * float(inn[worst]), False))
+        return verdict(*parts, set_sizes=(int(tp.A.sum()), int(tp.B.sum())), reversible=bool(chain.is_reversible))
