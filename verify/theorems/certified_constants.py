@@ -16,7 +16,8 @@ over contexts and the affine relaxation of the network.
   the enumerated supremum; Theorem 5's verdict against the enumerated rho and against its own bracket.
 * ``constants.streamed``: the streamed rho_ij and Delta_ij (any block size) equal the exact pass bit for bit
   on a score table, and within the stated accuracy of a model's scores when queried from a model (each
-  side within its own MODEL_SCORE_ULPS units of the largest |score|: TV within e/T, oscillation within 4e);
+  side within the stated accuracy e of its dtype, mlmix.theory.sources.score_accuracy: TV within e/T,
+  oscillation within 4e);
   each witness pair differs at j only and re-evaluates to its entry.
 * ``constants.searched-lower-bounds``: every entry of the worst-context search, and its rho, alpha and T*,
   is at most the enumerated supremum; each witness pair differs at j only and re-evaluates, from the
@@ -43,7 +44,7 @@ from hypothesis import strategies as st
 
 from mlmix.empirical.model_constants.certify import APPLIES, NOT_APPLY, UNDECIDED, certify, random_context_lower_bounds
 from mlmix.empirical.model_constants.context_search import search_lower_bounds, search_worst_contexts
-from mlmix.empirical.model_constants.streamed_constants import MODEL_SCORE_ULPS, passes_needed, streamed_constants
+from mlmix.empirical.model_constants.streamed_constants import passes_needed, streamed_constants
 from mlmix.errors import InvalidResultError
 from mlmix.theory.local.influence import (
     aggregate_influence,
@@ -136,7 +137,7 @@ def enumerated(source: Conditionals) -> Truth:
     table = inner if isinstance(inner, ScoreTable) else ScoreTable.from_conditionals(inner)
     infl, osc = influence_and_oscillation(table)
     q, n = table.space.vocab_size, table.space.length
-    error = 0.0 if isinstance(inner, ScoreTable) else MODEL_SCORE_ULPS * 2.0**-24 * float(np.abs(table.table).max())
+    error = table.score_accuracy.error  # a model's table: its dtype's stated accuracy; a table given as numbers: 0
     return Truth(table, infl.rho_ij, osc.delta_ij, 8 * (q + n) * EPS, error)
 
 
