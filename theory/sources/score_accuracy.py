@@ -65,7 +65,8 @@ class ScoreAccuracy:
         M = float(max_abs_score)
         if not (M >= 0 and math.isfinite(M)):
             raise ValueError(f"the largest |score| must be finite and >= 0, got {max_abs_score!r}")
-        return cls(dtype, M, math.nextafter(SCORE_ULPS[dtype] * UNIT_ROUNDOFF[dtype] * M, math.inf) if M else 0.0)
+        charge = SCORE_ULPS[dtype] * UNIT_ROUNDOFF[dtype] * M
+        return cls(dtype, M, math.nextafter(charge, math.inf) if charge > 0 else 0.0)
 
     def as_dict(self) -> dict:
         """The JSON form: dtype, units charged, unit roundoff, M and the error."""
