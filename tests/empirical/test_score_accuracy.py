@@ -2,7 +2,7 @@
 from the model and is charged by every certified bracket: on tiny random BERT / RoBERTa / ModernBERT models the
 cached-table route and the streamed route both give brackets that contain the constants of the same model
 evaluated in float64 (rho, alpha, Delta, T*, R), and miss them once the charge is removed; float32 and
-float64 tables never share a cache entry; score files keep the arithmetic; AntiBERTy n = 2 (slow)."""
+float64 tables never share a cache entry; score files keep the arithmetic; AntiBERTy n = 2 (8 s)."""
 
 import functools
 
