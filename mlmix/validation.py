@@ -727,10 +727,12 @@ def check_score_metadata(arrays: dict, where: str = "score file") -> dict:
     """The metadata of a score-table file (everything but the table's values), checked before the table is
     used: ``mlmix_format`` = :data:`SCORES_FORMAT` and ``kind`` "full" or "partial" (strings), ``vocab_size``
     >= 2 and ``length`` >= 1 (integers: not floats, bools or strings), optional ``temperature`` (a finite
-    real > 0, not a bool) and ``tokens`` (|V| strings), and the table's shape (n, base^(n-1), |V|) (base
+    real > 0, not a bool), ``tokens`` (|V| strings) and ``score_dtype`` (a string: the arithmetic that
+    produced the scores, default "exact"), and the table's shape (n, base^(n-1), |V|) (base
     |V| full, |V|+1 partial) with a floating dtype. ``arrays`` may hold the table or only its shape and
     dtype (``table_shape``, ``table_dtype``: read from the file's header before its data). Each refusal
-    is one line naming the field. Returns kind, vocab_size, length, temperature and tokens (or None)."""
+    is one line naming the field. Returns kind, vocab_size, length, temperature, tokens (or None) and
+    score_dtype."""
     missing = {"mlmix_format", "kind", "vocab_size", "length"} - set(arrays)
     if "table" not in arrays and "table_shape" not in arrays:
         missing.add("table")
@@ -754,6 +756,7 @@ def check_score_metadata(arrays: dict, where: str = "score file") -> dict:
         if tok.shape[0] != q:
             raise InputValueError(f"{where}: {tok.shape[0]} tokens for |V| = {q}")
         tokens = [t.decode("ascii", "replace") if isinstance(t, bytes) else str(t) for t in tok.tolist()]
+    score_dtype = _score_scalar(arrays, "score_dtype", where, "US", "a string") if "score_dtype" in arrays else "exact"
     if "table" in arrays:
         table = np.asarray(arrays["table"])
         shape, dtype = table.shape, table.dtype
@@ -762,7 +765,7 @@ def check_score_metadata(arrays: dict, where: str = "score file") -> dict:
     if dtype.kind != "f":
         raise InputTypeError(f"{where}: table must hold floats, got {dtype}")
     check_table_shape(shape, n, q if kind == "full" else q + 1, q, f"{where}: a {kind} table of |V| = {q}, n = {n}")
-    return {"kind": kind, "vocab_size": q, "length": n, "temperature": T, "tokens": tokens}
+    return {"kind": kind, "vocab_size": q, "length": n, "temperature": T, "tokens": tokens, "score_dtype": score_dtype}
 
 
 def check_score_values(table: np.ndarray, what: str) -> np.ndarray:

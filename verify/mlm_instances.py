@@ -14,6 +14,7 @@ torch and transformers load on the first build, not on import.
 
 from __future__ import annotations
 
+import copy
 import functools
 from dataclasses import asdict, dataclass
 from typing import Any
@@ -89,14 +90,23 @@ def tiny_masked_lm(spec: ModelSpec) -> Any:
     return model.eval()
 
 
-def masked_lm_source(spec: ModelSpec, length: int, vocab_size: int, temperature: float) -> Any:
+def masked_lm_source(spec: ModelSpec, length: int, vocab_size: int, temperature: float,
+                     dtype: str = "float32") -> Any:
     """The conditionals of ``spec``'s model on ``length`` free positions over the first ``vocab_size``
-    words at ``temperature`` (a MaskedLMConditionals, float32, CPU)."""
+    words at ``temperature`` (a MaskedLMConditionals on the CPU, float32; "float64": on a float64 copy of
+    the model, the reference evaluation of the float32 scores)."""
     # deferred: torch loads only when a model check runs
     from mlmix.empirical.models.mlm import MaskedLMConditionals
 
-    return MaskedLMConditionals(tiny_masked_lm(spec), tokenizer(), length, candidates=" ".join(WORDS[:vocab_size]),
-                                device="cpu", temperature=temperature)
+    model = tiny_masked_lm(spec) if dtype == "float32" else float64_model(spec)
+    return MaskedLMConditionals(model, tokenizer(), length, candidates=" ".join(WORDS[:vocab_size]),
+                                device="cpu", temperature=temperature, dtype=dtype)
+
+
+@functools.lru_cache(maxsize=8)
+def float64_model(spec: ModelSpec) -> Any:
+    """The model of ``spec`` in float64 (a copy: the float32 one stays as it is)."""
+    return copy.deepcopy(tiny_masked_lm(spec)).double()
 
 
 @st.composite

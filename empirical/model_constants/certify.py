@@ -16,6 +16,13 @@ supremum:
   (4T)), turns an upper bound of Delta_ij into one of rho_ij. Delta and T* have no trivial upper bound
   (scores are unbounded logits): their upper end is unknown (None) unless a relaxation bounds Delta_ij.
 
+Score accuracy: every bracket, whatever the route, charges the stated accuracy e of the scores it was
+computed from (:func:`mlmix.theory.sources.score_accuracy.source_accuracy`: that of the model's compute
+dtype for a masked LM queried, for its cached exact table and for any table tabulated from it; 0 only for
+a table given as numbers): each rho_ij end moves by e / T, each Delta_ij end by 4 e, R by 8 e / T. The
+brackets therefore contain the constants of the network evaluated exactly, not only those of its float32
+scores; ``score_accuracy`` reports the charge.
+
 Aggregates of brackets: for every j, sum_i lower_ij <= sum_i rho_ij <= sum_i upper_ij, so
 max_j sum_i lower_ij <= rho <= max_j sum_i upper_ij (alpha: rows; Delta: the same with Delta_ij; T* =
 Delta / 4). Theorem 5's verdict (:func:`theorem5_verdict`): "applies" only when certified (rho's upper
@@ -40,7 +47,6 @@ import numpy as np
 
 from mlmix.empirical.model_constants.streamed_constants import (
     DEFAULT_BLOCK_ROWS,
-    MODEL_SCORE_ULPS,
     passes_needed,
     streamed_constants,
 )
@@ -49,6 +55,7 @@ from mlmix.theory.local.influence import influence_and_oscillation
 from mlmix.theory.results import EPS, Result
 from mlmix.theory.sources.conditionals import Conditionals, ScoreTable
 from mlmix.theory.sources.contexts import query_scores
+from mlmix.theory.sources.score_accuracy import EXACT, ScoreAccuracy, source_accuracy
 from mlmix.validation import check_int, check_temperature
 
 #: A lower-bound hook: (source, max_passes=..., seed=...) -> {"rho_lower": (n, n), "delta_lower": (n, n)
@@ -67,7 +74,8 @@ APPLIES, NOT_APPLY, UNDECIDED = "applies", "does not apply", "undecided"
 @dataclass(frozen=True)
 class CertifiedConstants:
     """Brackets of rho, alpha, Delta and T* (module docstring), the per-pair bracket matrices, the score
-    queries used and Theorem 5's verdict at ``temperature``; ``rectangle``: max R (module docstring)."""
+    queries used and Theorem 5's verdict at ``temperature``; ``rectangle``: max R (module docstring);
+    ``score_accuracy``: the stated accuracy of the scores every bracket charges (module docstring)."""
 
     rho: Result
     alpha: Result
@@ -83,6 +91,7 @@ class CertifiedConstants:
     witnesses: Any = None
     theorem5: dict = field(default_factory=dict)
     rectangle: Result | None = None
+    score_accuracy: ScoreAccuracy = EXACT
 
     def as_dict(self) -> dict:
         """The JSON form of ``mlmix estimate --certify`` (``certified``)."""
@@ -92,7 +101,8 @@ class CertifiedConstants:
                 "rho_ij_lower": self.rho_lower.tolist(), "rho_ij_upper": self.rho_upper.tolist(),
                 "delta_ij_lower": self.delta_lower.tolist(),
                 "delta_ij_upper": None if self.delta_upper is None else self.delta_upper.tolist(),
-                "witnesses": self.witnesses, "rectangle": self.rectangle}
+                "witnesses": self.witnesses, "rectangle": self.rectangle,
+                "score_accuracy": self.score_accuracy.as_dict()}
 
 
 def random_context_lower_bounds(source: Conditionals, *, max_passes: int, seed: int = 0) -> dict:
@@ -116,7 +126,7 @@ def random_context_lower_bounds(source: Conditionals, *, max_passes: int, seed: 
     infl, osc = influence_and_oscillation(recorded, contexts, None, rng)
     largest = max(float(np.abs(query_scores(source, contexts, i)).max()) for i in range(n))
     return {"rho_lower": infl.rho_ij, "delta_lower": osc.delta_ij, "witnesses": {"contexts": count, "seed": seed},
-            "passes": count * per_context, "max_abs_score": 0.0 if isinstance(source, ScoreTable) else largest,
+            "passes": count * per_context, "max_abs_score": largest,
             "method": f"maxima over {count} uniform contexts (seed {seed})",
             "rectangle": evaluated_rectangles(recorded.rows(), source.temperature)}
 
@@ -156,10 +166,11 @@ def certify(source: Conditionals, *, max_passes: int | None = None, budget_s: fl
         out = _assemble(lo_r, hi_r, lo_d, hi_d, T, s.passes, "enumeration",
                         {"rho": s.rho_witness, "delta": s.delta_witness},
                         values=(s.rho, s.alpha, s.delta), rounding=n * EPS)
-        return replace(out, rectangle=s.rectangle.result("R max"))
+        return replace(out, rectangle=s.rectangle.result("R max"), score_accuracy=s.score_accuracy)
     budget = int(allowed) if math.isfinite(allowed) else 0
     low = lower_bounds(source, max_passes=budget, seed=seed)
-    e = MODEL_SCORE_ULPS * 2.0**-24 * float(low.get("max_abs_score", 0.0))
+    accuracy = source_accuracy(source, float(low.get("max_abs_score", 0.0)))
+    e = accuracy.error
     lo_r = _widen(np.asarray(low["rho_lower"], dtype=np.float64), rounding, e / T, 1.0)[0]
     lo_d = _widen(np.asarray(low.get("delta_lower", np.zeros((n, n))), dtype=np.float64), rounding, 4 * e, None)[0]
     hi_r, hi_d = np.ones((n, n)), None
@@ -176,7 +187,8 @@ def certify(source: Conditionals, *, max_passes: int | None = None, budget_s: fl
     method = f"lower: {low.get('method', 'lower-bound hook')}; upper: {upper_method}"
     out = _assemble(lo_r, hi_r, lo_d, hi_d, T, int(low.get("passes", 0)), method, low.get("witnesses"),
                     values=None, rounding=n * EPS)
-    return replace(out, rectangle=_rectangle_lower(low.get("rectangle"), e, T, low.get("method", "lower-bound hook")))
+    return replace(out, rectangle=_rectangle_lower(low.get("rectangle"), e, T, low.get("method", "lower-bound hook")),
+                   score_accuracy=accuracy)
 
 
 def _rectangle_lower(found: dict | None, error: float, T: float, method: str) -> Result:

@@ -46,13 +46,14 @@ from scipy.special import softmax
 
 from mlmix.cache import cache_dir
 from mlmix.empirical.model_constants import streamed_rectangle as rect
-from mlmix.empirical.model_constants.streamed_rectangle import MODEL_SCORE_ULPS, StreamedRectangle
+from mlmix.empirical.model_constants.streamed_rectangle import StreamedRectangle
 from mlmix.files import OutputDir, atomic_write_json, dumps_json, read_json
 from mlmix.progress import Counter
 from mlmix.progress import say as progress_line
 from mlmix.theory.local.influence import aggregate_influence, contraction_temperature
 from mlmix.theory.sources.conditionals import Conditionals, ScoreTable
 from mlmix.theory.sources.contexts import query_scores
+from mlmix.theory.sources.score_accuracy import EXACT, ScoreAccuracy, source_accuracy
 from mlmix.validation import check_int
 
 #: Contexts per block (the memory unit: a few arrays of block_rows x |V| float64).
@@ -75,10 +76,11 @@ class StreamedConstants:
     irrelevant and set to 0) attaining the maximum, None on the diagonal. ``passes``: score queries made
     (masked forward passes for an MLM; 0 for a score table). ``rounding``: relative bound on the float64
     rounding of each TV and oscillation (8 |V| u, as in :func:`mlmix.theory.local.constants.local_constants`).
-    ``score_error``: the stated sup-norm accuracy e of a queried model's scores (:data:`MODEL_SCORE_ULPS`
-    units of the largest |score|; 0 for a score table), which moves each TV by at most e/T (Lemma 6 on
-    both conditionals) and each oscillation by at most 4e. ``rectangle``: max R over every rectangle with
-    its witness and accuracy (or not computed, with the reason).
+    ``score_accuracy``: the stated sup-norm accuracy e (``score_error``) of the scores, queried from a model
+    or read from a table tabulated from one (:mod:`mlmix.theory.sources.score_accuracy`; 0 for a table given
+    as numbers), which moves each TV by at most e/T (Lemma 6 on both conditionals) and each oscillation by
+    at most 4e. ``rectangle``: max R over every rectangle with its witness and accuracy (or not computed,
+    with the reason).
     """
 
     rho_ij: np.ndarray
@@ -90,9 +92,14 @@ class StreamedConstants:
     contexts: int
     seconds: float
     rounding: float
-    score_error: float = 0.0
+    score_accuracy: ScoreAccuracy = EXACT
     resumed: bool = False
     rectangle: StreamedRectangle | None = None
+
+    @property
+    def score_error(self) -> float:
+        """e, the stated accuracy of every score (absolute)."""
+        return self.score_accuracy.error
 
     @property
     def rho(self) -> float:
@@ -183,12 +190,11 @@ def streamed_constants(source: Conditionals, *, folder: str | os.PathLike | None
         else:
             with OutputDir(folder, "streamed-constants", checkpoint_params(source, block_rows)) as out:
                 state, resumed = _run(source, table, out.path, block_rows, chunk, bar, out.path / "state.json")
-    error = 0.0 if table is not None else MODEL_SCORE_ULPS * 2.0**-24 * state["max_abs_score"]
-    rectangle = rect.from_state(state, n, q, float(source.temperature), model_scores=table is None,
-                                max_abs_score=None if table is not None else state["max_abs_score"])
+    accuracy = source_accuracy(source, state["max_abs_score"])
+    rectangle = rect.from_state(state, n, q, float(source.temperature), accuracy.error)
     return StreamedConstants(np.array(state["rho_ij"]), np.array(state["delta_ij"]), state["rho_witness"],
                              state["delta_witness"], float(source.temperature), total, space.size,
-                             time.perf_counter() - start, 8 * q * float(np.finfo(np.float64).eps) / 2, error,
+                             time.perf_counter() - start, 8 * q * float(np.finfo(np.float64).eps) / 2, accuracy,
                              resumed, rectangle)
 
 

@@ -19,9 +19,9 @@ and its witness rectangle: memory of a block, whatever n. On a score table the m
 order: rounding is monotone, so max_b - min_b rounds to the largest rounded |d(b) - d(b')|).
 
 Accuracy: with M the largest |score|, each G entry is rounded once (|G| <= 2M), each d twice, the spread
-three times: |error of T R| <= 24 u M, so the stated rounding is 32 u M / T + 2 u R (u = 2^-53). A queried
-model's scores carry a stated accuracy e (MODEL_SCORE_ULPS float32 units of M); R involves 8 scores, so it
-moves by at most 8 e / T.
+three times: |error of T R| <= 24 u M, so the stated rounding is 32 u M / T + 2 u R (u = 2^-53). Scores
+computed by a model carry the stated accuracy e of their arithmetic
+(:mod:`mlmix.theory.sources.score_accuracy`); R involves 8 scores, so it moves by at most 8 e / T.
 """
 
 from __future__ import annotations
@@ -36,12 +36,8 @@ import numpy as np
 
 from mlmix.theory.results import EPS, Result
 from mlmix.theory.sources.conditionals import Conditionals
+from mlmix.theory.sources.score_accuracy import ScoreAccuracy
 from mlmix.validation import check_int, check_temperature
-
-#: Stated accuracy of a masked LM's float32 scores, in float32 units (2^-24) of the largest |score|: the
-#: same context scored in another batch gives logits that differ in the last bits (up to 6 such units
-#: measured on the tiny BERT/RoBERTa/ModernBERT models of the tests); the brackets allow this many.
-MODEL_SCORE_ULPS = 64
 
 
 @dataclass(frozen=True)
@@ -153,20 +149,19 @@ def _witness(r: int, i: int, j: int, n: int, q: int, a: int, a_new: int, b: int,
     return {"state": [int(v) for v in state], "i": i, "j": j, "a_new": int(a_new), "b_new": int(b_new)}
 
 
-def from_state(state: dict, n: int, q: int, temperature: float, model_scores: bool,
-               max_abs_score: float | None = None) -> StreamedRectangle:
-    """The finished sweep of ``state`` as a :class:`StreamedRectangle` at ``temperature``; ``model_scores``:
-    the scores carry a masked LM's stated float32 accuracy (of ``max_abs_score``, default the largest |score|
-    the sweep saw)."""
+def from_state(state: dict, n: int, q: int, temperature: float, score_error: float = 0.0) -> StreamedRectangle:
+    """The finished sweep of ``state`` as a :class:`StreamedRectangle` at ``temperature``; ``score_error``:
+    the stated accuracy e of the scores (:mod:`mlmix.theory.sources.score_accuracy`; 0 for exact scores),
+    charged 8 e / T."""
     count = q**n * (n * (n - 1) // 2) * (q - 1) ** 2 if n >= 2 else 0
     T = float(temperature)
     if state.get("rect_reason") is not None or not sweep_done(state, n):
         return StreamedRectangle(None, None, T, count, 0.0, 0.0,
                                  state.get("rect_reason") or "the rectangle sweep did not finish")
-    M = state["rect_max_abs"] if max_abs_score is None else max(max_abs_score, state["rect_max_abs"])
+    M = state["rect_max_abs"]
     value = state["rect_max"] / T
     rounding = 32 * EPS * M / T + 2 * EPS * value
-    error = 8 * MODEL_SCORE_ULPS * 2.0**-24 * M / T if model_scores else 0.0
+    error = 8 * score_error / T
     witness = None if state["rect_witness"] is None else {**state["rect_witness"], "R": value}
     return StreamedRectangle(value, witness, T, count, rounding, error)
 
@@ -178,16 +173,16 @@ def table_rectangle(table: np.ndarray, temperature: float, block_rows: int = 1 <
     state = fresh_state()
     if n >= 2:
         sweep([table[k] for k in range(n)], n, q, block_rows, state)
-    return from_state(state, n, q, temperature, model_scores=False)
+    return from_state(state, n, q, temperature)
 
 
 def rectangle_from_folder(folder: str | os.PathLike, temperature: float = 1.0, *, model_scores: bool = True,
-                          block_rows: int = 1 << 15) -> StreamedRectangle:
+                          dtype: str = "float32", block_rows: int = 1 << 15) -> StreamedRectangle:
     """max R over every rectangle from a folder of per-site score files ``site-0.f64`` ... ``site-{n-1}.f64``
     (the .npy scratch arrays of a streamed run, (|V|^(n-1), |V|) each), at ``temperature`` (R scales as 1/T).
-    ``model_scores``: the files hold a masked LM's float32 scores (the stated accuracy of
-    :data:`MODEL_SCORE_ULPS` applies, and a row of zeros, never written, is refused); False for exact
-    scores. Memory: a block; the files are only read."""
+    ``model_scores``: the files hold a masked LM's scores computed in ``dtype`` (their stated accuracy,
+    :class:`~mlmix.theory.sources.score_accuracy.ScoreAccuracy`, applies, and a row of zeros, never written,
+    is refused); False for exact scores. Memory: a block; the files are only read."""
     T = check_temperature(temperature)
     block_rows = check_int(block_rows, "block_rows", minimum=1)
     path = Path(folder)
@@ -210,7 +205,8 @@ def rectangle_from_folder(folder: str | os.PathLike, temperature: float = 1.0, *
                          f"found {[s.shape for s in scores]}")
     state = fresh_state()
     sweep(scores, n, q, block_rows, state, check_rows=model_scores)
-    return from_state(state, n, q, T, model_scores)
+    error = ScoreAccuracy.of(dtype, state["rect_max_abs"]).error if model_scores else 0.0
+    return from_state(state, n, q, T, error)
 
 
 def evaluated_rectangles(rows: Sequence[tuple[np.ndarray, np.ndarray]], temperature: float) -> dict:

@@ -48,7 +48,9 @@ from mlmix.validation import check_int, check_safetensors_header, check_tokenize
 #: The model shipped with mlmix (trained by :func:`mlmix.empirical.models.shipped_model.train`, ``mlmix run train-default``).
 DEFAULT_MODEL_DIR = Path(__file__).resolve().parent / "default_model"
 
-DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+#: Compute dtypes: float32 (CPU default), bfloat16 / float16 (autocast), float64 (the model converted to
+#: float64: narrower score accuracy, :mod:`mlmix.theory.sources.score_accuracy`).
+DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16, "float64": torch.float64}
 
 #: Files from which ``AutoTokenizer`` builds a tokenizer (a lone vocab.txt is read by :func:`load_tokenizer`).
 _TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "vocab.json", "spiece.model", "sentencepiece.bpe.model")
@@ -247,7 +249,8 @@ class TokenConditionals(Conditionals):
         self.name = str(getattr(model, "name_or_path", "") or type(model).__name__)
         self.device = resolve_device(device)
         self.dtype = resolve_dtype(dtype, self.device)
-        self.model.to(self.device)
+        # float64 runs the model itself in float64 (converted in place; every other dtype autocasts)
+        self.model.to(self.device, *([torch.float64] if self.dtype == torch.float64 else []))
         self.frame: Frame = build_frame(tokenizer, length=length, frame=frame, prefix=prefix, suffix=suffix,
                                         candidates=candidates, excluded=self._special_ids(),
                                         vocab_limit=self._vocab_limit())
@@ -410,8 +413,8 @@ class TokenConditionals(Conditionals):
 
     # ------------------------------------------------------------------ torch API
     def autocast(self):
-        """The autocast context of this source's dtype (a no-op in float32)."""
-        if self.dtype == torch.float32:
+        """The autocast context of this source's dtype (a no-op in float32 and float64)."""
+        if self.dtype in (torch.float32, torch.float64):
             return contextlib.nullcontext()
         return torch.autocast(self.device.type, dtype=self.dtype)
 
@@ -426,7 +429,7 @@ class TokenConditionals(Conditionals):
             stop = min(rows, start + self.batch_size)
             try:
                 with torch.inference_mode(), self.autocast():
-                    parts.append(compute(slice(start, stop)).float())
+                    parts.append(compute(slice(start, stop)).to(self.score_dtype))
             except torch.cuda.OutOfMemoryError:
                 if self.batch_size == 1:
                     raise
@@ -440,9 +443,14 @@ class TokenConditionals(Conditionals):
             torch.cuda.empty_cache()
         return torch.cat(parts) if parts else torch.empty((0, *trailing), device=self.device)
 
+    @property
+    def score_dtype(self) -> torch.dtype:
+        """The dtype of the scores returned: float64 for a float64 model, else float32."""
+        return torch.float64 if self.dtype == torch.float64 else torch.float32
+
     @abstractmethod
     def scores_torch(self, symbols: torch.Tensor, sites: int | torch.Tensor, *, validate: bool = True) -> torch.Tensor:
-        """Scores s_i(. | x_{-i}) at T = 1 for symbols (B, n) and one site per row: float32 (B, |V|).
+        """Scores s_i(. | x_{-i}) at T = 1 for symbols (B, n) and one site per row: (B, |V|) of :attr:`score_dtype`.
 
         ``validate=False`` skips the range checks of symbols and sites (host-device synchronisations
         on CUDA) for inputs known to be valid, as in the chain loop of :mod:`mlmix.empirical.sampling.simulation`.

@@ -43,6 +43,7 @@ from mlmix.files import MANIFEST, OutputDir, atomic_save_npz, atomic_write_json,
 from mlmix.progress import Counter
 from mlmix.progress import say as progress_line
 from mlmix.theory.sources.conditionals import ScoreTable
+from mlmix.theory.sources.score_accuracy import ScoreAccuracy, max_abs_score
 from mlmix.theory.sources.space import StateSpace
 from mlmix.validation import check_int, check_memory, load_arrays
 
@@ -131,17 +132,20 @@ def cost_line(passes: int, rate: float, device: torch.device, what: str = "maske
 
 
 class Tabulated:
-    """The alphabet's tokens (:meth:`decode`) and the provenance (:meth:`describe`) of a table tabulated
-    from a masked LM over a frame; mixed into :class:`MLMTable` and
+    """The alphabet's tokens (:meth:`decode`), the provenance (:meth:`describe`) and the score accuracy
+    (``score_accuracy``: that of the model's compute dtype, :mod:`mlmix.theory.sources.score_accuracy`, also
+    in ``info``) of a table tabulated from a masked LM over a frame; mixed into :class:`MLMTable` and
     :class:`~mlmix.empirical.models.partial_tables.MLMPartialTable`."""
 
     def __init__(self, space: StateSpace, table: np.ndarray, temperature: float = 1.0, *,
                  tokens: Sequence[str], info: dict) -> None:
-        super().__init__(space, table, temperature)
+        # the scores carry the stated accuracy of the model's compute dtype (a record without one: float32)
+        accuracy = ScoreAccuracy.of(str(info.get("dtype", "float32")), max_abs_score(table))
+        super().__init__(space, table, temperature, score_accuracy=accuracy)
         if len(tokens) != space.vocab_size:
             raise ValueError(f"{len(tokens)} alphabet tokens for an alphabet of {space.vocab_size} symbols")
         self.tokens = list(tokens)
-        self.info = dict(info)
+        self.info = {**info, "score_accuracy": accuracy.as_dict()}
 
     def decode(self, symbols: np.ndarray | Sequence[int]) -> list[str]:
         """Tokens of a 1-D sequence of symbols."""
@@ -248,14 +252,14 @@ class TableKind:
         if use_cache:
             atomic_save_npz(root / f"{key}.npz", table=shaped)
             # written last: the record marks the table whole
-            atomic_write_json(root / f"{key}.json", {"key": record, "info": info, "tokens": table.tokens,
+            atomic_write_json(root / f"{key}.json", {"key": record, "info": table.info, "tokens": table.tokens,
                                                      "sha256": content_hash(shaped)})
             shutil.rmtree(folder, ignore_errors=True)
             say(f"{self.label} cached as {root / (key + '.npz')}")
         return table
 
     def _compute(self, source, total: int, chunk: int, bar: Counter, folder: Path | None) -> np.ndarray:
-        """Scores of every row r = i B^(n-1) + c (class docstring), float32 (total, |V|), through
+        """Scores of every row r = i B^(n-1) + c (class docstring), (total, |V|) float32 or float64, through
         :func:`compute_chunks` (checkpointed in ``folder``)."""
         n, base = source.space.length, source.space.vocab_size + self.masked
         contexts = base ** (n - 1)
@@ -336,11 +340,12 @@ def _chunk_rows(partial: Path | None, record: dict, rate: float) -> int:
 
 def compute_chunks(source, total: int, chunk: int, bar: Counter, folder: Path | None,
                    score_rows: Callable[[torch.Tensor], np.ndarray]) -> np.ndarray:
-    """Scores of the rows 0..total-1, float32 (total, |V|), ``chunk`` rows at a time through
+    """Scores of the rows 0..total-1, (total, |V|) in the source's score dtype (float32, or float64 for a
+    float64 model), ``chunk`` rows at a time through
     ``score_rows(rows)``; with a ``folder``, each chunk is checkpointed there with the SHA-256 of its
     scores, and a chunk found there is reused only when its shape and hash check (else recomputed)."""
     q = source.space.vocab_size
-    out = np.empty((total, q), dtype=np.float32)
+    out = np.empty((total, q), dtype=np.float64 if source.score_dtype == torch.float64 else np.float32)
     previous = source.on_rows
     source.on_rows = bar.update
     try:

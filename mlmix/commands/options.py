@@ -147,8 +147,10 @@ def add_model_arguments(parser: argparse.ArgumentParser | argparse._ArgumentGrou
     """--device, --dtype, --batch-size, --allow-pickle, --trust-remote-code."""
     parser.add_argument("--device", default=None, metavar="DEVICE",
                         help="cpu, cuda or cuda:N (default: cuda when available)")
-    parser.add_argument("--dtype", choices=("auto", "float32", "bfloat16", "float16"), default="auto",
-                        help="compute dtype (autocast; auto: bfloat16 on CUDA, float32 on CPU)")
+    parser.add_argument("--dtype", choices=("auto", "float32", "bfloat16", "float16", "float64"), default="auto",
+                        help="compute dtype (autocast; auto: bfloat16 on CUDA, float32 on CPU; float64 runs the "
+                             "model in float64: scores 2^29 times more accurate than float32, narrower certified "
+                             "brackets, its own cache entries)")
     parser.add_argument("--batch-size", type=int, default=None, help="rows per forward pass (default: automatic)")
     parser.add_argument("--allow-pickle", action="store_true",
                         help="load pickled pytorch_model.bin weights (torch.load(weights_only=True)); "

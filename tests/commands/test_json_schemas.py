@@ -173,3 +173,18 @@ def test_decode_of_a_masked_lm_names_model_frame_and_weights(tmp_path, capsys, m
     assert inputs["source"] == {"kind": "mlm", "model": str(folder), "architecture": "BertForMaskedLM",
                                 "alphabet": ["a", "b", "c"]}
     assert inputs["frame"] == "a _ _ !" and inputs["temperature"] == 0.8 and inputs["model_hash"] == weights_hash(model)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_estimate_certify_states_the_dtype_and_the_score_accuracy(capsys, validators, tmp_path, monkeypatch, dtype):
+    """`--certify` reports the accuracy it charged (the dtype's units of the largest |score|), and the schema
+    requires it: a float64 run charges 2^-29 times the float32 units."""
+    monkeypatch.setenv("MLMIX_CACHE", str(tmp_path / "cache"))
+    doc = check(validators, "estimate", run_json(capsys, "estimate", "--length", "2", "--contexts", "4", "--certify",
+                                                 "--exact", "no", "--no-records", "--no-progress", "--dtype", dtype))
+    acc = doc["certified"]["score_accuracy"]
+    assert doc["dtype"] == acc["dtype"] == dtype and acc["max_abs_score"] > 0
+    assert acc["error"] >= acc["units"] * acc["unit_roundoff"] * acc["max_abs_score"] > 0
+    assert acc["error"] < (1e-12 if dtype == "float64" else 1e-2) * acc["max_abs_score"]
+    missing = {**doc, "certified": {k: v for k, v in doc["certified"].items() if k != "score_accuracy"}}
+    assert not validators["estimate"].is_valid(missing)

@@ -21,6 +21,7 @@ import networkx as nx
 import numpy as np
 from scipy.special import log_softmax
 
+from mlmix.theory.sources.score_accuracy import EXACT, ScoreAccuracy, max_abs_score, source_accuracy
 from mlmix.theory.sources.space import StateSpace
 from mlmix.validation import check_memory, check_score_values, check_table_shape, check_temperature, table_entries
 
@@ -341,16 +342,24 @@ class ScoreTable(Conditionals):
     ``table[i, c, v]`` with c the index of x_{-i} in V^{n-1} (mixed radix, remaining sites in
     order). Shape (n, |V|^(n-1), |V|). Entries are finite or -inf (p_i(v | x_{-i}) = 0: the chain may
     then be reducible, which the analysis reports), never NaN or +inf, with a finite entry in every row.
+    ``score_accuracy``: how far each entry may be from the scores it stands for
+    (:mod:`mlmix.theory.sources.score_accuracy`): :data:`~mlmix.theory.sources.score_accuracy.EXACT` for a
+    table given as numbers (the table is the source), the charge of the model's arithmetic for a table
+    tabulated from a model; every certified bracket built from the table carries it.
     """
 
     has_table = True
 
-    def __init__(self, space: StateSpace, table: np.ndarray, temperature: float = 1.0) -> None:
+    def __init__(self, space: StateSpace, table: np.ndarray, temperature: float = 1.0, *,
+                 score_accuracy: ScoreAccuracy = EXACT) -> None:
         super().__init__(space, temperature)
         tab = np.asarray(table)
         check_table_shape(tab.shape, space.length, space.vocab_size, space.vocab_size,
                           f"a score table of |V| = {space.vocab_size}, n = {space.length}")
         self.table = check_score_values(tab, "score table")
+        if not isinstance(score_accuracy, ScoreAccuracy):
+            raise TypeError(f"score_accuracy must be a ScoreAccuracy, got {type(score_accuracy).__name__}")
+        self.score_accuracy = score_accuracy
 
     def _context_index(self, contexts: np.ndarray, site: int) -> np.ndarray:
         rest = np.delete(contexts, site, axis=1).astype(np.int64)
@@ -376,7 +385,8 @@ class ScoreTable(Conditionals):
 
     @classmethod
     def from_conditionals(cls, source: Conditionals, batch_size: int = 65536) -> "ScoreTable":
-        """Tabulate any source (an MLM included) by querying every context at every site."""
+        """Tabulate any source (an MLM included) by querying every context at every site; the table
+        carries the source's score accuracy (:func:`~mlmix.theory.sources.score_accuracy.source_accuracy`)."""
         space = source.space
         q, n = space.vocab_size, space.length
         table = np.empty((n, q ** (n - 1), q))
@@ -386,4 +396,4 @@ class ScoreTable(Conditionals):
             ctx = np.insert(rest, i, 0, axis=1)
             for start in range(0, ctx.shape[0], batch_size):
                 table[i, start:start + batch_size] = source.scores(ctx[start:start + batch_size], i)
-        return cls(space, table, source.temperature)
+        return cls(space, table, source.temperature, score_accuracy=source_accuracy(source, max_abs_score(table)))

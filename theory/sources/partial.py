@@ -13,6 +13,7 @@ import numpy as np
 from scipy.special import log_softmax, logsumexp
 
 from mlmix.theory.sources.conditionals import Conditionals, ScoreTable
+from mlmix.theory.sources.score_accuracy import EXACT, ScoreAccuracy
 from mlmix.theory.sources.space import StateSpace
 from mlmix.validation import check_memory, check_score_values, check_table_shape, table_entries
 
@@ -34,12 +35,14 @@ class PartialScoreTable(Conditionals):
 
     partial_conditionals = True
 
-    def __init__(self, space: StateSpace, table: np.ndarray, temperature: float = 1.0) -> None:
+    def __init__(self, space: StateSpace, table: np.ndarray, temperature: float = 1.0, *,
+                 score_accuracy: ScoreAccuracy = EXACT) -> None:
         super().__init__(space, temperature)
         tab = np.asarray(table)
         n, q = space.length, space.vocab_size
         check_table_shape(tab.shape, n, q + 1, q, f"a partial score table of |V| = {q}, n = {n}")
         self.table = check_score_values(tab, "partial score table")
+        self.score_accuracy = score_accuracy  # as ScoreTable's
 
     @property
     def mask(self) -> int:
@@ -76,7 +79,7 @@ class PartialScoreTable(Conditionals):
         n, q = self.space.length, self.space.vocab_size
         rest = StateSpace(q, n - 1).all_states() if n > 1 else np.zeros((1, 0), np.int64)
         idx = rest @ ((q + 1) ** np.arange(n - 2, -1, -1, dtype=np.int64))
-        return ScoreTable(self.space, self.table[:, idx], self.temperature)
+        return ScoreTable(self.space, self.table[:, idx], self.temperature, score_accuracy=self.score_accuracy)
 
     @classmethod
     def random(cls, vocab_size: int, length: int, seed: int | None = None, scale: float = 1.0,

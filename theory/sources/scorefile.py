@@ -1,7 +1,10 @@
 """Score tables in and out: the documented ``.npz`` format ``mlmix-scores-1`` (docs/samplers.md).
 
 Arrays: ``mlmix_format`` ("mlmix-scores-1"), ``kind`` ("full" or "partial"), ``vocab_size`` |V|,
-``length`` n, ``table`` float64 and optional ``temperature`` (default 1) and ``tokens`` (|V| strings).
+``length`` n, ``table`` float64 and optional ``temperature`` (default 1), ``tokens`` (|V| strings) and
+``score_dtype`` (the arithmetic the scores were computed in: "float32", "bfloat16", "float16", "float64",
+or "exact", the default; the table read back carries its stated accuracy,
+:mod:`mlmix.theory.sources.score_accuracy`).
 
 * full: ``table[i, c, v] = s_i(v | x_{-i})``, shape (n, |V|^(n-1), |V|), c the number whose base-|V|
   digits are the other sites' symbols in site order (first most significant); finite.
@@ -25,6 +28,7 @@ import numpy as np
 from mlmix.files import atomic_save_npz
 from mlmix.theory.sources.conditionals import Conditionals, ScoreTable
 from mlmix.theory.sources.partial import PartialScoreTable
+from mlmix.theory.sources.score_accuracy import EXACT, ScoreAccuracy, max_abs_score
 from mlmix.theory.sources.space import StateSpace
 from mlmix.validation import (
     SCORES_FORMAT,
@@ -41,15 +45,18 @@ _FILE_ERRORS = (OSError, ValueError, EOFError, zipfile.BadZipFile, zlib.error)
 
 def save_scores(path: str | Path, source: Conditionals, tokens: list[str] | None = None) -> str:
     """Write the score table of ``source`` atomically: partial for a :class:`PartialScoreTable`, else full
-    (tabulated by querying every context). Returns the kind written."""
+    (tabulated by querying every context), with the arithmetic of its scores (``score_dtype``). Returns the
+    kind written."""
     path = Path(path)
     if path.suffix != ".npz":
         raise ValueError(f"a score table is written as .npz, got {path.name}")
     if source.partial_conditionals:
-        kind, table = "partial", source.table
+        kind, tabulated = "partial", source
     else:
-        kind, table = "full", source.score_table().table
+        kind, tabulated = "full", source.score_table()
+    table = tabulated.table
     extra = {} if tokens is None else {"tokens": np.array(tokens, dtype=str)}
+    extra["score_dtype"] = np.array(getattr(tabulated, "score_accuracy", EXACT).dtype)
     atomic_save_npz(path, mlmix_format=np.array(SCORES_FORMAT), kind=np.array(kind),
                     vocab_size=np.array(source.space.vocab_size), length=np.array(source.space.length),
                     table=np.asarray(table, dtype=np.float64), temperature=np.array(float(source.temperature)),
@@ -82,6 +89,8 @@ def load_scores(path: str | Path, temperature: float | None = None) -> ScoreTabl
     a = check_score_arrays(arrays, where)
     space = StateSpace(a["vocab_size"], a["length"])
     T = a["temperature"] if temperature is None else temperature
-    src = PartialScoreTable(space, a["table"], T) if a["kind"] == "partial" else ScoreTable(space, a["table"], T)
+    accuracy = ScoreAccuracy.of(a["score_dtype"], max_abs_score(a["table"]))
+    cls = PartialScoreTable if a["kind"] == "partial" else ScoreTable
+    src = cls(space, a["table"], T, score_accuracy=accuracy)
     src.tokens = a["tokens"]
     return src

@@ -16,7 +16,8 @@ over contexts and the affine relaxation of the network.
   the enumerated supremum; Theorem 5's verdict against the enumerated rho and against its own bracket.
 * ``constants.streamed``: the streamed rho_ij and Delta_ij (any block size) equal the exact pass bit for bit
   on a score table, and within the stated accuracy of a model's scores when queried from a model (each
-  side within its own MODEL_SCORE_ULPS units of the largest |score|: TV within e/T, oscillation within 4e);
+  side within the stated accuracy e of its dtype, mlmix.theory.sources.score_accuracy: TV within e/T,
+  oscillation within 4e);
   each witness pair differs at j only and re-evaluates to its entry.
 * ``constants.searched-lower-bounds``: every entry of the worst-context search, and its rho, alpha and T*,
   is at most the enumerated supremum; each witness pair differs at j only and re-evaluates, from the
@@ -24,6 +25,9 @@ over contexts and the affine relaxation of the network.
 * ``constants.relaxation``: the affine relaxation's [lower, upper] on p_i(a | x) contains the conditional of
   every input x of the set (enumerated with a float64 forward pass of the same weights), on sets with one
   to |V| tokens at each free position; its bound on rho_ij contains the enumerated rho_ij over the set.
+* ``constants.float64-containment``: the brackets certify builds from a tiny masked LM's float32 scores, read
+  from its tabulated table (the cached route) or queried (streamed), contain rho, alpha, Delta, T* and max R
+  of the same model evaluated in float64 (they charge the stated accuracy of the arithmetic).
 
 Each bound is a part of the verdict, so weakening it by x1/2 or x2 is caught on the instances where the
 bracket is tight (enumeration, a converged search, a singleton set).
@@ -31,8 +35,6 @@ bracket is tight (enumeration, a converged search, a singleton set).
 
 from __future__ import annotations
 
-import copy
-import functools
 import itertools
 import math
 from dataclasses import asdict, dataclass, field
@@ -43,7 +45,7 @@ from hypothesis import strategies as st
 
 from mlmix.empirical.model_constants.certify import APPLIES, NOT_APPLY, UNDECIDED, certify, random_context_lower_bounds
 from mlmix.empirical.model_constants.context_search import search_lower_bounds, search_worst_contexts
-from mlmix.empirical.model_constants.streamed_constants import MODEL_SCORE_ULPS, passes_needed, streamed_constants
+from mlmix.empirical.model_constants.streamed_constants import passes_needed, streamed_constants
 from mlmix.errors import InvalidResultError
 from mlmix.theory.local.influence import (
     aggregate_influence,
@@ -56,7 +58,13 @@ from mlmix.theory.results import EPS
 from mlmix.theory.sources.conditionals import Conditionals, ScoreTable
 from mlmix.theory.sources.contexts import query_scores
 from mlmix.verify import instances as S
-from mlmix.verify.mlm_instances import ModelSpec, masked_lm_instances, masked_lm_source, model_specs, tiny_masked_lm
+from mlmix.verify.mlm_instances import (
+    ModelSpec,
+    float64_model,
+    masked_lm_instances,
+    masked_lm_source,
+    model_specs,
+)
 from mlmix.verify.verdicts import Part, Theorem, Verdict, part, register, verdict
 
 PAPER = "constants"
@@ -136,7 +144,7 @@ def enumerated(source: Conditionals) -> Truth:
     table = inner if isinstance(inner, ScoreTable) else ScoreTable.from_conditionals(inner)
     infl, osc = influence_and_oscillation(table)
     q, n = table.space.vocab_size, table.space.length
-    error = 0.0 if isinstance(inner, ScoreTable) else MODEL_SCORE_ULPS * 2.0**-24 * float(np.abs(table.table).max())
+    error = table.score_accuracy.error  # a model's table: its dtype's stated accuracy; a table given as numbers: 0
     return Truth(table, infl.rho_ij, osc.delta_ij, 8 * (q + n) * EPS, error)
 
 
@@ -364,6 +372,61 @@ class StreamedConstants(Theorem):
         return verdict(*parts, conditions=conditions, bit_for_bit=exact)
 
 
+# ---------------------------------------------------------------------------------------------- float64
+@st.composite
+def float64_cases(draw) -> Case:
+    """A tiny masked LM (float32) and a route to its brackets: its tabulated table (what the cache returns,
+    0 passes) or the model queried (streamed)."""
+    inst = draw(masked_lm_instances())
+    return Case(inst, {"route": draw(st.sampled_from(("table", "streamed")))})
+
+
+def float64_truth(case: Case) -> tuple[Truth, float]:
+    """The suprema of the same model evaluated in float64 (:func:`enumerated` on its float64 table), and its
+    max R."""
+    space, T = case.inst.space, case.source.temperature
+    source = masked_lm_source(ModelSpec(**case.inst.params), space.length, space.vocab_size, T, dtype="float64")
+    truth = enumerated(source)
+    return truth, rectangle_summary(truth.table, max_states=space.size).max
+
+
+@register
+class Float64Containment(Theorem):
+    id = "constants.float64-containment"
+    paper = PAPER
+    number = "Certified brackets charge the score accuracy (certify on float32 scores vs a float64 evaluation)"
+    statement = ("every bracket certify builds from a masked LM's float32 scores, read from its tabulated table (the "
+                 "cached route, 0 passes) or queried from the model (streamed), contains rho, alpha, Delta, T* and max R "
+                 "of the same model evaluated in float64: the brackets charge the stated accuracy of the arithmetic "
+                 "(mlmix.theory.sources.score_accuracy), not only float64 rounding")
+    budget = 0.1
+
+    def strategy(self) -> st.SearchStrategy:
+        return float64_cases()
+
+    def check(self, case: Case) -> Verdict:
+        # deferred: torch loads only when a model check runs
+        from mlmix.empirical.models.tabulate import tabulate
+
+        mlm = case.source
+        route = tabulate(mlm, use_cache=False, progress=False, log=lambda _: None) if case.options["route"] == "table" \
+            else mlm
+        out = certify(route, use_cache=False, block_rows=5, log=lambda _: None)
+        truth, R = float64_truth(case)
+        n, T = case.inst.space.length, mlm.temperature
+        rel, tv, osc = truth.rel, truth.tv_atol(), truth.osc_atol()  # the float64 side's own accuracy
+        parts = []
+        for name, result, value, atol in (("rho", out.rho, truth.rho, n * tv), ("alpha", out.alpha, truth.alpha, n * tv),
+                                          ("Delta", out.delta, 4 * truth.t_star, n * osc),
+                                          ("T*", out.contraction_temperature, truth.t_star, n * osc / 4),
+                                          ("R max", out.rectangle, R, 8 * truth.score_error / T + 32 * EPS * R)):
+            parts += [part(f"lower end of {name} <= float64 {name}", result.lower, value, "<=", rel, atol),
+                      part(f"upper end of {name} >= float64 {name}", result.upper, value, ">=", rel, atol)]
+        return verdict(*parts, conditions={"enumeration (0 passes from the table)": out.method == "enumeration" and
+                                           (out.passes == 0) == (case.options["route"] == "table")},
+                       charged=out.score_accuracy.error)
+
+
 # ---------------------------------------------------------------------------------------------- search
 @st.composite
 def search_cases(draw) -> Case:
@@ -420,12 +483,6 @@ class SearchedLowerBounds(Theorem):
 
 
 # ---------------------------------------------------------------------------------------------- relaxation
-@functools.lru_cache(maxsize=8)
-def _float64_copy(spec: ModelSpec) -> Any:
-    """The model of ``spec`` in float64 (the reference forward pass of the relaxation's real arithmetic)."""
-    return copy.deepcopy(tiny_masked_lm(spec)).double()
-
-
 @st.composite
 def relaxation_cases(draw) -> Case:
     """A BERT (its initialisation two times in three: there the bounds are tight), n in 2..3, |V| in 2..4, a
@@ -455,7 +512,7 @@ def _reference_conditionals(case: Case, states: np.ndarray) -> np.ndarray:
     import torch
 
     source, site = case.source, case.options["site"]
-    model = _float64_copy(ModelSpec(**case.inst.params))
+    model = float64_model(ModelSpec(**case.inst.params))
     with torch.no_grad():
         ids = source.token_ids(torch.as_tensor(states, dtype=torch.long))
         pos = int(source.slots[site])
