@@ -173,7 +173,7 @@ def certify(source: Conditionals, *, max_passes: int | None = None, budget_s: fl
     lo_d = _widen(np.asarray(low.get("delta_lower", np.zeros((n, n))), dtype=np.float64), rounding, 4 * e, None)[0]
     hi_r, hi_d = np.ones((n, n)), None
     relaxed = relaxation(source) if relaxation is not None else None
-    # issue 40: the LayerNorm head bound (0 passes), beside the relaxation; the smaller upper end wins
+    # the LayerNorm head bound (0 passes), beside the relaxation; the smaller upper end wins
     head = head_bound(source) if head_bound is not None else None
     uppers = [u for u in (relaxed, head) if u]
     deltas = [np.asarray(u["delta_upper"], dtype=np.float64) for u in uppers if u.get("delta_upper") is not None]

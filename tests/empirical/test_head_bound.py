@@ -1,4 +1,4 @@
-"""The LayerNorm head bound (issue 40): every Delta_ij <= H = 2 sqrt(d) max_{a,b} ||P0(gamma o (W_a - W_b))||.
+"""The LayerNorm head bound: every Delta_ij <= H = 2 sqrt(d) max_{a,b} ||P0(gamma o (W_a - W_b))||.
 
 Soundness against an independent brute force: every context of a tiny random BERT / RoBERTa / ModernBERT
 (n <= 3 free positions, 2-3 letters), each site masked, the logits of a float64 copy of the model read
