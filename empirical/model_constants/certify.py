@@ -181,8 +181,9 @@ def certify(source: Conditionals, *, max_passes: int | None = None, budget_s: fl
         hi_d = np.minimum.reduce(deltas)
         # Lemma 6: rho_ij(T) <= tanh(Delta_ij / (4T)), rounded up
         hi_r = np.minimum(hi_r, np.tanh(hi_d / (4 * T)) * (1 + 4 * EPS) + 4 * EPS)
-    if relaxed and relaxed.get("rho_upper") is not None:  # of the exact network: widened by the scores' accuracy
-        hi_r = np.minimum(hi_r, np.asarray(relaxed["rho_upper"], dtype=np.float64) + e / T)
+    for u in uppers:  # rho_ij upper ends of the exact network: widened by the scores' accuracy
+        if u.get("rho_upper") is not None:
+            hi_r = np.minimum(hi_r, np.asarray(u["rho_upper"], dtype=np.float64) + e / T)
     upper_method = "; ".join([*(u.get("method", "relaxation") for u in uppers), "TV <= 1"])
     method = f"lower: {low.get('method', 'lower-bound hook')}; upper: {upper_method}"
     out = _assemble(lo_r, hi_r, lo_d, hi_d, T, int(low.get("passes", 0)), method, low.get("witnesses"),

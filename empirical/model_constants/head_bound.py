@@ -41,12 +41,13 @@ import numpy as np
 from mlmix.theory.results import EPS, Result
 
 #: Attribute paths (norm, decoder) of the heads that end in a LayerNorm and then a linear decoder.
+#: A third entry names a bias added after the decoder (ESM's ``lm_head.bias``).
 _HEADS = {
-    "BertForMaskedLM": ("cls.predictions.transform.LayerNorm", "cls.predictions.decoder"),
-    "RobertaForMaskedLM": ("lm_head.layer_norm", "lm_head.decoder"),
-    "XLMRobertaForMaskedLM": ("lm_head.layer_norm", "lm_head.decoder"),
-    "EsmForMaskedLM": ("lm_head.layer_norm", "lm_head.decoder"),
-    "ModernBertForMaskedLM": ("head.norm", "decoder"),
+    "BertForMaskedLM": ("cls.predictions.transform.LayerNorm", "cls.predictions.decoder", None),
+    "RobertaForMaskedLM": ("lm_head.layer_norm", "lm_head.decoder", None),
+    "XLMRobertaForMaskedLM": ("lm_head.layer_norm", "lm_head.decoder", None),
+    "EsmForMaskedLM": ("lm_head.layer_norm", "lm_head.decoder", "lm_head.bias"),
+    "ModernBertForMaskedLM": ("head.norm", "decoder", None),
 }
 
 
@@ -58,12 +59,15 @@ class HeadNotNormalised(ValueError):
 class HeadParts:
     """What the bound needs of a head: the norm's weight ``gamma`` (d,), the decoder rows ``rows`` (|V|, d) of
     the alphabet (float64 copies of the stored weights), whether the norm centres (LayerNorm: True; RMSNorm:
-    False), and where they were read."""
+    False), where they were read, and the logits' constant part ``offset`` (|V|,): c = W beta + the biases
+    (l = W (gamma o u) + c), computed in float64 within ``offset_error`` (:func:`_offset`)."""
 
     gamma: np.ndarray
     rows: np.ndarray
     centred: bool
     where: str
+    offset: np.ndarray
+    offset_error: np.ndarray
 
 
 @dataclass(frozen=True)
@@ -108,12 +112,13 @@ def head_parts(model: Any, alphabet_ids: np.ndarray) -> HeadParts:
         if not len(model.layers):
             raise HeadNotNormalised("SCEPTR with no encoder layer: its head reads the embedding, not a LayerNorm")
         last = model.layers[-1]
-        return HeadParts(_float64(last.norm2_weight), _float64(model.head_weight)[ids - FIRST_RESIDUE],
-                         True, f"layers[{len(model.layers) - 1}].norm2 -> head_weight")
+        rows = _float64(model.head_weight)[ids - FIRST_RESIDUE]
+        return HeadParts(_float64(last.norm2_weight), rows, True, f"layers[{len(model.layers) - 1}].norm2 -> head_weight",
+                         *_offset(rows, _float64(last.norm2_bias), _float64(model.head_bias)[ids - FIRST_RESIDUE]))
     if name not in _HEADS:
         raise HeadNotNormalised(f"{name}'s head is not known to read a normalised state (known: "
                                 f"{', '.join(sorted([*_HEADS, 'SceptrMLM']))})")
-    norm_path, decoder_path = _HEADS[name]
+    norm_path, decoder_path, extra_path = _HEADS[name]
     norm, decoder = _attribute(model, norm_path), _attribute(model, decoder_path)
     if norm is None or decoder is None or getattr(decoder, "weight", None) is None:
         raise HeadNotNormalised(f"{name} has no {norm_path} then {decoder_path}")
@@ -127,7 +132,19 @@ def head_parts(model: Any, alphabet_ids: np.ndarray) -> HeadParts:
     if len(shape) != 1:
         raise HeadNotNormalised(f"{name}'s {norm_path} does not normalise one axis")
     gamma = np.ones(shape[0]) if norm.weight is None else _float64(norm.weight)
-    return HeadParts(gamma, _float64(decoder.weight)[ids], True, f"{norm_path} -> {decoder_path}")
+    rows = _float64(decoder.weight)[ids]
+    bias = np.zeros(len(ids))
+    for b in (getattr(decoder, "bias", None), _attribute(model, extra_path) if extra_path else None):
+        bias = bias + (0.0 if b is None else _float64(b)[ids])
+    beta = np.zeros(shape[0]) if getattr(norm, "bias", None) is None else _float64(norm.bias)
+    return HeadParts(gamma, rows, True, f"{norm_path} -> {decoder_path}", *_offset(rows, beta, bias))
+
+
+def _offset(rows: np.ndarray, beta: np.ndarray, bias: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """c = W beta + bias, the logits' part that does not depend on the context (float64), and a bound of its
+    rounding: 2 (d + 8) u (|W| |beta| + |bias|) (a dot product of d terms and one addition)."""
+    d = rows.shape[1]
+    return rows @ beta + bias, 2.0 * (d + 8) * EPS * (np.abs(rows) @ np.abs(beta) + np.abs(bias))
 
 
 def pair_norms_upper(gamma: np.ndarray, rows: np.ndarray, centred: bool = True) -> np.ndarray:
@@ -155,6 +172,38 @@ def oscillation_bound(parts: HeadParts) -> HeadBound:
     return HeadBound(h, (int(a), int(b)), d, parts.where)
 
 
+def influence_upper(parts: HeadParts, temperature: float) -> float:
+    """An upper bound of every rho_ij(T) from the head alone, tighter than Lemma 6 at high T:
+
+        rho_ij(T) <= (sqrt(d) / T) sqrt(lambda_max(sum_v pi_v (a_v - m)(a_v - m)^T)),
+
+    a_v = P0(gamma o W_v), m any vector (here the pi-weighted mean), pi_v = 1 / sum_w exp(-r_vw / T) with
+    r_vw = c_v - c_w + sqrt(d) ||P0(gamma o (W_v - W_w))|| the largest l_v - l_w over the ellipsoid, so that
+    pi_v >= p_v for every reachable logit vector. Why: the logits of two contexts are l and l + delta with
+    delta = A z, z = u(y) - u(x), ||z|| <= 2 sqrt(d); along l + t delta (reachable: the image of the ellipsoid
+    is convex) the L1 speed of softmax(./T) is MAD_p(delta) / T <= sqrt(z^T Cov_p(a) z) / T, and
+    Cov_p(a) <= sum_v p_v (a_v - m)(a_v - m)^T <= sum_v pi_v (a_v - m)(a_v - m)^T; TV is half the L1 path length.
+    Rounded up: the offsets by their error, pi by 1e-12 relative, lambda_max by 2 (d + |V| + 8) u of the trace
+    and the rows' rounding. Capped at 1."""
+    T = float(temperature)
+    g, W = parts.gamma, parts.rows
+    d, q = g.size, W.shape[0]
+    reach = (parts.offset[:, None] - parts.offset[None, :] + parts.offset_error[:, None] + parts.offset_error[None, :]
+             + math.sqrt(d) * pair_norms_upper(g, W, parts.centred) * (1 + 4 * EPS))
+    with np.errstate(over="ignore"):
+        pi = np.minimum(1.0 / np.exp(-reach / T).sum(axis=1) * (1 + 1e-12) + 1e-300, 1.0)
+    a = g * W
+    a = a - a.mean(axis=1, keepdims=True) if parts.centred else a
+    centre = (pi[:, None] * a).sum(axis=0) / pi.sum()
+    B = np.sqrt(pi)[:, None] * (a - centre)
+    gram = B @ B.T
+    K = 2.0 * (d + q + 8) * EPS
+    lam = max(float(np.linalg.eigvalsh(gram).max()), 0.0) + 2 * K * float(np.trace(gram))
+    rows_error = K * (np.linalg.norm(a, axis=1) + np.linalg.norm(centre))
+    S = math.sqrt(lam) + math.sqrt(float((pi * rows_error**2).sum()))
+    return min(1.0, math.nextafter(math.sqrt(d) / T * S * (1 + 8 * EPS), math.inf))
+
+
 def source_head_bound(source: Any) -> HeadBound:
     """:func:`oscillation_bound` of a masked LM source (a ``MaskedLMConditionals`` or SCEPTR's), over its
     alphabet; :class:`HeadNotNormalised` when it has no model or its head does not qualify."""
@@ -173,7 +222,9 @@ def head_bound_upper(source: Any) -> dict:
     except HeadNotNormalised as err:
         return {"delta_upper": None, "method": f"head bound not available: {err}"}
     n = source.space.length
-    upper = np.full((n, n), bound.delta)
-    np.fill_diagonal(upper, 0.0)
-    return {"delta_upper": upper, "method": f"LayerNorm head bound Delta_ij <= {bound.delta:.6g} "
-                                            f"(0 passes; {bound.where})", "bound": bound}
+    off = ~np.eye(n, dtype=bool)
+    parts = head_parts(source.model, np.asarray(source.support_ids))
+    rho = influence_upper(parts, source.temperature)
+    return {"delta_upper": np.where(off, bound.delta, 0.0), "rho_upper": np.where(off, rho, 0.0), "bound": bound,
+            "method": f"LayerNorm head bound Delta_ij <= {bound.delta:.6g}, rho_ij <= {rho:.6g} "
+                      f"(0 passes; {bound.where})"}

@@ -24,11 +24,13 @@ from mlmix.empirical.model_constants.head_bound import (
     HeadNotNormalised,
     head_bound_upper,
     head_parts,
+    influence_upper,
     oscillation_bound,
     pair_norms_upper,
     source_head_bound,
 )
 from mlmix.empirical.models.mlm import MaskedLMConditionals
+from mlmix.verify.theorems.head_bound_checks import steer_head
 
 #: The float64 evaluation's own rounding, relative to H (the bound is of the network in exact arithmetic).
 F64 = 1e-12
@@ -74,44 +76,33 @@ def test_the_head_bound_is_above_every_enumerated_oscillation(arch, seed, n, q, 
     assert delta.max() <= H * (1 + F64)
     assert (n - 1) * H / 4 >= delta.sum(axis=0).max() / 4 * (1 - F64)  # Cor. 7's T*
     assert (rho <= np.tanh(H / (4 * T)) * (1 + F64) + F64).all()  # Lemma 6
-
-
-def _gelu_inverse(t: torch.Tensor) -> torch.Tensor:
-    """z >= 0 with gelu(z) = t (t >= 0; float64 bisection: gelu is increasing there)."""
-    lo, hi = torch.zeros_like(t), t + 10.0
-    for _ in range(200):
-        mid = (lo + hi) / 2
-        below = torch.nn.functional.gelu(mid) < t
-        lo, hi = torch.where(below, mid, lo), torch.where(below, hi, mid)
-    return (lo + hi) / 2
-
-
-def steered(arch: str, letters) -> tuple:
-    """A float64 model whose head attains H at n = 2, site 0: for the contexts x = (a, a) and y = (a, b) with
-    head inputs h(x) != h(y), the head's dense layer is rewritten so that gelu(dense(h(x))) = C 1 + v and
-    gelu(dense(h(y))) = C 1 - v, v = P0(gamma o (W_a' - W_b')) for the pair (a', b') of H: the LayerNorm then
-    outputs +-sqrt(d) v / ||v|| (to eps), and (l_a' - l_b')(x) - (l_a' - l_b')(y) = H."""
-    model, tok = tiny_masked_lm(arch, seed=1, hidden=8, layers=1)
-    model = copy.deepcopy(model).double().eval()
-    ids = tok.convert_tokens_to_ids(list(letters))
-    parts = head_parts(model, ids)
-    a, b = oscillation_bound(parts).pair
-    w = parts.gamma * (parts.rows[a] - parts.rows[b])
-    v = torch.tensor(w - w.mean())
-    batch = torch.tensor([[tok.cls_token_id, tok.mask_token_id, ids[k], tok.sep_token_id] for k in (0, 1)])
-    with torch.no_grad():
-        h = model.base_model(input_ids=batch)[0][:, 1]
-        dense = model.cls.predictions.transform.dense if arch == "bert" else model.lm_head.dense
-        C = 2 * float(v.abs().max()) + 1.0
-        zx, zy = _gelu_inverse(C + v), _gelu_inverse(C - v)
-        delta = h[0] - h[1]
-        weight = torch.outer(zx - zy, delta) / delta.dot(delta)
-        dense.weight.copy_(weight)
-        dense.bias.copy_(zy - weight @ h[1])
-    return model, tok
+    assert rho.max() <= influence_upper(head_parts(model, tok.convert_tokens_to_ids(list(letters))), T) * (1 + F64)
 
 
 @pytest.mark.parametrize("arch", ["bert", "roberta"])
+def test_the_ellipsoid_influence_bound_is_attained_at_high_temperature_and_one_percent_less_is_caught(arch):
+    """Two letters, T = 200 H: the logits stay near equal (pi_v near 1/2), the steered pair moves l_a - l_b by H,
+    so rho_01 = TV is within 1% of (sqrt(d) / T) sqrt(lambda_max) = H / 4T; the bound shrunk by 1% is below it."""
+    letters = WORDS[:2]
+    model, tok = steered(arch, letters)
+    parts = head_parts(model, tok.convert_tokens_to_ids(list(letters)))
+    T = 200 * oscillation_bound(parts).delta
+    _, rho = brute_force(model, tok, 2, letters, T)
+    bound = influence_upper(parts, T)
+    assert rho.max() <= bound * (1 + F64)
+    assert rho.max() > 0.99 * bound
+
+
+def steered(arch: str, letters) -> tuple:
+    """A model whose head attains H at n = 2, site 0, between the contexts (a, a) and (a, b)
+    (:func:`~mlmix.verify.theorems.head_bound_checks.steer_head`), and its tokenizer."""
+    model, tok = tiny_masked_lm(arch, seed=1, hidden=8, layers=1)
+    ids = tok.convert_tokens_to_ids(list(letters))
+    inputs = torch.tensor([[tok.cls_token_id, tok.mask_token_id, ids[k], tok.sep_token_id] for k in (0, 1)])
+    return steer_head(model.double(), inputs, 1, ids), tok
+
+
+@pytest.mark.parametrize("arch", ["bert", "roberta", "modernbert"])
 def test_the_head_bound_is_attained_and_one_percent_less_is_caught(arch):
     letters = WORDS[:3]
     model, tok = steered(arch, letters)

@@ -4,10 +4,11 @@ against the enumerated suprema (paper key ``constants``).
 ``constants.head-bound``: H = 2 sqrt(d) max_{a,b} ||P0(gamma o (W_a - W_b))||, read off the weights, is at least
 every Delta_ij enumerated over every context of a tiny random BERT / RoBERTa / ModernBERT (theory/local's exact
 pass on the queried table, within the stated float32 accuracy of its scores); so are (n - 1) H / 4 >= T*
-(Cor. 7) and tanh(H / 4T) >= rho_ij (Lemma 6), and certify's bounds route (no context enumerated) brackets
-Delta, T* and rho with them. Half the instances are steered (:func:`steer_head`): the head's dense layer is
+(Cor. 7), tanh(H / 4T) >= rho_ij (Lemma 6) and the ellipsoid bound of rho_ij (``influence_upper``), and
+certify's bounds route (no context enumerated) brackets Delta, T* and rho with them. Half the instances are steered (:func:`steer_head`): the head's dense layer is
 rewritten so that two contexts attain H, so a bound weakened by 1% (or x1/2) fails there, and a condition
-asks that the enumerated Delta_ij reach 99% of H (a loosened bound fails it).
+asks that the enumerated Delta_ij reach 99% of H (a loosened bound fails it); half of those have two letters
+at T = 200 H, where the ellipsoid bound of rho_ij is attained (the same two conditions for it).
 """
 
 from __future__ import annotations
@@ -21,7 +22,12 @@ import numpy as np
 from hypothesis import strategies as st
 
 from mlmix.empirical.model_constants.certify import certify
-from mlmix.empirical.model_constants.head_bound import head_parts, oscillation_bound, source_head_bound
+from mlmix.empirical.model_constants.head_bound import (
+    head_parts,
+    influence_upper,
+    oscillation_bound,
+    source_head_bound,
+)
 from mlmix.verify import instances as S
 from mlmix.verify.mlm_instances import WORDS, masked_lm_source, model_specs
 from mlmix.verify.theorems.certified_constants import PAPER, Case, enumerated
@@ -97,15 +103,19 @@ def steered_source(source: Any, candidates: str) -> Any:
 
 @st.composite
 def head_bound_cases(draw) -> Case:
-    """A tiny masked LM (n in 2..3, |V| in 2..4, T drawn), steered half the time."""
+    """A tiny masked LM (n in 2..3, |V| in 2..4, T drawn), steered half the time; half the steered ones with two
+    letters at T = 200 H."""
     spec = draw(model_specs(layers=(1,)))
     n, q = draw(st.integers(2, 3)), draw(st.integers(2, 4))
     T = draw(S.temperatures(0.1, 20.0))
+    steered, hot = draw(st.booleans()), draw(st.booleans())
+    q = 2 if steered and hot else q
     source = masked_lm_source(spec, n, q, T)
-    steered = draw(st.booleans())
     if steered:
         source = steered_source(source, " ".join(WORDS[:q]))
-    return Case(S.Instance(source, "tiny-mlm", asdict(spec)), {"steered": steered})
+        if hot:  # T = 200 H: the two logits stay near equal and the ellipsoid rho bound is attained
+            source = source.at_temperature(200 * source_head_bound(source).delta)
+    return Case(S.Instance(source, "tiny-mlm", asdict(spec)), {"steered": steered, "hot": steered and hot})
 
 
 @register
@@ -130,14 +140,20 @@ class HeadBound(Theorem):
         n, T = source.space.length, source.temperature
         delta_max = float(truth.delta_ij.max())
         cert = certify(source, max_passes=1, use_cache=False, log=lambda _: None)
+        rho_bound = influence_upper(head_parts(source.model, np.asarray(source.support_ids)), T)
+        rho_max = float(truth.rho_ij.max())
         parts = [part("H >= the largest enumerated Delta_ij", H, delta_max, ">=", rel, osc),
                  part("(n - 1) H / 4 >= enumerated T* (Cor. 7)", (n - 1) * H / 4, truth.t_star, ">=", rel, n * osc / 4),
                  part("tanh(H / 4T) >= the largest enumerated rho_ij (Lemma 6)", math.tanh(H / (4 * T)),
                       float(truth.rho_ij.max()), ">=", rel, tv),
+                 part("the ellipsoid bound >= the largest enumerated rho_ij", rho_bound, rho_max, ">=", rel, tv),
                  part("certify's Delta upper end (head bound) >= enumerated Delta", cert.delta.upper,
                       4 * truth.t_star, ">=", rel, n * osc),
                  part("certify's rho upper end >= enumerated rho", cert.rho.upper, truth.rho, ">=", rel, n * tv)]
         conditions = {"certify's bounds route used the head bound": "LayerNorm head bound" in cert.method}
         if case.options["steered"]:
             conditions[f"the steered model attains H within {1 - ATTAINED:.0%}"] = delta_max >= ATTAINED * H
+        if case.options["hot"]:
+            conditions[f"at T = 200 H it attains the ellipsoid rho bound within {1 - ATTAINED:.0%}"] = (
+                rho_max >= ATTAINED * rho_bound)
         return verdict(*parts, conditions=conditions, H=H, attained=delta_max / H if H > 0 else None)
