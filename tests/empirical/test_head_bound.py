@@ -156,3 +156,18 @@ def test_a_head_that_is_not_normalised_is_refused_with_its_reason():
         head_parts(gpt, [1, 2])
     out = head_bound_upper(np.zeros(3))
     assert out["delta_upper"] is None and out["method"].startswith("head bound not available: ndarray")
+
+
+@pytest.mark.slow
+def test_antiberty_every_oscillation_and_influence_at_n2_is_below_its_head_bounds(plain):
+    """AntiBERTy, frame S at n = 2, all 20 amino acids: H = 143.669... from the weights (the figure of
+    docs/real-model.md), above every enumerated Delta_ij of the float64 model; both rho bounds above rho_ij."""
+    model, tok = plain
+    letters = tuple("A C D E F G H I K L M N P Q R S T V W Y".split())
+    parts = head_parts(model, tok.convert_tokens_to_ids(list(letters)))
+    H = oscillation_bound(parts).delta
+    assert 143.669 < H < 143.670
+    for T in (1.0, 60.0):
+        delta, rho = brute_force(model, tok, 2, letters, T)
+        assert delta.max() <= H
+        assert rho.max() <= min(math.tanh(H / (4 * T)), influence_upper(parts, T))
