@@ -14,7 +14,12 @@ supremum:
   ``relaxation`` (a hook returning sound per-pair upper bounds; default none) and the trivial bounds:
   rho_ij <= 1 (a TV distance), so rho <= n - 1 and alpha <= n - 1; Lemma 6, rho_ij(T) <= tanh(Delta_ij /
   (4T)), turns an upper bound of Delta_ij into one of rho_ij. Delta and T* have no trivial upper bound
-  (scores are unbounded logits): their upper end is unknown (None) unless a relaxation bounds Delta_ij.
+  (scores are unbounded logits): their upper end is unknown (None) unless a relaxation or ``head_bound``
+  bounds Delta_ij. ``head_bound`` (a hook like ``relaxation``; default the LayerNorm head bound of
+  :mod:`~mlmix.empirical.model_constants.head_bound`: Delta_ij <= 2 sqrt(d) max_{a,b} ||P0(gamma o (W_a -
+  W_b))|| from the weights alone, for a model whose logits are an affine map of a LayerNorm output) gives
+  every BERT-family model a finite Delta and T* at every n; the elementwise minimum of the hooks' Delta_ij
+  upper ends is taken.
 
 Score accuracy: every bracket, whatever the route, charges the stated accuracy e of the scores it was
 computed from (:func:`mlmix.theory.sources.score_accuracy.source_accuracy`: that of the model's compute
@@ -45,6 +50,7 @@ from typing import Any
 
 import numpy as np
 
+from mlmix.empirical.model_constants.head_bound import head_bound_upper
 from mlmix.empirical.model_constants.streamed_constants import (
     DEFAULT_BLOCK_ROWS,
     passes_needed,
@@ -133,14 +139,17 @@ def random_context_lower_bounds(source: Conditionals, *, max_passes: int, seed: 
 
 def certify(source: Conditionals, *, max_passes: int | None = None, budget_s: float | None = None,
             temperature: float | None = None, lower_bounds: LowerBounds = random_context_lower_bounds,
-            relaxation: Relaxation | None = None, seed: int = 0, folder: str | os.PathLike | None = None,
+            relaxation: Relaxation | None = None, head_bound: Relaxation | None = head_bound_upper, seed: int = 0,
+            folder: str | os.PathLike | None = None,
             block_rows: int = DEFAULT_BLOCK_ROWS, use_cache: bool = True, progress: bool = False,
             log: Callable[[str], None] | None = None) -> CertifiedConstants:
     """Certified brackets of rho, alpha, Delta and T* of ``source`` (at ``temperature``, default its own),
     by enumeration when it fits ``max_passes`` score queries and ``budget_s`` seconds (at the measured
     rate of a masked LM), else from the hooks (module docstring). A masked LM's cached exact table is
     used when present (``use_cache``; 0 passes). ``folder``: checkpoint an enumeration that queries the
-    source there (resumable; unused when a table is at hand)."""
+    source there (resumable; unused when a table is at hand). ``head_bound``: a hook like ``relaxation``
+    (default: the LayerNorm head bound, :func:`~mlmix.empirical.model_constants.head_bound.head_bound_upper`,
+    every Delta_ij <= H for any frame and n; None: not used)."""
     if temperature is not None:
         source = source.at_temperature(check_temperature(temperature))
     T = float(source.temperature)
@@ -174,16 +183,19 @@ def certify(source: Conditionals, *, max_passes: int | None = None, budget_s: fl
     lo_r = _widen(np.asarray(low["rho_lower"], dtype=np.float64), rounding, e / T, 1.0)[0]
     lo_d = _widen(np.asarray(low.get("delta_lower", np.zeros((n, n))), dtype=np.float64), rounding, 4 * e, None)[0]
     hi_r, hi_d = np.ones((n, n)), None
-    upper_method = "TV <= 1"
     relaxed = relaxation(source) if relaxation is not None else None
-    if relaxed:
-        if relaxed.get("delta_upper") is not None:
-            hi_d = np.asarray(relaxed["delta_upper"], dtype=np.float64)
-            # Lemma 6: rho_ij(T) <= tanh(Delta_ij / (4T)), rounded up
-            hi_r = np.minimum(hi_r, np.tanh(hi_d / (4 * T)) * (1 + 4 * EPS) + 4 * EPS)
-        if relaxed.get("rho_upper") is not None:  # of the exact network: widened by the scores' stated accuracy
-            hi_r = np.minimum(hi_r, np.asarray(relaxed["rho_upper"], dtype=np.float64) + e / T)
-        upper_method = f"{relaxed.get('method', 'relaxation')}, TV <= 1"
+    # the LayerNorm head bound (0 passes), beside the relaxation; the smaller upper end wins
+    head = head_bound(source) if head_bound is not None else None
+    uppers = [u for u in (relaxed, head) if u]
+    deltas = [np.asarray(u["delta_upper"], dtype=np.float64) for u in uppers if u.get("delta_upper") is not None]
+    if deltas:
+        hi_d = np.minimum.reduce(deltas)
+        # Lemma 6: rho_ij(T) <= tanh(Delta_ij / (4T)), rounded up
+        hi_r = np.minimum(hi_r, np.tanh(hi_d / (4 * T)) * (1 + 4 * EPS) + 4 * EPS)
+    for u in uppers:  # rho_ij upper ends of the exact network: widened by the scores' accuracy
+        if u.get("rho_upper") is not None:
+            hi_r = np.minimum(hi_r, np.asarray(u["rho_upper"], dtype=np.float64) + e / T)
+    upper_method = "; ".join([*(u.get("method", "relaxation") for u in uppers), "TV <= 1"])
     method = f"lower: {low.get('method', 'lower-bound hook')}; upper: {upper_method}"
     out = _assemble(lo_r, hi_r, lo_d, hi_d, T, int(low.get("passes", 0)), method, low.get("witnesses"),
                     values=None, rounding=n * EPS)

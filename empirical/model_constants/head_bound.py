@@ -1,0 +1,230 @@
+"""A certified upper bound of every score oscillation Delta_ij of a masked LM, from its head's weights alone.
+
+A BERT-family masked LM's logits are an affine map of a normalised state: l(x) = W (gamma o u(x)) + c, with
+u = (y - mean y) / sqrt(var y + eps) the LayerNorm of some state y (population variance, eps >= 0), W the
+decoder's rows over the alphabet, gamma the norm's weight and c collecting its bias and the decoder's. Whatever
+the context, ||u||_2^2 = d var / (var + eps) <= d and sum(u) = 0 (for RMSNorm, u = y / sqrt(mean y^2 + eps):
+||u||_2 <= sqrt(d), no sum constraint). So for tokens a, b with w_ab = gamma o (W_a - W_b) (c cancels):
+
+    (l_a - l_b)(x) - (l_a - l_b)(y) = w_ab . (u(x) - u(y)) <= 2 sqrt(d) ||P0 w_ab||_2,
+
+P0 the projection off the all-ones vector (the identity for RMSNorm), attained when u(x) and u(y) are
++-sqrt(d) P0 w_ab / ||P0 w_ab||. The oscillation of paper G (THEOREMS.md 1.19) is
+osc_v(s_i(v | x) - s_i(v | y)) = max_{a, b} [(l_a - l_b)(x) - (l_a - l_b)(y)], hence
+
+    Delta_ij <= H = 2 sqrt(d) max_{a, b in V} ||P0 (gamma o (W_a - W_b))||_2
+
+for every pair of sites, every frame and every n: 0 forward passes. Lemma 6 (rho_ij(T) <= tanh(Delta_ij /
+(4T))) and Corollary 7 (T* = (1/4) max_j sum_i Delta_ij <= (n - 1) H / 4) turn it into upper ends of rho_ij,
+rho, alpha and T* (:func:`head_bound_upper`, the ``head_bound`` hook of
+:func:`mlmix.empirical.model_constants.certify.certify`).
+
+It bounds the network in exact arithmetic on its stored weights (float32 or bfloat16 weights are exact in
+float64). The float64 evaluation is rounded outward (:func:`oscillation_bound`): each pair's norm carries
+the a-priori rounding of its sums, so H is an upper end, not an estimate.
+
+Heads that qualify (:func:`head_parts`): ``BertForMaskedLM`` (``cls.predictions.transform.LayerNorm``, then
+the decoder), ``RobertaForMaskedLM`` / ``XLMRobertaForMaskedLM`` and ``EsmForMaskedLM``
+(``lm_head.layer_norm``, then ``lm_head.decoder``), ``ModernBertForMaskedLM`` (``head.norm``, then
+``decoder``) and SCEPTR (post-LN encoder layers: its linear head reads the last layer's ``norm2`` output).
+Any other model: :class:`HeadNotNormalised` with the reason.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from mlmix.theory.results import EPS, Result
+
+#: Attribute paths (norm, decoder) of the heads that end in a LayerNorm and then a linear decoder.
+#: A third entry names a bias added after the decoder (ESM's ``lm_head.bias``).
+_HEADS = {
+    "BertForMaskedLM": ("cls.predictions.transform.LayerNorm", "cls.predictions.decoder", None),
+    "RobertaForMaskedLM": ("lm_head.layer_norm", "lm_head.decoder", None),
+    "XLMRobertaForMaskedLM": ("lm_head.layer_norm", "lm_head.decoder", None),
+    "EsmForMaskedLM": ("lm_head.layer_norm", "lm_head.decoder", "lm_head.bias"),
+    "ModernBertForMaskedLM": ("head.norm", "decoder", None),
+}
+
+
+class HeadNotNormalised(ValueError):
+    """The model's logits are not known to be an affine map of a normalised state: no head bound."""
+
+
+@dataclass(frozen=True)
+class HeadParts:
+    """What the bound needs of a head: the norm's weight ``gamma`` (d,), the decoder rows ``rows`` (|V|, d) of
+    the alphabet (float64 copies of the stored weights), whether the norm centres (LayerNorm: True; RMSNorm:
+    False), where they were read, and the logits' constant part ``offset`` (|V|,): c = W beta + the biases
+    (l = W (gamma o u) + c), computed in float64 within ``offset_error`` (:func:`_offset`)."""
+
+    gamma: np.ndarray
+    rows: np.ndarray
+    centred: bool
+    where: str
+    offset: np.ndarray
+    offset_error: np.ndarray
+
+
+@dataclass(frozen=True)
+class HeadBound:
+    """H, the certified upper bound of every Delta_ij (module docstring), the alphabet pair (a, b) attaining
+    the maximum over pairs, the width d and where the head was read."""
+
+    delta: float
+    pair: tuple[int, int]
+    width: int
+    where: str
+
+    def result(self) -> Result:
+        """H as a Result: the enclosure [0, H] of every Delta_ij."""
+        return Result.interval("Delta_ij (head bound)", 0.0, self.delta, "LayerNorm head bound",
+                               "2 sqrt(d) max_{a,b} ||P0(gamma o (W_a - W_b))||, rounded up: every Delta_ij "
+                               "of every frame and every n is at most it", pair=list(self.pair), width=self.width,
+                               where=self.where)
+
+
+def _attribute(obj: Any, path: str) -> Any:
+    for name in path.split("."):
+        obj = getattr(obj, name, None)
+        if obj is None:
+            return None
+    return obj
+
+
+def _float64(tensor: Any) -> np.ndarray:
+    return tensor.detach().cpu().double().numpy()
+
+
+def head_parts(model: Any, alphabet_ids: np.ndarray) -> HeadParts:
+    """The normalised state the logits of ``model`` read (:class:`HeadParts`), the decoder rows at the token ids
+    ``alphabet_ids``; :class:`HeadNotNormalised` (a ValueError) with the reason when the head does not qualify."""
+    name = type(model).__name__
+    ids = np.asarray(alphabet_ids, dtype=np.int64)
+    if name == "SceptrMLM":
+        # deferred: sceptr imports tokenizers
+        from mlmix.empirical.models.sceptr import FIRST_RESIDUE
+
+        if not len(model.layers):
+            raise HeadNotNormalised("SCEPTR with no encoder layer: its head reads the embedding, not a LayerNorm")
+        last = model.layers[-1]
+        rows = _float64(model.head_weight)[ids - FIRST_RESIDUE]
+        return HeadParts(_float64(last.norm2_weight), rows, True, f"layers[{len(model.layers) - 1}].norm2 -> head_weight",
+                         *_offset(rows, _float64(last.norm2_bias), _float64(model.head_bias)[ids - FIRST_RESIDUE]))
+    if name not in _HEADS:
+        raise HeadNotNormalised(f"{name}'s head is not known to read a normalised state (known: "
+                                f"{', '.join(sorted([*_HEADS, 'SceptrMLM']))})")
+    norm_path, decoder_path, extra_path = _HEADS[name]
+    norm, decoder = _attribute(model, norm_path), _attribute(model, decoder_path)
+    if norm is None or decoder is None or getattr(decoder, "weight", None) is None:
+        raise HeadNotNormalised(f"{name} has no {norm_path} then {decoder_path}")
+    kind = type(norm).__name__
+    if kind != "LayerNorm":
+        raise HeadNotNormalised(f"{name}'s {norm_path} is a {kind}, not a LayerNorm")
+    eps = float(norm.eps)
+    if not eps >= 0:
+        raise HeadNotNormalised(f"{name}'s {norm_path} has eps {eps!r} < 0: ||u|| <= sqrt(d) needs eps >= 0")
+    shape = tuple(getattr(norm, "normalized_shape", ()))
+    if len(shape) != 1:
+        raise HeadNotNormalised(f"{name}'s {norm_path} does not normalise one axis")
+    gamma = np.ones(shape[0]) if norm.weight is None else _float64(norm.weight)
+    rows = _float64(decoder.weight)[ids]
+    bias = np.zeros(len(ids))
+    for b in (getattr(decoder, "bias", None), _attribute(model, extra_path) if extra_path else None):
+        bias = bias + (0.0 if b is None else _float64(b)[ids])
+    beta = np.zeros(shape[0]) if getattr(norm, "bias", None) is None else _float64(norm.bias)
+    return HeadParts(gamma, rows, True, f"{norm_path} -> {decoder_path}", *_offset(rows, beta, bias))
+
+
+def _offset(rows: np.ndarray, beta: np.ndarray, bias: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """c = W beta + bias, the logits' part that does not depend on the context (float64), and a bound of its
+    rounding: 2 (d + 8) u (|W| |beta| + |bias|) (a dot product of d terms and one addition)."""
+    d = rows.shape[1]
+    return rows @ beta + bias, 2.0 * (d + 8) * EPS * (np.abs(rows) @ np.abs(beta) + np.abs(bias))
+
+
+def pair_norms_upper(gamma: np.ndarray, rows: np.ndarray, centred: bool = True) -> np.ndarray:
+    """(|V|, |V|) upper bounds of ||P0 (gamma o (W_a - W_b))||_2 (P0 the identity when not ``centred``), rounded
+    outward: with N the computed norm and M the computed ||gamma o (W_a - W_b)||, the exact norm is at most
+    (N + K M)(1 + K), K = 2 (d + 8) u (the differences and products: 3u relative; the mean: gamma_d ||w||
+    / sqrt(d) per coordinate; the sums of squares and the root: gamma_d relative)."""
+    g = np.asarray(gamma, dtype=np.float64)
+    W = np.asarray(rows, dtype=np.float64)
+    d = g.size
+    w = g * (W[:, None, :] - W[None, :, :])
+    r = w - w.mean(axis=-1, keepdims=True) if centred else w
+    N = np.sqrt((r * r).sum(axis=-1))
+    M = np.sqrt((w * w).sum(axis=-1))
+    K = 2.0 * (d + 8) * EPS
+    return (N + K * M) * (1 + K)
+
+
+def oscillation_bound(parts: HeadParts) -> HeadBound:
+    """H = 2 sqrt(d) max_{a, b} ||P0 (gamma o (W_a - W_b))||_2 (module docstring), rounded up."""
+    norms = pair_norms_upper(parts.gamma, parts.rows, parts.centred)
+    a, b = np.unravel_index(int(np.argmax(norms)), norms.shape)
+    d = parts.gamma.size
+    h = math.nextafter(2.0 * math.sqrt(d) * float(norms[a, b]) * (1 + 4 * EPS), math.inf)
+    return HeadBound(h, (int(a), int(b)), d, parts.where)
+
+
+def influence_upper(parts: HeadParts, temperature: float) -> float:
+    """An upper bound of every rho_ij(T) from the head alone, tighter than Lemma 6 at high T:
+
+        rho_ij(T) <= (sqrt(d) / T) sqrt(lambda_max(sum_v pi_v (a_v - m)(a_v - m)^T)),
+
+    a_v = P0(gamma o W_v), m any vector (here the pi-weighted mean), pi_v = 1 / sum_w exp(-r_vw / T) with
+    r_vw = c_v - c_w + sqrt(d) ||P0(gamma o (W_v - W_w))|| the largest l_v - l_w over the ellipsoid, so that
+    pi_v >= p_v for every reachable logit vector. Why: the logits of two contexts are l and l + delta with
+    delta = A z, z = u(y) - u(x), ||z|| <= 2 sqrt(d); along l + t delta (reachable: the image of the ellipsoid
+    is convex) the L1 speed of softmax(./T) is MAD_p(delta) / T <= sqrt(z^T Cov_p(a) z) / T, and
+    Cov_p(a) <= sum_v p_v (a_v - m)(a_v - m)^T <= sum_v pi_v (a_v - m)(a_v - m)^T; TV is half the L1 path length.
+    Rounded up: the offsets by their error, pi by 1e-12 relative, lambda_max by 2 (d + |V| + 8) u of the trace
+    and the rows' rounding. Capped at 1."""
+    T = float(temperature)
+    g, W = parts.gamma, parts.rows
+    d, q = g.size, W.shape[0]
+    reach = (parts.offset[:, None] - parts.offset[None, :] + parts.offset_error[:, None] + parts.offset_error[None, :]
+             + math.sqrt(d) * pair_norms_upper(g, W, parts.centred) * (1 + 4 * EPS))
+    with np.errstate(over="ignore"):
+        pi = np.minimum(1.0 / np.exp(-reach / T).sum(axis=1) * (1 + 1e-12) + 1e-300, 1.0)
+    a = g * W
+    a = a - a.mean(axis=1, keepdims=True) if parts.centred else a
+    centre = (pi[:, None] * a).sum(axis=0) / pi.sum()
+    B = np.sqrt(pi)[:, None] * (a - centre)
+    gram = B @ B.T
+    K = 2.0 * (d + q + 8) * EPS
+    lam = max(float(np.linalg.eigvalsh(gram).max()), 0.0) + 2 * K * float(np.trace(gram))
+    rows_error = K * (np.linalg.norm(a, axis=1) + np.linalg.norm(centre))
+    S = math.sqrt(lam) + math.sqrt(float((pi * rows_error**2).sum()))
+    return min(1.0, math.nextafter(math.sqrt(d) / T * S * (1 + 8 * EPS), math.inf))
+
+
+def source_head_bound(source: Any) -> HeadBound:
+    """:func:`oscillation_bound` of a masked LM source (a ``MaskedLMConditionals`` or SCEPTR's), over its
+    alphabet; :class:`HeadNotNormalised` when it has no model or its head does not qualify."""
+    model, ids = getattr(source, "model", None), getattr(source, "support_ids", None)
+    if model is None or ids is None:
+        raise HeadNotNormalised(f"{type(source).__name__} is not a masked LM source (no model weights to read)")
+    return oscillation_bound(head_parts(model, np.asarray(ids)))
+
+
+def head_bound_upper(source: Any) -> dict:
+    """The ``head_bound`` hook of :func:`~mlmix.empirical.model_constants.certify.certify`: ``delta_upper``
+    (n x n, H off the diagonal, 0 on it) and ``method``; or ``delta_upper`` None and ``method`` saying why
+    the bound is not available."""
+    try:
+        bound = source_head_bound(source)
+    except HeadNotNormalised as err:
+        return {"delta_upper": None, "method": f"head bound not available: {err}"}
+    n = source.space.length
+    off = ~np.eye(n, dtype=bool)
+    parts = head_parts(source.model, np.asarray(source.support_ids))
+    rho = influence_upper(parts, source.temperature)
+    return {"delta_upper": np.where(off, bound.delta, 0.0), "rho_upper": np.where(off, rho, 0.0), "bound": bound,
+            "method": f"LayerNorm head bound Delta_ij <= {bound.delta:.6g}, rho_ij <= {rho:.6g} "
+                      f"(0 passes; {bound.where})"}
