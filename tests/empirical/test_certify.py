@@ -136,7 +136,7 @@ def test_a_relaxation_gives_upper_ends_and_lemma_6_turns_delta_into_rho():
 def test_the_temperature_argument_and_bad_input():
     table = ScoreTable.random(2, 3, seed=0, temperature=1.0)
     assert cf.certify(table, temperature=3.0).temperature == 3.0
-    for kwargs, match in (({"max_passes": 0}, "max-passes"), ({"temperature": -1.0}, "emperature"),
+    for kwargs, match in (({"max_passes": -1}, "max-passes"), ({"temperature": -1.0}, "emperature"),
                           ({"budget_s": 0.0}, "budget")):
         with pytest.raises(ValueError, match=match):
             cf.certify(table, **kwargs)
