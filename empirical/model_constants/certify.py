@@ -9,9 +9,11 @@ supremum:
   table / cached exact table is at hand, 0 passes): the streamed exact values
   (:func:`mlmix.empirical.model_constants.streamed_constants.streamed_constants`), lower and upper within the float64
   rounding 8 |V| u (+ n u for the sums) of the value;
-* otherwise **bounds**: the lower ends from ``lower_bounds`` (a hook; default: the maxima over uniformly
+* otherwise **bounds**: the lower ends from ``lower_bounds`` (a hook; default: the worst-context search,
+  :func:`~mlmix.empirical.model_constants.context_search.search_lower_bounds`; or the maxima over uniformly
   sampled contexts with every replacement, :func:`random_context_lower_bounds`), the upper ends from
-  ``relaxation`` (a hook returning sound per-pair upper bounds; default none) and the trivial bounds:
+  ``relaxation`` (a hook returning sound per-pair upper bounds; default :func:`model_relaxation`, the model
+  family's certified bounds) and the trivial bounds:
   rho_ij <= 1 (a TV distance), so rho <= n - 1 and alpha <= n - 1; Lemma 6, rho_ij(T) <= tanh(Delta_ij /
   (4T)), turns an upper bound of Delta_ij into one of rho_ij. Delta and T* have no trivial upper bound
   (scores are unbounded logits): their upper end is unknown (None) unless a relaxation bounds Delta_ij.
@@ -39,6 +41,7 @@ from typing import Any
 
 import numpy as np
 
+from mlmix.empirical.model_constants.context_search import search_lower_bounds
 from mlmix.empirical.model_constants.streamed_constants import (
     DEFAULT_BLOCK_ROWS,
     MODEL_SCORE_ULPS,
@@ -125,11 +128,24 @@ def random_context_lower_bounds(source: Conditionals, *, max_passes: int, seed: 
             "rectangle": evaluated_rectangles(recorded.rows(), source.temperature)}
 
 
+def model_relaxation(source: Conditionals) -> dict | None:
+    """The default ``relaxation`` hook: the certified upper bounds a model family offers (its adapter; now the
+    affine-arithmetic relaxation of :func:`mlmix.empirical.model_constants.relaxation.certify_relaxation`,
+    which steps aside for unsupported models), None for a source that is not a model."""
+    if getattr(source, "model", None) is None:
+        return None
+    # deferred: the relaxation loads torch (already loaded for a model source)
+    from mlmix.empirical.model_constants.relaxation import certify_relaxation
+
+    return certify_relaxation(source)
+
+
 def certify(source: Conditionals, *, max_passes: int | None = None, budget_s: float | None = None,
-            temperature: float | None = None, lower_bounds: LowerBounds = random_context_lower_bounds,
-            relaxation: Relaxation | None = None, seed: int = 0, folder: str | os.PathLike | None = None,
+            temperature: float | None = None, lower_bounds: LowerBounds = search_lower_bounds,
+            relaxation: Relaxation | None = model_relaxation, seed: int = 0, folder: str | os.PathLike | None = None,
             block_rows: int = DEFAULT_BLOCK_ROWS, use_cache: bool = True, progress: bool = False,
-            log: Callable[[str], None] | None = None, known_lower: dict | None = None) -> CertifiedConstants:
+            log: Callable[[str], None] | None = None, known_lower: dict | None = None,
+            enumeration: bool = True) -> CertifiedConstants:
     """Certified brackets of rho, alpha, Delta and T* of ``source`` (at ``temperature``, default its own),
     by enumeration when it fits ``max_passes`` score queries and ``budget_s`` seconds (at the measured
     rate of a masked LM), else from the hooks (module docstring). A masked LM's cached exact table is
@@ -139,7 +155,10 @@ def certify(source: Conditionals, *, max_passes: int | None = None, budget_s: fl
     measurement's included, and refuses one past the cap; ``passes`` is that count. ``known_lower``: lower
     bounds found elsewhere (the hook's keys ``rho_lower``, ``delta_lower``, ``max_abs_score``, ``method``,
     ``rectangle``; e.g. the sampled contexts of ``mlmix estimate``), merged by the entrywise maximum (both
-    are lower bounds). ``threshold``: :func:`theorem5_threshold` of the certified Delta_ij upper ends."""
+    are lower bounds). ``threshold``: :func:`theorem5_threshold` of the certified Delta_ij upper ends.
+    The defaults are the recipe of ``mlmix estimate --certify`` (:func:`~mlmix.empirical.model_constants.constants_report.model_constants`):
+    the worst-context search for the lower ends, the model's relaxation for the upper ones; ``enumeration=False``
+    goes to the bounds even where enumeration fits."""
     if temperature is not None:
         source = source.at_temperature(check_temperature(temperature))
     if max_passes is not None:
@@ -152,7 +171,7 @@ def certify(source: Conditionals, *, max_passes: int | None = None, budget_s: fl
     with _capped(ledger, max_passes):
         start = 0 if ledger is None else ledger.used
         out = _certify(_cached(source) if use_cache else source, max_passes, budget_s, lower_bounds, relaxation,
-                       seed, folder, block_rows, progress, log, known_lower)
+                       seed, folder, block_rows, progress, log, known_lower, enumeration)
         return out if ledger is None else replace(out, passes=ledger.used - start)
 
 
@@ -172,7 +191,7 @@ def _capped(ledger, max_passes: int | None):
 
 def _certify(source: Conditionals, max_passes: int | None, budget_s: float | None, lower_bounds: LowerBounds,
              relaxation: Relaxation | None, seed: int, folder, block_rows: int, progress: bool, log,
-             known_lower: dict | None) -> CertifiedConstants:
+             known_lower: dict | None, enumeration: bool) -> CertifiedConstants:
     """:func:`certify` on a source already at its temperature (and cached table), under its cap."""
     space = source.space
     n, q, T = space.length, space.vocab_size, float(source.temperature)
@@ -183,7 +202,7 @@ def _certify(source: Conditionals, max_passes: int | None, budget_s: float | Non
     left = _left(source, max_passes) if math.isfinite(rate) else left
     allowed = min(left, rate * budget_s if budget_s is not None else math.inf)
     rounding = 8 * q * EPS
-    if needed <= allowed:
+    if enumeration and needed <= allowed:
         s = streamed_constants(source, folder=folder if needed else None, block_rows=block_rows, progress=progress,
                                log=log, rate=rate if math.isfinite(rate) else None)
         e = s.score_error
@@ -217,8 +236,9 @@ def _certify(source: Conditionals, max_passes: int | None, budget_s: float | Non
             hi_r = np.minimum(hi_r, np.asarray(relaxed["rho_upper"], dtype=np.float64) + e / T)
         upper_method = f"{relaxed.get('method', 'relaxation')}, TV <= 1"
     method = f"lower: {' and '.join(methods)} (the larger); upper: {upper_method}"
-    why = (f"enumeration needs {needed:,} passes, over the {budget:,} that --max-passes and --budget allow, "
-           "and no relaxation bounds Delta_ij (the scores are unbounded logits without one)")
+    why = ((f"enumeration needs {needed:,} passes, over the {budget:,} that --max-passes and --budget allow"
+            if enumeration else "enumeration was not asked for")
+           + ", and no relaxation bounds Delta_ij (the scores are unbounded logits without one)")
     out = _assemble(lo_r, hi_r, lo_d, hi_d, T, int(low.get("passes", 0)), method, low.get("witnesses"),
                     values=None, rounding=n * EPS, why=why)
     return replace(out, rectangle=rectangle)

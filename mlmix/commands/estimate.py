@@ -288,11 +288,8 @@ def _certified(source, args: argparse.Namespace, say, budget: float, sampled: di
     """``--certify``: the brackets of :func:`mlmix.empirical.model_constants.certify.certify` within the passes
     --max-passes leaves and --budget, checkpointed in the cache when the source is a masked LM; the lower ends
     the larger of the certificate's and the estimate's ``sampled`` maxima (both evaluated pairs: lower bounds)."""
-    # deferred: torch and transformers load only when the command runs
-    from mlmix.empirical.model_constants.certify import certify
-    from mlmix.empirical.model_constants.context_search import search_lower_bounds
-    from mlmix.empirical.model_constants.relaxation import certify_relaxation
-    from mlmix.empirical.model_constants.streamed_constants import default_folder
+    # deferred: the model stack loads only when the command runs
+    from mlmix.empirical.model_constants.constants_report import model_constants
 
     known = None if sampled is None else {
         "rho_lower": sampled["rho_ij"], "delta_lower": sampled["delta_ij"],
@@ -301,9 +298,8 @@ def _certified(source, args: argparse.Namespace, say, budget: float, sampled: di
                       "rectangles": (sampled.get("rectangle") or {}).get("count") or 0,
                       "max_abs_score": source.ledger.max_abs_score}}
     left = source.ledger.left()
-    result = certify(source, max_passes=None if args.max_passes is None else int(left), budget_s=budget,
-                     seed=args.seed, lower_bounds=search_lower_bounds, relaxation=certify_relaxation,
-                     folder=default_folder(source), progress=not args.no_progress, log=say, known_lower=known)
+    result = model_constants(source, budget=budget, max_passes=None if args.max_passes is None else int(left),
+                             seed=args.seed, progress=not args.no_progress, log=say, known_lower=known)
     return result.as_dict()
 
 

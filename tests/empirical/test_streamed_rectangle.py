@@ -20,7 +20,7 @@ from mlm_fixtures import tiny_masked_lm
 from mlmix.commands import verify_model as vm
 from mlmix.empirical.model_constants import streamed_constants as sc
 from mlmix.empirical.model_constants import streamed_rectangle as rect
-from mlmix.empirical.model_constants.certify import certify
+from mlmix.empirical.model_constants.certify import certify, random_context_lower_bounds
 from mlmix.empirical.model_constants.context_search import search_lower_bounds
 from mlmix.empirical.models import tabulate as tab
 from mlmix.empirical.models.mlm import MaskedLMConditionals
@@ -265,12 +265,12 @@ def test_certify_reports_r_exact_or_as_a_lower_bound():
     assert bounded.method != "enumeration" and bounded.rectangle.upper is None
     assert 0 < bounded.rectangle.lower <= exact
     assert reevaluate(table, bounded.rectangle.details["witness"]) <= exact
-    sampled = certify(source, max_passes=100)  # uniform contexts: the planes through them, from the same rows
+    sampled = certify(source, max_passes=100, lower_bounds=random_context_lower_bounds)  # uniform contexts: the planes through them, from the same rows
     assert sampled.passes == 96 and sampled.rectangle.upper is None and 0 < sampled.rectangle.lower <= exact
     assert sampled.rectangle.details["rectangles"] >= 6 * 4 * 3 * 3  # at least 6 whole planes, 4 (C(3, 2))^2 each
     w = sampled.rectangle.details["witness"]
     assert reevaluate(table, w) == pytest.approx(w["R"], rel=1e-12) and sampled.rectangle.lower <= w["R"]
-    none = certify(source, max_passes=10)  # no context fits: no rectangle, R >= 0 only
+    none = certify(source, max_passes=10, lower_bounds=random_context_lower_bounds)  # no context fits: no rectangle, R >= 0 only
     assert none.rectangle.lower == 0.0 and none.rectangle.upper is None and "no rectangle" in none.rectangle.reason
 
 
