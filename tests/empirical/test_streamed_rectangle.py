@@ -293,9 +293,9 @@ def test_verify_uses_every_rectangle_above_the_exact_limit(above_the_exact_limit
 
 
 def test_verify_falls_back_to_sampled_rectangles_when_r_is_not_computed(above_the_exact_limit, monkeypatch):
-    original = vm.certify
+    original = vm.model_constants
     missing = rect.StreamedRectangle(None, None, 1.0, 0, 0.0, reason="not computed here").result()
-    monkeypatch.setattr(vm, "certify", lambda *a, **k: replace(original(*a, **k), rectangle=missing))
+    monkeypatch.setattr(vm, "model_constants", lambda *a, **k: replace(original(*a, **k), rectangle=missing))
     rep = vm.model_report(ScoreTable.random(2, 5, seed=3))
     r = {e["id"]: e for e in rep["results"]}["glauber.rectangle"]
     assert "(sampled)" in r["why"] and "sampled contexts for the rectangle statistic" in rep["constants"]
