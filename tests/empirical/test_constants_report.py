@@ -65,3 +65,17 @@ def test_corollary_7_follows_the_bracket():
 def test_bad_input_is_one_value_error(kwargs, match):
     with pytest.raises(ValueError, match=match):
         model_constants(ScoreTable.random(2, 3, seed=0), **kwargs)
+
+
+def test_the_docs_snippet_runs_and_prints_what_it_says(capsys):
+    import re
+    from pathlib import Path
+
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "real-model.md").read_text(encoding="utf-8")
+    (code,) = [c for c in re.findall(r"```python\n(.*?)```", doc, flags=re.S) if "model_constants" in c]
+    exec(compile(code, "docs/real-model.md", "exec"), {})  # noqa: S102 - our own documentation
+    first, second = capsys.readouterr().out.splitlines()
+    report = model_constants(ScoreTable.random(3, 4, seed=0, temperature=1.0), max_passes=2000)
+    assert first.split()[2] == report.theorem5["verdict"].split()[0] and float(first.split()[0]) == report.rho.lower
+    assert second.startswith("Theorem 5 provably applies at every T >=") and second.endswith("0 passes")
+    assert float(second.split()[-4]) == report.threshold["temperature"]
