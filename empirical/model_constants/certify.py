@@ -129,12 +129,18 @@ def random_context_lower_bounds(source: Conditionals, *, max_passes: int, seed: 
 
 
 def model_relaxation(source: Conditionals) -> dict | None:
-    """The default ``relaxation`` hook: the certified upper bounds a model family offers (its adapter; now the
-    affine-arithmetic relaxation of :func:`mlmix.empirical.model_constants.relaxation.certify_relaxation`,
-    which steps aside for unsupported models), None for a source that is not a model."""
-    if getattr(source, "model", None) is None:
+    """The default ``relaxation`` hook: the certified-bound adapter of the source's model family
+    (:data:`~mlmix.empirical.models.families.MODELS`), else the affine-arithmetic relaxation of
+    :func:`mlmix.empirical.model_constants.relaxation.certify_relaxation` (which steps aside for unsupported
+    models); None for a source that is not a model."""
+    # deferred: the registry's loaders and the relaxation load torch (already loaded for a model source)
+    from mlmix.empirical.models.families import family_of_source, resolve
+
+    family = family_of_source(source)
+    if family is None:
         return None
-    # deferred: the relaxation loads torch (already loaded for a model source)
+    if family.bound_adapter is not None:
+        return resolve(family.bound_adapter)(source)
     from mlmix.empirical.model_constants.relaxation import certify_relaxation
 
     return certify_relaxation(source)
