@@ -4,7 +4,8 @@ The objects users touch are exported here (lazily, so ``import mlmix`` stays lig
 torch), so user code never imports the deep module paths, which may move: ``Chain`` (an exact chain
 on any representation, every quantity with its accuracy) and ``OperatorChain`` (``Chain`` on a
 matrix-free operator, with the solvers' options), ``Result`` / ``VectorResult``, the sources ``IsingModel``, ``PottsModel``, ``LogWeightTable``,
-``ScoreTable`` and ``MaskedLMConditionals``, and the kernels (``glauber_kernel``, ``k_gibbs_kernel``,
+``ScoreTable`` and ``MaskedLMConditionals``, ``model_constants`` (a model's certified constants and
+Theorem 5's verdict, :mod:`mlmix.empirical.model_constants.constants_report`), and the kernels (``glauber_kernel``, ``k_gibbs_kernel``,
 ``block_kernel``, ``adaptive_block_kernel``, ``independent_parallel_kernel``, and the matrix-free
 ``kernel_operator``). The three rooms are ``mlmix.theory``, ``mlmix.verify`` and ``mlmix.empirical``.
 
@@ -29,6 +30,7 @@ _LAZY = {
     "LogWeightTable": "mlmix.theory.sources.conditionals",
     "ScoreTable": "mlmix.theory.sources.conditionals",
     "MaskedLMConditionals": "mlmix.empirical.models.mlm",
+    "model_constants": "mlmix.empirical.model_constants.constants_report",
     "glauber_kernel": "mlmix.theory.kernels.assembled",
     "k_gibbs_kernel": "mlmix.theory.kernels.assembled",
     "block_kernel": "mlmix.theory.kernels.assembled",

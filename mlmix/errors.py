@@ -63,3 +63,8 @@ class ReducibleChainError(InputValueError):
 class MemoryLimitError(InputValueError):
     """The memory an operation needs, estimated before allocating it, exceeds the limit
     (``--max-memory``, or what the machine has available)."""
+
+
+class PassCapError(InputValueError):
+    """A model source asked for more forward passes than its hard cap (``--max-passes``) allows; the passes
+    are refused before any is made."""

@@ -39,6 +39,7 @@ exceeds it reports an interval instead of a number - roundoff is never a result.
 
 from __future__ import annotations
 
+import decimal
 import json
 import math
 import sys
@@ -90,6 +91,32 @@ def _fmt(x: float | None) -> str:
     if isinstance(x, (int, np.integer)) or (isinstance(x, float) and x.is_integer() and abs(x) < 1e15):
         return f"{int(x)}"
     return f"{x:.6g}"
+
+
+def bracket_text(lower: float | None, upper: float | None, digits: int = 4) -> str:
+    """``[lower, upper]`` with enough significant digits (at least ``digits``, at most 17) to show the
+    bracket's width to two digits, each end rounded outward (the lower end down, the upper end up: the
+    printed bracket contains the computed one; an end whose shortest repr is that short prints as it);
+    ``-`` for an unknown end."""
+    if lower is not None and upper is not None and upper > lower:
+        top = decimal.Decimal(max(abs(lower), abs(upper))).adjusted()
+        digits = max(digits, min(17, top - decimal.Decimal(upper - lower).adjusted() + 2))
+    return f"[{outward_text(lower, digits, True)}, {outward_text(upper, digits, False)}]"
+
+
+def outward_text(x: float | None, digits: int, down: bool) -> str:
+    """``x`` to ``digits`` significant digits, rounded toward -inf (``down``) or +inf; ``-`` for None."""
+    if x is None:
+        return "-"
+    if x == 0 or not math.isfinite(x):
+        return repr(float(x))
+    shortest = decimal.Decimal(repr(float(x)))  # names the same float: printed as is when short enough
+    if len(shortest.as_tuple().digits) <= digits:
+        return repr(float(x))
+    d = decimal.Decimal(x)
+    step = decimal.Decimal(1).scaleb(d.adjusted() - digits + 1)
+    q = d.quantize(step, rounding=decimal.ROUND_FLOOR if down else decimal.ROUND_CEILING)
+    return format(q.normalize(), "f") if -5 <= q.adjusted() < 15 else format(q.normalize(), "e")
 
 
 @dataclass(frozen=True, eq=False)

@@ -8,8 +8,13 @@
 - :mod:`~mlmix.empirical.model_constants.relaxation` — sound upper bounds by affine arithmetic.
 - :mod:`~mlmix.empirical.model_constants.certify` — the brackets [lower, upper] and Theorem 5's verdict
   (``mlmix estimate --certify``).
+- :mod:`~mlmix.empirical.model_constants.constants_report` — the one entry point, :func:`model_constants`:
+  one report of the brackets and Theorem 5 / Corollary 7's verdicts, with the recipe (enumeration, search,
+  relaxation) within a budget and a hard pass cap; ``mlmix estimate --certify`` and ``verify --mlm`` view it.
 
-Importing the package does not load torch; it re-exports nothing.
+Importing the package does not load torch; it exports :func:`model_constants` and :class:`ModelConstants`.
 """
 
-__all__: list[str] = []
+from mlmix.empirical.model_constants.constants_report import ModelConstants, model_constants
+
+__all__: list[str] = ["ModelConstants", "model_constants"]

@@ -9,9 +9,11 @@ supremum:
   table / cached exact table is at hand, 0 passes): the streamed exact values
   (:func:`mlmix.empirical.model_constants.streamed_constants.streamed_constants`), lower and upper within the float64
   rounding 8 |V| u (+ n u for the sums) of the value;
-* otherwise **bounds**: the lower ends from ``lower_bounds`` (a hook; default: the maxima over uniformly
+* otherwise **bounds**: the lower ends from ``lower_bounds`` (a hook; default: the worst-context search,
+  :func:`~mlmix.empirical.model_constants.context_search.search_lower_bounds`; or the maxima over uniformly
   sampled contexts with every replacement, :func:`random_context_lower_bounds`), the upper ends from
-  ``relaxation`` (a hook returning sound per-pair upper bounds; default none) and the trivial bounds:
+  ``relaxation`` (a hook returning sound per-pair upper bounds; default :func:`model_relaxation`, the model
+  family's certified bounds) and the trivial bounds:
   rho_ij <= 1 (a TV distance), so rho <= n - 1 and alpha <= n - 1; Lemma 6, rho_ij(T) <= tanh(Delta_ij /
   (4T)), turns an upper bound of Delta_ij into one of rho_ij. Delta and T* have no trivial upper bound
   (scores are unbounded logits): their upper end is unknown (None) unless a relaxation or ``head_bound``
@@ -42,6 +44,7 @@ rectangles the lower-bound hook evaluated (its ``rectangle`` entry), with no upp
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 from collections.abc import Callable
@@ -50,9 +53,11 @@ from typing import Any
 
 import numpy as np
 
+from mlmix.empirical.model_constants.context_search import search_lower_bounds
 from mlmix.empirical.model_constants.head_bound import head_bound_upper
 from mlmix.empirical.model_constants.streamed_constants import (
     DEFAULT_BLOCK_ROWS,
+    RATE_QUERIES,
     passes_needed,
     streamed_constants,
 )
@@ -77,6 +82,7 @@ Relaxation = Callable[[Conditionals], "dict | None"]
 APPLIES, NOT_APPLY, UNDECIDED = "applies", "does not apply", "undecided"
 
 
+
 @dataclass(frozen=True)
 class CertifiedConstants:
     """Brackets of rho, alpha, Delta and T* (module docstring), the per-pair bracket matrices, the score
@@ -97,6 +103,7 @@ class CertifiedConstants:
     witnesses: Any = None
     theorem5: dict = field(default_factory=dict)
     rectangle: Result | None = None
+    threshold: dict = field(default_factory=dict)
     score_accuracy: ScoreAccuracy = EXACT
 
     def as_dict(self) -> dict:
@@ -107,7 +114,7 @@ class CertifiedConstants:
                 "rho_ij_lower": self.rho_lower.tolist(), "rho_ij_upper": self.rho_upper.tolist(),
                 "delta_ij_lower": self.delta_lower.tolist(),
                 "delta_ij_upper": None if self.delta_upper is None else self.delta_upper.tolist(),
-                "witnesses": self.witnesses, "rectangle": self.rectangle,
+                "witnesses": self.witnesses, "rectangle": self.rectangle, "theorem5_threshold": self.threshold,
                 "score_accuracy": self.score_accuracy.as_dict()}
 
 
@@ -137,38 +144,93 @@ def random_context_lower_bounds(source: Conditionals, *, max_passes: int, seed: 
             "rectangle": evaluated_rectangles(recorded.rows(), source.temperature)}
 
 
+def model_relaxation(source: Conditionals) -> dict | None:
+    """The default ``relaxation`` hook: the certified-bound adapter of the source's model family
+    (:data:`~mlmix.empirical.models.families.MODELS`), else the affine-arithmetic relaxation of
+    :func:`mlmix.empirical.model_constants.relaxation.certify_relaxation` (which steps aside for unsupported
+    models); None for a source that is not a model."""
+    # deferred: the registry's loaders and the relaxation load torch (already loaded for a model source)
+    from mlmix.empirical.models.families import family_of_source, resolve
+
+    family = family_of_source(source)
+    if family is None:
+        return None
+    if family.bound_adapter is not None:
+        return resolve(family.bound_adapter)(source)
+    from mlmix.empirical.model_constants.relaxation import certify_relaxation
+
+    return certify_relaxation(source)
+
+
 def certify(source: Conditionals, *, max_passes: int | None = None, budget_s: float | None = None,
-            temperature: float | None = None, lower_bounds: LowerBounds = random_context_lower_bounds,
-            relaxation: Relaxation | None = None, head_bound: Relaxation | None = head_bound_upper, seed: int = 0,
-            folder: str | os.PathLike | None = None,
+            temperature: float | None = None, lower_bounds: LowerBounds = search_lower_bounds,
+            relaxation: Relaxation | None = model_relaxation, head_bound: Relaxation | None = head_bound_upper,
+            seed: int = 0, folder: str | os.PathLike | None = None,
             block_rows: int = DEFAULT_BLOCK_ROWS, use_cache: bool = True, progress: bool = False,
-            log: Callable[[str], None] | None = None) -> CertifiedConstants:
+            log: Callable[[str], None] | None = None, known_lower: dict | None = None,
+            enumeration: bool = True) -> CertifiedConstants:
     """Certified brackets of rho, alpha, Delta and T* of ``source`` (at ``temperature``, default its own),
     by enumeration when it fits ``max_passes`` score queries and ``budget_s`` seconds (at the measured
     rate of a masked LM), else from the hooks (module docstring). A masked LM's cached exact table is
     used when present (``use_cache``; 0 passes). ``folder``: checkpoint an enumeration that queries the
     source there (resumable; unused when a table is at hand). ``head_bound``: a hook like ``relaxation``
     (default: the LayerNorm head bound, :func:`~mlmix.empirical.model_constants.head_bound.head_bound_upper`,
-    every Delta_ij <= H for any frame and n; None: not used)."""
+    every Delta_ij <= H for any frame and n; None: not used); the smaller Delta_ij upper end of the two wins.
+    ``max_passes`` is a hard cap: a model source
+    counts every forward pass in its ledger (:class:`~mlmix.empirical.models.mlm.PassLedger`), the rate
+    measurement's included, and refuses one past the cap; ``passes`` is that count. ``known_lower``: lower
+    bounds found elsewhere (the hook's keys ``rho_lower``, ``delta_lower``, ``max_abs_score``, ``method``,
+    ``rectangle``; e.g. the sampled contexts of ``mlmix estimate``), merged by the entrywise maximum (both
+    are lower bounds). ``threshold``: :func:`theorem5_threshold` of the certified Delta_ij upper ends.
+    The defaults are the recipe of ``mlmix estimate --certify`` (:func:`~mlmix.empirical.model_constants.constants_report.model_constants`):
+    the worst-context search for the lower ends, the model family's relaxation and the head bound for the
+    upper ones; ``enumeration=False`` goes to the bounds even where enumeration fits."""
     if temperature is not None:
         source = source.at_temperature(check_temperature(temperature))
-    T = float(source.temperature)
     if max_passes is not None:
-        max_passes = check_int(max_passes, "--max-passes", minimum=1)
+        max_passes = check_int(max_passes, "--max-passes", minimum=0)
     if budget_s is not None and not (budget_s > 0 and math.isfinite(budget_s)):
         raise ValueError(f"the budget must be a positive number of seconds, got {budget_s!r}")
-    space = source.space
-    n, q = space.length, space.vocab_size
-    if n < 2:
+    if source.space.length < 2:
         raise ValueError("the influence constants need n >= 2 free positions")
-    source = _cached(source) if use_cache else source
+    ledger = getattr(source, "ledger", None)
+    with _capped(ledger, max_passes):
+        start = 0 if ledger is None else ledger.used
+        out = _certify(_cached(source) if use_cache else source, max_passes, budget_s, lower_bounds, relaxation,
+                       head_bound, seed, folder, block_rows, progress, log, known_lower, enumeration)
+        return out if ledger is None else replace(out, passes=ledger.used - start)
+
+
+@contextlib.contextmanager
+def _capped(ledger, max_passes: int | None):
+    """The ledger's cap lowered to ``max_passes`` more passes for the block (restored after)."""
+    if ledger is None or max_passes is None:
+        yield
+        return
+    before = ledger.cap
+    ledger.cap = ledger.used + max_passes if before is None else min(before, ledger.used + max_passes)
+    try:
+        yield
+    finally:
+        ledger.cap = before
+
+
+def _certify(source: Conditionals, max_passes: int | None, budget_s: float | None, lower_bounds: LowerBounds,
+             relaxation: Relaxation | None, head_bound: Relaxation | None, seed: int, folder, block_rows: int,
+             progress: bool, log, known_lower: dict | None, enumeration: bool) -> CertifiedConstants:
+    """:func:`certify` on a source already at its temperature (and cached table), under its cap."""
+    space = source.space
+    n, q, T = space.length, space.vocab_size, float(source.temperature)
     needed = 0 if isinstance(source, ScoreTable) else passes_needed(space)
-    rate = _rate(source) if needed and budget_s is not None else math.inf
-    allowed = min(math.inf if max_passes is None else max_passes, rate * budget_s if budget_s is not None else math.inf)
+    left = _left(source, max_passes)
+    # the rate costs RATE_QUERIES passes: not measured when the cap leaves too few for it to matter
+    rate = _rate(source) if needed and budget_s is not None and left >= 4 * RATE_QUERIES else math.inf
+    left = _left(source, max_passes) if math.isfinite(rate) else left
+    allowed = min(left, rate * budget_s if budget_s is not None else math.inf)
     rounding = 8 * q * EPS
-    if needed <= allowed:
+    if enumeration and needed <= allowed:
         s = streamed_constants(source, folder=folder if needed else None, block_rows=block_rows, progress=progress,
-                               log=log)
+                               log=log, rate=rate if math.isfinite(rate) else None)
         e = s.score_error
         lo_r, hi_r = _widen(s.rho_ij, rounding, e / T, 1.0)
         lo_d, hi_d = _widen(s.delta_ij, rounding, 4 * e, None)
@@ -178,10 +240,19 @@ def certify(source: Conditionals, *, max_passes: int | None = None, budget_s: fl
         return replace(out, rectangle=s.rectangle.result("R max"), score_accuracy=s.score_accuracy)
     budget = int(allowed) if math.isfinite(allowed) else 0
     low = lower_bounds(source, max_passes=budget, seed=seed)
-    accuracy = source_accuracy(source, float(low.get("max_abs_score", 0.0)))
+    max_abs = max(float(low.get("max_abs_score", 0.0)), float((known_lower or {}).get("max_abs_score", 0.0)))
+    accuracy = source_accuracy(source, max_abs)
     e = accuracy.error
-    lo_r = _widen(np.asarray(low["rho_lower"], dtype=np.float64), rounding, e / T, 1.0)[0]
-    lo_d = _widen(np.asarray(low.get("delta_lower", np.zeros((n, n))), dtype=np.float64), rounding, 4 * e, None)[0]
+    lo_r, lo_d = _lower(low, n, T, rounding, e)
+    methods = [low.get("method", "lower-bound hook")]
+    rectangle = _rectangle_lower(low.get("rectangle"), e, T, methods[0])
+    if known_lower:
+        known_r, known_d = _lower(known_lower, n, T, rounding, e)
+        lo_r, lo_d = np.maximum(lo_r, known_r), np.maximum(lo_d, known_d)
+        methods.append(known_lower.get("method", "known lower bounds"))
+        known = _rectangle_lower(known_lower.get("rectangle"), e, T, methods[1])
+        if (known.lower or 0.0) > (rectangle.lower or 0.0):
+            rectangle = known
     hi_r, hi_d = np.ones((n, n)), None
     relaxed = relaxation(source) if relaxation is not None else None
     # the LayerNorm head bound (0 passes), beside the relaxation; the smaller upper end wins
@@ -190,17 +261,75 @@ def certify(source: Conditionals, *, max_passes: int | None = None, budget_s: fl
     deltas = [np.asarray(u["delta_upper"], dtype=np.float64) for u in uppers if u.get("delta_upper") is not None]
     if deltas:
         hi_d = np.minimum.reduce(deltas)
-        # Lemma 6: rho_ij(T) <= tanh(Delta_ij / (4T)), rounded up
-        hi_r = np.minimum(hi_r, np.tanh(hi_d / (4 * T)) * (1 + 4 * EPS) + 4 * EPS)
-    for u in uppers:  # rho_ij upper ends of the exact network: widened by the scores' accuracy
+        hi_r = np.minimum(hi_r, _lemma6(hi_d, T))
+    for u in uppers:  # rho_ij upper ends of the exact network: widened by the scores' stated accuracy
         if u.get("rho_upper") is not None:
             hi_r = np.minimum(hi_r, np.asarray(u["rho_upper"], dtype=np.float64) + e / T)
     upper_method = "; ".join([*(u.get("method", "relaxation") for u in uppers), "TV <= 1"])
-    method = f"lower: {low.get('method', 'lower-bound hook')}; upper: {upper_method}"
+    method = f"lower: {' and '.join(methods)} (the larger); upper: {upper_method}"
+    why = ((f"enumeration needs {needed:,} passes, over the {budget:,} that --max-passes and --budget allow"
+            if enumeration else "enumeration was not asked for")
+           + ", and neither a relaxation nor the head bound bounds Delta_ij (the scores are unbounded logits "
+           "without one)")
     out = _assemble(lo_r, hi_r, lo_d, hi_d, T, int(low.get("passes", 0)), method, low.get("witnesses"),
-                    values=None, rounding=n * EPS)
-    return replace(out, rectangle=_rectangle_lower(low.get("rectangle"), e, T, low.get("method", "lower-bound hook")),
-                   score_accuracy=accuracy)
+                    values=None, rounding=n * EPS, why=why)
+    return replace(out, rectangle=rectangle, score_accuracy=accuracy)
+
+
+def _left(source: Conditionals, max_passes: int | None) -> float:
+    """Passes still allowed: ``max_passes``, or what the source's ledger (capped to it) leaves."""
+    ledger = getattr(source, "ledger", None)
+    if ledger is not None:
+        return ledger.left()
+    return math.inf if max_passes is None else max_passes
+
+
+def _lower(low: dict, n: int, T: float, rounding: float, e: float) -> tuple[np.ndarray, np.ndarray]:
+    """A lower-bound dict's rho_ij and Delta_ij less their rounding and the scores' stated accuracy e
+    (:func:`~mlmix.theory.sources.score_accuracy.source_accuracy`)."""
+    lo_r = _widen(np.asarray(low["rho_lower"], dtype=np.float64), rounding, e / T, 1.0)[0]
+    lo_d = _widen(np.asarray(low.get("delta_lower", np.zeros((n, n))), dtype=np.float64), rounding, 4 * e, None)[0]
+    return lo_r, lo_d
+
+
+def _lemma6(delta_upper: np.ndarray, T: float) -> np.ndarray:
+    """Lemma 6, rho_ij(T) <= tanh(Delta_ij / (4T)), from upper ends of Delta_ij, rounded up."""
+    return np.tanh(delta_upper / (4 * T)) * (1 + 4 * EPS) + 4 * EPS
+
+
+def theorem5_threshold(delta_upper: np.ndarray | None, why: str = "") -> dict:
+    """The smallest temperature above which Theorem 5 provably applies, from certified upper ends of
+    Delta_ij: B(T) = max_j sum_{i != j} tanh(Delta_ij^up / (4T)) (Lemma 6, rounded up) bounds rho(T) at
+    every T and decreases in T (tanh increases, its argument decreases), so {T : B(T) < 1} is a ray
+    (T_5, inf) and bisection finds it: ``temperature`` is the smallest tested T with B(T) < 1 (Theorem 5
+    applies at every T >= it), ``below`` the largest tested T with B(T) >= 1 (0 when none), within a
+    relative 1e-9. B(T*) < T*/T* = 1 at Cor. 7's T* (tanh x < x), so T_5 <= T*'s upper end. Without an
+    upper end of Delta_ij: ``temperature`` None, "cannot be certified within the budget" and ``why``.
+    (The exact rho(T) of an enumeration need not be monotone in T: the threshold bisects on B, not on it.)"""
+    method = "bisection on Lemma 6's bound max_j sum_i tanh(Delta_ij^up / 4T) of rho(T), decreasing in T"
+    if delta_upper is None:
+        return {"temperature": None, "below": None, "method": method,
+                "why": f"cannot be certified within the budget: {why}" if why else "cannot be certified: no upper "
+                       "bound of Delta_ij"}
+    d = np.asarray(delta_upper, dtype=np.float64).copy()
+    np.fill_diagonal(d, 0.0)
+    n = d.shape[0]
+
+    def bound(T: float) -> float:
+        return _aggregate(_lemma6(d, T) * (d > 0), 0) * (1 + n * EPS)
+
+    if not (d > 0).any():
+        return {"temperature": 0.0, "below": 0.0, "method": method,
+                "why": "every Delta_ij is 0: rho = 0 and Theorem 5 applies at every T > 0"}
+    hi = max(_aggregate(d, 0) / 4, float(d.max())) * (1 + 1e-6)
+    while bound(hi) >= 1:  # not expected (B(T*) < 1); guards the rounding
+        hi *= 2
+    lo = 0.0
+    while hi - lo > 1e-9 * hi:
+        mid = 0.5 * (lo + hi)
+        lo, hi = (lo, mid) if bound(mid) < 1 else (mid, hi)
+    return {"temperature": hi, "below": lo, "method": method,
+            "why": f"rho(T) <= {bound(hi)!r} < 1 at T = {hi!r}, and the bound decreases in T"}
 
 
 def _rectangle_lower(found: dict | None, error: float, T: float, method: str) -> Result:
@@ -255,7 +384,8 @@ def _aggregate(matrix: np.ndarray, axis: int) -> float:
 
 
 def _assemble(lo_r: np.ndarray, hi_r: np.ndarray, lo_d: np.ndarray, hi_d: np.ndarray | None, T: float,
-              passes: int, method: str, witnesses: Any, *, values: tuple | None, rounding: float) -> CertifiedConstants:
+              passes: int, method: str, witnesses: Any, *, values: tuple | None, rounding: float,
+              why: str = "") -> CertifiedConstants:
     """Aggregate the per-pair brackets (sums rounded outward by ``rounding``) into Results."""
     n = lo_r.shape[0]
     down = lambda x: max(0.0, math.nextafter(x * (1 - rounding), -math.inf)) if x > 0 else 0.0
@@ -279,7 +409,7 @@ def _assemble(lo_r: np.ndarray, hi_r: np.ndarray, lo_d: np.ndarray, hi_d: np.nda
     t_star = bracket("T* = Delta/4 (Cor 7)", _aggregate(lo_d, 0) / 4,
                      None if hi_d is None else _aggregate(hi_d, 0) / 4, None if delta_v is None else delta_v / 4)
     return CertifiedConstants(rho, alpha, delta, t_star, lo_r, hi_r, lo_d, hi_d, passes, T, method, witnesses,
-                              theorem5_verdict(rho, t_star, T))
+                              theorem5_verdict(rho, t_star, T), threshold=theorem5_threshold(hi_d, why))
 
 
 def theorem5_verdict(rho: Result, t_star: Result, temperature: float) -> dict:

@@ -64,6 +64,9 @@ DEFAULT_BLOCK_ROWS = 1 << 15
 CHUNK_SECONDS = 30.0
 MIN_CHUNK_ROWS = 64
 
+#: Forward passes of one rate measurement (:func:`mlmix.empirical.models.tabulate.measure_rate`: two batches of 32).
+RATE_QUERIES = 64
+
 #: Version of the checkpoint layout (part of the folder's parameters).
 FORMAT = 1
 
@@ -160,13 +163,14 @@ def default_folder(source: Conditionals, block_rows: int = DEFAULT_BLOCK_ROWS) -
 
 def streamed_constants(source: Conditionals, *, folder: str | os.PathLike | None = None,
                        block_rows: int = DEFAULT_BLOCK_ROWS, progress: bool = False,
-                       log: Callable[[str], None] | None = None) -> StreamedConstants:
+                       log: Callable[[str], None] | None = None, rate: float | None = None) -> StreamedConstants:
     """The exact rho_ij and Delta_ij of ``source`` at its temperature, and max R over every rectangle
     (module docstring), streamed.
 
     A :class:`~mlmix.theory.sources.conditionals.ScoreTable` (e.g. a cached MLM table) is read, not
     queried (0 passes). For a masked LM the measured cost is announced first (``log``, default standard
     error) and ``progress`` shows the passes with an ETA. ``folder``: checkpoint and resume there.
+    ``rate``: queries per second measured already (else measured here, unless a pass cap leaves no room).
     """
     block_rows = check_int(block_rows, "block_rows", minimum=1)
     say = log if log is not None else progress_line
@@ -178,7 +182,7 @@ def streamed_constants(source: Conditionals, *, folder: str | os.PathLike | None
     total = 0 if table is not None else passes_needed(space)
     chunk = block_rows
     if total:
-        rate = _announce(source, total, say)
+        rate = _announce(source, total, say, rate)
         if math.isfinite(rate):
             work = max(1, int(rate * CHUNK_SECONDS))
             chunk = min(block_rows, max(MIN_CHUNK_ROWS, 1 << (work.bit_length() - 1)))
@@ -198,15 +202,18 @@ def streamed_constants(source: Conditionals, *, folder: str | os.PathLike | None
                              resumed, rectangle)
 
 
-def _announce(source: Conditionals, total: int, say: Callable[[str], None]) -> float:
-    """The cost line of a masked LM (measured on a first small batch); returns the rate (queries/s)."""
-    if not hasattr(source, "scores_torch"):
+def _announce(source: Conditionals, total: int, say: Callable[[str], None], rate: float | None = None) -> float:
+    """The cost line of a masked LM (at ``rate``, else measured on a first small batch, unless the source's
+    pass cap leaves no room for it besides the ``total``); returns the rate (queries/s)."""
+    ledger = getattr(source, "ledger", None)
+    if not hasattr(source, "scores_torch") or (rate is None and ledger is not None
+                                               and ledger.left() < total + RATE_QUERIES):
         say(f"{total:,} score queries")
         return float("inf")
     # deferred: torch loads only for a masked LM
     from mlmix.empirical.models.tabulate import cost_line, measure_rate
 
-    rate = measure_rate(source)
+    rate = measure_rate(source) if rate is None else rate
     say(cost_line(total, rate, source.device) +
         f" (n = {source.space.length} sites x {source.space.vocab_size}^{source.space.length - 1} contexts, streamed)")
     return rate

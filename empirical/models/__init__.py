@@ -5,6 +5,8 @@
   ``default_model/``.
 - :mod:`~mlmix.empirical.models.antiberty`, :mod:`~mlmix.empirical.models.sceptr` — the two real pretrained
   MLMs read from their PyPI wheels; :mod:`~mlmix.empirical.models.causal` — the compatible control.
+- :mod:`~mlmix.empirical.models.families` — the registry :data:`~mlmix.empirical.models.families.MODELS`:
+  per model family how a name is recognised, its loader, score accuracy, certified-bound adapter and cache identity.
 - :mod:`~mlmix.empirical.models.frames` — where the n free positions sit and which tokens they take.
 - :mod:`~mlmix.empirical.models.tabulate`, :mod:`~mlmix.empirical.models.partial_tables` — every
   conditional of a frame, tabulated exactly and cached on disk.

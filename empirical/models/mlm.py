@@ -29,6 +29,7 @@ import urllib.parse
 import urllib.request
 from abc import abstractmethod
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -40,6 +41,7 @@ from transformers import AutoModelForMaskedLM, AutoTokenizer, PreTrainedModel
 from mlmix.empirical.models.frames import Frame, build_frame, known_ids
 from mlmix.empirical.models.tabulate import MLMTable, tabulate
 from mlmix.empirical.models.vocab import tokenizer_from_vocab
+from mlmix.errors import PassCapError
 from mlmix.progress import announce
 from mlmix.theory.sources.conditionals import Conditionals
 from mlmix.theory.sources.space import StateSpace
@@ -222,6 +224,39 @@ def resolve_dtype(dtype: str | torch.dtype | None, device: torch.device) -> torc
     return DTYPES[dtype]
 
 
+@dataclass
+class PassLedger:
+    """The forward passes a model source has made (``used``: one per masked row), a hard ``cap`` on them
+    (None: none; ``mlmix estimate --max-passes``) and the largest |score| they gave (a 0-d tensor on the
+    model's device, read without a synchronisation per batch). Temperature copies of a source share it."""
+
+    largest: torch.Tensor
+    used: int = 0
+    cap: int | None = None
+
+    def left(self) -> float:
+        """Passes still allowed (infinite without a cap)."""
+        return math.inf if self.cap is None else max(0, self.cap - self.used)
+
+    def check(self, rows: int) -> None:
+        """Refuse ``rows`` more passes that would exceed the cap (:class:`~mlmix.errors.PassCapError`)."""
+        if rows > self.left():
+            raise PassCapError(f"{rows:,} more forward passes would exceed the cap of {self.cap:,} "
+                               f"({self.used:,} made): raise --max-passes")
+
+    def record(self, scores: torch.Tensor) -> None:
+        """Count the rows of ``scores`` (one pass each) and update the largest |score|."""
+        self.used += int(scores.shape[0])
+        if scores.numel():
+            self.largest = torch.maximum(self.largest, scores.abs().amax())
+
+    @property
+    def max_abs_score(self) -> float:
+        """The largest |score| of every pass so far (0 before the first): it sizes the stated accuracy of
+        float32 scores (:data:`~mlmix.empirical.model_constants.streamed_rectangle.MODEL_SCORE_ULPS`)."""
+        return float(self.largest)
+
+
 class TokenConditionals(Conditionals):
     """Shared machinery of language-model sources: frame, alphabet, special-token template, device.
 
@@ -275,6 +310,8 @@ class TokenConditionals(Conditionals):
         self._forward = torch.compile(self.model) if compile else self.model
         #: called with the number of rows after each forward pass (progress bars)
         self.on_rows: Callable[[int], None] | None = None
+        #: the one count of the forward passes this source (and its temperature copies) makes, under a hard cap
+        self.ledger = PassLedger(largest=torch.zeros((), dtype=torch.float32, device=self.device))
 
     # ------------------------------------------------------------------ construction
     @classmethod
@@ -422,8 +459,10 @@ class TokenConditionals(Conditionals):
                  trailing: tuple[int, ...] = ()) -> torch.Tensor:
         """Concatenate ``compute(chunk)`` (shape (chunk rows, *trailing)) over chunks of ``batch_size`` rows.
 
-        On CUDA out-of-memory the batch size is halved and the chunk retried.
+        On CUDA out-of-memory the batch size is halved and the chunk retried. Every row is one forward pass,
+        counted here (:attr:`ledger`, the one count; refused before any is made when it would pass the cap).
         """
+        self.ledger.check(rows)
         parts, start = [], 0
         while start < rows:
             stop = min(rows, start + self.batch_size)
@@ -435,6 +474,7 @@ class TokenConditionals(Conditionals):
                     raise
                 self.batch_size //= 2
             else:
+                self.ledger.record(parts[-1])
                 if self.on_rows is not None:
                     self.on_rows(stop - start)
                 start = stop

@@ -27,7 +27,7 @@ from mlmix.files import atomic_write_text, dumps_json
 from mlmix.limits import CONSTANTS_LIMIT
 from mlmix.progress import say as progress_say
 from mlmix.provenance import stamp
-from mlmix.theory.results import Result
+from mlmix.theory.results import Result, bracket_text, outward_text
 from mlmix.theory.sources.contexts import TopK
 from mlmix.validation import check_int, parse_duration
 
@@ -77,7 +77,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
                           "sampled estimates, without forward passes")
     out.add_argument("--exact-limit", type=int, default=CONSTANTS_LIMIT)
     out.add_argument("--max-passes", type=int, default=None,
-                     help="refuse to tabulate an exact table that needs more masked forward passes")
+                     help="a hard cap on every forward pass the command makes (rate measurement, exact table, "
+                          "sampled contexts and --certify: with --certify the estimate takes at most half)")
     out.add_argument("--certify", action="store_true",
                      help="add certified brackets [lower, upper] of rho, alpha, Delta and T* over every context and "
                           "Theorem 5's verdict: exact by streamed enumeration when its passes fit --max-passes and "
@@ -139,7 +140,7 @@ def _recorded_law(args: argparse.Namespace, source):
     return law.at_temperature(source.temperature) if law.space == source.space else None
 
 
-def plan(source, args: argparse.Namespace, replacements, drift: list[int] | None, say) -> dict:
+def plan(source, args: argparse.Namespace, replacements, drift: list[int] | None, say, budget: float) -> dict:
     """Where the numbers come from and how many contexts, within ``--budget``.
 
     A masked LM whose chain is enumerable (|V|^n <= --exact-limit) is read from its cached exact
@@ -148,20 +149,21 @@ def plan(source, args: argparse.Namespace, replacements, drift: list[int] | None
     estimates alike, without further passes.
     Otherwise the model is queried: the number of contexts is the largest (at most the default)
     whose passes (:func:`mlmix.empirical.model_constants.estimated_constants.query_rows`) fit in the budget at the rate measured
-    on a first small batch, and the cost is printed before starting.
+    on a first small batch, and the cost is printed before starting. Under ``--max-passes`` (the source's
+    ledger cap, :class:`~mlmix.empirical.models.mlm.PassLedger`) they also fit its share of the passes left:
+    all of them, or half with ``--certify`` (the rest is the certificate's).
     """
     # deferred: torch and transformers load only when the command runs
     from mlmix.empirical.models.tabulate import (
         cached_table,
         cost_line,
         format_duration,
-        measure_rate,
         passes_needed,
         tabulate,
     )
 
-    budget = parse_duration(args.budget)
     space = source.space
+    ledger = source.ledger
     enumerable = space.size <= args.exact_limit
     want_exact = {"auto": enumerable, "yes": True, "no": False}[args.exact]
     if want_exact and not enumerable:
@@ -173,14 +175,17 @@ def plan(source, args: argparse.Namespace, replacements, drift: list[int] | None
     table = cached_table(source) if is_mlm and enumerable else None
     rate = None
     if want_exact and table is None and is_mlm:
-        rate = measure_rate(source)
+        rate = _measured_rate(source)
         passes = passes_needed(space)
-        if args.exact == "yes" or passes / rate <= budget:
-            table = tabulate(source, max_passes=args.max_passes, progress=not args.no_progress, log=say)
+        if args.exact == "yes" or (passes / rate <= budget and passes <= ledger.left()):
+            table = tabulate(source, max_passes=None if args.max_passes is None else int(ledger.left()),
+                             progress=not args.no_progress, log=say)
         else:
             out["exact"] = False
+            over = (f"the budget of {format_duration(budget)}" if passes / rate > budget else
+                    f"the {int(ledger.left()):,} passes --max-passes leaves")
             out["note"] = (f"exact values skipped: the table needs {cost_line(passes, rate, source.device)}, over "
-                           f"the budget of {format_duration(budget)} (--exact yes tabulates it once, cached)")
+                           f"{over} (--exact yes tabulates it once, cached)")
             say(out["note"])
     if table is not None:
         out.update(source="exact table", table=table.describe()["table"], passes=0,
@@ -188,7 +193,8 @@ def plan(source, args: argparse.Namespace, replacements, drift: list[int] | None
         say("estimates" + (" and exact values" if out["exact"] else "") +
             " read from the exact table: no further forward pass")
         return {**out, "conditionals": table.at_temperature(source.temperature)}
-    rate = rate if rate is not None else measure_rate(source)
+    rate = rate if rate is not None else _measured_rate(source)
+    share = ledger.left() / 2 if args.certify else ledger.left()
 
     def rows(contexts: int) -> int:
         sampled = est.query_rows(space, contexts, rectangles=args.rectangles, top_k=args.top_k or None,
@@ -203,11 +209,27 @@ def plan(source, args: argparse.Namespace, replacements, drift: list[int] | None
             raise ValueError(f"one context already needs {cost_line(rows(1), rate, source.device)}, over the "
                              f"budget of {format_duration(budget)}: raise --budget, shorten --length or restrict "
                              f"--candidates")
-        contexts = max(c for c in range(1, est.DEFAULT_CONTEXTS + 1) if rows(c) / rate <= budget)
+        contexts = max(c for c in range(1, est.DEFAULT_CONTEXTS + 1) if rows(c) / rate <= budget
+                       and rows(c) <= share or c == 1)
+    if rows(contexts) > share:
+        raise ValueError(f"{contexts} context(s) need {rows(contexts):,} forward passes, over the "
+                         f"{int(share):,} that --max-passes leaves the estimate"
+                         f"{' (half the passes left: the rest is --certify' + chr(39) + 's)' if args.certify else ''}"
+                         ": raise --max-passes or lower --contexts / --rectangles")
     if args.batch_size is None and source.device.type == "cpu":  # about one batch per second: a live ETA
         source.batch_size = int(min(source.batch_size, max(8, rate)))
     out.update(contexts=contexts, passes=rows(contexts), passes_per_second=rate)
     return {**out, "conditionals": source}
+
+
+def _measured_rate(source) -> float:
+    """Passes per second (:func:`~mlmix.empirical.models.tabulate.measure_rate`), or unlimited when the pass cap
+    leaves too few passes for the measurement to matter (the cap then binds before the budget)."""
+    # deferred: torch loads only when the command runs
+    from mlmix.empirical.model_constants.streamed_constants import RATE_QUERIES
+    from mlmix.empirical.models.tabulate import measure_rate
+
+    return measure_rate(source) if source.ledger.left() >= 4 * RATE_QUERIES else float("inf")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -222,14 +244,15 @@ def run(args: argparse.Namespace) -> int:
         check_int(args.contexts, "--contexts", minimum=1)
     if args.max_passes is not None:
         check_int(args.max_passes, "--max-passes", minimum=1)
-    parse_duration(args.budget)
+    budget = parse_duration(args.budget)
     source = load_source(args)
+    source.ledger.cap = args.max_passes  # every forward pass of the command counts against it
     replacements = "auto" if args.replacements is None else (None if args.replacements == 0 else
                                                            TopK(args.replacements))
     state = source.encode(args.state) if args.state is not None else None
     say = (lambda text: None) if args.no_progress else progress_say
     drift = _drift_symbols(source, args)
-    route = plan(source, args, replacements, drift, say)
+    route = plan(source, args, replacements, drift, say, budget)
     args.contexts = route["contexts"]
     report = est.estimate(
         route.pop("conditionals"), contexts=_contexts(source, args), seed=args.seed, rectangles=args.rectangles,
@@ -251,7 +274,8 @@ def run(args: argparse.Namespace) -> int:
         report["true_law"] = est.constants(law, None, np.random.default_rng(args.seed), records=False,
                                            drift_symbols=drift, drift_k=args.drift_k)
     if args.certify:
-        report["certified"] = _certified(source, args, say)
+        report["certified"] = _certified(source, args, say, budget, report if route["source"] == "model" else None)
+    report["forward_passes"] = {"used": source.ledger.used, "cap": args.max_passes}
     report["seconds"] = time.perf_counter() - start  # loading included
     text = dumps_json(report)
     if args.output is not None:
@@ -260,19 +284,33 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _certified(source, args: argparse.Namespace, say) -> dict:
-    """``--certify``: the brackets of :func:`mlmix.empirical.model_constants.certify.certify` within --max-passes and --budget
-    (their own passes, beside the estimate's), checkpointed in the cache when the source is a masked LM."""
-    # deferred: torch and transformers load only when the command runs
-    from mlmix.empirical.model_constants.certify import certify
-    from mlmix.empirical.model_constants.context_search import search_lower_bounds
-    from mlmix.empirical.model_constants.relaxation import certify_relaxation
-    from mlmix.empirical.model_constants.streamed_constants import default_folder
+def _certified(source, args: argparse.Namespace, say, budget: float, sampled: dict | None) -> dict:
+    """``--certify``: the brackets of :func:`mlmix.empirical.model_constants.certify.certify` within the passes
+    --max-passes leaves and --budget, checkpointed in the cache when the source is a masked LM; the lower ends
+    the larger of the certificate's and the estimate's ``sampled`` maxima (both evaluated pairs: lower bounds)."""
+    # deferred: the model stack loads only when the command runs
+    from mlmix.empirical.model_constants.constants_report import model_constants
 
-    result = certify(source, max_passes=args.max_passes, budget_s=parse_duration(args.budget), seed=args.seed,
-                     lower_bounds=search_lower_bounds, relaxation=certify_relaxation, folder=default_folder(source), progress=not args.no_progress,
-                     log=say)
+    known = None if sampled is None else {
+        "rho_lower": sampled["rho_ij"], "delta_lower": sampled["delta_ij"],
+        "max_abs_score": source.ledger.max_abs_score, "method": f"the estimate's {sampled['n_contexts']} sampled contexts",
+        "rectangle": {"max": (sampled.get("rectangle") or {}).get("max") or 0.0,
+                      "rectangles": (sampled.get("rectangle") or {}).get("count") or 0,
+                      "max_abs_score": source.ledger.max_abs_score}}
+    left = source.ledger.left()
+    result = model_constants(source, budget=budget, max_passes=None if args.max_passes is None else int(left),
+                             seed=args.seed, progress=not args.no_progress, log=say, known_lower=known)
     return result.as_dict()
+
+
+def threshold_line(threshold: dict) -> str:
+    """The one line of :func:`~mlmix.empirical.model_constants.certify.theorem5_threshold`: above which
+    temperature Theorem 5 provably applies, or why it cannot be certified."""
+    T = threshold["temperature"]
+    if T is None:
+        return f"Theorem 5 at any temperature: {threshold['why']}"
+    return (f"Theorem 5 provably applies at every T >= {outward_text(T, 7, down=False)} "
+            f"({threshold['why']}; {threshold['method']})")
 
 
 def _fmt(value) -> str:
@@ -330,11 +368,17 @@ def format_table(report: dict) -> str:
     cert = report.get("certified")
     if cert is not None:
         lines.append(f"certified over every context ({cert['method']}; {cert['passes']:,} passes):")
-        for name in ("rho", "alpha", "delta", "contraction_temperature"):
-            r = cert[name]
-            lines.append(f"  {name:<26}[{_fmt(r.lower)}, {_fmt(r.upper)}]")
+        for name in ("rho", "alpha", "delta", "contraction_temperature", "rectangle"):
+            r = cert.get(name)
+            if r is not None:
+                lines.append(f"  {'R max' if name == 'rectangle' else name:<26}{bracket_text(r.lower, r.upper)}")
         lines.append(f"  Theorem 5 at T = {cert['temperature']:g}: {cert['theorem5']['verdict']} "
                      f"({cert['theorem5']['why']})")
+        lines.append(f"  {threshold_line(cert['theorem5_threshold'])}")
+    passes = report.get("forward_passes")
+    if passes is not None:
+        cap = passes["cap"]
+        lines.append(f"forward passes: {passes['used']:,}" + ("" if cap is None else f" of the cap {cap:,}"))
     if "margins" in report:
         m = report["margins"]
         lines.append(f"state {' '.join(m.get('tokens', map(str, m['state'])))}: gamma {m['gamma']:.4g}, "

@@ -288,14 +288,13 @@ def add_mlm_arguments(parser: argparse.ArgumentParser, table: str = "full") -> N
 
 
 def masked_lm_class(model: str) -> type:
-    """The source class of a masked LM named on the command line: ``sceptr`` / ``sceptr:VARIANT`` (no
-    folder of that name) is SCEPTR read from its PyPI wheel (:mod:`mlmix.empirical.models.sceptr`), anything
-    else a Hugging Face masked LM (:class:`~mlmix.empirical.models.mlm.MaskedLMConditionals`)."""
-    # deferred: torch and transformers load only when a model is given
-    from mlmix.empirical.models.mlm import MaskedLMConditionals
-    from mlmix.empirical.models.sceptr import SceptrConditionals, is_sceptr
+    """The source class of a masked LM named on the command line: that of the first family of the registry
+    :data:`~mlmix.empirical.models.families.MODELS` that recognises the name (``sceptr`` / ``sceptr:VARIANT``:
+    SCEPTR from its PyPI wheel; anything else: a Hugging Face masked LM)."""
+    # deferred: a family's module (torch, transformers) loads only when a model is given
+    from mlmix.empirical.models.families import family_of
 
-    return SceptrConditionals if is_sceptr(model) else MaskedLMConditionals
+    return family_of(model).source_class()
 
 
 def _load_mlm(args: argparse.Namespace) -> Any:

@@ -6,7 +6,7 @@ options and cache of ``mlmix exact --mlm``), the Glauber chain is analysed exact
 (:class:`mlmix.theory.chain.markov_chain.Chain`), and the local constants come from
 :func:`mlmix.theory.local.constants.paper_constants` (every context, up to 2^18 states) or, above that,
 rho, T* and the rectangle statistic max R from the certified brackets of
-:func:`mlmix.empirical.model_constants.certify.certify` (streamed over every context of the table: exact, in the
+:func:`mlmix.empirical.model_constants.constants_report.model_constants` (streamed over every context of the table: exact, in the
 memory of a block; R = 0 within its accuracy on every rectangle certifies compatibility). Only where the
 streamed R could not be computed does R come from sampled contexts (:func:`mlmix.theory.local.constants.paper_constants`
 over them: a sampled R > 0 certifies incompatibility, a sampled R = 0 establishes nothing). For each result:
@@ -33,7 +33,7 @@ import numpy as np
 
 from mlmix.commands.options import add_threads_argument, parse_token_basin
 from mlmix.commands.source_options import add_mlm_arguments, mlm_source_from_args, source_inputs
-from mlmix.empirical.model_constants.certify import certify
+from mlmix.empirical.model_constants.constants_report import model_constants
 from mlmix.empirical.model_constants.estimated_constants import DEFAULT_RECTANGLES, DEFAULT_TOP_K, uniform_contexts
 from mlmix.files import dumps_json, jsonable
 from mlmix.limits import CONSTANTS_LIMIT, REPORT_MIXING_LIMIT
@@ -193,7 +193,7 @@ def model_report(source: Any, eps: float = 0.25, basin: np.ndarray | None = None
         # rho, T* and R: certified brackets, streamed over every context (memory of a block, not of V^n);
         # R from sampled contexts only where the streamed R is not computed (a sampled R > 0 still
         # certifies incompatibility)
-        cert = certify(source, seed=seed)
+        cert = model_constants(source, seed=seed, budget=None, folder=None)  # the report of estimate --certify
         rng = np.random.default_rng(seed)
         g = paper_constants(source, chain, eps, basin, contexts=uniform_contexts(space, SAMPLED_CONTEXTS, rng),
                             rng=rng, rectangles=DEFAULT_RECTANGLES, top_k=DEFAULT_TOP_K)

@@ -35,7 +35,7 @@ def test_certified_brackets_contain_the_exact_values_and_resume_from_the_cache(c
     report, err = run(capsys, folder, "--exact", "no")
     jsonschema.Draft202012Validator(json.loads(SCHEMA.read_text())).validate(report)
     cert = report["certified"]
-    assert cert["method"] == "enumeration" and cert["passes"] == 3 * 9 and "streamed" in err
+    assert cert["method"] == "enumeration" and cert["passes"] == 3 * 9 + 64 and "streamed" in err
     report_exact, _ = run(capsys, folder, "--exact", "yes")  # tabulated now: certify reads the cached table
     exact = report_exact["exact"]
     assert report_exact["certified"]["passes"] == 0
@@ -49,20 +49,35 @@ def test_certified_brackets_contain_the_exact_values_and_resume_from_the_cache(c
 
 def test_a_pass_cap_gives_bounds_and_an_honest_verdict(capsys, folder, tmp_path, monkeypatch):
     monkeypatch.setenv("MLMIX_CACHE", str(tmp_path / "cache"))
-    report, _ = run(capsys, folder, "--exact", "no", "--max-passes", "20", "--temperature", "0.5")
+    frame = ["--frame", "c _ _ ! _ _", "--contexts", "1", "--rectangles", "1"]  # 1 context: 42 passes; all: 108
+    report, _ = run(capsys, folder, *frame, "--exact", "no", "--max-passes", "90", "--temperature", "0.5")
     cert = report["certified"]
-    assert cert["method"].startswith("lower: worst-context search") and 0 < cert["passes"] <= 20
-    assert cert["rho"]["value"] is None and cert["rho"]["lower"] <= cert["rho"]["upper"] <= 2.0
+    assert report["forward_passes"] == {"used": 90, "cap": 90}  # the whole cap, never more
+    assert cert["method"].startswith("lower: worst-context search") and cert["passes"] == 90 - 42
+    assert "the estimate's 1 sampled contexts" in cert["method"]
+    for name in ("rho", "alpha", "delta", "contraction_temperature"):  # the larger of two lower bounds
+        assert cert[name]["lower"] >= report[name]["lower"] * (1 - 1e-9) - 1e-6, name
+    assert cert["rho"]["value"] is None and cert["rho"]["lower"] <= cert["rho"]["upper"] <= 3.0
     # a BERT: the LayerNorm head bound gives Delta and T* a finite upper end with no pass
     assert "LayerNorm head bound" in cert["method"] and cert["delta"]["lower"] <= cert["delta"]["upper"] < math.inf
     verdict = cert["theorem5"]["verdict"]
     assert verdict == ("does not apply" if cert["rho"]["lower"] >= 1 else "undecided")
+    threshold = cert["theorem5_threshold"]  # finite: B(T) < 1 at Cor. 7's T* upper end
+    assert 0 < threshold["temperature"] <= cert["contraction_temperature"]["upper"] * (1 + 1e-9)
     capsys.readouterr()
-    assert main(["estimate", "--model", str(folder), "--frame", "c _ _ ! _", "--candidates", "a b c",
-                 "--contexts", "4", "--rectangles", "5", "--certify", "--max-passes", "20", "--exact", "no",
-                 "--no-progress"]) == 0
+    assert main(["estimate", "--model", str(folder), *frame, "--candidates", "a b c", "--certify",
+                 "--max-passes", "90", "--exact", "no", "--no-progress"]) == 0
     text = capsys.readouterr().out
-    assert "certified over every context" in text and "Theorem 5 at T = 1" in text and "[" in text
+    assert "certified over every context" in text and "Theorem 5 at T = 1" in text and "R max" in text
+    assert "Theorem 5 provably applies at every T >=" in text
+    assert "forward passes: 90 of the cap 90" in text
+
+
+def test_the_estimate_takes_at_most_half_of_the_cap_with_certify(capsys, folder):
+    code = main(["estimate", "--model", str(folder), "--frame", "c _ _ ! _ _", "--candidates", "a b c",
+                 "--contexts", "1", "--rectangles", "1", "--certify", "--max-passes", "80", "--no-progress"])
+    errors = [line for line in capsys.readouterr().err.splitlines() if line.strip()]
+    assert code == 2 and len(errors) == 1 and "42 forward passes, over the 40" in errors[0]
 
 
 @pytest.mark.parametrize("args, message", [

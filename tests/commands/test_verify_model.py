@@ -161,8 +161,8 @@ def test_a_sampled_rectangle_never_certifies_compatibility(monkeypatch):
 
     from mlmix.theory.sources.conditionals import IsingModel, ScoreTable
 
-    certify = vm.certify
-    monkeypatch.setattr(vm, "certify", lambda *a, **k: replace(certify(*a, **k), rectangle=None))
+    report = vm.model_constants
+    monkeypatch.setattr(vm, "model_constants", lambda *a, **k: replace(report(*a, **k), rectangle=None))
     monkeypatch.setattr("mlmix.commands.verify_model.CONSTANTS_LIMIT", 16)
     monkeypatch.setattr("mlmix.theory.local.constants.CONSTANTS_LIMIT", 16)
     source = ScoreTable.from_conditionals(IsingModel(nx.cycle_graph(5), beta=0.4))

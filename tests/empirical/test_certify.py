@@ -108,10 +108,10 @@ def test_verdicts_follow_the_brackets():
     assert out.theorem5["verdict"] == cf.APPLIES and out.rho.upper < 1
     cold = Queried(hot.at_temperature(0.05))
     assert cf.certify(cold).method == "enumeration"  # 27 queries fit: the exact values
-    sampled = cf.certify(cold, max_passes=26, seed=0)  # bounds only: a sampled rho >= 1 refutes
+    sampled = cf.certify(cold, max_passes=26, seed=0, lower_bounds=cf.random_context_lower_bounds)  # bounds only: a sampled rho >= 1 refutes
     assert sampled.method.startswith("lower: maxima over") and sampled.rho.lower >= 1
     assert sampled.theorem5["verdict"] == cf.NOT_APPLY and sampled.rho.upper == 2.0
-    none = cf.certify(cold, max_passes=1)  # no context fits: [0, n - 1]
+    none = cf.certify(cold, max_passes=1, lower_bounds=cf.random_context_lower_bounds)  # no context fits: [0, n - 1]
     assert none.theorem5["verdict"] == cf.UNDECIDED and (none.rho.lower, none.rho.upper) == (0.0, 2.0)
     assert none.delta.upper is None and none.contraction_temperature.upper is None
 
@@ -136,7 +136,7 @@ def test_a_relaxation_gives_upper_ends_and_lemma_6_turns_delta_into_rho():
 def test_the_temperature_argument_and_bad_input():
     table = ScoreTable.random(2, 3, seed=0, temperature=1.0)
     assert cf.certify(table, temperature=3.0).temperature == 3.0
-    for kwargs, match in (({"max_passes": 0}, "max-passes"), ({"temperature": -1.0}, "emperature"),
+    for kwargs, match in (({"max_passes": -1}, "max-passes"), ({"temperature": -1.0}, "emperature"),
                           ({"budget_s": 0.0}, "budget")):
         with pytest.raises(ValueError, match=match):
             cf.certify(table, **kwargs)

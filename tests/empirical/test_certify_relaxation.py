@@ -35,7 +35,7 @@ def test_the_relaxation_gives_an_upper_end_that_contains_the_exact_rho():
 
 
 def test_without_the_relaxation_the_upper_end_is_trivial():
-    cert = certify(_source("default"), max_passes=30, use_cache=False, head_bound=None)
+    cert = certify(_source("default"), max_passes=30, use_cache=False, relaxation=None, head_bound=None)
     assert cert.rho.upper == pytest.approx(2.0) and cert.theorem5["verdict"] == "undecided"
 
 

@@ -20,7 +20,7 @@ from mlm_fixtures import tiny_masked_lm
 from mlmix.commands import verify_model as vm
 from mlmix.empirical.model_constants import streamed_constants as sc
 from mlmix.empirical.model_constants import streamed_rectangle as rect
-from mlmix.empirical.model_constants.certify import certify
+from mlmix.empirical.model_constants.certify import certify, random_context_lower_bounds
 from mlmix.empirical.model_constants.context_search import search_lower_bounds
 from mlmix.empirical.models import tabulate as tab
 from mlmix.empirical.models.mlm import MaskedLMConditionals
@@ -265,12 +265,12 @@ def test_certify_reports_r_exact_or_as_a_lower_bound():
     assert bounded.method != "enumeration" and bounded.rectangle.upper is None
     assert 0 < bounded.rectangle.lower <= exact
     assert reevaluate(table, bounded.rectangle.details["witness"]) <= exact
-    sampled = certify(source, max_passes=100)  # uniform contexts: the planes through them, from the same rows
+    sampled = certify(source, max_passes=100, lower_bounds=random_context_lower_bounds)  # uniform contexts: the planes through them, from the same rows
     assert sampled.passes == 96 and sampled.rectangle.upper is None and 0 < sampled.rectangle.lower <= exact
     assert sampled.rectangle.details["rectangles"] >= 6 * 4 * 3 * 3  # at least 6 whole planes, 4 (C(3, 2))^2 each
     w = sampled.rectangle.details["witness"]
     assert reevaluate(table, w) == pytest.approx(w["R"], rel=1e-12) and sampled.rectangle.lower <= w["R"]
-    none = certify(source, max_passes=10)  # no context fits: no rectangle, R >= 0 only
+    none = certify(source, max_passes=10, lower_bounds=random_context_lower_bounds)  # no context fits: no rectangle, R >= 0 only
     assert none.rectangle.lower == 0.0 and none.rectangle.upper is None and "no rectangle" in none.rectangle.reason
 
 
@@ -293,9 +293,9 @@ def test_verify_uses_every_rectangle_above_the_exact_limit(above_the_exact_limit
 
 
 def test_verify_falls_back_to_sampled_rectangles_when_r_is_not_computed(above_the_exact_limit, monkeypatch):
-    original = vm.certify
+    original = vm.model_constants
     missing = rect.StreamedRectangle(None, None, 1.0, 0, 0.0, reason="not computed here").result()
-    monkeypatch.setattr(vm, "certify", lambda *a, **k: replace(original(*a, **k), rectangle=missing))
+    monkeypatch.setattr(vm, "model_constants", lambda *a, **k: replace(original(*a, **k), rectangle=missing))
     rep = vm.model_report(ScoreTable.random(2, 5, seed=3))
     r = {e["id"]: e for e in rep["results"]}["glauber.rectangle"]
     assert "(sampled)" in r["why"] and "sampled contexts for the rectangle statistic" in rep["constants"]
@@ -310,15 +310,15 @@ def test_estimate_certify_json_reports_the_rectangle(capsys, tmp_path, monkeypat
     monkeypatch.setenv("MLMIX_CACHE", str(tmp_path / "cache"))
     model, tok = tiny_masked_lm("roberta", seed=21)
     folder = save_model(model, tok, tmp_path / "rb")
-    base = ["estimate", "--model", str(folder), "--frame", "c _ _ ! _", "--candidates", "a b c", "--contexts", "4",
-            "--rectangles", "5", "--no-records", "--json", "--certify", "--no-progress"]
+    base = ["estimate", "--model", str(folder), "--frame", "c _ _ ! _ _", "--candidates", "a b c", "--contexts", "1",
+            "--rectangles", "1", "--no-records", "--json", "--certify", "--no-progress"]
     assert main([*base, "--exact", "yes"]) == 0
     report = json.loads(capsys.readouterr().out)
     schema = json.loads((Path(__file__).resolve().parents[2] / "docs/schema/estimate.schema.json").read_text())
     jsonschema.Draft202012Validator(schema).validate(report)
     R, exact = report["certified"]["rectangle"], report["exact"]["rectangle"]["max"]
     assert R["lower"] <= exact <= R["upper"] and R["value"] == pytest.approx(exact, rel=1e-12)
-    monkeypatch.setenv("MLMIX_CACHE", str(tmp_path / "empty"))  # no cached table: bounds from 20 passes
-    assert main([*base, "--exact", "no", "--max-passes", "20"]) == 0
+    monkeypatch.setenv("MLMIX_CACHE", str(tmp_path / "empty"))  # no cached table: bounds from 48 passes
+    assert main([*base, "--exact", "no", "--max-passes", "90"]) == 0  # (42 for the estimate's context)
     R = json.loads(capsys.readouterr().out)["certified"]["rectangle"]
     assert R["upper"] is None and 0 <= R["lower"] <= exact
