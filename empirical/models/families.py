@@ -2,8 +2,8 @@
 
 :data:`MODELS` maps a family's name to its :class:`ModelFamily`: how a name given on the command line
 (``mlmix estimate --model``, ``mlmix exact --mlm``, ``mlmix verify --mlm``) is recognised, the source class
-that loads it (``from_pretrained(name, length, **frame and device options)``), the stated accuracy of its
-scores, its certified-bound adapter (a ``relaxation`` hook of
+that loads it (``from_pretrained(name, length, **frame and device options)``),
+its certified-bound adapter (a ``relaxation`` hook of
 :func:`~mlmix.empirical.model_constants.certify.certify`: sound upper ends of Delta_ij or rho_ij from the
 weights) and what its cached tables are keyed by. The families are tried in order, the first that
 recognises a name loads it; the last, Hugging Face masked LMs, takes every name. Adding a masked LM is one
@@ -19,10 +19,6 @@ from dataclasses import dataclass
 from importlib import import_module
 from typing import Any, Callable
 
-#: Stated accuracy of float32 scores in float32 units (2^-24) of the largest |score|: the value the brackets
-#: charge (:data:`mlmix.empirical.model_constants.streamed_rectangle.MODEL_SCORE_ULPS`).
-FLOAT32_SCORE_ULPS = 64
-
 
 def resolve(reference: str | Any) -> Any:
     """The object a ``"module:attribute"`` reference names (anything else is returned as is)."""
@@ -35,14 +31,13 @@ def resolve(reference: str | Any) -> Any:
 @dataclass(frozen=True)
 class ModelFamily:
     """One family of models: ``recognises`` (name -> bool) and ``loader`` (the source class), as references
-    or objects; ``score_ulps``: the stated accuracy of its scores in float32 units of the largest |score|;
-    ``bound_adapter``: its certified-bound hook (None: none beyond the affine relaxation); ``cache_identity``:
+    or objects (the stated accuracy of its scores follows its compute dtype:
+    :mod:`mlmix.theory.sources.score_accuracy`); ``bound_adapter``: its certified-bound hook (None: none beyond the affine relaxation); ``cache_identity``:
     what its exact tables and streamed checkpoints are keyed by."""
 
     name: str
     recognises: str | Callable[[str], bool]
     loader: str | type
-    score_ulps: float = FLOAT32_SCORE_ULPS
     bound_adapter: str | Callable | None = None
     cache_identity: str = "the SHA-256 of the weights, the frame, the alphabet and the dtype"
 

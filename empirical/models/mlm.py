@@ -253,7 +253,7 @@ class PassLedger:
     @property
     def max_abs_score(self) -> float:
         """The largest |score| of every pass so far (0 before the first): it sizes the stated accuracy of
-        float32 scores (:data:`~mlmix.empirical.model_constants.streamed_rectangle.MODEL_SCORE_ULPS`)."""
+        the scores (:func:`~mlmix.theory.sources.score_accuracy.source_accuracy`)."""
         return float(self.largest)
 
 

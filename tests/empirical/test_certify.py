@@ -80,7 +80,7 @@ def test_every_bracket_contains_the_enumerated_supremum(arch, seed, frame, alpha
         r = getattr(out, name)
         assert contains(r, value), (name, r, value)
         if enumerable:
-            # width: float64 rounding and the stated float32 score accuracy (MODEL_SCORE_ULPS)
+            # width: float64 rounding and the stated score accuracy of the dtype (score_accuracy.py)
             assert r.value is not None and shrunk_caught(r, value) and r.upper - r.lower <= 1e-3 * value + 1e-3
     assert out.rho.upper <= n - 1 and out.passes <= (max_passes or out.passes)
     verdict = out.theorem5["verdict"]

@@ -39,7 +39,7 @@ def test_the_built_in_families_and_their_order():
     assert list(MODELS)[-1] == "hugging-face" and family_of("sceptr:tiny").name == "sceptr"
     assert family_of("bert-base-uncased").name == "hugging-face"
     assert masked_lm_class("./some-folder") is MaskedLMConditionals
-    assert all(f.score_ulps == 64 and f.bound_adapter is None for f in MODELS.values())
+    assert all(f.bound_adapter is None for f in MODELS.values())
 
 
 @pytest.mark.parametrize("command", [
