@@ -10,7 +10,8 @@ accuracy of the scores that every certified bracket built from them carries.
 Models: AntiBERTy 0.1.3 from the mlmix cache (``~/.cache/mlmix/antiberty-0.1.3-converted/model``; skipped
 when absent) on the frames S (``[CLS] _ .. _ [SEP]``), L (the heavy chain's first ten residues, then the
 free positions) and LR (L with the six germline residues after the gap); random tiny BERT, RoBERTa and
-ModernBERT models of the tests (``tests/mlm_fixtures.py``, widths 16 and 64, seeds 0-3).
+ModernBERT models of ``mlmix verify`` (:mod:`mlmix.verify.mlm_instances`, 2 layers, widths 16 and 64,
+seeds 0-3).
 
     OMP_NUM_THREADS=1 python benchmarks/bench_score_accuracy.py
     OMP_NUM_THREADS=1 python benchmarks/bench_score_accuracy.py --models antiberty --lengths 2 3
@@ -20,7 +21,7 @@ ModernBERT models of the tests (``tests/mlm_fixtures.py``, widths 16 and 64, see
 from __future__ import annotations
 
 import argparse
-import sys
+import copy
 import time
 from pathlib import Path
 
@@ -31,9 +32,7 @@ from mlmix.empirical.models.antiberty import AMINO_ACIDS, VERSION
 from mlmix.empirical.models.mlm import MaskedLMConditionals
 from mlmix.empirical.models.tabulate import tabulate
 from mlmix.theory.sources.score_accuracy import SCORE_ULPS, UNIT_ROUNDOFF
-
-sys.path.append(str(Path(__file__).resolve().parent.parent / "tests"))
-from mlm_fixtures import ARCHITECTURES, tiny_masked_lm  # noqa: E402  (the tests' random models)
+from mlmix.verify.mlm_instances import ARCHITECTURES, ModelSpec, tiny_masked_lm, tokenizer
 
 ANTIBERTY = Path.home() / ".cache" / "mlmix" / f"antiberty-{VERSION}-converted" / "model"
 HEAVY = "E V Q L V E S G G G"
@@ -80,8 +79,9 @@ def random_cases(lengths: list[int]):
             for seed in range(4):
                 for n in lengths:
                     def make(d, arch=arch, hidden=hidden, seed=seed, n=n):
-                        model, tok = tiny_masked_lm(arch, seed=seed, hidden=hidden)
-                        return MaskedLMConditionals(model, tok, n, dtype=d, device="cpu")
+                        # a copy: the source converts the model to its dtype in place
+                        model = copy.deepcopy(tiny_masked_lm(ModelSpec(arch, seed, hidden=hidden, layers=2)))
+                        return MaskedLMConditionals(model, tokenizer(), n, dtype=d, device="cpu")
                     yield f"random {arch} width {hidden} seed {seed}, n = {n}", make
 
 

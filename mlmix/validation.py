@@ -202,23 +202,33 @@ def check_row_sums(sums: np.ndarray, what: str, tol: float = ROW_SUM_TOL,
                               f"{float(sums[bad[0]])!r}")
 
 
+def check_scaled_scores(rows: np.ndarray, what: str, row_name: Callable[[int], str] = "row {}".format) -> None:
+    """Rows of scores / T or log-probabilities (..., |V|): no NaN or +inf (-inf, a truncated symbol, is allowed)."""
+    rows = rows.reshape(-1, rows.shape[-1]) if rows.ndim else rows.reshape(1, 1)
+    broken = np.flatnonzero(np.isnan(rows).any(axis=-1) | np.isposinf(rows).any(axis=-1))
+    if broken.size:
+        raise InputValueError(f"{what}: {row_name(int(broken[0]))} holds NaN or +inf (scores / T beyond "
+                              "float64's range, or a damaged table)")
+
+
 def check_log_conditionals(log_probs: object, what: str, tol: float = ROW_SUM_TOL,
                            row_name: Callable[[int], str] = "row {}".format) -> np.ndarray:
     """Log-probabilities (..., |V|) whose rows are conditional laws: no NaN or +inf (an overflow of
     scores / T, or a damaged table), and exp(row) summing to 1 within ``tol`` (checked as exp(logsumexp(row)),
     so a row of 1e-300 probabilities is judged on its mass, not underflowed). Returns the rows
-    renormalised in log space (row - logsumexp(row)), so a table normalised to ``tol`` yields exact laws."""
+    renormalised in log space (row - logsumexp(row)), so a table normalised to ``tol`` yields exact laws; a
+    row already normalised to 4 |V| u is returned unchanged."""
     lp = np.asarray(log_probs, dtype=np.float64)
     rows = lp.reshape(-1, lp.shape[-1]) if lp.ndim else lp.reshape(1, 1)
-    broken = np.flatnonzero(np.isnan(rows).any(axis=-1) | np.isposinf(rows).any(axis=-1))
-    if broken.size:
-        raise InputValueError(f"{what}: {row_name(int(broken[0]))} holds NaN or +inf (scores / T beyond "
-                              "float64's range, or a damaged table)")
+    check_scaled_scores(rows, what, row_name)
     top = rows.max(axis=-1)
     shift = np.where(np.isfinite(top), top, 0.0)[:, None]  # a row of -inf: mass 0, refused below
     with np.errstate(divide="ignore"):
         norms = shift[:, 0] + np.log(np.exp(rows - shift).sum(axis=-1))
     check_row_sums(np.exp(norms), what, tol, row_name)
+    # rows normalised to their rounding (4 |V| u) are kept bit for bit: renormalising them would move ties
+    # between rows (two equal probabilities of different rows) by an ulp, and a tie-break by position with them
+    norms = np.where(np.abs(norms) <= 4 * rows.shape[-1] * np.finfo(np.float64).eps, 0.0, norms)
     return (rows - norms[:, None]).reshape(lp.shape)
 
 

@@ -40,7 +40,7 @@ from mlmix.theory.kernels.assembled import _zero_digit_states, boolean_pattern, 
 from mlmix.theory.results import EPS, Result
 from mlmix.theory.sources.conditionals import Conditionals
 from mlmix.theory.sources.space import StateSpace
-from mlmix.validation import check_int, check_memory, check_real, check_sites
+from mlmix.validation import check_int, check_memory, check_real, check_scaled_scores, check_sites
 
 #: Energies of the Metropolis-Hastings samplers.
 ENERGIES = ("logit", "pll")
@@ -218,7 +218,9 @@ def energy(source: Conditionals, kind: str, max_states: int = DEFAULT_MAX_STATES
     for i in range(space.length):
         base, members = site_fibres(space, i)
         ctx = space.decode(base)
-        own = source.scores(ctx, i) / source.temperature if kind == "logit" else source.log_conditionals(ctx, i)
+        with np.errstate(over="ignore", invalid="ignore"):
+            own = source.scores(ctx, i) / source.temperature if kind == "logit" else source.log_conditionals(ctx, i)
+        check_scaled_scores(np.asarray(own), f"the {kind} energy's site {i}", "context {}".format)
         E[members] -= own
     return E
 

@@ -290,8 +290,9 @@ def gmres(A: OperatorLike, b: torch.Tensor | np.ndarray, *, x0: torch.Tensor | n
     """Solve A x = b by GMRES(``restart``) with classical Gram-Schmidt (a second pass where the first
     loses more than 30% of the norm: the DGKS criterion) and Givens rotations, right-preconditioned by ``preconditioner`` (z = M^{-1} v: Arnoldi on A M^{-1}, x = M^{-1} y)
     when given; the true residual is recomputed at every restart and decides convergence
-    (||b - A x|| <= rtol ||b||); ``patience`` restarts without halving it stop the solve. ``comm`` only for an
-    ``apply(v, out)`` function. Memory: ``restart + 3`` vectors (+ 1 with a preconditioner)."""
+    (||b - A x|| <= rtol ||b||); ``patience`` restarts without halving it stop the solve; a breakdown (a
+    non-finite or singular Hessenberg factor, e.g. a preconditioner that overflows on a 1e-200 chain) returns
+    the iterate so far, not converged. ``comm`` only for an ``apply(v, out)`` function. Memory: ``restart + 3`` vectors (+ 1 with a preconditioner)."""
     b = _vector(b)
     op = as_operator(A, like=b, comm=comm)
     comm = op.comm
@@ -348,7 +349,11 @@ def gmres(A: OperatorLike, b: torch.Tensor | np.ndarray, *, x0: torch.Tensor | n
             used = j + 1
             if abs(g[j + 1]) <= 0.5 * rtol * norm_b or matvecs >= max_matvecs:
                 break
-        coef = np.linalg.solve(np.triu(H[:used, :used]), g[:used]) if used else np.zeros(0)
+        R = np.triu(H[:used, :used])
+        if not (np.isfinite(R).all() and np.isfinite(g[:used]).all() and np.all(np.diag(R) != 0)):
+            # a breakdown (an overflowed or singular Hessenberg factor): x so far, not converged
+            return LinearSolve(x, rel, matvecs, False)
+        coef = np.linalg.solve(R, g[:used]) if used else np.zeros(0)
         step = torch.mv(V[:used].T, torch.as_tensor(coef, dtype=b.dtype, device=b.device))
         x.add_(step if Minv is None else Minv.apply(step, z))
 

@@ -181,9 +181,6 @@ def test_against_exact_rationals(rep, reversible, tiny):
     errors of the exact rational answers of the float matrix's chain."""
     P = _random_chain(3, 6, reversible, tiny)
     A, B = [0, 1], [4]
-    if rep == "csr" and not reversible and tiny < 1:
-        pytest.xfail("the CSR stationary law's GMRES raises numpy's LinAlgError (singular) on this chain: "
-                     "a bug of the stationary route, not of TPT (reported)")
     tp = chain_in(rep, P).transition_paths(A, B)
     pi, qp, qm, F, rate, rate_back, _ = exact_tpt(P, A, B)
     # a matrix-free pi of a 1e-200 chain has no entrywise bound: intervals that hold the answer
