@@ -78,15 +78,21 @@ def test_the_start_law_is_the_draws_first_states(chain):
         assert d[t] == pytest.approx(0.5 * np.abs(law - pi).sum(), abs=1e-12)
 
 
-def test_exact_ess_from_an_independent_poisson_solve(chain):
+def _count_one_exact(chain) -> tuple:
+    """diagnose of the plain Glauber draws on count:1, with the chain's P, pi, f = count of 1s and the
+    fundamental matrix Z = (I - P + 1 pi)^-1 for the exact sides of the ESS tests."""
     draws = _plain_glauber()
     rep = diagnose(chain, draws=draws, functions=["count:1"], metastable=False)
-    space = chain.source.space
     P = chain.P.toarray() if hasattr(chain.P, "toarray") else np.asarray(chain.P)
     pi = np.asarray(chain.stationary)
-    f = (space.all_states() == 1).sum(axis=1).astype(float)
-    fbar = f - pi @ f
+    f = (chain.source.space.all_states() == 1).sum(axis=1).astype(float)
     Z = np.linalg.inv(np.eye(len(pi)) - P + np.outer(np.ones(len(pi)), pi))  # fundamental matrix
+    return draws, rep, pi, f, Z
+
+
+def test_exact_ess_from_an_independent_poisson_solve(chain):
+    draws, rep, pi, f, Z = _count_one_exact(chain)
+    fbar = f - pi @ f
     g = Z @ fbar
     var = pi @ fbar**2
     sigma2 = 2 * pi @ (fbar * g) - var
@@ -219,13 +225,7 @@ def test_the_shortest_draws_and_the_largest_warmup_are_accepted(chain, tmp_path,
 def test_the_tail_ess_is_compared_with_the_exact_tail_ess(chain):
     """The tail ESS estimates the ESS of the indicators 1{f <= q_p} (p = 5%, 95%), not of the mean: the exact
     side solves the Poisson equation of each indicator at the pi-quantile (here by the fundamental matrix)."""
-    draws = _plain_glauber()
-    rep = diagnose(chain, draws=draws, functions=["count:1"], metastable=False)
-    space = chain.source.space
-    P = chain.P.toarray() if hasattr(chain.P, "toarray") else np.asarray(chain.P)
-    pi = np.asarray(chain.stationary)
-    f = (space.all_states() == 1).sum(axis=1).astype(float)
-    Z = np.linalg.inv(np.eye(len(pi)) - P + np.outer(np.ones(len(pi)), pi))
+    draws, rep, pi, f, Z = _count_one_exact(chain)
     total = draws.shape[0] * draws.shape[1]
     want = []
     for p, row in zip((0.05, 0.95), rep["exact"]["ess_tail"]["count:1"]["quantiles"]):

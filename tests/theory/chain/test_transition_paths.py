@@ -9,6 +9,7 @@ from fractions import Fraction
 import numpy as np
 import pytest
 import scipy.sparse as sp
+import sympy
 from chain_representations import REPRESENTATIONS, assert_encloses, chain_in
 from helpers import two_state
 from hypothesis import given, settings
@@ -18,17 +19,10 @@ from mlmix.theory.chain.transition_paths import pathway_decomposition
 
 
 def _solve(M, b):
-    """x with M x = b over the rationals (Gauss-Jordan)."""
-    n = len(b)
-    A = [list(row) + [b[i]] for i, row in enumerate(M)]
-    for c in range(n):
-        p = next(r for r in range(c, n) if A[r][c] != 0)
-        A[c], A[p] = A[p], A[c]
-        for r in range(n):
-            if r != c and A[r][c] != 0:
-                f = A[r][c] / A[c][c]
-                A[r] = [x - f * y for x, y in zip(A[r], A[c])]
-    return [A[i][n] / A[i][i] for i in range(n)]
+    """x with M x = b over the rationals (sympy's LU on Rationals), as Fractions."""
+    x = sympy.Matrix([[sympy.Rational(v.numerator, v.denominator) for v in row] for row in M]).LUsolve(
+        sympy.Matrix([sympy.Rational(v.numerator, v.denominator) for v in b]))
+    return [Fraction(int(v.p), int(v.q)) for v in x]
 
 
 def _exact_committor(P, A, B):
