@@ -86,7 +86,3 @@ DENSE_EIGEN_LIMIT = 4096
 #: Coupled pairs of ``mlmix diagnose`` on an assembled kernel are scattered into dense rows of up to this
 #: many entries (2^24 float64: 128 MiB); more pairs times states is refused (use fewer pairs or Glauber).
 DENSE_ROWS_LIMIT = 2**24
-#: Draws per chain that ``mlmix diagnose`` keeps after warm-up, at least: arviz-stats computes split R-hat and
-#: the ESS from 4 draws per chain (two halves of 2) and returns nan below. Both the draws' length and
-#: ``--warmup`` are checked against it (:func:`mlmix.validation.check_warmup`).
-MIN_KEPT_DRAWS = 4

@@ -27,13 +27,17 @@ import numpy as np
 import scipy.sparse as sp
 
 from mlmix.errors import InputTypeError, InputValueError, MemoryLimitError
-from mlmix.limits import MIN_KEPT_DRAWS
 
 Matrix = np.ndarray | sp.sparray | sp.spmatrix
 
 #: Rows of a transition matrix and conditional laws (:func:`check_transition_matrix`,
 #: :func:`check_log_conditionals`) must sum to 1 within this tolerance.
 ROW_SUM_TOL = 1e-9
+
+#: Draws per chain that ``mlmix diagnose`` keeps after warm-up, at least: arviz-stats computes split R-hat and
+#: the ESS from 4 draws per chain (two halves of 2) and returns nan below. Both the draws' length and
+#: ``--warmup`` are checked against it (:func:`check_warmup`).
+MIN_KEPT_DRAWS = 4
 
 # ---------------------------------------------------------------------------------------- scalars
 
@@ -649,7 +653,7 @@ def check_memory(nbytes: float, what: str) -> None:
 
 def check_draws(states: object, vocab_size: int, length: int, name: str = "draws") -> np.ndarray:
     """Draws of a user's sampler in mlmix's state encoding: an integer array of shape (chains, steps, n)
-    with chains >= 2, steps >= :data:`~mlmix.limits.MIN_KEPT_DRAWS` and every symbol in 0..|V|-1 (bools and
+    with chains >= 2, steps >= :data:`MIN_KEPT_DRAWS` and every symbol in 0..|V|-1 (bools and
     floats are refused, even integral ones: a float array is a sign of a different encoding). Returns it as
     int64."""
     arr = np.asarray(states)
@@ -670,7 +674,7 @@ def check_draws(states: object, vocab_size: int, length: int, name: str = "draws
 
 def check_warmup(warmup: object, draws: int, name: str = "warmup") -> int:
     """Draws left out at the start of each chain of ``draws`` draws: 0 <= warmup <= draws -
-    :data:`~mlmix.limits.MIN_KEPT_DRAWS`, so the diagnostics keep at least that many per chain. ``draws``
+    :data:`MIN_KEPT_DRAWS`, so the diagnostics keep at least that many per chain. ``draws``
     counts the draws only (a simulation's start state is not one; every supplied state is one)."""
     warmup = check_int(warmup, name, minimum=0)
     if draws - warmup < MIN_KEPT_DRAWS:

@@ -54,13 +54,13 @@ import scipy.sparse as sp
 import torch
 
 from mlmix.empirical.sampling.simulation import NOT_COUPLED, inverse_cdf, maximal_coupling, run_chains, run_coupled
-from mlmix.limits import DENSE_ROWS_LIMIT, MIN_KEPT_DRAWS
+from mlmix.limits import DENSE_ROWS_LIMIT
 from mlmix.provenance import stamp
 from mlmix.theory.chain.metastable import metastable_sets
 from mlmix.theory.kernels.registry import simulated_from_conditionals
 from mlmix.theory.results import Result
 from mlmix.theory.sources.conditionals import Conditionals
-from mlmix.validation import check_draws, check_int, check_warmup, load_arrays
+from mlmix.validation import MIN_KEPT_DRAWS, check_draws, check_int, check_warmup, load_arrays
 
 #: R-hat below this says "converged" (Vehtari et al. 2021).
 RHAT_CONVERGED = 1.01

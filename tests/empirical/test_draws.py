@@ -196,7 +196,7 @@ def test_inference_data_netcdf(tmp_path, monkeypatch):
 
 
 def test_the_shortest_draws_and_the_largest_warmup_are_accepted(chain, tmp_path, capsys):
-    """One rule (mlmix.limits.MIN_KEPT_DRAWS draws kept per chain) for the draws' length and --warmup:
+    """One rule (mlmix.validation.MIN_KEPT_DRAWS draws kept per chain) for the draws' length and --warmup:
     4 draws per chain with warm-up 0, and 4 + w draws with warm-up w, are diagnosed; one more warm-up step is
     refused with one line naming the largest allowed; the same rule for a simulation (its start is no draw)."""
     draws = _plain_glauber(steps=6)
