@@ -23,9 +23,9 @@ operator's own ``rounding``). The counts add n such laws: ||C (computed) - C||_1
 n additions (n gamma_n).
 
 Routes: dense binary powering (P^(2^k) squared, memory permitting) where it is cheaper than t applications
-(a dense chain, or a CSR or matrix-free chain of at most :data:`~mlmix.limits.DENSE_LIMIT` states with
-t nnz above :data:`STEP_WORK`); otherwise t applications of P or P^T (CSR products or the matrix-free
-operator's own applications).
+(a dense chain, or a CSR or matrix-free chain of at most :data:`~mlmix.limits.DENSE_LIMIT` states for which
+2 N^3 bitlength(t) is below t (nnz + :data:`CALL_COST`), :func:`prefer_squaring`); otherwise t applications of
+P or P^T (CSR products or the matrix-free operator's own applications).
 """
 
 from __future__ import annotations
@@ -44,8 +44,9 @@ from mlmix.validation import Matrix, check_memory, check_steps, check_vector
 if TYPE_CHECKING:
     from mlmix.theory.chain.markov_chain import Chain
 
-#: Multiply-adds of single applications (t nnz(P)) above which a chain that fits densely is powered by squaring.
-STEP_WORK = 2e8
+#: The cost of one call of a CSR product, and of a matrix-free application, in multiply-adds (interpreter and
+#: dispatch overhead), for the choice between t single applications and dense squaring.
+CALL_COST = {"csr": 1e4, "operator": 1e5}
 
 #: The most time points one call evaluates.
 MAX_TIMES = 10_000
@@ -59,6 +60,12 @@ def gamma(d: int) -> float:
 def power_error(t: int, rho: float, gam: float) -> float:
     """E(t) = (1 + rho)^t (1 + gamma)^(t + bitlength(t) + 1) - 1 (module doc)."""
     return math.expm1(t * math.log1p(rho) + (t + t.bit_length() + 1) * math.log1p(gam))
+
+
+def prefer_squaring(n_states: int, t: int, per_step: float) -> bool:
+    """Whether dense squaring (2 N^3 per product, bitlength(t) products) is cheaper than t applications of
+    ``per_step`` multiply-adds each, for a chain that fits densely (at most :data:`DENSE_LIMIT` states)."""
+    return n_states <= DENSE_LIMIT and 2.0 * n_states**3 * max(t.bit_length(), 1) < t * per_step
 
 
 def holding_matrix(P: Matrix) -> tuple[Matrix, float]:
@@ -124,11 +131,11 @@ class Stepper:
 
 
 def matrix_stepper(P: Matrix, t_max: int) -> Stepper:
-    """The stepper of a matrix: dense squaring when the matrix is dense, or fits densely and t nnz exceeds
-    :data:`STEP_WORK`; CSR products otherwise."""
+    """The stepper of a matrix: dense squaring when the matrix is dense or squaring is cheaper
+    (:func:`prefer_squaring`); CSR products otherwise."""
     M, rho = holding_matrix(P)
     N = M.shape[0]
-    if not sp.issparse(M) or (N <= DENSE_LIMIT and t_max * M.nnz > STEP_WORK):
+    if not sp.issparse(M) or prefer_squaring(N, t_max, M.nnz + CALL_COST["csr"]):
         if sp.issparse(M):
             check_memory(8.0 * N * N * 4, f"dense powers of {N} states")
             M = M.toarray()
@@ -142,10 +149,10 @@ def matrix_stepper(P: Matrix, t_max: int) -> Stepper:
 
 def chain_stepper(chain: Chain, t_max: int) -> Stepper:
     """A chain's stepper: its matrix (:func:`matrix_stepper`), or, matrix-free, the operator's applications
-    (``chain.P @ f``, ``chain.P.T @ mu``, each charged the operator's ``rounding``); a matrix-free chain of at
-    most :data:`DENSE_LIMIT` states asked for more than :data:`STEP_WORK` / N applications goes through its
-    matrix (memory permitting)."""
-    if chain.op is None or (chain.n_states <= DENSE_LIMIT and t_max * chain.n_states > STEP_WORK):
+    (``chain.P @ f``, ``chain.P.T @ mu``, each charged the operator's ``rounding``), or its matrix (memory
+    permitting) where squaring is cheaper (:func:`prefer_squaring`, an application costing N op.terms)."""
+    if chain.op is None or prefer_squaring(chain.n_states, t_max, chain.n_states * chain.op.terms
+                                           + CALL_COST["operator"]):
         return matrix_stepper(chain.P if chain.op is None else chain.to_scipy(), t_max)
     op = chain.op
     if op.comm.world_size > 1:
