@@ -28,9 +28,11 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from mlmix.theory.chain.propagation import Stepper, chain_stepper
+from mlmix.theory.chain.propagation import Stepper, chain_stepper, holding_matrix
+from mlmix.theory.chain.spectral import symmetric_form
 from mlmix.theory.chain.spectrum import eigenvalues
-from mlmix.theory.results import VectorResult
+from mlmix.theory.results import EPS, VectorResult
+from mlmix.validation import Matrix
 
 if TYPE_CHECKING:
     from mlmix.theory.chain.markov_chain import Chain
@@ -71,10 +73,34 @@ def residual_bounds(stepper: Stepper, lam: np.ndarray, V: np.ndarray, measures: 
     return np.linalg.norm(R, axis=0) / norms + 2 * rounding
 
 
-def angle_bounds(theta: np.ndarray, errors: np.ndarray, n_states: int) -> np.ndarray:
-    """sin of the angle between each computed eigenvector of a symmetric matrix and the true one: residual /
-    separation (Davis-Kahan), the separation from the other computed eigenvalues less their enclosures and,
-    when not all are known, from the modulus of the last one (inf where not positive)."""
+def perron_first(V: np.ndarray, theta: np.ndarray, log_pi: np.ndarray) -> np.ndarray:
+    """The eigenvectors of S with the one of the eigenvalue 1 replaced by sqrt(pi) (known: the stationary law,
+    exact up to its own error, where eigh mixes nearly degenerate vectors of a metastable chain), the others
+    orthogonalised to it and renormalised, each signed with its largest entry positive."""
+    V = V.copy()
+    top = int(np.argmax(theta))
+    root = np.exp(log_pi / 2)
+    V[:, top] = root / np.linalg.norm(root)
+    for i in range(V.shape[1]):
+        if i != top:
+            V[:, i] -= (V[:, top] @ V[:, i]) * V[:, top]
+            V[:, i] /= np.linalg.norm(V[:, i])
+    return V * np.where(V[np.argmax(np.abs(V), axis=0), np.arange(V.shape[1])] < 0, -1.0, 1.0)
+
+
+def symmetric_residuals(P: Matrix, theta: np.ndarray, V: np.ndarray) -> np.ndarray:
+    """||S v_i - theta_i v_i|| / ||v_i|| for S = sqrt(P * P^T) of the chain's matrix (with its holding probabilities),
+    plus the rounding of forming S and the products, (2 N + 8) u (1 + |theta_i|) + rho."""
+    M, rho = holding_matrix(P)
+    S = symmetric_form(M)
+    res = np.linalg.norm(S @ V - V * theta, axis=0) / np.linalg.norm(V, axis=0)
+    return res + (2 * P.shape[0] + 8) * EPS * (1 + np.abs(theta)) + rho
+
+
+def angle_bounds(theta: np.ndarray, residuals: np.ndarray, errors: np.ndarray, n_states: int) -> np.ndarray:
+    """sin of the angle between each computed eigenvector of a symmetric matrix and the true one: its
+    residual over its separation (Davis-Kahan), the separation from the other computed eigenvalues less their
+    enclosures and, when not all are known, from the modulus of the last one (inf where not positive)."""
     k = theta.size
     out = np.full(k, np.inf)
     for i in range(k):
@@ -84,22 +110,23 @@ def angle_bounds(theta: np.ndarray, errors: np.ndarray, n_states: int) -> np.nda
             sep = min(sep, abs(theta[i]) - abs(theta[-1]) - errors[-1]) if i < k - 1 else -1.0
         sep -= errors[i]
         if sep > 0:
-            out[i] = min(errors[i] / sep, 1.0)
+            out[i] = min(residuals[i] / sep, 1.0)
     return out
 
 
-def eigenpairs(ev: VectorResult, log_pi: np.ndarray | None, stepper: Stepper) -> Eigenpairs:
-    """The eigenvectors of :func:`~mlmix.theory.chain.spectrum.eigenvalues`' answer ``ev`` normalised as in the
-    module doc (``log_pi``: the stationary law of a reversible chain, None for the LAPACK ``eig`` route), with the
-    residuals recomputed by ``stepper``."""
+def eigenpairs(ev: VectorResult, P: Matrix, log_pi: np.ndarray | None, stepper: Stepper) -> Eigenpairs:
+    """The eigenvectors of :func:`~mlmix.theory.chain.spectrum.eigenvalues`' answer ``ev`` for the matrix ``P``,
+    normalised as in the module doc (``log_pi``: the stationary law of a reversible chain, None for the LAPACK
+    ``eig`` route), with the residuals recomputed by ``stepper``."""
     lam = np.asarray(ev.value)
     if "vectors" in ev.details:
-        V = np.asarray(ev.details["vectors"], dtype=np.float64)
-        V = V * np.where(V[np.argmax(np.abs(V), axis=0), np.arange(V.shape[1])] < 0, -1.0, 1.0)
+        V = perron_first(np.asarray(ev.details["vectors"], dtype=np.float64), lam, log_pi)
         half = np.exp(log_pi / 2)[:, None]
         R, L = V / half, V * half
-        angles = angle_bounds(lam, np.asarray(ev.details["error_bounds"]), stepper.n_states)
-        how = "from the orthonormal eigenvectors v_i of S = D^1/2 P D^-1/2: r_i = v_i / sqrt(pi), l_i = v_i sqrt(pi)"
+        res_s = symmetric_residuals(P, lam, V)
+        angles = angle_bounds(lam, res_s, np.asarray(ev.details["error_bounds"]), stepper.n_states)
+        how = ("from the orthonormal eigenvectors v_i of S = D^1/2 P D^-1/2 (v_1 = sqrt(pi), the others orthogonalised "
+               "to it): r_i = v_i / sqrt(pi), l_i = v_i sqrt(pi)")
         extra = {"angle_bounds": angles}
     else:
         R = np.asarray(ev.details["right_vectors"])
@@ -129,4 +156,4 @@ def chain_eigenvectors(chain: Chain, k: int | None = None) -> Eigenpairs:
     P = chain.P if chain.op is None else chain.to_scipy()
     reversible = chain.is_irreducible and chain.is_reversible
     ev = eigenvalues(P, k, reversible)
-    return eigenpairs(ev, chain.stationary.log_value if reversible else None, chain_stepper(chain, 1))
+    return eigenpairs(ev, P, chain.stationary.log_value if reversible else None, chain_stepper(chain, 1))
