@@ -106,7 +106,7 @@ def spectral_refusal(chain: Chain) -> str | None:
     return None
 
 
-def _pi_l1(st: VectorResult) -> float:
+def pi_l1_bound(st: VectorResult) -> float:
     """A bound on ||pi_hat - pi||_1: from the entrywise bound, else the L1 one, else the trivial 2."""
     if st.rel_error is not None:
         return min(st.rel_error * float(np.sum(st.value)), 2.0)
@@ -149,7 +149,7 @@ def chain_correlation(chain: Chain, f: object, g: object = None, t: object = 0, 
     st = chain.stationary
     stepper = chain_stepper(chain, int(times.max()))
     F, G = float(np.max(np.abs(f))), float(np.max(np.abs(g)))
-    pi_l1 = _pi_l1(st)
+    pi_l1 = pi_l1_bound(st)
     E = np.array([stepper.error(int(s)) for s in times])
     power_bounds = F * G * (E + pi_l1 * (1 + E) + gamma(chain.n_states + 1) * (1 + pi_l1) * (1 + E))
     name = "C_fg(t) = E_pi[f(X_0) g(X_t)]"
