@@ -236,8 +236,21 @@ def fingerprint(pairs: Eigenpairs, pi: np.ndarray, f: np.ndarray, g: np.ndarray)
 
 
 def chain_fingerprint(chain: Chain, f: object, g: object = None, k: int | None = None) -> Fingerprint:
-    """The body of :meth:`Chain.fingerprint`: the ``k`` slowest processes (all when None)."""
+    """The body of :meth:`Chain.fingerprint`: the ``k`` slowest processes (all when None), from all the eigenpairs
+    where they are computed densely (so that every separation, hence every amplitude's bound, is known)."""
     f = check_vector(f, chain.n_states, "f")
     g = f if g is None else check_vector(g, chain.n_states, "g")
-    k = None if k is None else check_int(k, "k", minimum=1, maximum=chain.n_states)
-    return fingerprint(chain_eigenvectors(chain, k), chain.stationary.value, f, g)
+    k = chain.n_states if k is None else check_int(k, "k", minimum=1, maximum=chain.n_states)
+    full = fingerprint(chain_eigenvectors(chain, None if chain.n_states <= DENSE_SPECTRUM_LIMIT else k),
+                       chain.stationary.value, f, g)
+    return Fingerprint(_first(full.timescales, k), _first(full.amplitudes, k))
+
+
+def _first(v: VectorResult, k: int) -> VectorResult:
+    """The first ``k`` entries of a vector result and of its per-entry details."""
+    details = {key: np.asarray(x)[:k] for key, x in v.details.items()}
+    abs_error = v.abs_error
+    if "error_bounds" in details:
+        total = float(details["error_bounds"].sum())
+        abs_error = total if math.isfinite(total) else None
+    return VectorResult(v.name, v.value[:k], v.method, v.rel_error, abs_error, details=details)
