@@ -218,11 +218,13 @@ def fingerprint(pairs: Eigenpairs, pi: np.ndarray, f: np.ndarray, g: np.ndarray)
                                        "upper": np.concatenate([inf, ts.details["upper"]])})
     R, L = pairs.right.value, pairs.left.value
     amp = ((pi * f) @ R) * (g @ L)
+    lam = np.asarray(pairs.values.value)
     angles = pairs.right.details.get("angle_bounds")
     if angles is None:
         return Fingerprint(timescales, VectorResult("amplitudes", amp, "((pi f) . r_i) (l_i . g) from LAPACK's "
                                                     "eigenvectors; not certified (non-reversible: the eigenvectors' "
-                                                    "conditioning is not bounded)", None, None))
+                                                    "conditioning is not bounded)", None, None,
+                                                    details={"eigenvalues": lam}))
     V = np.asarray(pairs.values.details["vectors"])
     omega = float(np.max(np.abs(np.linalg.norm(V, axis=0) - 1))) + gamma(V.shape[0])
     d = math.sqrt(2) * angles + omega
@@ -232,7 +234,7 @@ def fingerprint(pairs: Eigenpairs, pi: np.ndarray, f: np.ndarray, g: np.ndarray)
     return Fingerprint(timescales, VectorResult("amplitudes", amp, "<f, psi_i>_pi <g, psi_i>_pi from the "
                                                 "eigenvectors of S; each within ||f||_pi ||g||_pi (2 d + d^2), d from "
                                                 "its Davis-Kahan angle", None, total if math.isfinite(total) else None,
-                                                details={"error_bounds": err}))
+                                                details={"error_bounds": err, "eigenvalues": lam}))
 
 
 def chain_fingerprint(chain: Chain, f: object, g: object = None, k: int | None = None) -> Fingerprint:
@@ -243,7 +245,31 @@ def chain_fingerprint(chain: Chain, f: object, g: object = None, k: int | None =
     k = chain.n_states if k is None else check_int(k, "k", minimum=1, maximum=chain.n_states)
     full = fingerprint(chain_eigenvectors(chain, None if chain.n_states <= DENSE_SPECTRUM_LIMIT else k),
                        chain.stationary.value, f, g)
-    return Fingerprint(_first(full.timescales, k), _first(full.amplitudes, k))
+    timescales = full.timescales
+    if chain.is_irreducible and chain.is_reversible and chain.n_states > 1:
+        timescales = slowest_from_gap(timescales, np.asarray(full.amplitudes.details.get("eigenvalues", [])),
+                                      chain.spectral_gap)
+    return Fingerprint(_first(timescales, k), _first(full.amplitudes, k))
+
+
+def slowest_from_gap(ts: VectorResult, eigenvalues: np.ndarray, gap: Result) -> VectorResult:
+    """The timescale of lambda_2 = 1 - gap (the second largest eigenvalue of a reversible chain) as
+    -1 / log(1 - gap) from the chain's certified gap (relative accuracy down to gaps of 1e-300, where eigh's
+    absolute error leaves only [t, inf]), its ends from the gap's; unchanged where the gap is not resolved."""
+    if not gap.resolved or eigenvalues.size < 2 or not gap.value < 1 or abs(eigenvalues[0] - 1) > 1e-8:
+        return ts  # (lambda_1 = -1 first: a periodic chain, whose slot of 1 - gap is not the second)
+    j = 1 + int(np.argmax(eigenvalues[1:]))
+
+    def t_of(g: float) -> float:
+        return -1.0 / math.log1p(-g) if 0 < g < 1 else (math.inf if g <= 0 else 0.0)
+
+    value, lo, hi = ts.value.copy(), np.array(ts.details["lower"], dtype=float), np.array(ts.details["upper"], dtype=float)
+    value[j], lo[j], hi[j] = t_of(float(gap.value)), t_of(float(gap.upper)), t_of(float(gap.lower))
+    finite = np.isfinite(value[1:]) & (value[1:] > 0)
+    rel = np.maximum(hi[1:] - value[1:], value[1:] - lo[1:])[finite] / value[1:][finite]
+    worst = float(rel.max()) if rel.size else 0.0
+    return VectorResult(ts.name, value, ts.method + f"; t_{j + 1} = -1 / log(1 - gap) from the spectral gap ({gap.method})",
+                        worst if math.isfinite(worst) and finite.all() else None, details={"lower": lo, "upper": hi})
 
 
 def _first(v: VectorResult, k: int) -> VectorResult:

@@ -5,6 +5,8 @@ refused by name, Hypothesis identities (C(0) = E_pi[fg], C(t) -> E f E g, spectr
 sum = C(t), relaxation from pi constant), bad input refused with one line."""
 
 import math
+import subprocess
+import sys
 
 import mpmath as mp
 import numpy as np
@@ -159,6 +161,30 @@ def test_fingerprint_two_state(rep):
     p0 = b / (a + b)
     exact = np.array([p0**2, p0 * (1 - p0)])
     assert np.all(np.abs(amp.value - exact) <= amp.details["error_bounds"] + 1e-15)
+
+
+@pytest.mark.parametrize("rep", REPRESENTATIONS)
+@pytest.mark.parametrize("a", [1e-12, 1e-100, 1e-300])
+def test_fingerprint_metastable_timescale_from_the_gap(rep, a):
+    """Gap a + b down to 3e-300: t_2 = -1 / log(1 - a - b) to relative accuracy on a dense chain (eigh alone gives
+    [t, inf]); the CSR and matrix-free gaps (Lanczos: absolute accuracy) give an enclosure that holds it."""
+    fp = chain_in(rep, two_state(a, 2 * a)).fingerprint([1.0, 0.0])
+    exact = float(-1 / mp.log1p(-3 * mp.mpf(a)))
+    t2 = fp.timescales
+    if t2.rel_error is None:
+        assert rep != "dense" and t2.details["lower"][1] <= exact <= t2.details["upper"][1]
+    else:
+        assert abs(t2.value[1] - exact) <= t2.rel_error * exact
+
+
+def test_quantity_modules_do_not_import_the_chain():
+    """Importing the new quantity modules alone leaves markov_chain unimported (type hints only)."""
+    code = ("import sys, importlib\n"
+            "for m in ('correlations', 'eigenvectors', 'propagation'):\n"
+            "    importlib.import_module('mlmix.theory.chain.' + m)\n"
+            "print('mlmix.theory.chain.markov_chain' in sys.modules)\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0 and out.stdout.strip() == "False", out.stderr
 
 
 def test_fingerprint_non_reversible_says_it_is_not_certified():
