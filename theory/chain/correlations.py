@@ -64,10 +64,11 @@ class SpectralForm:
         """The bound on |x^T S^t y - computed| / (||x|| ||y||) at time t (module doc)."""
         N = self.theta.size
         m = 1 + self.sigma + self.eta
-        top = max(1.0, float(np.max(np.abs(self.theta)))) ** t
+        log_top, log_growth = t * math.log(max(1.0, float(np.max(np.abs(self.theta))))), t * math.log(m)
+        if max(log_top, log_growth) > 700:
+            return math.inf
+        top, growth = math.exp(log_top), math.exp(log_growth)
         rounding = (2 * gamma(N) * math.sqrt(N) * (1 + self.omega) + gamma(N + 1)) * (1 + self.omega) * top
-        with np.errstate(over="ignore"):
-            growth = math.exp(min(t * math.log(m), 700.0))
         s = math.expm1(t * math.log1p(self.sigma)) + t * self.eta * growth / m
         s += growth * (1 + self.omega) * self.omega / (1 - self.omega)
         return s + rounding + 3 * (self.pi_delta / 2 + EPS) * growth

@@ -51,6 +51,9 @@ CALL_COST = {"csr": 1e4, "operator": 1e5}
 #: The most time points one call evaluates.
 MAX_TIMES = 10_000
 
+#: The most single applications of P one call makes (a chain too large for dense squaring).
+MAX_APPLICATIONS = 10**7
+
 
 def gamma(d: int) -> float:
     """gamma_d = d u / (1 - d u): the relative rounding of a sum of d non-negative products."""
@@ -116,18 +119,32 @@ class Stepper:
                 out[i] = w
             return out
         A = self.squares if not measures else self.squares.T
+        keep = len(times) > 1  # the squares P^(2^k) are kept for the next time, else squared in place
+        if keep:
+            check_memory(8.0 * A.size * (int(np.max(times)).bit_length() + 2), f"the squares of {A.shape[0]} states")
         squares = [A]
         for i in order:
-            t, w, k = int(times[i]), v.copy(), 0
+            t, w, k, S = int(times[i]), v.copy(), 0, A
             while t:
-                while len(squares) <= k:
-                    squares.append(squares[-1] @ squares[-1])
+                if keep:
+                    while len(squares) <= k:
+                        squares.append(squares[-1] @ squares[-1])
+                    S = squares[k]
                 if t & 1:
-                    w = squares[k] @ w
+                    w = S @ w
                 t >>= 1
                 k += 1
+                if t and not keep:
+                    S = S @ S
             out[i] = w
         return out
+
+
+def check_applications(n_states: int, t: int) -> None:
+    """Refuse (one line) t single applications beyond :data:`MAX_APPLICATIONS` (a chain too large to square)."""
+    if t > MAX_APPLICATIONS:
+        raise ValueError(f"t = {t} needs {t} applications of P on {n_states} states (too many states for dense "
+                         f"squaring); at most {MAX_APPLICATIONS} are made")
 
 
 def matrix_stepper(P: Matrix, t_max: int) -> Stepper:
@@ -141,6 +158,7 @@ def matrix_stepper(P: Matrix, t_max: int) -> Stepper:
             M = M.toarray()
         return Stepper(lambda v, measures: (M.T @ v) if measures else (M @ v), N, rho, gamma(N),
                        "dense binary powering of P (holding probabilities 1 - the off-diagonal row sums)", M)
+    check_applications(N, t_max)
     MT = sp.csr_array(M.T)
     terms = max(int(np.max(np.diff(M.indptr))), int(np.max(np.diff(MT.indptr))))
     return Stepper(lambda v, measures: (MT @ v) if measures else (M @ v), N, rho, gamma(terms),
@@ -155,6 +173,7 @@ def chain_stepper(chain: Chain, t_max: int) -> Stepper:
                                            + CALL_COST["operator"]):
         return matrix_stepper(chain.P if chain.op is None else chain.to_scipy(), t_max)
     op = chain.op
+    check_applications(chain.n_states, t_max)
     if op.comm.world_size > 1:
         raise ValueError("powers of a sharded matrix-free chain are not computed: build it on one process")
     # deferred: the operator's vector helpers import torch, which dense and CSR chains never load
@@ -238,7 +257,8 @@ def chain_propagate(chain: Chain, mu: object, t: object) -> VectorResult:
 
 
 def chain_transition_counts(chain: Chain, mu: object, n: int) -> VectorResult:
-    """The body of :meth:`Chain.transition_counts`."""
+    """The body of :meth:`Chain.transition_counts` (the occupation by the chain's stepper; the counts need P's
+    entries: a matrix-free chain's matrix, memory permitting)."""
     n = check_steps(n, "n")
     law = start_law(mu, chain.n_states)
     stepper = chain_stepper(chain, n)

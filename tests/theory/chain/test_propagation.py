@@ -128,3 +128,37 @@ def test_bad_input_one_line(call, message):
     with pytest.raises((ValueError, TypeError), match=message) as err:
         call(chain)
     assert "\n" not in str(err.value)
+
+
+def _sparse_walk(n: int, seed: int) -> sp.csr_array:
+    """A lazy non-reversible walk on n states: a step forward on a cycle plus one random jump per state."""
+    rng = np.random.default_rng(seed)
+    i = np.arange(n)
+    W = sp.csr_array((np.r_[np.full(n, 0.3), rng.uniform(0.05, 0.2, n)], (np.r_[i, i], np.r_[(i + 1) % n,
+                                                                                        rng.integers(0, n, n)])),
+                     shape=(n, n))
+    W.setdiag(0)
+    W.eliminate_zeros()
+    return sp.csr_array(W + sp.diags_array(1 - W.sum(axis=1)))
+
+
+def test_matrix_free_applications_agree_with_csr():
+    """1,500 states: t applications of the matrix-free operator (not its matrix: squaring costs more) against the
+    CSR chain's, within the sum of the bounds; correlations too."""
+    P = _sparse_walk(1500, 2)
+    op, csr = chain_in("operator", P), chain_in("csr", P)
+    mu = np.zeros(1500)
+    mu[:10] = 0.1
+    a, b = op.propagate(mu, [0, 3, 40]), csr.propagate(mu, [0, 3, 40])
+    assert "matrix-free" in a.method and "CSR" in b.method
+    assert np.all(np.abs(a.value - b.value).sum(axis=1) <= a.details["error_bounds"] + b.details["error_bounds"])
+    f = np.sin(np.arange(1500.0))
+    ca, cb = op.correlation(f, f, [0, 25], method="powers"), csr.correlation(f, f, [0, 25], method="powers")
+    assert np.all(np.abs(ca.value - cb.value) <= ca.details["error_bounds"] + cb.details["error_bounds"])
+
+
+def test_too_many_applications_refused_in_one_line():
+    chain = chain_in("csr", _sparse_walk(5000, 1))
+    with pytest.raises(ValueError, match="applications of P") as err:
+        chain.propagate(0, 10**8)
+    assert "\n" not in str(err.value)
