@@ -37,7 +37,7 @@ import numpy as np
 
 from mlmix.limits import DENSE_SPECTRUM_LIMIT
 from mlmix.theory.chain.eigenvectors import Eigenpairs, chain_eigenvectors
-from mlmix.theory.chain.propagation import Stepper, chain_stepper, check_times, gamma, start_law
+from mlmix.theory.chain.propagation import chain_stepper, check_times, convention_distance, gamma, start_law
 from mlmix.theory.chain.spectrum import implied_timescales
 from mlmix.theory.results import EPS, Result, VectorResult
 from mlmix.validation import check_int, check_vector
@@ -84,7 +84,7 @@ class SpectralForm:
 
 def spectral_form(pairs: Eigenpairs, log_pi: np.ndarray, pi_delta: float, rho: float) -> SpectralForm:
     """The :class:`SpectralForm` of a reversible chain's full eigendecomposition (``pairs`` from the symmetric
-    route), pi's entrywise bound ``pi_delta`` and the holding probabilities' ``rho``."""
+    route), pi's entrywise bound ``pi_delta`` and ``rho``, the distance of the matrix from the chain's."""
     V = np.asarray(pairs.values.details["vectors"])
     N = V.shape[0]
     r = float(np.linalg.norm(np.asarray(pairs.values.details["error_bounds"]) * np.linalg.norm(V, axis=0)))
@@ -134,9 +134,12 @@ def _route(chain: Chain, method: str) -> tuple[bool, str | None]:
     return method != "powers" and why is None, why
 
 
-def _spectral(chain: Chain, stepper: Stepper) -> SpectralForm:
+def _spectral(chain: Chain) -> SpectralForm:
+    """The spectral form of the chain's matrix (a matrix-free chain's, memory permitting), whose S is charged
+    the distance of P as stored from the chain it defines (:func:`convention_distance`)."""
     st = chain.stationary
-    return spectral_form(chain_eigenvectors(chain), st.log_value, float(st.rel_error), stepper.rho)
+    P = chain.P if chain.op is None else chain.to_scipy()
+    return spectral_form(chain_eigenvectors(chain), st.log_value, float(st.rel_error), convention_distance(P))
 
 
 def chain_correlation(chain: Chain, f: object, g: object = None, t: object = 0, method: str = "auto"
@@ -155,7 +158,7 @@ def chain_correlation(chain: Chain, f: object, g: object = None, t: object = 0, 
     power_bounds = F * G * (E + pi_l1 * (1 + E) + gamma(chain.n_states + 1) * (1 + pi_l1) * (1 + E))
     name = "C_fg(t) = E_pi[f(X_0) g(X_t)]"
     if spectral:
-        form = _spectral(chain, stepper)
+        form = _spectral(chain)
         half = np.exp(form.half_log_pi)
         values, bounds = form.bilinear(half * f, half * g, times)
         if method == "spectral" or np.all(bounds <= power_bounds):
@@ -182,7 +185,7 @@ def chain_relaxation(chain: Chain, mu: object, f: object, t: object = 0, method:
     power_bounds = F * (E + gamma(chain.n_states + 1) * (1 + E))
     name = "E_mu[f(X_t)]"
     if spectral:
-        form = _spectral(chain, stepper)
+        form = _spectral(chain)
         with np.errstate(over="ignore"):
             x = law * np.exp(-form.half_log_pi)
         if np.all(np.isfinite(x)):

@@ -91,6 +91,14 @@ def holding_matrix(P: Matrix) -> tuple[Matrix, float]:
     return M, rho
 
 
+def convention_distance(P: Matrix) -> float:
+    """A bound on max_i |P(i, i) - (1 - the off-diagonal row sum)| + rho: how far P as stored (rows summing to 1
+    within the tolerance of :func:`~mlmix.validation.check_transition_matrix`) is from the chain it defines,
+    in the row-L1 norm and, the difference being diagonal, in the 2-norm."""
+    M, rho = holding_matrix(P)
+    return float(np.max(np.abs(P.diagonal() - M.diagonal()))) + rho
+
+
 @dataclass(frozen=True)
 class Stepper:
     """How P^t is applied: ``apply(v, measures)`` = v P (``measures``) or P v; ``squares`` the dense matrix to
