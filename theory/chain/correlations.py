@@ -9,6 +9,8 @@ and for a reversible chain with right eigenvectors psi_i (orthonormal in <., .>_
 the **fingerprint** of (f, g) is the implied timescales t_i = -1 / log |lambda_i| with the amplitudes
 <f, psi_i>_pi <g, psi_i>_pi (Noe et al., PNAS 108 (2011) 4822; deeptime's ``fingerprint_correlation``;
 non-reversible: ((pi f) . r_i) (l_i . g) with l_i . r_i = 1). C_fg(0) = E_pi[fg] and C_fg(t) -> E_pi f E_pi g.
+The slowest timescale of a reversible chain is -1 / log(1 - gap) from the chain's certified spectral gap
+(:func:`slowest_from_gap`: relative accuracy down to gaps of 1e-300, where eigh's absolute error leaves [t, inf]).
 
 Routes and their bounds (``details['error_bounds']`` per time, absolute):
 
