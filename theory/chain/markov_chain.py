@@ -65,8 +65,11 @@ from mlmix.theory.chain import (
     absorbing,
     chain_summary,
     connectivity,
+    correlations,
+    eigenvectors,
     hitting,
     mixing,
+    propagation,
     spectral,
     spectrum,
     trajectories,
@@ -711,6 +714,40 @@ class Chain:
     def expected_steps_to_absorption(self) -> VectorResult:
         """Expected steps before a closed class is entered, per transient state."""
         return absorbing.expected_steps(self._absorption)
+
+    # ------------------------------------------------------------------ spectral decomposition, correlations, propagation
+    def eigenvectors(self, k: int | None = None) -> eigenvectors.Eigenpairs:
+        """The ``k`` eigenpairs of largest modulus (all when None): eigenvalues with their enclosures, right and
+        left eigenvectors (l_i . r_j = delta_ij, r_1 = 1, l_1 = pi) with certified residuals
+        (:func:`~mlmix.theory.chain.eigenvectors.chain_eigenvectors`)."""
+        return eigenvectors.chain_eigenvectors(self, k)
+
+    def correlation(self, f: np.ndarray, g: np.ndarray | None = None, t: Any = 0,
+                    method: str = "auto") -> Result | VectorResult:
+        """C_fg(t) = E_pi[f(X_0) g(X_t)] at a time (a Result) or a sequence of times (a VectorResult), by the
+        spectral decomposition or by powers of P, with a certified bound
+        (:func:`~mlmix.theory.chain.correlations.chain_correlation`)."""
+        return correlations.chain_correlation(self, f, g, t, method)
+
+    def relaxation(self, mu: Any, f: np.ndarray, t: Any = 0, method: str = "auto") -> Result | VectorResult:
+        """E_mu[f(X_t)] from a start law or state ``mu`` (:func:`~mlmix.theory.chain.correlations.chain_relaxation`)."""
+        return correlations.chain_relaxation(self, mu, f, t, method)
+
+    def fingerprint(self, f: np.ndarray, g: np.ndarray | None = None,
+                    k: int | None = None) -> correlations.Fingerprint:
+        """Implied timescales with the amplitudes <f, psi_i>_pi <g, psi_i>_pi of the ``k`` slowest processes
+        (:func:`~mlmix.theory.chain.correlations.chain_fingerprint`)."""
+        return correlations.chain_fingerprint(self, f, g, k)
+
+    def propagate(self, mu: Any, t: Any) -> VectorResult:
+        """mu P^t from a start law or state at a time (a vector) or a sequence of times (rows), with the L1
+        bound of each (:func:`~mlmix.theory.chain.propagation.chain_propagate`)."""
+        return propagation.chain_propagate(self, mu, t)
+
+    def transition_counts(self, mu: Any, n: int) -> VectorResult:
+        """E[C(a, b)] = sum_(s < n) (mu P^s)(a) P(a, b), the expected a -> b moves in n steps from mu
+        (:func:`~mlmix.theory.chain.propagation.chain_transition_counts`)."""
+        return propagation.chain_transition_counts(self, mu, n)
 
     # ------------------------------------------------------------------ persistence
     def save(self, path: str | Path) -> None:

@@ -44,7 +44,9 @@ def _symmetric(P: Matrix) -> Matrix:
 
 def eigenvalues(P: Matrix, k: int | None, reversible: bool) -> VectorResult:
     """The ``k`` eigenvalues of largest modulus (all when None, dense only) with per-eigenvalue error
-    bounds in ``details["error_bounds"]`` (module docstring); ``abs_error`` is their sum."""
+    bounds in ``details["error_bounds"]`` (module docstring); ``abs_error`` is their sum. The eigenvectors
+    come along: ``details["vectors"]`` (reversible: orthonormal columns of S = sqrt(P * P^T)) or
+    ``details["left_vectors"]`` and ``["right_vectors"]`` (non-reversible: LAPACK's columns)."""
     N = P.shape[0]
     k = N if k is None else int(k)
     if not 1 <= k <= N:
@@ -80,7 +82,7 @@ def eigenvalues(P: Matrix, k: int | None, reversible: bool) -> VectorResult:
         bound = res + (2 * terms + 8) * EPS * (1 + np.abs(theta))
         return VectorResult("eigenvalues", theta, method + "; each within its residual of an eigenvalue of S "
                             "(symmetric: Bauer-Fike), rounding included", None, float(bound.sum()),
-                            details={"error_bounds": bound, "residuals": res})
+                            details={"error_bounds": bound, "residuals": res, "vectors": V})
     check_memory(8.0 * 6 * N * N, f"the dense spectrum of {N} states")
     Pd = P.toarray() if sp.issparse(P) else np.asarray(P, dtype=np.float64)
     lam, L, Rv = la.eig(Pd, left=True, right=True)
@@ -94,7 +96,8 @@ def eigenvalues(P: Matrix, k: int | None, reversible: bool) -> VectorResult:
     bound = kappa * (res + N * EPS * np.linalg.norm(Pd))
     return VectorResult("eigenvalues", lam, "LAPACK eig with left and right eigenvectors (non-reversible: complex); "
                         "error <= kappa_j (residual + N u ||P||_F), first order", None, float(bound.sum()),
-                        details={"error_bounds": bound, "condition_numbers": kappa, "residuals": res})
+                        details={"error_bounds": bound, "condition_numbers": kappa, "residuals": res,
+                                 "left_vectors": L, "right_vectors": Rv})
 
 
 def reversible_top_two(gap: Result, k: int) -> VectorResult:

@@ -17,7 +17,11 @@ gaps down to ~1e-30, computed to relative accuracy by :class:`mlmix.theory.chain
 and, as a check of the exact engine (``engine.tpt-identities``), the identities of transition path theory
 (Metzner, Schuette and Vanden-Eijnden 2009): the reactive flux f(i, j) = pi(i) q-(i) P(i, j) q+(j) is
 conserved off A u B, what leaves A arrives in B, as many reactive trajectories go A -> B as B -> A
-(F_AB = F_BA), and the time last spent in A or in B sums to 1.
+(F_AB = F_BA), and the time last spent in A or in B sums to 1; and (``engine.correlation-identities``) the
+time correlations, relaxation, laws mu P^t and expected transition counts of
+:mod:`mlmix.theory.chain.correlations` and :mod:`mlmix.theory.chain.propagation` against numpy's own matrix
+powers: C_fg(0) = E_pi[fg], C_fg(t) = (pi f) . P^t g, E_mu[g(X_t)] = mu . P^t g, mu P^t, the counts summing to
+n with column sums sum_(1 <= s <= n) mu P^s, and the spectral route equal to the powers on reversible chains.
 """
 
 from __future__ import annotations
@@ -28,6 +32,7 @@ import numpy as np
 from hypothesis import strategies as st
 
 from mlmix.errors import NumericalError
+from mlmix.theory.chain.correlations import pi_l1_bound, spectral_refusal
 from mlmix.theory.chain.markov_chain import Chain
 from mlmix.theory.kernels.assembled import glauber_kernel
 from mlmix.verify import instances as S
@@ -409,3 +414,76 @@ class TransitionPathIdentities(OnFirst, _Fact):
             parts.append(Part("sum_j f(i, j) = sum_j f(j, i) off A u B", float(out[worst]), float(inn[worst]), "==",
                               e * float(out[worst]), e * float(inn[worst]), False))
         return verdict(*parts, set_sizes=(int(tp.A.sum()), int(tp.B.sum())), reversible=bool(chain.is_reversible))
+
+
+def _worst(name: str, a: np.ndarray, b: np.ndarray, err_a: float, err_b: float) -> Part:
+    """The entry of two vectors that differ most, as an identity with their error bounds."""
+    k = int(np.argmax(np.abs(a - b)))
+    return Part(name, float(a[k]), float(b[k]), "==", err_a, err_b, False)
+
+
+@register
+class CorrelationIdentities(OnFirst, _Fact):
+    paper = "engine"
+    id = "engine.correlation-identities"
+    number = "Time correlations and propagation"
+    statement = ("for any chain, f, g, a start law mu and t: the engine's C_fg(0) = E_pi[fg], C_fg(t) = (pi f) . P^t g, "
+                 "E_mu[g(X_t)] = mu . P^t g and mu P^t agree with numpy's matrix powers, the expected transition counts "
+                 "over n = t steps sum to n with column sums sum_(1 <= s <= n) mu P^s, and (reversible) the spectral "
+                 "decomposition equals the powers, each within the stated errors")
+    budget = 0.3
+
+    def strategy(self) -> st.SearchStrategy:
+        return st.tuples(chain_instances(81), st.integers(0, 2**16))
+
+    extras = ("function_seed",)
+
+    def check(self, instance) -> Verdict:
+        inst, seed = instance
+        chain = _chain(inst)
+        P = chain.to_dense()
+        n = P.shape[0]
+        rng = np.random.default_rng(seed)
+        f, g, mu = rng.uniform(0.1, 1.0, n), rng.uniform(0.1, 1.0, n), rng.random(n)
+        mu /= mu.sum()
+        t = 1 + seed % 300
+        st_ = chain.stationary
+        pi, pi_l1 = st_.value, pi_l1_bound(st_)
+        Pt = np.linalg.matrix_power(P, t)
+        # numpy's powers: t products of non-negative matrices, each within (2 n u + its rows' distance from 1)
+        step = float(np.abs(P.sum(axis=1) - 1).max()) + 2 * (n + 2) * U
+        power_err = math.expm1(2 * t * step)
+        corr = chain.correlation(f, g, [0, t], method="powers")
+        ce = corr.details["error_bounds"]
+        direct = float((pi * f) @ (Pt @ g))
+        relax = chain.relaxation(mu, g, t)
+        law = chain.propagate(mu, t)
+        counts = chain.transition_counts(mu, t)
+        C = counts.value.toarray()
+        occ = counts.details["occupation"]
+        parts = [Part("C_fg(0) = E_pi[f g]", float(corr.value[0]), float(pi @ (f * g)), "==", float(ce[0]),
+                      pi_l1 + 2 * n * U, False),
+                 Part("C_fg(t) = (pi f) . P^t g (numpy powers)", float(corr.value[1]), direct, "==", float(ce[1]),
+                      pi_l1 * (1 + power_err) + power_err + 2 * n * U, False),
+                 Part("E_mu[g(X_t)] = mu . P^t g", float(relax.value), float(mu @ (Pt @ g)), "==",
+                      relax.rel_error * abs(float(relax.value)) if relax.resolved else 1.0, power_err + 2 * n * U,
+                      False),
+                 _worst("mu P^t = numpy's, worst entry", law.value, mu @ Pt, law.abs_error, power_err + 2 * n * U),
+                 Part("sum of expected counts over n steps = n", float(C.sum()), float(t), "==",
+                      counts.abs_error + t * n * n * U, 0.0, False),
+                 _worst("column sums of E[C] = occupation - mu + mu P^n, worst entry", C.sum(axis=0),
+                        occ - mu + law.value, counts.abs_error + t * n * U, counts.abs_error + law.abs_error)]
+        if spectral_refusal(chain) is None:
+            T = 10**4
+            s, p = chain.correlation(f, g, T, method="spectral"), chain.correlation(f, g, T, method="powers")
+            parts.append(Part("spectral C_fg(10^4) = powers C_fg(10^4)", _mid(s), _mid(p), "==", _radius(s),
+                              _radius(p), False))
+        return verdict(*parts, t=t, reversible=bool(chain.is_reversible))
+
+
+def _mid(r) -> float:
+    return float(r.value) if r.resolved else (r.lower + r.upper) / 2
+
+
+def _radius(r) -> float:
+    return float(r.rel_error) * abs(float(r.value)) if r.resolved else (r.upper - r.lower) / 2
