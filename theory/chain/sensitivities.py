@@ -43,6 +43,7 @@ chain's matrix (a matrix-free chain's, memory permitting) with GTH up to
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -50,8 +51,8 @@ import scipy.linalg as la
 import scipy.sparse as sp
 
 from mlmix.errors import InputValueError
-from mlmix.limits import DENSE_HITTING_LIMIT, DENSE_SPECTRUM_LIMIT, MFPT_LIMIT
-from mlmix.theory.linalg.elimination import eliminate
+from mlmix.limits import DENSE_SPECTRUM_LIMIT, PI_SENSITIVITY_LIMIT, SENSITIVITY_LIMIT
+from mlmix.theory.linalg.elimination import Elimination, eliminate
 from mlmix.theory.results import DEFAULT_RTOL, EPS, Result, VectorResult
 from mlmix.validation import Matrix, check_basins, check_direction, check_int, check_memory, check_state_set
 
@@ -97,112 +98,158 @@ def _scalar(name: str, value: float, bound: float, method: str, **details: Any) 
                            f"the bound {bound:.1e} is not within {DEFAULT_RTOL:g} of the value", **details)
 
 
-# ------------------------------------------------------------------ the stationary law
+# ------------------------------------------------------------------ differences of absorbed quantities
 
-def stationary_sensitivity(log_pi: np.ndarray, pi_rel: float | None, M: VectorResult,
-                           E: Matrix | None = None) -> VectorResult:
-    """d pi along E (a vector over k), or with ``E`` None the Jacobian ``J[k, i, j] = dpi_k / dP(i, j)`` =
-    pi_i pi_k (m_ik - m_jk) (module doc), from log pi with its entrywise relative error ``pi_rel`` and the
-    mean first passage times ``M[i, k] = E_i tau_k`` with their entrywise relative error, the products
-    a_ik = pi_k m_ik formed in log space (masses to 1e-300 keep their accuracy)."""
-    N = log_pi.size
-    m = np.asarray(M.value, dtype=np.float64)
-    if pi_rel is None or M.rel_error is None or not pi_rel < 1 or not M.rel_error < 1:
-        raise InputValueError("the derivative of pi needs pi and the mean first passage times with entrywise "
-                              "error bounds; this chain's are not bounded (" + (M.method if M.rel_error is None
-                                                                               else "the stationary law") + ")")
-    with np.errstate(divide="ignore"):
-        log_m = np.log(m)
-        a = np.exp(log_m + log_pi[None, :])  # a[i, k] = pi_k m_ik (0 where i = k)
-    big = float(np.max(np.abs(log_pi))) + float(np.max(np.abs(log_m[np.isfinite(log_m)]), initial=0.0))
-    d = pi_rel / (1 - pi_rel)
-    e = M.rel_error / (1 - M.rel_error)
-    eta = math.expm1(2 * math.log1p(d) + math.log1p(e) + 8 * EPS * (4 + big)) + 4 * N * EPS
-    pi = np.exp(log_pi)
-    how = (f"pi_i pi_k (m_ik - m_jk) from the mean first passage times ({M.method}); every difference charged "
-           "with its terms' relative errors")
-    if E is None:
-        check_memory(8.0 * 2 * N**3, f"the Jacobian of pi on {N} states")
-        diff = a[None, :, :] - a[:, None, :]  # diff[j, i, k] = a_ik - a_jk
-        J = pi[None, :, None] * np.transpose(diff, (2, 1, 0))  # J[k, i, j] = pi_i (a_ik - a_jk)
-        summ = a[None, :, :] + a[:, None, :]
-        bound = eta * pi[None, :, None] * np.transpose(summ, (2, 1, 0))
-        idx = np.arange(N)
-        J[:, idx, idx], bound[:, idx, idx] = 0.0, 0.0
-        return _certified("d pi_k / dP(i, j)", J, bound, how)
-    Eo = check_direction(E, N)
-    W = sp.csr_array(Eo.multiply(pi[:, None]))  # W_ij = pi_i E_ij off the diagonal
-    r, c = np.asarray(W.sum(axis=1)).ravel(), np.asarray(W.sum(axis=0)).ravel()
-    aW = abs(W)
-    ra, ca = np.asarray(aW.sum(axis=1)).ravel(), np.asarray(aW.sum(axis=0)).ravel()
-    dpi = (r - c) @ a  # sum_ij W_ij (a_ik - a_jk)
-    bound = (eta + 2 * N * EPS) * ((ra + ca) @ a)
-    return _certified("d pi along E", dpi, bound, how + "; along E: sum_x (row_x - col_x of pi_i E_ij) a_xk")
+@dataclass(frozen=True)
+class Differences:
+    """An absorbed quantity h and its differences ``D[i, j] = h_j - h_i`` (rows i in U; 0 elsewhere) with their
+    entrywise absolute bounds, and the elimination of I - P_UU that gives G (:func:`differences`)."""
+
+    h: np.ndarray
+    D: np.ndarray
+    bound: np.ndarray
+    elimination: Elimination
+    idx: np.ndarray
+    rel: float
+
+
+def differences(P: Matrix, U: np.ndarray, into: np.ndarray | None) -> Differences:
+    """h = 1 on ``into``, 0 elsewhere off U, and on U (I - P_UU) h_U = b with b the flow into ``into`` (the
+    committor) or b = 1 when ``into`` is None (the passage time to U^c); with D[i, j] = h_j - h_i for i in U
+    formed without subtracting large numbers (strong Markov property at the first visit to j):
+
+    * j in U: h_j - h_i = s_i h_j - h'_i, h' the same quantity with j absorbing at 0 and s_i = P_i(leave U
+      before visiting j) (both by GTH, non-negative: on a metastable chain both terms are of the size of the
+      difference, where h_j and h_i may be 1e200);
+    * j in ``into``: 1 - h_i = P_i(leave U elsewhere first), a complementary solve; other j off U: -h_i.
+
+    Each term is within the relative bound of its GTH solve, so |error of D_ij| <= eta (s_i h_j + h'_i)."""
+    N = P.shape[0]
+    idx = np.flatnonzero(U)
+    m = idx.size
+    rows = sp.csr_array(P)[idx]
+
+    def flow(mask: np.ndarray) -> np.ndarray:
+        return np.asarray(rows[:, np.flatnonzero(mask)].sum(axis=1)).ravel()
+
+    W = rows[:, idx].toarray()
+    np.fill_diagonal(W, 0.0)
+    out = flow(~U)
+    b = np.ones(m) if into is None else flow(into)
+    el = eliminate(W, exits=out[:, None], eliminate_mask=np.ones(m, dtype=bool))
+    e = _gth_rel(m)
+    eta = (1 + e) ** 2 * (1 + 2 * EPS) - 1
+    hU = el.solve(b)
+    h = np.zeros(N) if into is None else np.asarray(into, dtype=np.float64).copy()
+    h[idx] = hU
+    D, bound = np.zeros((N, N)), np.zeros((N, N))
+    off = np.flatnonzero(~U)
+    D[np.ix_(idx, off)] = -hU[:, None]
+    bound[np.ix_(idx, off)] = e * hU[:, None]
+    if into is not None:
+        comp = el.solve(flow(~U & ~np.asarray(into, dtype=bool)))
+        on = np.flatnonzero(into)
+        D[np.ix_(idx, on)] = comp[:, None]
+        bound[np.ix_(idx, on)] = e * comp[:, None]
+    for a, j in enumerate(idx if m > 1 else []):  # one unknown: its only difference in U is with itself
+        keep = np.arange(m) != a
+        sub = eliminate(W[np.ix_(keep, keep)], exits=(out[keep] + W[keep, a])[:, None],
+                        eliminate_mask=np.ones(m - 1, dtype=bool))
+        s_, h_ = sub.solve(out[keep]), sub.solve(b[keep])
+        D[idx[keep], j] = s_ * hU[a] - h_
+        bound[idx[keep], j] = eta * (s_ * hU[a] + h_)
+    return Differences(h, D, bound, el, idx, e)
+
+
+def _check_size(N: int, limit: int, what: str) -> None:
+    if N > limit:
+        raise InputValueError(f"the derivative of {what} takes one GTH elimination per state and target, offered up "
+                              f"to {limit} states; this chain has {N}")
+
+
+def _contract(Eo: sp.csr_array, d: Differences, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """c_i = sum_j E_ij D_ij for i in ``rows`` (E's off-diagonal entries) and its absolute bound."""
+    Er = sp.csr_array(Eo[rows])
+    r = np.repeat(np.arange(rows.size), np.diff(Er.indptr))
+    terms = Er.data * d.D[rows[r], Er.indices]
+    c = np.bincount(r, terms, minlength=rows.size)
+    n = np.maximum(np.diff(Er.indptr), 1)
+    err = np.bincount(r, np.abs(Er.data) * d.bound[rows[r], Er.indices], minlength=rows.size) \
+        + (n + 2) * EPS * np.bincount(r, np.abs(terms), minlength=rows.size)
+    return c, err
 
 
 # ------------------------------------------------------------------ absorbed quantities: committor, passage times
 
-def _absorbed(P: Matrix, U: np.ndarray, b: np.ndarray | None, what: str) -> tuple[Any, np.ndarray, np.ndarray, float]:
-    """The GTH elimination of (I - P_UU) (exits: the flows out of U), the indices of U, h_U solving
-    (I - P_UU) h_U = b (b = 1 when None, else the flow into the set ``b`` masks) and its relative bound."""
-    idx = np.flatnonzero(U)
-    m = idx.size
-    if m > DENSE_HITTING_LIMIT:
-        raise InputValueError(f"the derivative of {what} is certified by GTH elimination up to {DENSE_HITTING_LIMIT} "
-                              f"unknown states; this one has {m}")
-    rows = sp.csr_array(P)[idx]
-    out = np.asarray(rows[:, np.flatnonzero(~U)].sum(axis=1)).ravel()
-    el = eliminate(rows[:, idx].toarray(), exits=out[:, None], eliminate_mask=np.ones(m, dtype=bool))
-    rhs = np.ones(m) if b is None else np.asarray(rows[:, np.flatnonzero(b)].sum(axis=1)).ravel()
-    return el, idx, el.solve(rhs), _gth_rel(m)
-
-
-def absorbed_sensitivity(P: Matrix, U: np.ndarray, b: np.ndarray | None, fixed: np.ndarray, E: Matrix | None,
-                         name: str, what: str) -> VectorResult:
+def absorbed_sensitivity(P: Matrix, U: np.ndarray, into: np.ndarray | None, E: Matrix | None,
+                         name: str) -> VectorResult:
     """dh along E, or with ``E`` None the Jacobian ``J[x, i, j] = dh_x / dP(i, j) = G_xi (h_j - h_i)`` (i in U),
-    of h = ``fixed`` off U and (I - P_UU) h_U = b_U on U (module doc), by one GTH elimination: h_U, G b+ and
-    G b- (the two signs of E h solved apart, subtraction-free) and the solve with |E| (h_j + h_i) that charges
-    h's error; or G itself for the Jacobian."""
+    of the absorbed quantity of :func:`differences` (module doc): c = (E h)_U from the differences, then
+    G c+ and G c- solved apart (subtraction-free) and G applied to c's bound."""
     N = P.shape[0]
     if not U.any():  # h is fixed everywhere: it does not depend on P
-        zero = np.zeros((N, N, N) if E is None else N)
         if E is not None:
             check_direction(E, N)
-        return _certified(name, zero, np.zeros_like(zero), "no unknown state: h is fixed", h=fixed)
-    el, idx, hU, e = _absorbed(P, U, b, what)
-    h = np.asarray(fixed, dtype=np.float64).copy()
-    h[idx] = hU
-    herr = np.zeros(N)
-    herr[idx] = e * np.abs(hU)
-    m = idx.size
-    how = f"GTH elimination of I - P_UU on the {m} unknown states (subtraction-free), dh_U = G (E h)_U"
+        zero = np.zeros((N, N, N) if E is None else N)
+        h = np.zeros(N) if into is None else np.asarray(into, dtype=np.float64)
+        return _certified(name, zero, np.zeros_like(zero), "no unknown state: h is fixed", h=h)
+    d = differences(P, U, into)
+    el, idx, e, m = d.elimination, d.idx, d.rel, d.idx.size
+    how = (f"GTH eliminations on the {m} unknown states (subtraction-free); dh_U = G (E h)_U with the differences "
+           "h_j - h_i from first visits to j")
     if E is None:
-        check_memory(8.0 * 3 * N**3, f"the Jacobian of {what} on {N} states")
+        check_memory(8.0 * 3 * N**3, f"the Jacobian of {name} on {N} states")
         G = np.zeros((N, N))
         G[np.ix_(idx, idx)] = el.solve(np.eye(m))
-        diff = h[None, :] - h[:, None]  # diff[i, j] = h_j - h_i
-        J = G[:, :, None] * diff[None, :, :]
-        errsum = herr[None, :] + herr[:, None]
-        bound = G[:, :, None] * ((1 + e) * (errsum + EPS * np.abs(diff)) + e * np.abs(diff))[None, :, :] \
-            + 2 * EPS * np.abs(J)
-        ii = np.arange(N)
-        J[:, ii, ii], bound[:, ii, ii] = 0.0, 0.0
-        return _certified(name, J, bound, how + "; J = G_xi (h_j - h_i), each entry charged", h=h)
-    Eo = check_direction(E, N)
-    Ec = sp.csr_array(Eo)[idx]
-    rows_of = np.repeat(np.arange(m), np.diff(Ec.indptr))
-    terms = Ec.data * (h[Ec.indices] - h[idx][rows_of])
-    weights = np.abs(Ec.data) * (herr[Ec.indices] + herr[idx][rows_of]
-                                 + 2 * EPS * (np.abs(h[Ec.indices]) + np.abs(h[idx][rows_of])))
-    plus = np.bincount(rows_of, np.maximum(terms, 0.0), minlength=m)
-    minus = np.bincount(rows_of, np.maximum(-terms, 0.0), minlength=m)
-    slack = np.bincount(rows_of, weights, minlength=m) + (Ec.indptr[1:] - Ec.indptr[:-1] + 2) * EPS * (plus + minus)
-    yp, ym, ys = el.solve(plus), el.solve(minus), el.solve(slack)
-    dh = np.zeros(N)
+        J = G[:, :, None] * d.D[None, :, :]
+        bound = G[:, :, None] * ((1 + e) * d.bound + e * np.abs(d.D))[None, :, :] + 2 * EPS * np.abs(J)
+        return _certified(name, J, bound, how + "; J = G_xi (h_j - h_i), each entry charged", h=d.h)
+    c, err = _contract(check_direction(E, N), d, idx)
+    yp, ym, ys = el.solve(np.maximum(c, 0.0)), el.solve(np.maximum(-c, 0.0)), el.solve(err)
+    dh, bound = np.zeros(N), np.zeros(N)
     dh[idx] = yp - ym
-    bound = np.zeros(N)
-    bound[idx] = e * (yp + ym) + EPS * (yp + ym) + (1 + e) * ys
-    return _certified(name, dh, bound, how + "; the two signs of E h solved apart", h=h)
+    bound[idx] = (e + EPS) * (yp + ym) + (1 + e) * ys
+    return _certified(name, dh, bound, how + "; the two signs of E h solved apart", h=d.h)
+
+
+# ------------------------------------------------------------------ the stationary law
+
+def stationary_sensitivity(P: Matrix, log_pi: np.ndarray, pi_rel: float | None, E: Matrix | None = None) -> VectorResult:
+    """d pi along E (a vector over k), or with ``E`` None the Jacobian ``J[k, i, j] = dpi_k / dP(i, j)`` =
+    pi_i pi_k (m_ik - m_jk) (module doc), from P, log pi with its entrywise relative error ``pi_rel`` and, per
+    target k, the differences m_jk - m_ik of :func:`differences` (the row of k: m_jk itself); products of
+    masses in log space (pi to 1e-300 keeps its accuracy)."""
+    N = P.shape[0]
+    if pi_rel is None or not pi_rel < 1:
+        raise InputValueError("the derivative of pi needs pi with an entrywise error bound; this chain's stationary "
+                              "law is not bounded entrywise")
+    dl = pi_rel / (1 - pi_rel)
+    pi = np.exp(log_pi)
+    Eo = None if E is None else check_direction(E, N)
+    if E is None:
+        check_memory(8.0 * 3 * N**3, f"the Jacobian of pi on {N} states")
+    out, bound = (np.zeros((N, N, N)), np.zeros((N, N, N))) if E is None else (np.zeros(N), np.zeros(N))
+    every = np.arange(N)
+    for k in range(N):
+        U = every != k
+        d = differences(P, U, None)
+        D, bD = d.D, d.bound
+        D[k], bD[k] = d.h, d.rel * d.h  # m_jk - m_kk = m_jk
+        if E is None:
+            with np.errstate(under="ignore"):
+                pp = np.exp(log_pi + log_pi[k])
+            eta = math.expm1(2 * math.log1p(dl) + 8 * EPS * (2 + abs(log_pi[k]) + np.abs(log_pi).max()))
+            out[k] = -pp[:, None] * D
+            bound[k] = pp[:, None] * ((1 + eta) * bD + eta * np.abs(D))
+            continue
+        c, err = _contract(Eo, d, every)
+        S = float(pi @ c)
+        errS = float(pi @ (err + (dl + N * EPS) * np.abs(c)))
+        out[k] = -pi[k] * S
+        bound[k] = pi[k] * ((1 + dl) * errS + (dl + 2 * EPS) * abs(S))
+    how = ("pi_i pi_k (m_ik - m_jk), the differences of mean first passage times from first visits (GTH, "
+           "subtraction-free), pi's entrywise error charged")
+    return _certified("d pi_k / dP(i, j)" if E is None else "d pi along E", out, bound, how)
 
 
 # ------------------------------------------------------------------ a simple eigenvalue
@@ -266,40 +313,34 @@ def _irreducible(chain: Chain, what: str) -> None:
                               f"{len(chain.closed_classes)} closed class(es) and transient states")
 
 
-def _route(chain: Chain) -> str:
-    return "" if chain.op is None else "; from the matrix of the matrix-free chain"
-
-
 def chain_stationary_sensitivity(chain: Chain, E: Matrix | None = None) -> VectorResult:
-    """The body of :meth:`Chain.stationary_sensitivity`: pi and m_jk by the chain's own routes (GTH, or the
-    certified matrix-free solves), up to :data:`MFPT_LIMIT` states."""
+    """The body of :meth:`Chain.stationary_sensitivity`: pi by the chain's own route (GTH, detailed balance,
+    the certified matrix-free law), the differences of passage times from its matrix, up to
+    :data:`PI_SENSITIVITY_LIMIT` states."""
+    _check_size(chain.n_states, PI_SENSITIVITY_LIMIT, "pi")
     _irreducible(chain, "pi")
-    if chain.n_states > MFPT_LIMIT:
-        raise InputValueError(f"the derivative of pi needs E_j tau_k for every target (one certified solve each), "
-                              f"offered up to {MFPT_LIMIT} states; this chain has {chain.n_states}")
     if E is not None:
         check_direction(E, chain.n_states)
     st = chain.stationary
-    return stationary_sensitivity(np.asarray(st.log_value), st.rel_error, chain.mean_first_passage_times(), E)
+    return _with_route(stationary_sensitivity(chain.to_scipy(), np.asarray(st.log_value), st.rel_error, E), chain)
 
 
 def chain_committor_sensitivity(chain: Chain, A: Any, B: Any, E: Matrix | None = None) -> VectorResult:
     """The body of :meth:`Chain.committor_sensitivity`: q+(x) = P_x(tau_B < tau_A) differentiated."""
     Am, Bm = check_basins(A, B, chain.n_states)
+    _check_size(chain.n_states, SENSITIVITY_LIMIT, "a committor")
     _irreducible(chain, "a committor")
-    out = absorbed_sensitivity(chain.to_scipy(), ~(Am | Bm), Bm, Bm, E,
-                               "dq+ / dP(i, j)" if E is None else "dq+ along E", "a committor")
-    return _with_route(out, chain)
+    name = "dq+ / dP(i, j)" if E is None else "dq+ along E"
+    return _with_route(absorbed_sensitivity(chain.to_scipy(), ~(Am | Bm), Bm, E, name), chain)
 
 
 def chain_mfpt_sensitivity(chain: Chain, target: Any, E: Matrix | None = None) -> VectorResult:
     """The body of :meth:`Chain.mfpt_sensitivity`: E_x tau_T differentiated."""
     T = check_state_set(target, chain.n_states, "target set")
+    _check_size(chain.n_states, SENSITIVITY_LIMIT, "a mean first passage time")
     _irreducible(chain, "a mean first passage time")
-    out = absorbed_sensitivity(chain.to_scipy(), ~T, None, np.zeros(chain.n_states), E,
-                               "dE_x tau_T / dP(i, j)" if E is None else "dE_x tau_T along E",
-                               "a mean first passage time")
-    return _with_route(out, chain)
+    name = "dE_x tau_T / dP(i, j)" if E is None else "dE_x tau_T along E"
+    return _with_route(absorbed_sensitivity(chain.to_scipy(), ~T, None, E, name), chain)
 
 
 def chain_eigenvalue_sensitivity(chain: Chain, index: int, E: Matrix | None = None) -> Result | VectorResult:
@@ -311,7 +352,7 @@ def chain_eigenvalue_sensitivity(chain: Chain, index: int, E: Matrix | None = No
 
 
 def _with_route(r: Result | VectorResult, chain: Chain) -> Result | VectorResult:
-    note = _route(chain)
+    note = "; the matrix of the matrix-free chain" if chain.op is not None else ""
     if not note:
         return r
     if isinstance(r, VectorResult):
