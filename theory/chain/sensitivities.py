@@ -18,26 +18,30 @@ these quantities the two are related by ``stochastic[..., i, j] = raw[..., i, j]
 
 * a simple eigenvalue lambda with left and right eigenvectors u, v: d lambda = u^T E v / u^T v, so
   d lambda / dP(i, j) = u_i (v_j - v_i) / u^T v;
-* an absorbed quantity h (fixed off the unknown states U, (I - P_UU) h_U = b_U with b independent of P_UU):
+* an absorbed quantity h (fixed off the unknown states U, h = P h + c on U with c a constant):
   the forward committor q+ (U = (A u B)^c, b the flow into B) and the mean first passage time to a set T
   (U = T^c, b = 1). Differentiating, dh_U = G (E h)_U with G = (I - P_UU)^-1 (expected visits before
   leaving U), so dh_x / dP(i, j) = G_xi (h_j - h_i) for i in U (0 for i outside U).
 
-**Accuracy** (every bound rigorous, entrywise, except the eigenvalue's). The mean first passage times, G and
-the absorbed quantities come from GTH elimination (subtraction-free: each entry within its stated relative
-error, 8 m^3 u for m unknowns, of the exact one, metastable chains to 1e-300 included), pi with its stated
-entrywise error. The only subtractions are the differences above; each is charged with the relative errors of
-its two terms times their sum (|a - b| error <= e (a + b)), plus the rounding of the sums (n u). The
-eigenvalue's bound is first order and stated as such: the eigenvectors within kappa(V) ||r|| / sep of the
-exact ones (r their residuals plus the rounding N u ||P||_F, sep the distance to the rest of the spectrum,
-kappa(V) the condition number of the eigenvector matrix), pushed through the ratio u^T E v / u^T v.
+**Accuracy** (every bound rigorous and entrywise, except the eigenvalue's). The differences h_j - h_i of an
+absorbed quantity (m_jk - m_ik for pi) are never formed by subtracting h_i from h_j, which on a metastable
+chain are both 1e200 with a difference of order 1: by the strong Markov property at the first visit to j,
+h_j - h_i = s_i h_j - h'_i (s_i = P_i(leave U before visiting j), h' the quantity with j absorbing), two
+non-negative terms of the size of the difference, each from a GTH elimination (subtraction-free: within
+8 m^3 u relative of the exact value for m unknowns, whatever the metastability). The remaining sums of terms of
+both signs are charged with their terms' bounds and the rounding of the sums (n u); G c is solved for the two
+signs of c apart; pi enters with its stated entrywise error. The eigenvalue's bound is first order and stated
+as such: the eigenvectors within kappa(V) ||r|| / sep of the exact ones (r their residuals plus the rounding
+N u ||P||_F, sep the distance to the rest of the spectrum, kappa(V) the condition number of the eigenvector
+matrix), pushed through the ratio u^T E v / u^T v.
 
-Routes: the pi derivatives need m_jk for every target (N certified solves: GTH, or matrix-free the Krylov
-solves with their entrywise certificate of :func:`~mlmix.theory.chain.hitting.operator_hitting_times`) and
-are offered up to :data:`~mlmix.limits.MFPT_LIMIT` states; committors, passage times and eigenvalues use the
-chain's matrix (a matrix-free chain's, memory permitting) with GTH up to
-:data:`~mlmix.limits.DENSE_HITTING_LIMIT` unknowns and dense ``eig`` up to
-:data:`~mlmix.limits.DENSE_SPECTRUM_LIMIT` states; beyond, a one-line refusal naming the limit.
+Routes, the same on every representation: the committor's and the passage time's from the chain's matrix (a
+matrix-free chain's, memory permitting; one GTH elimination per state, N^4) up to
+:data:`~mlmix.limits.SENSITIVITY_LIMIT` states; pi's from the chain's own certified law and one elimination
+per target and state (N^5) up to :data:`~mlmix.limits.PI_SENSITIVITY_LIMIT` states (a law without an entrywise
+bound, such as a matrix-free law of a metastable chain, is refused with one line); eigenvalues by dense ``eig``
+up to :data:`~mlmix.limits.DENSE_SPECTRUM_LIMIT` states. Beyond, one line naming the limit: a Krylov solve
+(the matrix-free engine's) certifies h but not the differences h_j - h_i these derivatives are made of.
 """
 
 from __future__ import annotations
