@@ -173,6 +173,27 @@ def test_metastable_chain(rep):
     assert dk.rel_error < 1e-10
 
 
+@pytest.mark.parametrize("reversible", [True, False])
+def test_against_the_group_inverse(reversible):
+    """A second algorithm: the raw partial derivative of the Perron vector is pi_i Z#_jk (Z# the group inverse
+    of I - P, by LAPACK), and the stochastic Jacobian is raw[k, i, j] - raw[k, i, i]; the eigenvalue's Jacobian
+    contracted with E is its directional derivative."""
+    P = random_chain(4, 6, reversible)
+    chain = chain_in("dense", P)
+    pi = chain.stationary.value
+    one = np.ones(6)
+    Z = np.linalg.inv(np.eye(6) - P + np.outer(one, pi)) - np.outer(one, pi)
+    raw = pi[None, :, None] * Z.T[:, None, :]  # raw[k, i, j] = pi_i Z#_jk
+    stochastic = raw - np.diagonal(raw, axis1=1, axis2=2)[:, :, None]
+    J = chain.stationary_sensitivity()
+    within(J, stochastic, slack=1e-13)
+    E = direction(P, 5, relative=False)
+    lam = chain.eigenvalue_sensitivity(1, E)
+    Jl = chain.eigenvalue_sensitivity(1)
+    assert abs(float(np.sum(Jl.value * E)) - lam.value) <= lam.details["abs_bound"] + float(np.sum(Jl.details["bound"]
+                                                                                                * np.abs(E)))
+
+
 # ------------------------------------------------------------------ properties
 
 def circulation(n, pi, seed):
@@ -222,6 +243,13 @@ def test_bad_input_is_refused(call, message):
     chain = chain_in("dense", random_chain(1, 4, False))
     with pytest.raises(ValueError, match=message) as err:
         call(chain)
+    assert "\n" not in str(err.value)
+
+
+def test_beyond_the_size_limits_one_line():
+    P = random_chain(2, 40, False)
+    with pytest.raises(ValueError, match="up to 32 states") as err:
+        chain_in("csr", P).stationary_sensitivity()
     assert "\n" not in str(err.value)
 
 
