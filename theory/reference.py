@@ -9,6 +9,8 @@ off-diagonal entries, with holding probability 1 minus their sum (:mod:`mlmix.th
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import mpmath as mp
 import networkx as nx
 import numpy as np
@@ -161,7 +163,8 @@ def mp_passage_times(W: list[list], target: list[int]) -> list:
     return mp_absorbed(W, U, [1] * len(U))
 
 
-def mp_central_difference(quantity, P: np.ndarray, E: np.ndarray, step: str = "1e-20", dps: int = 50) -> list:
+def mp_central_difference(quantity: Callable[[list[list]], list], P: np.ndarray, E: np.ndarray, step: str = "1e-20",
+                          dps: int = 50) -> list:
     """(f(P + h E) - f(P - h E)) / 2h at ``dps`` digits for a ``quantity`` of the off-diagonal entries
     (``mp_gth_stationary``, or a lambda around :func:`mp_committor` / :func:`mp_passage_times`), the chain
     the float P defines (its holding probabilities are what the rows leave): the sensitivities' reference."""

@@ -260,8 +260,9 @@ def stationary_sensitivity(P: Matrix, log_pi: np.ndarray, pi_rel: float | None, 
 
 def eigenvalue_sensitivity(P: np.ndarray, index: int, E: Matrix | None = None) -> Result | VectorResult:
     """d lambda along E (a :class:`Result`), or with ``E`` None the Jacobian ``J[i, j] = u_i (v_j - v_i) / u^T v``,
-    of the eigenvalue at ``index`` in the order of :meth:`~mlmix.theory.chain.markov_chain.Chain.eigenvalues`
-    (decreasing modulus, 0 is lambda = 1), which must be real and simple; first-order bound (module doc)."""
+    of the eigenvalue at ``index`` by decreasing modulus, then decreasing real part (0 is lambda = 1; the order of
+    :meth:`~mlmix.theory.chain.markov_chain.Chain.eigenvalues` but for ties of modulus), which must be real;
+    first-order bound (module doc), none where it is not separated from the rest of the spectrum."""
     N = P.shape[0]
     index = check_int(index, "index", minimum=0, maximum=N - 1)
     check_memory(8.0 * 8 * N * N, f"the dense spectrum of {N} states")

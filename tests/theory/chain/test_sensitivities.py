@@ -154,7 +154,7 @@ def test_metastable_chain(rep):
     """Moves between the two halves scaled by 1e-200: dpi, dq+ and dE tau along a relative direction keep their
     entrywise relative accuracy (references at 300 digits: pi's entries near 1 move by 1e-200 of themselves),
     where m_ik and m_jk are 1e200 and their difference O(1); the matrix-free law there has no entrywise bound, and
-    pi's derivative is refused with one line."""
+    pi's derivative is refused with one line; lambda_2's derivative, not separated from 1, is an open interval."""
     P = random_chain(5, 6, True, tiny=1e-200)
     chain = chain_in(rep, P)
     E = direction(P, 3)
@@ -171,6 +171,10 @@ def test_metastable_chain(rep):
     dk = chain.mfpt_sensitivity([5], E)
     within(dk, mp_central_difference(lambda W: mp_passage_times(W, [5]), P, E, dps=300))
     assert dk.rel_error < 1e-10
+    # lambda_2 = 1 - O(1e-200) is not separated from 1 in float64: no number is claimed for its derivative
+    lam = chain.eigenvalue_sensitivity(1, E)
+    assert not lam.resolved and "not separated" in lam.reason and lam.lower is None and lam.upper is None
+    assert chain.eigenvalue_sensitivity(1).rel_error is None
 
 
 @pytest.mark.parametrize("reversible", [True, False])
