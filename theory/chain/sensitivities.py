@@ -5,9 +5,10 @@ time with respect to the entries of P.
 the row), so derivatives are taken along directions that keep P stochastic: P + t E with every row of E
 summing to 0 (a direction whose rows do not sum to 0 is refused). The Jacobians are the derivatives along
 E = e_i (e_j - e_i)^T, i.e. with respect to the off-diagonal entry P(i, j) with the holding probability
-P(i, i) giving up what P(i, j) gains; ``J[..., i, i] = 0``. deeptime and msmtools document instead the raw
-partial derivative d/dT_ij of the function of T as a general matrix (rows not kept stochastic); for any of
-these quantities the two are related by ``stochastic[..., i, j] = raw[..., i, j] - raw[..., i, i]``.
+P(i, i) giving up what P(i, j) gains; ``J[..., i, i] = 0``. msmtools (and deeptime) give instead the raw
+partial derivative d/dT_ij of the function of T as a general matrix (rows not kept stochastic: its derivative
+of lambda_1 = 1 is pi_i in row i); for any of these quantities the two are related by
+``stochastic[..., i, j] = raw[..., i, j] - raw[..., i, i]``.
 
 **Formulas** (Z# the group inverse of I - P, m_jk = E_j tau_k the mean first passage time, m_kk = 0):
 
@@ -89,7 +90,7 @@ def _certified(name: str, value: np.ndarray, bound: np.ndarray, method: str, **d
 
 def _scalar(name: str, value: float, bound: float, method: str, **details: Any) -> Result:
     """A directional derivative of a scalar: a value when its bound is within :data:`DEFAULT_RTOL` of it,
-    otherwise the interval [value - bound, value + bound] with the reason."""
+    otherwise the interval [value - bound, value + bound] (rounded outward) with the reason."""
     details = {"convention": CONVENTION, "abs_bound": bound, **details}
     if bound == 0:
         return Result.exact(name, value, method, **details)
@@ -98,7 +99,8 @@ def _scalar(name: str, value: float, bound: float, method: str, **details: Any) 
     if not math.isfinite(bound):
         return Result.interval(name, None, None, method, "no error bound: the eigenvalue is not separated from "
                                "the rest of the spectrum at float64's resolution", **details)
-    return Result.interval(name, value - bound, value + bound, method,
+    lo, hi = math.nextafter(value - bound, -math.inf), math.nextafter(value + bound, math.inf)  # rounded outward
+    return Result.interval(name, lo, hi, method,
                            f"the bound {bound:.1e} is not within {DEFAULT_RTOL:g} of the value", **details)
 
 

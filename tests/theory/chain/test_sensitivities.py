@@ -198,6 +198,40 @@ def test_against_the_group_inverse(reversible):
                                                                                                 * np.abs(E)))
 
 
+# The known answers of msmtools' own tests (tests/analysis/impl/dense/sensitivity_test.py, to the digits printed
+# there): raw partial derivatives d x / dT_ij of T as a general matrix.
+T4 = np.array([[0.9, 0.04, 0.03, 0.03], [0.02, 0.94, 0.02, 0.02], [0.01, 0.01, 0.94, 0.04], [0.01, 0.01, 0.08, 0.9]])
+MSMTOOLS = {
+    ("committor", 1): [[0, 0, 0, 0], [0, 10.3806, 13.4948, 17.6471], [0, 3.46021, 4.49826, 5.88235], [0, 0, 0, 0]],
+    ("committor", 2): [[0, 0, 0, 0], [0, 1.7301, 2.24913, 2.94118], [0, 10.3806, 13.4948, 17.6471], [0, 0, 0, 0]],
+    ("mfpt to 0", 1): [[0, 0, 0, 0], [0, 1875, 2187.5, 2187.5], [0, 2410.71, 2812.5, 2812.5], [0, 1339.29, 1562.5, 1562.5]],
+    ("mfpt to 0", 2): [[0, 0, 0, 0], [0, 937.5, 1093.75, 1093.75], [0, 3883.93, 4531.25, 4531.25],
+                       [0, 1741.07, 2031.25, 2031.25]],
+    ("mfpt to 3", 2): [[102.959, 114.793, 87.574, 0], [180.178, 200.888, 153.254, 0], [669.231, 746.154, 569.231, 0],
+                       [0, 0, 0, 0]],
+    ("pi", 1): [[0.0868655, 1.2556020, -0.3514107, -0.3514107], [0.1520148, 2.1973013, -0.6149689, -0.6149689],
+                [0.3629750, 5.2466298, -1.4683944, -1.4683955], [0.2016525, 2.9147921, -0.8157750, -0.8157744]],
+}
+
+
+@pytest.mark.parametrize("rep", REPRESENTATIONS)
+def test_msmtools_cases_by_the_documented_relation(rep):
+    """msmtools' published answers (raw partials) turned into this convention, stochastic[i, j] = raw[i, j] -
+    raw[i, i], agree with every representation to the digits msmtools prints; so do its two-state eigenvalue
+    cases (raw d lambda_1 = pi_i, stochastic 0; lambda_2 = 1 - a - b: -1)."""
+    chain = chain_in(rep, T4)
+    got = {"committor": chain.committor_sensitivity([0], [3]), "mfpt to 0": chain.mfpt_sensitivity([0]),
+           "mfpt to 3": chain.mfpt_sensitivity([3]), "pi": chain.stationary_sensitivity()}
+    for (what, x), raw in MSMTOOLS.items():
+        raw = np.array(raw, dtype=float)
+        expected = raw - np.diag(raw)[:, None]
+        np.testing.assert_allclose(got[what].value[x], expected, rtol=2e-5, atol=2e-5 * np.abs(raw).max())
+    two = chain_in(rep, np.array([[0.8, 0.2], [0.05, 0.95]]))
+    raw1 = np.array([[0.8, -0.2], [-0.8, 0.2]])
+    np.testing.assert_allclose(two.eigenvalue_sensitivity(1).value, raw1 - np.diag(raw1)[:, None], atol=1e-12)
+    np.testing.assert_allclose(two.eigenvalue_sensitivity(0).value, np.zeros((2, 2)), atol=1e-12)
+
+
 # ------------------------------------------------------------------ properties
 
 def circulation(n, pi, seed):
