@@ -37,6 +37,10 @@ MIXING_LIMIT = 4096
 REPORT_MIXING_LIMIT = 2048
 #: The full mean-first-passage matrix (one elimination per target, N^4 work) up to this size.
 MFPT_LIMIT = 256
+#: Sensitivities of a committor or a mean first passage time (one GTH elimination per state, N^4 work) up to
+#: this many states, and of the stationary law (one per target and state, N^5) up to ``PI_SENSITIVITY_LIMIT``.
+SENSITIVITY_LIMIT = 256
+PI_SENSITIVITY_LIMIT = 32
 #: Conductance by enumerating all 2^N - 2 subsets up to this size (2^20 sets, vectorised).
 EXACT_CONDUCTANCE_LIMIT = 20
 

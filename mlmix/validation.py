@@ -347,6 +347,40 @@ def check_basins(A: object, B: object, n_states: int) -> tuple[np.ndarray, np.nd
     return Am, Bm
 
 
+#: Rows of a perturbation direction (:func:`check_direction`) must sum to 0 within this fraction of the
+#: row's absolute sum.
+DIRECTION_TOL = 1e-9
+
+
+def check_direction(E: object, n_states: int, name: str = "E") -> sp.csr_array:
+    """A perturbation direction of a transition matrix that keeps it stochastic: a real finite (N, N)
+    matrix (dense or scipy.sparse) whose rows sum to 0 (within :data:`DIRECTION_TOL` of each row's absolute
+    sum), returned as the CSR array of its off-diagonal entries (the diagonal is minus their row sum)."""
+    M = sp.csr_array(E) if sp.issparse(E) else None
+    if M is None:
+        try:
+            if np.asarray(E).dtype.kind == "c":
+                raise InputTypeError(f"{name} must hold real numbers, got dtype {np.asarray(E).dtype}")
+            M = sp.csr_array(np.asarray(E, dtype=np.float64))
+        except (TypeError, ValueError) as err:
+            raise InputTypeError(f"{name} must be a matrix of real numbers: {err}") from None
+    if M.ndim != 2 or M.shape != (n_states, n_states):
+        raise InputValueError(f"{name} must have the shape of P, ({n_states}, {n_states}), got {M.shape}")
+    if np.iscomplexobj(M.data):
+        raise InputTypeError(f"{name} must hold real numbers, got dtype {M.data.dtype}")
+    M = M.astype(np.float64)
+    if not np.isfinite(M.data).all():
+        raise InputValueError(f"{name} contains NaN or infinite values")
+    sums, size = np.asarray(M.sum(axis=1)).ravel(), np.asarray(abs(M).sum(axis=1)).ravel()
+    bad = np.flatnonzero(np.abs(sums) > DIRECTION_TOL * size)
+    if bad.size:
+        raise InputValueError(f"{name} must keep P stochastic: every row must sum to 0 (row {bad[0]} sums to "
+                              f"{sums[bad[0]]:.3g}); put minus the off-diagonal row sum on the diagonal")
+    M.setdiag(0.0)
+    M.eliminate_zeros()
+    return M
+
+
 # ---------------------------------------------------------------------------------------- array files
 
 #: What reading a damaged .npy / .npz can raise: numpy's header parser (SyntaxError, TokenError),

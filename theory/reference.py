@@ -9,6 +9,8 @@ off-diagonal entries, with holding probability 1 minus their sum (:mod:`mlmix.th
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import mpmath as mp
 import networkx as nx
 import numpy as np
@@ -89,3 +91,84 @@ def noisy_ferromagnet() -> ScoreTable:
     base = ScoreTable.from_conditionals(PottsModel(nx.cycle_graph(4), 2, couplings=1.0))
     rng = np.random.default_rng(0)
     return ScoreTable(base.space, base.table + 0.3 * rng.standard_normal(base.table.shape))
+
+
+def _mp_offdiagonal(P: np.ndarray, E: np.ndarray | None = None, t: mp.mpf | int = 0) -> list[list]:
+    """The off-diagonal entries of P + t E in mpmath (P's floats exactly; the diagonal, a chain's holding
+    probability, is never used by the subtraction-free solves below)."""
+    N = P.shape[0]
+    return [[mp.mpf(float(P[x, y])) + (t * mp.mpf(float(E[x, y])) if E is not None else 0) if x != y else mp.mpf(0)
+             for y in range(N)] for x in range(N)]
+
+
+def mp_gth_stationary(W: list[list]) -> list:
+    """pi of the chain with off-diagonal entries W by GTH elimination in mpmath: no subtraction, so every
+    entry keeps the working precision, masses of 1e-300 included (where :func:`mp_stationary` cancels)."""
+    N = len(W)
+    A = [row[:] for row in W]
+    for j in range(N - 1, 0, -1):
+        e = mp.fsum(A[j][y] for y in range(j))
+        for x in range(j):
+            if A[x][j]:
+                f = A[x][j] / e
+                for y in range(j):
+                    if y != x:
+                        A[x][y] += f * A[j][y]
+    pi = [mp.mpf(1)] + [mp.mpf(0)] * (N - 1)
+    for j in range(1, N):
+        pi[j] = mp.fsum(pi[i] * A[i][j] for i in range(j)) / mp.fsum(A[j][y] for y in range(j))
+    s = mp.fsum(pi)
+    return [p / s for p in pi]
+
+
+def mp_absorbed(W: list[list], unknown: list[int], rhs: list) -> list:
+    """h over all states: 0 off ``unknown``, and on it (I - W_UU) h_U = rhs (non-negative, one per unknown
+    state) by GTH elimination with the flows out of U as exits (subtraction-free, in mpmath)."""
+    N, m = len(W), len(unknown)
+    inside = set(unknown)
+    A = [[W[a][c] if a != c else mp.mpf(0) for c in unknown] for a in unknown]
+    out = [mp.fsum(W[a][y] for y in range(N) if y not in inside) for a in unknown]
+    b = [mp.mpf(r) for r in rhs]
+    e = [mp.mpf(0)] * m
+    for j in range(m - 1, -1, -1):
+        e[j] = mp.fsum(A[j][y] for y in range(j)) + out[j]
+        for x in range(j):
+            if A[x][j]:
+                f = A[x][j] / e[j]
+                for y in range(j):
+                    if y != x:
+                        A[x][y] += f * A[j][y]
+                out[x] += f * out[j]
+                b[x] += f * b[j]
+    x = [mp.mpf(0)] * m
+    for j in range(m):
+        x[j] = (b[j] + mp.fsum(A[j][y] * x[y] for y in range(j))) / e[j]
+    h = [mp.mpf(0)] * N
+    for a, v in zip(unknown, x):
+        h[a] = v
+    return h
+
+
+def mp_committor(W: list[list], A: list[int], B: list[int]) -> list:
+    """q+(x) = P_x(tau_B < tau_A) (1 on B, 0 on A) in mpmath, subtraction-free."""
+    N = len(W)
+    C = [x for x in range(N) if x not in A and x not in B]
+    q = mp_absorbed(W, C, [mp.fsum(W[x][y] for y in B) for x in C])
+    return [mp.mpf(1) if x in B else q[x] for x in range(N)]
+
+
+def mp_passage_times(W: list[list], target: list[int]) -> list:
+    """E_x tau_T (0 on T) in mpmath, subtraction-free."""
+    U = [x for x in range(len(W)) if x not in target]
+    return mp_absorbed(W, U, [1] * len(U))
+
+
+def mp_central_difference(quantity: Callable[[list[list]], list], P: np.ndarray, E: np.ndarray, step: str = "1e-20",
+                          dps: int = 50) -> list:
+    """(f(P + h E) - f(P - h E)) / 2h at ``dps`` digits for a ``quantity`` of the off-diagonal entries
+    (``mp_gth_stationary``, or a lambda around :func:`mp_committor` / :func:`mp_passage_times`), the chain
+    the float P defines (its holding probabilities are what the rows leave): the sensitivities' reference."""
+    with mp.workdps(dps):
+        h = mp.mpf(step)
+        up, down = quantity(_mp_offdiagonal(P, E, h)), quantity(_mp_offdiagonal(P, E, -h))
+        return [(a - b) / (2 * h) for a, b in zip(up, down)]

@@ -70,6 +70,7 @@ from mlmix.theory.chain import (
     hitting,
     mixing,
     propagation,
+    sensitivities,
     spectral,
     spectrum,
     trajectories,
@@ -801,6 +802,28 @@ class Chain:
         chain, inverse CDF over the row). ``chain.source.space.decode(x)`` gives the sequences of a
         chain built from a source."""
         return trajectories.simulate(self, steps, start, chains=chains, seed=seed)
+
+    # ------------------------------------------------------------------ sensitivities
+    def stationary_sensitivity(self, E: Matrix | None = None) -> VectorResult:
+        """d pi along a direction E whose rows sum to 0, or with no E the Jacobian J[k, i, j] = dpi_k / dP(i, j)
+        = pi_i pi_k (E_i tau_k - E_j tau_k) (P(i, i) compensating), entrywise certified
+        (:func:`~mlmix.theory.chain.sensitivities.chain_stationary_sensitivity`)."""
+        return sensitivities.chain_stationary_sensitivity(self, E)
+
+    def eigenvalue_sensitivity(self, index: int, E: Matrix | None = None) -> Result | VectorResult:
+        """d lambda = u^T E v / u^T v of the real simple eigenvalue at ``index`` (the order of :meth:`eigenvalues`),
+        or its Jacobian, with a first-order bound (:func:`~mlmix.theory.chain.sensitivities.eigenvalue_sensitivity`)."""
+        return sensitivities.chain_eigenvalue_sensitivity(self, index, E)
+
+    def committor_sensitivity(self, A: np.ndarray, B: np.ndarray, E: Matrix | None = None) -> VectorResult:
+        """dq+ along E, or the Jacobian dq+_x / dP(i, j) = G_xi (q+_j - q+_i), q+(x) = P_x(tau_B < tau_A)
+        (:func:`~mlmix.theory.chain.sensitivities.chain_committor_sensitivity`)."""
+        return sensitivities.chain_committor_sensitivity(self, A, B, E)
+
+    def mfpt_sensitivity(self, target: np.ndarray, E: Matrix | None = None) -> VectorResult:
+        """d E_x tau_T along E, or its Jacobian G_xi (m_j - m_i)
+        (:func:`~mlmix.theory.chain.sensitivities.chain_mfpt_sensitivity`)."""
+        return sensitivities.chain_mfpt_sensitivity(self, target, E)
 
 
 def _check_support(support: Matrix, P: Matrix) -> sp.csr_array:
