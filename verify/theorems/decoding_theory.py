@@ -156,12 +156,6 @@ _UNCONFIRMED = ("its exact statement and constant could not be confirmed: the co
                 "(abstracts and summaries, searched by keyword) do not state them")
 
 not_checkable(
-    "samplers.parallelbench.thm1", PAPER, "ParallelBench (arXiv:2510.04767), Theorem 1",
-    "a lower bound on the KL error of parallel decoding by a conditional total correlation",
-    f"{_UNCONFIRMED}; the exact KL of every fixed schedule as a sum of expected conditional total correlations is "
-    "checked (samplers.chain-rule), and its average over random blocks (samplers.schedule-identity)",
-    ("samplers.chain-rule", "samplers.schedule-identity"))
-not_checkable(
     "samplers.demask.thm1", PAPER, "DEMASK (arXiv:2604.02560), Theorem 1",
     "a bound on the error of dependency-aware parallel unmasking under a sub-additivity hypothesis",
     _UNCONFIRMED, ("samplers.chain-rule",))
