@@ -249,7 +249,8 @@ def entropy_bounded_terms(logp: np.ndarray, lp_q: np.ndarray, gamma: float) -> d
             ll = logsumexp(lu, axis=others) if others else lu
             pl = np.exp(ll)
             Hl.append(float(-np.where(pl > 0, pl * np.where(pl > 0, ll, 0.0), 0.0).sum()))
-            kl += float(np.where(pl > 0, pl * (np.where(pl > 0, ll, 0.0) - rows[i]), 0.0).sum())
+            with np.errstate(invalid="ignore"):  # 0 * inf where p = 0, dropped by the where
+                kl += float(np.where(pl > 0, pl * (np.where(pl > 0, ll, 0.0) - rows[i]), 0.0).sum())
         w = math.exp(lz)
         acc["tc"] += w * (sum(Hl) - H_U)
         acc["model"] += w * kl
