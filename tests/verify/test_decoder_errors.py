@@ -162,3 +162,12 @@ def test_planted_bugs_are_caught(monkeypatch):
     monkeypatch.setattr(D, "conditional_entropies", lambda lp: -real_h(lp))
     monkeypatch.setattr(DE, "conditional_entropies", lambda lp: -real_h(lp))
     assert search(th, examples=30, seed=5).status == "fails"
+
+
+def test_eb_reports_how_close_its_decisions_are():
+    """A gamma 1e-13 above the copy law's first budget is decided at rounding level, and the label says so; a
+    gamma far from every budget is not flagged."""
+    inst, gamma, table, _ = DE.copy_law_eb()
+    assert "decided as evaluated in float64" in D.decoder_law(table, "entropy-bounded", gamma=gamma).details["label"]
+    label = D.decoder_law(table, "entropy-bounded", gamma=0.5).details["label"]
+    assert "float64" not in label and "the closest decision is" in label

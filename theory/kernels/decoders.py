@@ -19,8 +19,9 @@ Sahoo et al. 2024; LLaDA, Nie et al. 2025; Fast-dLLM, Wu et al. 2025):
   are sorted by the entropy H_i of their conditional given x_S (lowest first, ties by position), the longest
   prefix U with sum_{i in U} H_i - max_{i in U} H_i <= gamma (one position at least) is drawn in parallel;
   the rule is applied to the float64 entropies of the conditionals (a sum within rounding of gamma, or two
-  entropies within rounding of each other, is decided as evaluated); the number of steps is random and
-  its expectation exact.
+  entropies within rounding of each other, is decided as evaluated: the law's label gives the closest
+  decision's distance from a tie or from gamma, and flags one below 1e-9); the number of steps is random
+  and its expectation exact.
 
 The law of the decoded sequence is computed exactly by dynamic programming over the (|V|+1)^n partial
 assignments (mass pushed from the all-masked one down to the complete ones, level by level), in log
@@ -341,12 +342,40 @@ def _entropy_bounded_moves(codes: np.ndarray, sites: list[int], lp: np.ndarray, 
     one move per distinct block, weight -inf on the assignments that choose another."""
     H = conditional_entropies(lp[:, sites, :])
     chosen = [tuple(sorted(sites[j] for j in entropy_bounded_block(h, params["gamma"]))) for h in H]
+    params["margin"] = min(params.get("margin", math.inf), _decision_margin(H, [len(c) for c in chosen],
+                                                                          params["gamma"]))
     moves = []
     for block in sorted(set(chosen)):
         child, logw = _unmask(codes, block, lp, place, q)
         logw[np.array([c != block for c in chosen])] = -np.inf
         moves.append((child, logw))
     return moves
+
+
+def _decision_margin(H: np.ndarray, sizes: list[int], gamma: float) -> float:
+    """How far the EB rule's decisions at these partial assignments are from flipping (nats): the least
+    positive one of gamma - budget(U), budget(U + next) - gamma and H(next) - max_U H over the rows (an exact
+    0, a float tie or a budget equal to gamma, is decided by the stated rule: ties by position, a budget equal
+    to gamma kept; inf when nothing is positive). A positive margin at rounding level means that the float64
+    evaluation, not the exact entropies, decided a tie or a budget at gamma."""
+    e = np.sort(H, axis=1)
+    budget = np.cumsum(e, axis=1) - np.maximum.accumulate(e, axis=1)
+    k = np.array(sizes) - 1
+    rows = np.arange(H.shape[0])
+    gaps = [gamma - budget[rows, k]]
+    cut = k + 1 < H.shape[1]
+    if cut.any():
+        gaps += [budget[rows[cut], k[cut] + 1] - gamma, e[rows[cut], k[cut] + 1] - e[rows[cut], k[cut]]]
+    positive = np.concatenate(gaps)
+    positive = positive[positive > 0]
+    return float(positive.min()) if positive.size else math.inf
+
+
+def _entropy_bounded_label(params: dict) -> str:
+    m = params.get("margin", math.inf)
+    note = "" if m > 1e-9 else "; a decision within 1e-9 of a tie or of gamma, decided as evaluated in float64"
+    return (f"entropy-bounded, gamma = {params['gamma']:g} (steps: the expected number; the closest decision is "
+            f"{m:.2g} nats from a tie or from gamma{note})")
 
 
 def _in_blocks_of_k(n: int, params: dict, visits: float) -> int:
@@ -377,9 +406,7 @@ DECODERS: dict[str, DecoderSpec] = {spec.name: spec for spec in (
                 prepare=_schedule),
     DecoderSpec("entropy-bounded", {"gamma": 0.1},
                 "lowest-entropy masked positions at once while sum H - max H <= gamma (EB-sampler)",
-                _entropy_bounded_moves, lambda n, p, v: v,
-                lambda p: f"entropy-bounded, gamma = {p['gamma']:g} (steps: the expected number)",
-                prepare=_entropy_budget),
+                _entropy_bounded_moves, lambda n, p, v: v, _entropy_bounded_label, prepare=_entropy_budget),
 )}
 
 #: The decoders' names (module doc).
