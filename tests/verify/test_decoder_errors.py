@@ -171,3 +171,22 @@ def test_eb_reports_how_close_its_decisions_are():
     assert "decided as evaluated in float64" in D.decoder_law(table, "entropy-bounded", gamma=gamma).details["label"]
     label = D.decoder_law(table, "entropy-bounded", gamma=0.5).details["label"]
     assert "float64" not in label and "the closest decision is" in label
+
+
+def test_one_parallel_step_against_mpmath():
+    """On {0,1,2}^2 with integer weights and gamma above the first budget, the EB-sampler is one parallel step:
+    KL(p || q_EB) = I(X_0; X_1), computed with mpmath at 50 digits from the weights."""
+    import mpmath as mp
+
+    mp.mp.dps = 50
+    w = [[1, 2, 3], [4, 5, 6], [7, 8, 10]]
+    Z = sum(map(sum, w))
+    rows, cols = [mp.mpf(sum(r)) / Z for r in w], [mp.mpf(sum(w[i][j] for i in range(3))) / Z for j in range(3)]
+    mi = mp.fsum(mp.mpf(w[i][j]) / Z * mp.log(mp.mpf(w[i][j]) / Z / (rows[i] * cols[j]))
+                 for i in range(3) for j in range(3))
+    p = np.array(w, dtype=float).ravel() / Z
+    inst = S.Instance(LogWeightTable.from_probabilities(StateSpace(3, 2), p), "weights", {})
+    table = PartialScoreTable.from_joint(inst.source)
+    v = REGISTRY["samplers.eb-decomposition"].check((inst, 10.0, table, "p's exact conditionals"))
+    assert v.holds and v.details["steps"] == pytest.approx(1.0, abs=1e-15)
+    assert abs(v.parts[0].lhs - float(mi)) <= 1e-14 and abs(v.parts[0].rhs - float(mi)) <= 1e-14
