@@ -15,6 +15,7 @@ import time
 import networkx as nx
 import numpy as np
 
+from mlmix.theory.kernels.decoder_split import entropy_bounded_terms
 from mlmix.theory.kernels.decoders import decoder_law, partial_log_probs
 from mlmix.theory.sources.conditionals import IsingModel, LogWeightTable, PottsModel
 from mlmix.theory.sources.partial import PartialScoreTable
@@ -46,7 +47,7 @@ def entropy_bounded() -> None:
         for gamma in GAMMAS:
             law = decoder_law(table, "entropy-bounded", gamma=gamma, log_probs=lp)
             kl, err = DE._kl_to_law(logp, law)
-            t = DE.entropy_bounded_terms(logp, lp, gamma)
+            t = entropy_bounded_terms(logp, lp, gamma)
             bound = gamma * t["parallel"]
             ratio = f"{bound / kl:.3g}" if kl > 1e3 * err else "-"
             kl_cell = f"{kl:.4g}" if kl > 1e3 * err else f"[0, {kl + err:.1g}]"

@@ -194,7 +194,8 @@ def split_report(table: PartialScoreTable, args: argparse.Namespace, glauber: tu
         return {"reference": "glauber", "reason": note}
     k = min(1 if args.k is None else args.k, table.space.length)
     return {"reference": "glauber", **decoder_split(table, args.sampler, pi, rel, k=k, order=args.order,
-                                                    schedule=args.schedule, top_k=args.top_k, top_p=args.top_p)}
+                                                    schedule=args.schedule, top_k=args.top_k, top_p=args.top_p,
+                                                    gamma=args.gamma)}
 
 
 def decode_inputs(args: argparse.Namespace, table: PartialScoreTable, joint: Conditionals | None) -> dict:
@@ -365,5 +366,6 @@ def format_split(split: dict) -> list[str]:
     rows = [("KL(pi || law)", "kl"), ("sampler part", "sampler"), ("incompatibility part", "incompatibility"),
             ("mixture gain", "mixture_gain")]
     return [head, *[f"  {label:<22}{format(split[key], _CELL):>16}" for label, key in rows],
-            f"  KL = sampler + incompatibility - mixture gain, over {split['schedules']:,} schedule(s); "
+            f"  KL = sampler + incompatibility - mixture gain, over "
+            f"{'one adaptive rule (its blocks along the paths of pi)' if split.get('adaptive') else str(split['schedules']) + ' schedule(s)'}; "
             f"identity residual {split['identity_residual']:.1e}"]

@@ -12,6 +12,7 @@ import pytest
 from scipy.special import logsumexp
 
 from mlmix.cli import main
+from mlmix.theory.kernels import decoder_split as DS
 from mlmix.theory.kernels import decoders as D
 from mlmix.theory.sources.conditionals import LogWeightTable
 from mlmix.theory.sources.partial import PartialScoreTable
@@ -130,7 +131,7 @@ def test_decomposition_terms_by_hand():
         logp = np.log(w / w.sum())
     table = PartialScoreTable.from_joint(S.Instance(
         LogWeightTable.from_probabilities(StateSpace(2, 3), (w / w.sum()).ravel()), "pair", {}).source)
-    t = DE.entropy_bounded_terms(logp, D.partial_log_probs(table), 0.7)
+    t = DS.entropy_bounded_terms(logp, D.partial_log_probs(table), 0.7)
     assert t["tc"] == pytest.approx(math.log(2), abs=1e-14) and t["model"] == pytest.approx(0.0, abs=1e-14)
     assert t["budget"] == pytest.approx(math.log(2), abs=1e-14) and t["lowest"] and t["maximal"]
     assert logsumexp(logp) == pytest.approx(0.0, abs=1e-15)
@@ -154,13 +155,13 @@ def test_planted_bugs_are_caught(monkeypatch):
 
     for bug in (one_past, highest_first):
         monkeypatch.setattr(D, "entropy_bounded_block", bug)
-        monkeypatch.setattr(DE, "entropy_bounded_block", bug)
+        monkeypatch.setattr(DS, "entropy_bounded_block", bug)
         assert search(th, examples=30, seed=5).status == "fails"
     monkeypatch.setattr(D, "entropy_bounded_block", real)
-    monkeypatch.setattr(DE, "entropy_bounded_block", real)
+    monkeypatch.setattr(DS, "entropy_bounded_block", real)
     real_h = D.conditional_entropies
     monkeypatch.setattr(D, "conditional_entropies", lambda lp: -real_h(lp))
-    monkeypatch.setattr(DE, "conditional_entropies", lambda lp: -real_h(lp))
+    monkeypatch.setattr(DS, "conditional_entropies", lambda lp: -real_h(lp))
     assert search(th, examples=30, seed=5).status == "fails"
 
 
@@ -190,3 +191,25 @@ def test_one_parallel_step_against_mpmath():
     v = REGISTRY["samplers.eb-decomposition"].check((inst, 10.0, table, "p's exact conditionals"))
     assert v.holds and v.details["steps"] == pytest.approx(1.0, abs=1e-15)
     assert abs(v.parts[0].lhs - float(mi)) <= 1e-14 and abs(v.parts[0].rhs - float(mi)) <= 1e-14
+
+
+def test_eb_split_against_the_check_and_on_incompatible_scores(capsys):
+    """decoder_split of the entropy-bounded rule: against a joint p with p's conditionals at T = 1.25 its two parts
+    are the check's (TC and model error), and on random scores against their Glauber law the identity holds."""
+    from mlmix.theory.kernels.decoder_split import decoder_split
+
+    inst, p = _dirichlet(3, 3, 7)
+    exact = PartialScoreTable.from_joint(inst.source)
+    table = PartialScoreTable(exact.space, exact.table, temperature=1.25)
+    split = decoder_split(table, "entropy-bounded", p, 1e-15, gamma=0.4)
+    v = REGISTRY["samplers.eb-decomposition"].check((inst, 0.4, table, "p's conditionals at T = 1.25"))
+    assert split["kl"].value == pytest.approx(v.parts[0].lhs, abs=1e-12)
+    parts = split["sampler"].details["computed"] + split["incompatibility"].details["computed"]
+    assert parts == pytest.approx(v.parts[0].rhs, abs=1e-12)
+    assert split["identity_residual"] <= 1e-12 and split["mixture_gain"].value == 0 and split["adaptive"]
+    with pytest.raises(ValueError, match="needs an entropy budget"):
+        decoder_split(table, "entropy-bounded", p, 1e-15)
+    assert main(["decode", "--model", "scores", "--vocab", "3", "--length", "3", "--sampler", "entropy-bounded",
+                 "--gamma", "0.5", "--split"]) == 0
+    out = capsys.readouterr().out
+    assert "one adaptive rule" in out and "identity residual" in out

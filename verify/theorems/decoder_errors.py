@@ -23,13 +23,13 @@ each a theorem object whose check can fail.
   keeps <= gamma when q = p: KL(p || q_EB) <= gamma E_p[number of steps that unmask two or more]. The copy
   law (all tokens equal) with gamma its first step's budget attains both inequalities.
 
-The right sides are computed from the joint's marginal entropies along the reached partial assignments,
-the left side from the decoder's law (the dynamic programme of ``decoder_law``) and KL(p || law).
+The right sides are computed from the joint's marginal entropies along the reached partial assignments
+(:func:`mlmix.theory.kernels.decoder_split.entropy_bounded_terms`, also behind ``mlmix decode --split``), the
+left side from the decoder's law (the dynamic programme of ``decoder_law``) and KL(p || law).
 """
 
 from __future__ import annotations
 
-import math
 from itertools import product
 
 import numpy as np
@@ -37,13 +37,8 @@ from hypothesis import strategies as st
 from scipy.special import logsumexp
 
 from mlmix.theory.kernels import schedule_kl as skl
-from mlmix.theory.kernels.decoders import (
-    conditional_entropies,
-    decoder_law,
-    entropy_bounded_block,
-    partial_log_probs,
-    tv_kl,
-)
+from mlmix.theory.kernels.decoder_split import entropy_bounded_terms
+from mlmix.theory.kernels.decoders import decoder_law, partial_log_probs, tv_kl
 from mlmix.theory.results import EPS
 from mlmix.theory.sources.partial import PartialScoreTable
 from mlmix.verify import instances as S
@@ -213,60 +208,6 @@ class ParallelBenchLowerBound(_DecoderErrorTheorem):
 
 
 # ---------------------------------------------------------------------------------------- EB-sampler
-def entropy_bounded_terms(logp: np.ndarray, lp_q: np.ndarray, gamma: float) -> dict:
-    """The right sides of the EB decomposition along the partial assignments z that x ~ p reaches (module
-    doc): E_p sum_t TC_p(U_t | z_t), the model error, sum_l H_p(X_l | z) - max_l H_p(X_l | z), the expected
-    number of steps and of steps unmasking >= 2, with the rule's choice U_t from q's entropies
-    (:func:`entropy_bounded_block` on ``lp_q``, the decoder's table) and, as conditions, that U_t is the
-    lowest-entropy set and that one more position would exceed gamma (recomputed here, within 1e-12)."""
-    n, q = logp.ndim, logp.shape[0]
-    place = (q + 1) ** np.arange(n - 1, -1, -1, dtype=np.int64)
-    acc = {"tc": 0.0, "model": 0.0, "budget": 0.0, "steps": 0.0, "parallel": 0.0}
-    lowest = maximal = True
-    stack = [(int(q * place.sum()), (-1,) * n, 0.0)]
-    while stack:
-        code, z, lz = stack.pop()
-        masked = [i for i in range(n) if z[i] < 0]
-        if not masked:
-            continue
-        rows = lp_q[code]
-        Hq = conditional_entropies(rows[masked])
-        U = sorted(masked[j] for j in entropy_bounded_block(Hq, gamma))
-        inU = np.array([i in U for i in masked])
-        slack = 1e-12 * (1.0 + float(Hq.sum()))
-        if (~inU).any():
-            lowest &= bool(Hq[inU].max() <= Hq[~inU].min())
-            nxt = Hq[~inU].min()
-            maximal &= bool(Hq[inU].sum() + nxt - max(Hq[inU].max(), nxt) > gamma - slack)
-        cond = logp[tuple(z[i] if z[i] >= 0 else slice(None) for i in range(n))] - lz  # log p(x_M | z)
-        drop = tuple(a for a, i in enumerate(masked) if i not in U)
-        lu = logsumexp(cond, axis=drop) if drop else cond  # log p(x_U | z), axes U in order
-        pu = np.exp(lu)
-        H_U = float(-np.where(pu > 0, pu * np.where(pu > 0, lu, 0.0), 0.0).sum())
-        Hl, kl = [], 0.0
-        for a, i in enumerate(U):
-            others = tuple(b for b in range(len(U)) if b != a)
-            ll = logsumexp(lu, axis=others) if others else lu
-            pl = np.exp(ll)
-            Hl.append(float(-np.where(pl > 0, pl * np.where(pl > 0, ll, 0.0), 0.0).sum()))
-            with np.errstate(invalid="ignore"):  # 0 * inf where p = 0, dropped by the where
-                kl += float(np.where(pl > 0, pl * (np.where(pl > 0, ll, 0.0) - rows[i]), 0.0).sum())
-        w = math.exp(lz)
-        acc["tc"] += w * (sum(Hl) - H_U)
-        acc["model"] += w * kl
-        acc["budget"] += w * (sum(Hl) - max(Hl))
-        acc["steps"] += w
-        acc["parallel"] += w * (len(U) >= 2)
-        for vals in product(range(q), repeat=len(U)):
-            if lu[vals] > -np.inf:
-                child = list(z)
-                for i, v in zip(U, vals):
-                    child[i] = v
-                stack.append((code + int(sum((v - q) * place[i] for i, v in zip(U, vals))), tuple(child),
-                              lz + float(lu[vals])))
-    return {**acc, "lowest": lowest, "maximal": maximal}
-
-
 def root_budget(inst: S.Instance) -> float:
     """sum_i H(X_i) - max_i H(X_i) of the joint (from its single-site marginals, not the decoder's entropies),
     raised by 1e-13 relatively: with p's own conditionals the EB-sampler unmasks every position at once at
