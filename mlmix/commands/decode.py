@@ -91,7 +91,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
                      help="states shown by --law (default 20; 0: all)")
     out.add_argument("--split", action="store_true",
                      help="split KL(pi || law), pi the Glauber stationary law, exactly into a sampler part and an "
-                          "incompatibility part (any-order, left-to-right, parallel, schedule; docs/samplers.md)")
+                          "incompatibility part (any-order, left-to-right, parallel, schedule, entropy-bounded; "
+                          "docs/samplers.md)")
     out.add_argument("--json", action="store_true", help="print JSON instead of a table")
     out.add_argument("--save-scores", type=Path, default=None, metavar="FILE",
                      help="also write the partial score table of the source (.npz, read back by --scores)")
