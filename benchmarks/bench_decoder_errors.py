@@ -17,6 +17,7 @@ import numpy as np
 
 from mlmix.theory.kernels.decoder_split import entropy_bounded_terms
 from mlmix.theory.kernels.decoders import decoder_law, partial_log_probs
+from mlmix.theory.kernels.schedule_kl import entropy_curve
 from mlmix.theory.sources.conditionals import IsingModel, LogWeightTable, PottsModel
 from mlmix.theory.sources.partial import PartialScoreTable
 from mlmix.theory.sources.space import StateSpace
@@ -41,12 +42,12 @@ def entropy_bounded() -> None:
     print("|---|---|---|---|---|---|---|---|")
     for name, build in MODELS.items():
         inst = build()
-        logp = DE._normalised_log_joint(inst)
+        logp = DE.normalised_log_joint(inst)
         table = PartialScoreTable.from_joint(inst.source)
         lp = partial_log_probs(table)
         for gamma in GAMMAS:
             law = decoder_law(table, "entropy-bounded", gamma=gamma, log_probs=lp)
-            kl, err = DE._kl_to_law(logp, law)
+            kl, err = DE.kl_to_law(logp, law)
             t = entropy_bounded_terms(logp, lp, gamma)
             bound = gamma * t["parallel"]
             ratio = f"{bound / kl:.3g}" if kl > 1e3 * err else "-"
@@ -62,14 +63,14 @@ def parallelbench() -> None:
     for name, build in MODELS.items():
         inst = build()
         n = inst.space.length
-        logp = DE._normalised_log_joint(inst)
+        logp = DE.normalised_log_joint(inst)
         exact = PartialScoreTable.from_joint(inst.source)
-        H = DE.skl.entropy_curve(inst.source).subset_entropies
+        H = entropy_curve(inst.source).subset_entropies
         blocks = [tuple(range(0, n, 2)), tuple(range(1, n, 2))]
-        L = DE._tc_sum(H, blocks)
+        L = DE.partition_tc(H, blocks)
         for T in (1.0, 0.8, 1.25):
             table = exact if T == 1.0 else PartialScoreTable(exact.space, exact.table, temperature=T)
-            kl, _ = DE._kl_to_law(logp, decoder_law(table, "schedule", schedule=[list(b) for b in blocks]))
+            kl, _ = DE.kl_to_law(logp, decoder_law(table, "schedule", schedule=[list(b) for b in blocks]))
             me = DE.model_error(logp, partial_log_probs(table), blocks)
             me_cell = f"{me:.4g}" if abs(me) > 1e-12 else "0 (below 1e-12)"
             print(f"| {name} | {[list(b) for b in blocks]} | {T:g} | {kl:.4g} | {L:.4g} | {me_cell} | {kl / L:.4g} |")

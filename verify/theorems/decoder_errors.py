@@ -55,7 +55,8 @@ MODEL_TEMPERATURES = (0.6, 0.8, 1.25, 1.6)
 
 
 # ---------------------------------------------------------------------------------------- instances
-def _normalised_log_joint(inst: S.Instance) -> np.ndarray:
+def normalised_log_joint(inst: S.Instance) -> np.ndarray:
+    """log p of the instance's (tempered) joint, normalised, as an array of shape (|V|,) * n."""
     space = inst.space
     lw = np.asarray(inst.source.log_joint(), dtype=np.float64)
     return (lw - logsumexp(lw)).reshape((space.vocab_size,) * space.length)
@@ -81,7 +82,7 @@ def _with_model(draw) -> tuple[S.Instance, PartialScoreTable, str]:
     return inst, PartialScoreTable.random(q, n, seed=seed), f"random partial scores, seed {seed}"
 
 
-def _kl_to_law(logp: np.ndarray, law) -> tuple[float, float]:
+def kl_to_law(logp: np.ndarray, law) -> tuple[float, float]:
     """KL(p || law) and its error (:func:`tv_kl`, the law's own relative error)."""
     flat = logp.ravel()
     finite = flat[np.isfinite(flat)]
@@ -99,7 +100,7 @@ def _entropy_error(logp: np.ndarray, extra: float = 0.0) -> float:
 
 
 # ---------------------------------------------------------------------------------------- ParallelBench
-def _tc_sum(H: np.ndarray, blocks) -> float:
+def partition_tc(H: np.ndarray, blocks) -> float:
     """L_T = sum_t E C(S_t | S_<t) from the subset entropies H[bit set] (H(A | C) = H(A + C) - H(C))."""
     total, seen = 0.0, 0
     for b in blocks:
@@ -118,7 +119,7 @@ def _ordered_partitions(n: int, parts: int):
 
 def optimal_partition_bound(H: np.ndarray, n: int, parts: int) -> float:
     """L*_T = min over ordered partitions into T non-empty sets of L_T (exhaustive)."""
-    return min(_tc_sum(H, b) for b in _ordered_partitions(n, parts))
+    return min(partition_tc(H, b) for b in _ordered_partitions(n, parts))
 
 
 def model_error(logp: np.ndarray, lp_q: np.ndarray, blocks) -> float:
@@ -179,12 +180,12 @@ class ParallelBenchLowerBound(_DecoderErrorTheorem):
 
     def check(self, instance: tuple) -> Verdict:
         inst, blocks, table, _ = instance
-        logp = _normalised_log_joint(inst)
+        logp = normalised_log_joint(inst)
         n = inst.space.length
-        kl, kl_err = _kl_to_law(logp, decoder_law(table, "schedule", schedule=[list(b) for b in blocks]))
+        kl, kl_err = kl_to_law(logp, decoder_law(table, "schedule", schedule=[list(b) for b in blocks]))
         curve = skl.entropy_curve(inst.source)
         H, h_err = curve.subset_entropies, curve.abs_error
-        L = _tc_sum(H, blocks)
+        L = partition_tc(H, blocks)
         L_err = 2 * (2 * n + 2 * len(blocks)) * h_err
         lp_q = partial_log_probs(table)
         me = model_error(logp, lp_q, blocks)
@@ -212,7 +213,7 @@ def root_budget(inst: S.Instance) -> float:
     """sum_i H(X_i) - max_i H(X_i) of the joint (from its single-site marginals, not the decoder's entropies),
     raised by 1e-13 relatively: with p's own conditionals the EB-sampler unmasks every position at once at
     this gamma (the attaining instance: the rule's float budget is within rounding of it)."""
-    logp = _normalised_log_joint(inst)
+    logp = normalised_log_joint(inst)
     n = logp.ndim
     H = []
     for i in range(n):
@@ -229,6 +230,7 @@ def _with_gamma(draw) -> tuple:
 
 
 def copy_law_eb() -> tuple:
+    """The attaining instance of samplers.eb-decomposition: the copy law on {0,1,2}^4, gamma its first budget."""
     inst = copy_law(3, 4)
     return inst, root_budget(inst), PartialScoreTable.from_joint(inst.source), "p's exact conditionals"
 
@@ -247,10 +249,10 @@ class EntropyBoundedDecomposition(_DecoderErrorTheorem):
 
     def check(self, instance: tuple) -> Verdict:
         inst, gamma, table, model = instance
-        logp = _normalised_log_joint(inst)
+        logp = normalised_log_joint(inst)
         n = inst.space.length
         law = decoder_law(table, "entropy-bounded", gamma=gamma)
-        kl, kl_err = _kl_to_law(logp, law)
+        kl, kl_err = kl_to_law(logp, law)
         lp_q = partial_log_probs(table)
         t = entropy_bounded_terms(logp, lp_q, gamma)
         err = n * _entropy_error(logp, float(np.abs(lp_q[np.isfinite(lp_q)]).max()))
