@@ -79,6 +79,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
                           'e.g. "3,1"; "optimal:K" the optimal K-step block sizes (docs/decoding-theory.md)')
     dec.add_argument("--threshold", type=float, default=None,
                      help="tau of the threshold sampler: keep every draw of probability >= tau (default 0.9)")
+    dec.add_argument("--gamma", type=float, default=None,
+                     help="entropy budget (nats) of the entropy-bounded sampler: unmask the lowest-entropy positions "
+                          "while sum H - max H <= gamma (default 0.1)")
     out = parser.add_argument_group("output")
     out.add_argument("--law", action="store_true",
                      help="print the law on V^n: its most probable states in the alphabet's tokens, with their "
@@ -88,7 +91,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
                      help="states shown by --law (default 20; 0: all)")
     out.add_argument("--split", action="store_true",
                      help="split KL(pi || law), pi the Glauber stationary law, exactly into a sampler part and an "
-                          "incompatibility part (any-order, left-to-right, parallel, schedule; docs/samplers.md)")
+                          "incompatibility part (any-order, left-to-right, parallel, schedule, entropy-bounded; "
+                          "docs/samplers.md)")
     out.add_argument("--json", action="store_true", help="print JSON instead of a table")
     out.add_argument("--save-scores", type=Path, default=None, metavar="FILE",
                      help="also write the partial score table of the source (.npz, read back by --scores)")
@@ -125,13 +129,13 @@ def references(table: PartialScoreTable, joint: Conditionals | None, top_k: int 
 
 
 def decode_report(table: PartialScoreTable, sampler: str, *, k: int = 2, order: Any = None, schedule: Any = None,
-                  threshold: float | None = None,
+                  threshold: float | None = None, gamma: float | None = None,
                   top_k: int | None = None, top_p: float | None = None, joint: Conditionals | None = None,
                   log_probs: np.ndarray | None = None, refs: dict | None = None) -> dict:
     """The decoder's exact law, its number of steps, and TV / KL(ref || law) to every reference law."""
     lp = partial_log_probs(table, top_k, top_p) if log_probs is None else log_probs
     d = decoder_law(table, sampler, k=min(k, table.space.length), order=order, schedule=schedule, log_probs=lp,
-                    threshold=threshold)
+                    threshold=threshold, gamma=gamma)
     refs = references(table, joint, top_k, top_p) if refs is None else refs
     if sampler != "any-order":
         ao = decoder_law(table, "any-order", log_probs=lp)
@@ -169,7 +173,8 @@ def run(args: argparse.Namespace) -> int:
     refs = references(table, joint, args.top_k, args.top_p)
     report = {"source": description + truncation,
               **decode_report(table, args.sampler, k=k, order=args.order, schedule=args.schedule,
-                              threshold=args.threshold, top_k=args.top_k, top_p=args.top_p, joint=joint, refs=refs)}
+                              threshold=args.threshold, gamma=args.gamma, top_k=args.top_k, top_p=args.top_p,
+                              joint=joint, refs=refs)}
     if args.split:
         report["split"] = split_report(table, args, refs["glauber"])
     if args.save_scores is not None:
@@ -190,7 +195,8 @@ def split_report(table: PartialScoreTable, args: argparse.Namespace, glauber: tu
         return {"reference": "glauber", "reason": note}
     k = min(1 if args.k is None else args.k, table.space.length)
     return {"reference": "glauber", **decoder_split(table, args.sampler, pi, rel, k=k, order=args.order,
-                                                    schedule=args.schedule, top_k=args.top_k, top_p=args.top_p)}
+                                                    schedule=args.schedule, top_k=args.top_k, top_p=args.top_p,
+                                                    gamma=args.gamma)}
 
 
 def decode_inputs(args: argparse.Namespace, table: PartialScoreTable, joint: Conditionals | None) -> dict:
@@ -248,7 +254,8 @@ def _schedule_kl_checks(args: argparse.Namespace) -> int | None:
         raise InputValueError("--kl needs --schedule K1,K2,... (block sizes) or --schedule optimal:K")
     for flag, value in (("--law", args.law), ("--save-scores", args.save_scores), ("--top-k", args.top_k),
                         ("--top-p", args.top_p), ("--k", args.k), ("--order", args.order),
-                        ("--threshold", args.threshold), ("--sampler", args.sampler != "any-order")):
+                        ("--threshold", args.threshold), ("--gamma", args.gamma),
+                        ("--sampler", args.sampler != "any-order")):
         if value not in (None, False):
             raise InputValueError(f"{flag} does not apply to --kl / --schedule optimal:K")
     if args.plot is not None:
@@ -360,5 +367,6 @@ def format_split(split: dict) -> list[str]:
     rows = [("KL(pi || law)", "kl"), ("sampler part", "sampler"), ("incompatibility part", "incompatibility"),
             ("mixture gain", "mixture_gain")]
     return [head, *[f"  {label:<22}{format(split[key], _CELL):>16}" for label, key in rows],
-            f"  KL = sampler + incompatibility - mixture gain, over {split['schedules']:,} schedule(s); "
+            f"  KL = sampler + incompatibility - mixture gain, over "
+            f"{'one adaptive rule (its blocks along the paths of pi)' if split.get('adaptive') else str(split['schedules']) + ' schedule(s)'}; "
             f"identity residual {split['identity_residual']:.1e}"]

@@ -125,7 +125,8 @@ def _ignoring(table):
     return [(s, o) for s in table for o in options if o not in table[s]]
 
 
-_VALUES = {"k": "2", "order": "0 1 2", "energy": "pll", "basin": "* * *", "threshold": "0.5", "schedule": "0 | 1 2"}
+_VALUES = {"k": "2", "order": "0 1 2", "energy": "pll", "basin": "* * *", "threshold": "0.5", "schedule": "0 | 1 2",
+           "gamma": "0.5"}
 
 
 @pytest.mark.parametrize("kernel, option", _ignoring(kernel_options_table()))

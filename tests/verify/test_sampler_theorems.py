@@ -22,7 +22,8 @@ def test_registered():
                         "samplers.fast-dllm.thm1", "samplers.systematic-sweep", "samplers.mh-energies",
                         "samplers.decoder-sequential", "samplers.decoder-parallel", "samplers.truncation",
                         "samplers.truncation-tails", "samplers.schedule-identity", "samplers.schedule-sharp-bound",
-                        "samplers.schedule-optimum", "samplers.decoder-underflow"}
+                        "samplers.schedule-optimum", "samplers.decoder-underflow", "samplers.parallelbench.thm1",
+                        "samplers.eb-decomposition"}
     assert "samplers.li-cai" in UNCHECKED
 
 

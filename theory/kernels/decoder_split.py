@@ -25,25 +25,38 @@ schedule: one; any-order: the n! orders; parallel-k: the ordered sequences of k-
 
 J the mixture gain (convexity of KL; J = 0 for a single schedule). The confidence and threshold rules
 choose which draws to keep from the draws themselves, so their law is no mixture of schedule laws and
-has no such split: refused.
+has no such split: refused. The entropy-bounded rule (EB-sampler) chooses its block U_t from the values
+already revealed, a function of the path, so the chain rule along the paths of x ~ pi splits it exactly
+(:func:`entropy_bounded_terms`; J = 0):
+
+    KL(pi || mu_EB^q) = E_pi sum_t TC_pi(X_(U_t) | z_t) + E_pi sum_t sum_(l in U_t) KL(pi_l(. | z_t) || q_l(. | z_t)).
 """
 
 from __future__ import annotations
 
 import math
-from itertools import combinations, permutations
+from itertools import combinations, permutations, product
 from typing import Sequence
 
 import numpy as np
+from scipy.special import logsumexp
 
-from mlmix.theory.kernels.decoders import DECODERS, check_schedule, decoder_law, partial_log_probs, schedule_tc
+from mlmix.theory.kernels.decoders import (
+    DECODERS,
+    check_schedule,
+    conditional_entropies,
+    decoder_law,
+    entropy_bounded_block,
+    partial_log_probs,
+    schedule_tc,
+)
 from mlmix.theory.results import EPS, Result
 from mlmix.theory.sources.conditionals import LogWeightTable
 from mlmix.theory.sources.partial import PartialScoreTable
 from mlmix.theory.sources.space import StateSpace
 
-#: The decoders whose law is a uniform mixture of schedule laws (module doc).
-SPLIT_DECODERS = ("any-order", "left-to-right", "parallel", "schedule")
+#: The decoders whose law is a uniform mixture of schedule laws, and the entropy-bounded rule (module doc).
+SPLIT_DECODERS = ("any-order", "left-to-right", "parallel", "schedule", "entropy-bounded")
 
 #: Most schedules averaged by :func:`decoder_split` (any-order has n!: n <= 7).
 SPLIT_SCHEDULE_LIMIT = 5040
@@ -53,13 +66,16 @@ def check_split_decoder(sampler: str) -> None:
     """The split exists for the decoders of :data:`SPLIT_DECODERS` only (module doc): ValueError otherwise."""
     if sampler not in SPLIT_DECODERS:
         raise ValueError(f"the sampler/incompatibility split needs a decoder that is a mixture of fixed schedules "
-                         f"({', '.join(SPLIT_DECODERS)}); {sampler!r} keeps draws by their probability")
+                         f"or the entropy-bounded rule ({', '.join(SPLIT_DECODERS)}); {sampler!r} keeps draws by "
+                         "their probability")
 
 
 def decoder_schedules(space: StateSpace, sampler: str, k: int = 1, order: Sequence[int] | str | None = None,
                       schedule: Sequence[Sequence[int]] | str | None = None) -> list[list[tuple[int, ...]]]:
-    """The schedules whose uniform mixture is the decoder's law (module doc)."""
+    """The schedules whose uniform mixture is the decoder's law (module doc; the entropy-bounded rule has none)."""
     check_split_decoder(sampler)
+    if sampler == "entropy-bounded":
+        raise ValueError("the entropy-bounded rule chooses its blocks from the revealed values: no fixed schedules")
     n = space.length
     if sampler in ("left-to-right", "schedule"):
         return [DECODERS[sampler].prepare(space, {"order": order, "schedule": schedule})["blocks"]]
@@ -128,7 +144,7 @@ def _expected_kl(lp_ref: np.ndarray, lp: np.ndarray, logpi: np.ndarray, space: S
 
 def decoder_split(table: PartialScoreTable, sampler: str, pi: np.ndarray, pi_rel: float, *, k: int = 1,
                   order: Sequence[int] | str | None = None, schedule: Sequence[Sequence[int]] | str | None = None,
-                  top_k: int | None = None, top_p: float | None = None,
+                  top_k: int | None = None, top_p: float | None = None, gamma: float | None = None,
                   reference: str = "the Glauber stationary law") -> dict[str, Result | int]:
     """KL(pi || mu_D) of decoder D on the table's partial conditionals (its exact law, by the dynamic
     programme), and its split (module doc) into the sampler part mean_G S_G, the incompatibility part
@@ -138,17 +154,22 @@ def decoder_split(table: PartialScoreTable, sampler: str, pi: np.ndarray, pi_rel
     three independent computations, zero to rounding). Errors: first order in the relative errors of pi
     (each log-marginal within n pi_rel) and of the law, plus N eps per sum, as in
     :func:`~mlmix.theory.kernels.decoders.tv_kl`. Each result's ``details["computed"]`` is the computed
-    value, also where the result is only an interval (a part at the floating-point floor)."""
+    value, also where the result is only an interval (a part at the floating-point floor). The
+    entropy-bounded rule (``gamma``) is split along pi's paths instead (:func:`entropy_bounded_terms`): one
+    adaptive rule (``adaptive`` True), mixture gain 0, ``identity`` |KL(pi || mu_EB) - S - I|."""
     space = table.space
     n = space.length
     k = min(k, n)
-    schedules = decoder_schedules(space, sampler, k, order, schedule)
+    check_split_decoder(sampler)
+    schedules = [] if sampler == "entropy-bounded" else decoder_schedules(space, sampler, k, order, schedule)
     p = np.asarray(pi, dtype=np.float64)
     if p.shape != (space.size,) or (p < 0).any() or abs(p.sum() - 1) > 1e-9:
         raise ValueError(f"the reference must be a law on the {space.size} states of V^n")
     ref = LogWeightTable.from_probabilities(space, p)
     logpi = ref.log_weights
     lp = partial_log_probs(table, top_k, top_p)
+    if sampler == "entropy-bounded":
+        return _entropy_bounded_split(table, lp, p, logpi, pi_rel, gamma, reference)
     lp_ref = partial_log_probs(PartialScoreTable.from_joint(ref))
     law = decoder_law(table, sampler, k=k, order=order, schedule=schedule, log_probs=lp)
     support = p > 0
@@ -187,3 +208,86 @@ def decoder_split(table: PartialScoreTable, sampler: str, pi: np.ndarray, pi_rel
     identity = max(abs(r[0] - r[1] - r[2]) for r in per_schedule if math.isfinite(r[0]))
     return {"kl": kl_r, "sampler": s_r, "incompatibility": i_r, "mixture_gain": j_r,
             "schedules": len(schedules), "identity_residual": identity}
+
+
+def entropy_bounded_terms(logp: np.ndarray, lp_q: np.ndarray, gamma: float) -> dict:
+    """The right sides of the EB decomposition along the partial assignments z that x ~ p reaches (module
+    doc): E_p sum_t TC_p(U_t | z_t), the model error, sum_l H_p(X_l | z) - max_l H_p(X_l | z), the expected
+    number of steps and of steps unmasking >= 2, with the rule's choice U_t from q's entropies
+    (:func:`entropy_bounded_block` on ``lp_q``, the decoder's table) and, as conditions, that U_t is the
+    lowest-entropy set and that one more position would exceed gamma (recomputed here, within 1e-12)."""
+    n, q = logp.ndim, logp.shape[0]
+    place = (q + 1) ** np.arange(n - 1, -1, -1, dtype=np.int64)
+    acc = {"tc": 0.0, "model": 0.0, "budget": 0.0, "steps": 0.0, "parallel": 0.0}
+    lowest = maximal = True
+    stack = [(int(q * place.sum()), (-1,) * n, 0.0)]
+    while stack:
+        code, z, lz = stack.pop()
+        masked = [i for i in range(n) if z[i] < 0]
+        if not masked:
+            continue
+        rows = lp_q[code]
+        Hq = conditional_entropies(rows[masked])
+        U = sorted(masked[j] for j in entropy_bounded_block(Hq, gamma))
+        inU = np.array([i in U for i in masked])
+        slack = 1e-12 * (1.0 + float(Hq.sum()))
+        if (~inU).any():
+            lowest &= bool(Hq[inU].max() <= Hq[~inU].min())
+            nxt = Hq[~inU].min()
+            maximal &= bool(Hq[inU].sum() + nxt - max(Hq[inU].max(), nxt) > gamma - slack)
+        cond = logp[tuple(z[i] if z[i] >= 0 else slice(None) for i in range(n))] - lz  # log p(x_M | z)
+        drop = tuple(a for a, i in enumerate(masked) if i not in U)
+        lu = logsumexp(cond, axis=drop) if drop else cond  # log p(x_U | z), axes U in order
+        pu = np.exp(lu)
+        H_U = float(-np.where(pu > 0, pu * np.where(pu > 0, lu, 0.0), 0.0).sum())
+        Hl, kl = [], 0.0
+        for a, i in enumerate(U):
+            others = tuple(b for b in range(len(U)) if b != a)
+            ll = logsumexp(lu, axis=others) if others else lu
+            pl = np.exp(ll)
+            Hl.append(float(-np.where(pl > 0, pl * np.where(pl > 0, ll, 0.0), 0.0).sum()))
+            with np.errstate(invalid="ignore"):  # 0 * inf where p = 0, dropped by the where
+                kl += float(np.where(pl > 0, pl * (np.where(pl > 0, ll, 0.0) - rows[i]), 0.0).sum())
+        w = math.exp(lz)
+        acc["tc"] += w * (sum(Hl) - H_U)
+        acc["model"] += w * kl
+        acc["budget"] += w * (sum(Hl) - max(Hl))
+        acc["steps"] += w
+        acc["parallel"] += w * (len(U) >= 2)
+        for vals in product(range(q), repeat=len(U)):
+            if lu[vals] > -np.inf:
+                child = list(z)
+                for i, v in zip(U, vals):
+                    child[i] = v
+                stack.append((code + int(sum((v - q) * place[i] for i, v in zip(U, vals))), tuple(child),
+                              lz + float(lu[vals])))
+    return {**acc, "lowest": lowest, "maximal": maximal}
+
+
+def _entropy_bounded_split(table: PartialScoreTable, lp: np.ndarray, p: np.ndarray, logpi: np.ndarray,
+                           pi_rel: float, gamma: float | None, reference: str) -> dict[str, Result | int]:
+    """:func:`decoder_split` of the entropy-bounded rule: KL(pi || mu_EB) by the dynamic programme, its
+    sampler and incompatibility parts by :func:`entropy_bounded_terms` along pi's paths (module doc)."""
+    space = table.space
+    n, N = space.length, space.size
+    law = decoder_law(table, "entropy-bounded", gamma=gamma, log_probs=lp)
+    support = p > 0
+    ratio = np.where(support, logpi - law.log_law, 0.0)
+    kl = float((p * ratio).sum()) if np.isfinite(ratio).all() else math.inf
+    size, worst = float((p * np.abs(ratio)).sum()), float(np.abs(ratio[np.isfinite(ratio)]).max(initial=0.0))
+    t = entropy_bounded_terms(logpi.reshape((space.vocab_size,) * n), lp, float(gamma))  # checked by decoder_law
+    rel_pi = (2 * n + 1) * pi_rel
+    finite = logpi[np.isfinite(logpi)]
+    big = float(np.abs(finite).max()) + float(np.abs(lp[np.isfinite(lp)]).max())
+    part_err = rel_pi * (1 + size) + 8 * n * (N + 4 * n) * EPS * (1 + big)
+    how = f"against {reference}, the rule's own blocks along the paths of x ~ pi"
+    return {"kl": Result.checked("KL(pi || entropy-bounded)", kl, law.rel_error * (1 + size) + rel_pi * (1 + size)
+                                 + N * n * EPS * (1 + worst), f"sum pi log(pi / law), the law by dynamic programming, "
+                                 f"{how}", lower=0.0, computed=kl),
+            "sampler": Result.checked("sampler part", t["tc"], part_err, "E_pi sum_t TC_pi(X_U_t | z_t) from pi's "
+                                      f"marginals {how}", lower=0.0, computed=t["tc"]),
+            "incompatibility": Result.checked("incompatibility part", t["model"], part_err,
+                                              "E_pi sum_t sum_{l in U_t} KL(pi_l(. | z_t) || q_l(. | z_t)) " + how,
+                                              lower=0.0, computed=t["model"]),
+            "mixture_gain": Result.exact("mixture gain", 0.0, "one adaptive rule, no mixture of schedules"),
+            "schedules": 1, "adaptive": True, "identity_residual": abs(kl - t["tc"] - t["model"])}

@@ -14,7 +14,14 @@ Sahoo et al. 2024; LLaDA, Nie et al. 2025; Fast-dLLM, Wu et al. 2025):
 * ``threshold`` (tau): every masked position draws; every draw with p_i(y_i | x_S) >= tau is kept, and
   the most probable draw when none is (Fast-dLLM's threshold rule, with sampled rather than greedy
   draws); the number of steps is random, its expectation is exact;
-* ``schedule``: fixed blocks G_1, ..., G_m, block G_t drawn in parallel given x_{G_<t}.
+* ``schedule``: fixed blocks G_1, ..., G_m, block G_t drawn in parallel given x_{G_<t};
+* ``entropy-bounded`` (gamma): the EB-sampler (Ben-Hamu et al. 2025, arXiv:2505.24857): the masked positions
+  are sorted by the entropy H_i of their conditional given x_S (lowest first, ties by position), the longest
+  prefix U with sum_{i in U} H_i - max_{i in U} H_i <= gamma (one position at least) is drawn in parallel;
+  the rule is applied to the float64 entropies of the conditionals (a sum within rounding of gamma, or two
+  entropies within rounding of each other, is decided as evaluated: the law's label gives the closest
+  decision's distance from a tie or from gamma, and flags one below 1e-9); the number of steps is random
+  and its expectation exact.
 
 The law of the decoded sequence is computed exactly by dynamic programming over the (|V|+1)^n partial
 assignments (mass pushed from the all-masked one down to the complete ones, level by level), in log
@@ -147,11 +154,11 @@ def _unmask(codes: np.ndarray, block: Sequence[int], lp: np.ndarray, place: np.n
 def decoder_law(source: PartialScoreTable, sampler: str, k: int = 1, order: Sequence[int] | str | None = None,
                 schedule: Sequence[Sequence[int]] | str | None = None, top_k: int | None = None,
                 top_p: float | None = None, log_probs: np.ndarray | None = None,
-                threshold: float | None = None) -> DecoderLaw:
+                threshold: float | None = None, gamma: float | None = None) -> DecoderLaw:
     """The exact law on V^n of a decoder (module doc; one of :data:`DECODERS`) by dynamic programming over
     the partial assignments. ``k``: positions per step of ``parallel`` / ``confidence``; ``order``: the
     order of ``left-to-right``; ``schedule``: the blocks of ``schedule``; ``threshold``: tau of
-    ``threshold`` (in (0, 1]). The law's ``steps`` is the expected number of steps (exact). ``log_probs``:
+    ``threshold`` (in (0, 1]); ``gamma``: the entropy budget of ``entropy-bounded`` (>= 0). The law's ``steps`` is the expected number of steps (exact). ``log_probs``:
     the table of :func:`partial_log_probs` when already computed (then ``top_k`` / ``top_p`` are ignored),
     of shape ((|V|+1)^n, n, |V|), every row a conditional law summing to 1 within
     :data:`~mlmix.validation.ROW_SUM_TOL` (ValueError naming the first bad row otherwise; the rows are
@@ -169,7 +176,8 @@ def decoder_law(source: PartialScoreTable, sampler: str, k: int = 1, order: Sequ
     lp_all = partial_log_probs(source, top_k, top_p) if log_probs is None else check_log_conditionals(
         check_array_shape(log_probs, (M, n, q), "log_probs", "(|V|+1)^n partial assignments, n sites, |V| symbols"),
         "log_probs", row_name=_row_name(n))
-    params = spec.prepare(space, {"k": k, "order": order, "schedule": schedule, "threshold": threshold})
+    params = spec.prepare(space, {"k": k, "order": order, "schedule": schedule, "threshold": threshold,
+                                  "gamma": gamma})
     place = Q ** np.arange(n - 1, -1, -1, dtype=np.int64)
     digits = _digits(M, n, Q)
     pattern = (digits == q) @ (1 << np.arange(n, dtype=np.int64))
@@ -306,6 +314,70 @@ def _threshold(space: StateSpace, params: dict) -> dict:
                                               open_min=True)}
 
 
+def _entropy_budget(space: StateSpace, params: dict) -> dict:
+    if params["gamma"] is None:
+        raise ValueError("the entropy-bounded sampler needs an entropy budget gamma >= 0 (nats)")
+    return {**params, "gamma": check_real(params["gamma"], "gamma", minimum=0.0)}
+
+
+def conditional_entropies(log_probs: np.ndarray) -> np.ndarray:
+    """H = -sum_a p(a) log p(a) (nats, 0 log 0 = 0) of each conditional law log p along the last axis."""
+    p = np.exp(log_probs)
+    return -np.where(p > 0, p * np.where(np.isfinite(log_probs), log_probs, 0.0), 0.0).sum(axis=-1)
+
+
+def entropy_bounded_block(entropies: np.ndarray, gamma: float) -> np.ndarray:
+    """The EB-sampler's choice among m masked positions with conditional entropies ``entropies`` (m,):
+    their indices sorted by entropy (ties: lower index first), cut to the longest prefix U whose every
+    initial segment has sum H - max H <= gamma (sum - max is non-decreasing along the prefix), |U| >= 1."""
+    order = np.argsort(entropies, kind="stable")
+    e = entropies[order]
+    over = np.flatnonzero(np.cumsum(e) - np.maximum.accumulate(e) > gamma)
+    return order[:max(1, int(over[0]) if over.size else e.size)]
+
+
+def _entropy_bounded_moves(codes: np.ndarray, sites: list[int], lp: np.ndarray, place: np.ndarray, q: int,
+                           params: dict) -> Moves:
+    """One EB step from each partial assignment: its block (:func:`entropy_bounded_block`) drawn in parallel;
+    one move per distinct block, weight -inf on the assignments that choose another."""
+    H = conditional_entropies(lp[:, sites, :])
+    chosen = [tuple(sorted(sites[j] for j in entropy_bounded_block(h, params["gamma"]))) for h in H]
+    params["margin"] = min(params.get("margin", math.inf), _decision_margin(H, [len(c) for c in chosen],
+                                                                          params["gamma"]))
+    moves = []
+    for block in sorted(set(chosen)):
+        child, logw = _unmask(codes, block, lp, place, q)
+        logw[np.array([c != block for c in chosen])] = -np.inf
+        moves.append((child, logw))
+    return moves
+
+
+def _decision_margin(H: np.ndarray, sizes: list[int], gamma: float) -> float:
+    """How far the EB rule's decisions at these partial assignments are from flipping (nats): the least
+    positive one of gamma - budget(U), budget(U + next) - gamma and H(next) - max_U H over the rows (an exact
+    0, a float tie or a budget equal to gamma, is decided by the stated rule: ties by position, a budget equal
+    to gamma kept; inf when nothing is positive). A positive margin at rounding level means that the float64
+    evaluation, not the exact entropies, decided a tie or a budget at gamma."""
+    e = np.sort(H, axis=1)
+    budget = np.cumsum(e, axis=1) - np.maximum.accumulate(e, axis=1)
+    k = np.array(sizes) - 1
+    rows = np.arange(H.shape[0])
+    gaps = [gamma - budget[rows, k]]
+    cut = k + 1 < H.shape[1]
+    if cut.any():
+        gaps += [budget[rows[cut], k[cut] + 1] - gamma, e[rows[cut], k[cut] + 1] - e[rows[cut], k[cut]]]
+    positive = np.concatenate(gaps)
+    positive = positive[positive > 0]
+    return float(positive.min()) if positive.size else math.inf
+
+
+def _entropy_bounded_label(params: dict) -> str:
+    m = params.get("margin", math.inf)
+    note = "" if m > 1e-9 else "; a decision within 1e-9 of a tie or of gamma, decided as evaluated in float64"
+    return (f"entropy-bounded, gamma = {params['gamma']:g} (steps: the expected number; the closest decision is "
+            f"{m:.2g} nats from a tie or from gamma{note})")
+
+
 def _in_blocks_of_k(n: int, params: dict, visits: float) -> int:
     return -(-n // params["k"])
 
@@ -332,6 +404,9 @@ DECODERS: dict[str, DecoderSpec] = {spec.name: spec for spec in (
     DecoderSpec("schedule", {"schedule": None}, "fixed blocks of sites, each block drawn in parallel",
                 _block_moves, lambda n, p, v: len(p["blocks"]), lambda p: f"schedule {p['blocks']}",
                 prepare=_schedule),
+    DecoderSpec("entropy-bounded", {"gamma": 0.1},
+                "lowest-entropy masked positions at once while sum H - max H <= gamma (EB-sampler)",
+                _entropy_bounded_moves, lambda n, p, v: v, _entropy_bounded_label, prepare=_entropy_budget),
 )}
 
 #: The decoders' names (module doc).

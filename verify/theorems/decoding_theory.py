@@ -10,7 +10,8 @@ optimal schedule (:mod:`mlmix.theory.kernels.schedule_kl`), each a theorem objec
 * the dynamic programme over the revealed count against exhaustive search over the compositions of L.
 
 Results listed as not checkable: their exact statements and constants could not be confirmed from any copy
-reachable to this work (only abstracts and summaries were), so no finite instance is claimed to test them.
+reachable to this work (each reason says what was searched and found), so no finite instance is claimed to
+test them. ParallelBench's Theorem 1 and the EB-sampler are checked in :mod:`.decoder_errors`.
 """
 
 from __future__ import annotations
@@ -152,28 +153,38 @@ class OptimalSchedule(_ScheduleTheorem):
                        trivial=trivial, schedule=list(best), compositions=math.comb(n - 1, K - 1))
 
 
-_UNCONFIRMED = ("its exact statement and constant could not be confirmed: the copies reachable to this work "
-                "(abstracts and summaries, searched by keyword) do not state them")
+#: What the searches of the stored public copies found (2026-12, `search` over pages / code / issues, `find_repos`).
+_LI_CAI_SEARCHED = ("the stored copies of arXiv:2505.21400 (the HTML of v1 and of v2, retitled 'Breaking AR's sampling "
+                    "bottleneck: provable acceleration via diffusion language models', revised December 2025; the "
+                    "NeurIPS 2025 poster and OpenReview pages) are returned only from their beginning: title, abstract, "
+                    "first lines of the introduction; the review pages (sciencestack, emergentmind, arxivlens, "
+                    "scholarfeed) state an O(1/T) rate 'up to some constant factor' and no constant; the stored full "
+                    "text of Chen, Cong & Li (arXiv:2511.04647v2) is returned only from its abstract, which calls "
+                    "LC25's bounds 'not tight'; no copy gives the theorem with its hypotheses and constant")
 
 not_checkable(
-    "samplers.parallelbench.thm1", PAPER, "ParallelBench (arXiv:2510.04767), Theorem 1",
-    "a lower bound on the KL error of parallel decoding by a conditional total correlation",
-    f"{_UNCONFIRMED}; the exact KL of every fixed schedule as a sum of expected conditional total correlations is "
-    "checked (samplers.chain-rule), and its average over random blocks (samplers.schedule-identity)",
-    ("samplers.chain-rule", "samplers.schedule-identity"))
+    "samplers.demask.thm1", PAPER, "DEMASK (Ringel, Ali & Romano 2026, arXiv:2604.02560), Theorem 1",
+    "with the true pairwise dependency matrix D and a sub-additivity assumption, the greedy selection keeps "
+    "TV(P(Y_S | X, Y_U), prod_i P(Y_i | X, Y_U)) <= tau",
+    "found: the abstract (arXiv HTML v1, Hugging Face mirrors) and a page quoting the paper's limitations "
+    "(emergentmind open problems): Theorem 1 bounds that total variation by the threshold tau when D, the matrix "
+    "of expected total-variation influences between pairs of masked positions, is known and a sub-additivity "
+    "assumption holds; not found: the exact definition of an entry of D (which conditioning, which expectation), "
+    "the sub-additivity inequality itself and how tau enters the greedy rule (the code repository "
+    "liranringel/demask is not in the store); so neither the bound nor its hypothesis can be evaluated exactly, "
+    "and how often the hypothesis fails on real frames is not reported; the exact KL of any fixed block is a "
+    "sum of conditional total correlations (samplers.chain-rule)", ("samplers.chain-rule",))
 not_checkable(
-    "samplers.demask.thm1", PAPER, "DEMASK (arXiv:2604.02560), Theorem 1",
-    "a bound on the error of dependency-aware parallel unmasking under a sub-additivity hypothesis",
-    _UNCONFIRMED, ("samplers.chain-rule",))
-not_checkable(
-    "samplers.zhang.constructions", PAPER, "Zhang et al. (arXiv:2602.00286), constructions",
+    "samplers.zhang.constructions", PAPER, "Zhang et al. 2026 (arXiv:2602.00286), constructions",
     "factorised parallel decoding can have arbitrarily large reverse KL",
-    f"{_UNCONFIRMED}; the forward KL of any schedule is exact here (samplers.schedule-identity), and the copy law "
-    "shows it grows as (s_max - 1) log |V| (samplers.schedule-sharp-bound)",
-    ("samplers.schedule-identity", "samplers.schedule-sharp-bound"))
+    "found: the abstract only (arXiv HTML v1, arxivlens, tomesphere), which states the claim without its "
+    "construction or constant; the forward KL of any schedule is exact here (samplers.schedule-identity) and grows "
+    "as (s_max - 1) log |V| on the copy law (samplers.schedule-sharp-bound), whose one-step product of marginals "
+    "charges states of probability 0, so its reverse KL is infinite: consistent with the claim, not a check of "
+    "the paper's construction", ("samplers.schedule-identity", "samplers.schedule-sharp-bound"))
 not_checkable(
     "samplers.li-cai.thm2", PAPER, "Li & Cai 2025 (arXiv:2505.21400), Theorem 2 (lower bound)",
     "some joint makes every schedule's KL at least a constant times (s_max / L) sum_i I(X_i; X_-i)",
-    f"{_UNCONFIRMED}; the exact optimum over schedules is computed (samplers.schedule-optimum) and the copy law "
+    f"{_LI_CAI_SEARCHED}; the exact optimum over schedules is computed (samplers.schedule-optimum) and the copy law "
     "attains the sharp upper bound (samplers.schedule-sharp-bound)",
     ("samplers.schedule-optimum", "samplers.schedule-sharp-bound"))

@@ -405,9 +405,10 @@ not_checkable(
     "samplers.li-cai", PAPER, "Li & Cai 2025 (arXiv:2505.21400), main upper bound",
     "the KL error of masked-diffusion sampling with T iterations is at most a universal constant times "
     "(mask-size factor / T) sum_i I(X_i; X_-i) (plus the mask predictor's training error)",
-    "the constant is not explicit: arXiv:2505.21400 (v1, 27 May 2025, 'A convergence theory for diffusion language "
-    "models: an information-theoretic perspective') states matching upper and lower bounds 'up to some constant "
-    "factor', and no copy available to this work gives the constant of its Theorem 1, so no finite instance can "
+    "the constant is not explicit in any copy reachable here: arXiv:2505.21400 (v1, 27 May 2025, 'A convergence theory "
+    "for diffusion language models: an information-theoretic perspective'; v2 revised December 2025) states matching "
+    "upper and lower bounds 'up to some constant factor'; its stored HTML copies are returned only from their abstract, and no review or citing paper reachable "
+    "here states the constant of its Theorem 1, so no finite instance can "
     "contradict the bound; the exact identity its proof starts from (KL of a schedule = sum of expected conditional "
     "total correlations), the convexity step for random schedules and the decoder laws themselves are checked "
     "exactly (docs/samplers.md, Published bounds); the same bound with its tight constant, E KL <= ((s_max - 1)/L) "
