@@ -67,6 +67,7 @@ from mlmix.theory.chain import (
     connectivity,
     hitting,
     mixing,
+    pcca,
     spectral,
     spectrum,
     trajectories,
@@ -764,6 +765,13 @@ class Chain:
         chain, inverse CDF over the row). ``chain.source.space.decode(x)`` gives the sequences of a
         chain built from a source."""
         return trajectories.simulate(self, steps, start, chains=chains, seed=seed)
+
+    # ------------------------------------------------------------------ coarse-graining
+    def pcca(self, m: int) -> pcca.PCCA:
+        """PCCA+ into ``m`` sets of a reversible chain: memberships chi, the coarse matrix
+        P_c = (chi^T D_pi chi)^-1 chi^T D_pi P chi, its stationary law and the crisp sets
+        (:func:`~mlmix.theory.chain.pcca.chain_pcca`)."""
+        return pcca.chain_pcca(self, m)
 
 
 def _check_support(support: Matrix, P: Matrix) -> sp.csr_array:
