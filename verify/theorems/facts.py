@@ -17,7 +17,9 @@ gaps down to ~1e-30, computed to relative accuracy by :class:`mlmix.theory.chain
 and, as a check of the exact engine (``engine.tpt-identities``), the identities of transition path theory
 (Metzner, Schuette and Vanden-Eijnden 2009): the reactive flux f(i, j) = pi(i) q-(i) P(i, j) q+(j) is
 conserved off A u B, what leaves A arrives in B, as many reactive trajectories go A -> B as B -> A
-(F_AB = F_BA), and the time last spent in A or in B sums to 1.
+(F_AB = F_BA), and the time last spent in A or in B sums to 1; and (``engine.generator-uniformisation``) the
+continuous-time chain of a generator Q through its uniformised chain: pi Q = 0, the continuous-time hitting
+times solve Q h = -1 off the target, and the gap of Q is the same at two uniformisation rates.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ import numpy as np
 from hypothesis import strategies as st
 
 from mlmix.errors import NumericalError
+from mlmix.theory.chain.generators import GeneratorChain
 from mlmix.theory.chain.markov_chain import Chain
 from mlmix.theory.kernels.assembled import glauber_kernel
 from mlmix.verify import instances as S
@@ -409,3 +412,59 @@ class TransitionPathIdentities(OnFirst, _Fact):
             parts.append(Part("sum_j f(i, j) = sum_j f(j, i) off A u B", float(out[worst]), float(inn[worst]), "==",
                               e * float(out[worst]), e * float(inn[worst]), False))
         return verdict(*parts, set_sizes=(int(tp.A.sum()), int(tp.B.sum())), reversible=bool(chain.is_reversible))
+
+
+def _worst_balance(name: str, lhs: np.ndarray, rhs: np.ndarray, lhs_err: np.ndarray, rhs_err: np.ndarray) -> Part:
+    """The row where lhs = rhs is closest to failing, relative to its error bounds."""
+    k = int(np.argmax(np.abs(lhs - rhs) / np.maximum(lhs_err + rhs_err, 1e-300)))
+    return Part(name, float(lhs[k]), float(rhs[k]), "==", float(lhs_err[k]), float(rhs_err[k]), False)
+
+
+@register
+class GeneratorUniformisation(OnFirst, _Fact):
+    paper = "engine"
+    id = "engine.generator-uniformisation"
+    number = "Uniformisation of a continuous-time generator"
+    statement = ("for the generator Q = P - I of an instance's chain (off-diagonal rates P_ij) uniformised at a rate q "
+                 "that is not a power of two: the stationary law solves pi Q = 0 (inflow = outflow at every state), "
+                 "the continuous-time hitting times of a set B solve sum_j Q_ij h_j = -1 off B, and gap_Q at that q "
+                 "equals gap_Q at the default q, each within the stated errors")
+    budget = 0.3
+
+    def strategy(self) -> st.SearchStrategy:
+        return st.tuples(chain_instances(81), st.integers(0, 2**16), st.floats(1.01, 8.0))
+
+    extras = ("set_seed", "stretch")
+
+    def check(self, instance) -> Verdict:
+        inst, seed, stretch = instance
+        P = _chain(inst).to_dense()
+        off = P - np.diag(np.diag(P))
+        exits = off.sum(axis=1)
+        rate = float(exits.max()) * stretch
+        if math.frexp(rate)[0] == 0.5:
+            rate = math.nextafter(rate, math.inf)
+        Q = off - np.diag(exits)
+        g, base = GeneratorChain(Q, rate), GeneratorChain(Q)
+        n = Q.shape[0]
+        st_ = g.stationary
+        B = np.zeros(n, dtype=bool)
+        B[np.random.default_rng(seed).permutation(n)[:1 + seed % max(1, n // 3)]] = True
+        h = g.hitting_time(B)
+        if st_.rel_error is None or h.rel_error is None:
+            return verdict(Part("pi Q = 0", 1.0, 1.0, "==", 0.0, 0.0, False),
+                           trivial="pi or the hitting times carry no entrywise bound on this chain")
+        pi, hv, r, e = st_.value, h.value, st_.rel_error, h.rel_error
+        inflow, outflow = pi @ off, pi * exits
+        grow = 2 * n * U
+        parts = [_worst_balance("pi Q = 0: sum_i pi_i Q_ij = pi_j |Q_jj|", inflow, outflow,
+                                (r + grow) * inflow, (r + grow) * outflow)]
+        C = ~B
+        lhs, rhs = off[C] @ hv + 1.0, exits[C] * hv[C]
+        parts.append(_worst_balance("Q h = -1 off B: sum_(j != i) Q_ij h_j + 1 = |Q_ii| h_i", lhs, rhs,
+                                    (e + grow) * lhs, (e + grow) * rhs))
+        gap, gap0 = g.spectral_gap(), base.spectral_gap()
+        if gap.resolved and gap0.resolved:
+            parts.append(Part("gap_Q at q = gap_Q at the default q", float(gap.value), float(gap0.value), "==",
+                              gap.rel_error * float(gap.value), gap0.rel_error * float(gap0.value), False))
+        return verdict(*parts, rate=rate, default_rate=base.rate, set_size=int(B.sum()))
