@@ -25,7 +25,7 @@ with E = chi^T D_pi (I - P) chi the Dirichlet form of the memberships, summed ov
 Its rows sum to 1 (chi 1 = 1) and, because span chi = span X is invariant under P, equals A^-1 L A with
 L = diag(l_1..l_m): its eigenvalues are the m slow eigenvalues of P (``details['invariance_residual']``
 measures ||P chi - chi P_c||, the departure from invariance in floating point). The crisp assignment sends
-each state to the set of its largest membership.
+each state to the set of its largest membership (ties within 1e-12 to the first set).
 
 Accuracy: eigenvectors of nearly equal slow eigenvalues are computed in floating point, so chi and P_c are
 descriptions, not certified quantities (no error bound is claimed); each carries its residuals. A
@@ -57,6 +57,9 @@ CRISPNESS_TOL = 1e-12
 #: eigensolver's error below 1e-11 there, as in :mod:`~mlmix.theory.chain.metastable`); they bound chi >= 0 and
 #: pick the vertices.
 TRUSTED_MASS = 1e-10
+
+#: Memberships equal to this many decimals are a tie in the crisp assignment (it goes to the first set).
+TIE_DIGITS = 12
 
 #: Sweeps of x = P x / lambda over the light states (:func:`_refined`).
 REFINEMENTS = 50
@@ -177,7 +180,7 @@ def pcca(P: Matrix, pi: np.ndarray, m: int) -> PCCA:
     Pchi = np.asarray(P @ chi)
     invariance = float(np.abs(Pchi - chi @ P_c).max())
     f = crispness(A)
-    label = np.argmax(chi, axis=1)
+    label = np.argmax(np.round(chi, TIE_DIGITS), axis=1)  # ties to the first set, whatever the rounding
     sets = [label == j for j in range(m)]
     how = ("PCCA+ (Roeblitz-Weber 2013): inner-simplex start, Nelder-Mead on the crispness; floating-point "
            "eigenvectors, not certified")
