@@ -19,7 +19,9 @@ and, as a check of the exact engine (``engine.tpt-identities``), the identities 
 conserved off A u B, what leaves A arrives in B, as many reactive trajectories go A -> B as B -> A
 (F_AB = F_BA), and the time last spent in A or in B sums to 1; and (``engine.generator-uniformisation``) the
 continuous-time chain of a generator Q through its uniformised chain: pi Q = 0, the continuous-time hitting
-times solve Q h = -1 off the target, and the gap of Q is the same at two uniformisation rates.
+times solve Q h = -1 off the target, and the gap of Q is the same at two uniformisation rates; and
+(``engine.pcca-coarse``) PCCA+'s coarse-grained matrix has the Ritz values of P on the span of the memberships,
+which lie within the residual of P's slow eigenvalues.
 """
 
 from __future__ import annotations
@@ -468,3 +470,53 @@ class GeneratorUniformisation(OnFirst, _Fact):
             parts.append(Part("gap_Q at q = gap_Q at the default q", float(gap.value), float(gap0.value), "==",
                               gap.rel_error * float(gap.value), gap0.rel_error * float(gap0.value), False))
         return verdict(*parts, rate=rate, default_rate=base.rate, set_size=int(B.sum()))
+
+
+@register
+class PCCACoarse(OnFirst, _Fact):
+    paper = "engine"
+    id = "engine.pcca-coarse"
+    number = "PCCA+ coarse-grained matrix"
+    statement = ("for a reversible chain (an instance's chain, else its additive reversibilization) and m = 2..4 "
+                 "PCCA+ sets: the eigenvalues of P_c = (chi^T D chi)^-1 chi^T D P chi are the Ritz values of P on "
+                 "span chi in the pi inner product (computed here from a pi-orthonormal basis), and each Ritz value "
+                 "is within the residual norm ||P Y - Y H||_pi of the matching slow eigenvalue of P (Kahan)")
+    budget = 0.3
+
+    def strategy(self) -> st.SearchStrategy:
+        return st.tuples(chain_instances(81), st.integers(0, 2**16))
+
+    extras = ("m_seed",)
+
+    def check(self, instance) -> Verdict:
+        inst, seed = instance
+        chain = _chain(inst)
+        chain = chain if chain.is_reversible else chain.additive_reversibilization()
+        n = chain.n_states
+        m = 2 + seed % min(3, n - 2) if n > 2 else 1
+        P, pi = chain.to_dense(), chain.stationary.value
+        if m < 2 or not (pi > 1e-150).all():
+            return verdict(Part("eig(P_c) = Ritz values", 1.0, 1.0, "==", 0.0, 0.0, False),
+                           trivial="fewer than 3 states, or pi too small for the symmetrised eigenvectors")
+        out = chain.pcca(m)
+        chi = out.memberships.value
+        G = (chi.T * pi) @ chi
+        L = np.linalg.cholesky(G)
+        Y = np.linalg.solve(L, chi.T).T  # pi-orthonormal basis of span chi
+        H = (Y.T * pi) @ P @ Y
+        H = (H + H.T) / 2
+        ritz = np.sort(np.linalg.eigvalsh(H))[::-1]
+        r = np.sqrt(pi)
+        resid = float(np.linalg.norm(r[:, None] * (P @ Y - Y @ H), 2))
+        slow = np.sort(np.linalg.eigvalsh((r[:, None] * P / r[None, :] + (r[:, None] * P / r[None, :]).T) / 2))[::-1][:m]
+        coarse = np.sort(np.linalg.eigvals(out.coarse_matrix.value).real)[::-1]
+        cond = float(np.linalg.cond(G))
+        tol = 64 * n * U * cond
+        parts = []
+        for i in range(m):
+            parts.append(Part(f"eig_{i + 1}(P_c) = Ritz value {i + 1}", float(coarse[i]), float(ritz[i]), "==",
+                              tol, tol, False))
+        for i in range(m):
+            parts.append(Part(f"Ritz value {i + 1} = lambda_{i + 1}(P)", float(ritz[i]), float(slow[i]), "==",
+                              resid + 8 * n * U, 8 * n * U, False))
+        return verdict(*parts, m=m, residual=resid, gram_condition=cond, reversible_given=bool(_chain(inst).is_reversible))
