@@ -14,7 +14,7 @@ x_1 = 1. PCCA+ looks for memberships chi = X A (A an invertible m x m matrix) th
   f(A) = sum_j sum_i A[i, j]^2 / A[0, j] <= m, with equality exactly when every chi_j is an indicator.
 
 The search starts at the inner-simplex vertices (Weber and Galliat 2002: m rows of X spanning a wide
-simplex, A_0 = X[vertices]^-1, :func:`~mlmix.theory.chain.metastable.inner_simplex_vertices`) made feasible,
+simplex, A_0 = X[vertices]^-1, :func:`inner_simplex_vertices`) made feasible,
 and maximises f over the (m - 1)^2 free entries A[1:, 1:] by Nelder-Mead (the other entries follow from
 the constraints above). The coarse-grained chain is the Galerkin projection
 
@@ -42,8 +42,8 @@ import numpy as np
 import scipy.sparse as sp
 from scipy.optimize import minimize
 
-from mlmix.errors import InputValueError
-from mlmix.theory.chain.metastable import inner_simplex_vertices, slow_eigenpairs
+from mlmix.errors import ConvergenceError, InputValueError
+from mlmix.limits import DENSE_EIGEN_LIMIT
 from mlmix.theory.results import VectorResult
 from mlmix.validation import Matrix, check_int
 
@@ -90,6 +90,61 @@ class PCCA:
         masses = ", ".join(f"{m:.4g}" for m in self.coarse_stationary.value)
         return (f"<PCCA+ into {len(self.sets)} sets: coarse masses {masses}; crispness {self.crispness:.6g}; "
                 f"min chi {self.min_membership:.2e}>")
+
+
+def slow_eigenpairs(P, pi: np.ndarray, count: int) -> tuple[np.ndarray, np.ndarray]:
+    """The ``count`` largest eigenvalues of S = (P + P*)/2 and their eigenvectors v = D^{-1/2} w
+    (columns, pi-orthonormal), largest first."""
+    N = P.shape[0]
+    count = check_int(count, "count", minimum=1, maximum=N)
+    if not (pi > np.finfo(np.float64).tiny).all():
+        raise ValueError("the stationary law underflows on some states: the symmetrised eigenvectors "
+                         "D^{-1/2} w are not representable in float64")
+    r = np.sqrt(pi)
+    if sp.issparse(P):
+        Ps = sp.csr_array(P)
+        A = sp.diags_array(r) @ Ps @ sp.diags_array(1.0 / r)
+        A = (A + A.T) * 0.5
+    else:
+        Pd = np.asarray(P, dtype=np.float64)
+        A = r[:, None] * Pd / r[None, :]
+        A = (A + A.T) * 0.5
+    if N <= DENSE_EIGEN_LIMIT:
+        A = A.toarray() if sp.issparse(A) else A
+        vals, vecs = np.linalg.eigh(A)
+        vals, vecs = vals[::-1][:count], vecs[:, ::-1][:, :count]
+    else:
+        # deferred: the Krylov engine imports torch, which dense chains never load
+        from mlmix.theory.linalg.krylov import lanczos
+
+        pairs = lanczos(sp.csr_array(A), r, k=count, which="LA", tol=lambda theta: 1e-13 * max(abs(theta), 1.0),
+                        max_matvecs=max(20_000, 50 * N))
+        if not pairs.converged or pairs.values.size < count:
+            raise ConvergenceError(f"the {count} slowest modes of {N} states: Lanczos found {pairs.values.size} "
+                                   f"in {pairs.matvecs} products without converging")
+        vals, vecs = pairs.values, pairs.vectors.numpy().T
+    return vals, vecs / r[:, None]
+
+
+def inner_simplex_vertices(X: np.ndarray, candidates: np.ndarray | None = None) -> np.ndarray:
+    """k row indices of X (N, k) spanning a large simplex: the row farthest from the mean first,
+    then repeatedly the row farthest from the affine hull of those chosen (Gram-Schmidt); only rows
+    in the boolean mask ``candidates`` (default all) are eligible."""
+    N, k = X.shape
+    eligible = np.ones(N, dtype=bool) if candidates is None else candidates
+    Y = X - X[eligible].mean(axis=0)
+    first = int(np.argmax(np.where(eligible, np.linalg.norm(Y, axis=1), -1.0)))
+    chosen = [first]
+    Z = Y - Y[first]
+    for _ in range(1, k):
+        norms = np.where(eligible, np.linalg.norm(Z, axis=1), -1.0)
+        nxt = int(np.argmax(norms))
+        chosen.append(nxt)
+        if norms[nxt] <= 0:
+            break
+        u = Z[nxt] / norms[nxt]
+        Z = Z - np.outer(Z @ u, u)
+    return np.array(chosen)
 
 
 def feasible(free: np.ndarray, X: np.ndarray) -> np.ndarray:
