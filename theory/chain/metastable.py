@@ -13,7 +13,8 @@ it is most likely to reach first, argmax_j P_x(tau_{v_j} < tau_{other vertices})
 by GTH elimination, so they keep their accuracy where the eigenvectors lose it): a crisp assignment
 in the spirit of PCCA's memberships chi = X X[vertices]^{-1}, which round-off corrupts on light states.
 Above :data:`~mlmix.theory.chain.DENSE_HITTING_LIMIT` states (where the committors would need
-slowly converging Krylov solves) the memberships chi themselves decide. Each set A comes with its stationary mass pi(A) and its mean exit time from the
+slowly converging Krylov solves) PCCA+'s optimised memberships decide (:func:`~mlmix.theory.chain.pcca.memberships_from_modes`,
+the crisp assignment of :meth:`Chain.pcca <mlmix.theory.chain.markov_chain.Chain.pcca>` on the slow modes of S). Each set A comes with its stationary mass pi(A) and its mean exit time from the
 stationary law restricted to A, E_{pi|A}[tau_{A^c}] (first-step equations, :mod:`mlmix.theory.chain.hitting`).
 
 Vertices are taken among states of mass >= 1e-10 max pi (where D^{-1/2} keeps the eigensolver's
@@ -29,7 +30,13 @@ from dataclasses import dataclass
 import numpy as np
 
 from mlmix.limits import DENSE_HITTING_LIMIT
-from mlmix.theory.chain.pcca import inner_simplex_vertices, slow_eigenpairs
+from mlmix.theory.chain.pcca import (
+    TRUSTED_MASS,
+    crisp_labels,
+    inner_simplex_vertices,
+    memberships_from_modes,
+    slow_eigenpairs,
+)
 from mlmix.validation import check_int
 
 
@@ -74,11 +81,13 @@ def metastable_sets(chain, k_max: int = 6) -> list[MetastableSet]:
     X = vecs[:, :k]
     # v = w / sqrt(pi) amplifies the eigensolver's absolute error ~1e-16 by pi^{-1/2}: vertices are
     # chosen among states with pi >= 1e-10 max pi (error <= 1e-11); lighter states are only labelled
-    vertices = inner_simplex_vertices(X, pi >= 1e-10 * pi.max())
+    trusted = pi >= TRUSTED_MASS * pi.max()
     if N <= DENSE_HITTING_LIMIT:
-        label = np.argmax(_vertex_committors(chain, vertices), axis=1)
-    else:  # Krylov committors of a metastable chain converge slowly: PCCA's memberships instead
-        label = np.argmax(X @ np.linalg.inv(X[vertices]), axis=1)
+        label = np.argmax(_vertex_committors(chain, inner_simplex_vertices(X, trusted)), axis=1)
+    else:  # Krylov committors of a metastable chain converge slowly: PCCA+'s memberships (for the modes of S)
+        S = chain.P if chain.is_reversible else chain.additive_reversibilization().P
+        Xn, A, _ = memberships_from_modes(S, pi, X, vals[:k])
+        label = crisp_labels(Xn @ A)
     out = []
     for j in range(k):
         A = label == j

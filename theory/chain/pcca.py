@@ -186,6 +186,24 @@ def optimise(X: np.ndarray, candidates: np.ndarray | None = None) -> tuple[np.nd
     return feasible(best, X), int(found.nit)
 
 
+def pi_orthonormal(X: np.ndarray, pi: np.ndarray) -> np.ndarray:
+    """The slow eigenvectors X (N, m) with x_1 = 1 exactly and the others pi-orthonormalised against it (QR of
+    D^1/2 X): near-degenerate slow eigenvalues leave computed eigenvectors off by u / (eigenvalue gap), which
+    the crispness identity A = X^T D_pi chi would inherit."""
+    r = np.sqrt(pi)
+    X = X.copy()
+    X[:, 0] = 1.0
+    Qr, R = np.linalg.qr(r[:, None] * X)
+    X = Qr * np.sign(np.diag(R)) / r[:, None]
+    X[:, 0] = 1.0
+    return X
+
+
+def crisp_labels(chi: np.ndarray) -> np.ndarray:
+    """The crisp assignment: each state to the set of its largest membership (ties within 1e-12 to the first)."""
+    return np.argmax(np.round(chi, TIE_DIGITS), axis=1)
+
+
 def dirichlet_matrix(P: Matrix, pi: np.ndarray, chi: np.ndarray) -> np.ndarray:
     """E = chi^T D_pi (I - P) chi = (1/2) sum_{i != j} pi_i P_ij (chi(i) - chi(j)) (chi(i) - chi(j))^T, from the
     off-diagonal entries (the chain's convention), so that P_c = I - (chi^T D_pi chi)^-1 E keeps small
@@ -211,22 +229,22 @@ def _refined(P: Matrix, X: np.ndarray, vals: np.ndarray, trusted: np.ndarray) ->
     return X
 
 
+def memberships_from_modes(P: Matrix, pi: np.ndarray, X: np.ndarray, vals: np.ndarray) -> tuple[np.ndarray, np.ndarray, int]:
+    """(X, A, iterations): the slow eigenvectors X of the reversible P (largest eigenvalues ``vals`` first)
+    pi-orthonormalised with x_1 = 1 and refined on light states, and PCCA+'s optimised A (chi = X A)."""
+    trusted = pi >= TRUSTED_MASS * pi.max()
+    X = _refined(P, pi_orthonormal(X, pi), vals, trusted)
+    A, iterations = optimise(X, trusted)
+    return X, A, iterations
+
+
 def pcca(P: Matrix, pi: np.ndarray, m: int) -> PCCA:
     """PCCA+ of the reversible chain with matrix ``P`` (dense or CSR) and stationary law ``pi`` into ``m`` sets
     (module doc); the sets are ordered by coarse mass pi_c, largest first."""
     N = P.shape[0]
     m = check_int(m, "m (the number of PCCA+ sets)", minimum=1, maximum=N)
     vals, X = slow_eigenpairs(P, pi, m)
-    # x_1 = 1 exactly, the others pi-orthonormalised against it (QR of D^1/2 X): near-degenerate slow eigenvalues
-    # leave the computed eigenvectors off by u / (eigenvalue gap), which the crispness identity would inherit
-    r = np.sqrt(pi)
-    X[:, 0] = 1.0
-    Qr, R = np.linalg.qr(r[:, None] * X)
-    X = Qr * np.sign(np.diag(R)) / r[:, None]
-    X[:, 0] = 1.0
-    trusted = pi >= TRUSTED_MASS * pi.max()
-    X = _refined(P, X, vals, trusted)
-    A, iterations = optimise(X, trusted)
+    X, A, iterations = memberships_from_modes(P, pi, X, vals)
     chi = X @ A
     pi_c = chi.T @ pi
     order = np.argsort(-pi_c, kind="stable")
@@ -235,7 +253,7 @@ def pcca(P: Matrix, pi: np.ndarray, m: int) -> PCCA:
     Pchi = np.asarray(P @ chi)
     invariance = float(np.abs(Pchi - chi @ P_c).max())
     f = crispness(A)
-    label = np.argmax(np.round(chi, TIE_DIGITS), axis=1)  # ties to the first set, whatever the rounding
+    label = crisp_labels(chi)
     sets = [label == j for j in range(m)]
     how = ("PCCA+ (Roeblitz-Weber 2013): inner-simplex start, Nelder-Mead on the crispness; floating-point "
            "eigenvectors, not certified")

@@ -13,9 +13,10 @@ from chain_representations import MATRIX_REPRESENTATIONS, REPRESENTATIONS, chain
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from mlmix.theory.chain import metastable
 from mlmix.theory.chain.markov_chain import Chain
 from mlmix.theory.chain.metastable import metastable_sets
-from mlmix.theory.sources.conditionals import IsingModel
+from mlmix.theory.sources.conditionals import IsingModel, ScoreTable
 
 SIZES = (3, 4, 5)
 
@@ -100,6 +101,26 @@ def test_cold_ising_chain_has_the_two_magnetisation_modes(representation):
         assert Pc[0, 1] + Pc[1, 0] == pytest.approx(float(chain.spectral_gap), rel=1e-6)
     if representation == "dense":  # the same sets as diagnose's metastable sets
         assert {tuple(s.states) for s in metastable_sets(chain)} == {tuple(s) for s in out.sets}
+
+
+@pytest.mark.parametrize("beta", [1.0, 5.0, 20.0])
+def test_metastable_sets_of_large_chains_come_from_pcca(beta, monkeypatch):
+    """Above DENSE_HITTING_LIMIT states metastable_sets labels states by PCCA+'s memberships (no committors):
+    forced here on the cold complete-graph Ising chain, it finds the same two modes as the committor route."""
+    src = IsingModel(nx.complete_graph(5), couplings=1.0, beta=beta)
+    chain = Chain.from_source(src)
+    by_committors = {tuple(s.states) for s in metastable_sets(chain)}
+    monkeypatch.setattr(metastable, "DENSE_HITTING_LIMIT", 0)
+    by_pcca = {tuple(s.states) for s in metastable_sets(chain)}
+    plus = src.space.all_states().sum(axis=1) >= 3
+    assert by_pcca == by_committors == {tuple(plus), tuple(~plus)}
+    P, _ = block_uniform(SIZES, 1e-4)
+    assert {tuple(s.states) for s in metastable_sets(Chain(P))} == {tuple(s) for s in Chain(P).pcca(3).sets}
+    # a non-reversible chain: PCCA+ of its additive reversibilization S = (P + P*)/2, whose modes the route uses
+    cold = Chain.from_source(ScoreTable.random(3, 3, seed=1, temperature=0.2))
+    sets = metastable_sets(cold)
+    assert not cold.is_reversible and len(sets) == 2
+    assert {tuple(s.states) for s in sets} == {tuple(s) for s in cold.additive_reversibilization().pcca(2).sets}
 
 
 @st.composite
