@@ -64,6 +64,9 @@ TIE_DIGITS = 12
 #: Sweeps of x = P x / lambda over the light states (:func:`_refined`).
 REFINEMENTS = 50
 
+#: Entries of P per row block of :func:`dirichlet_matrix` (bounds its memory at about 8 (m + 3) bytes each).
+DIRICHLET_BLOCK = 1 << 20
+
 #: The most Nelder-Mead iterations per free entry of A.
 ITERATIONS_PER_ENTRY = 2000
 
@@ -205,14 +208,21 @@ def crisp_labels(chi: np.ndarray) -> np.ndarray:
 
 
 def dirichlet_matrix(P: Matrix, pi: np.ndarray, chi: np.ndarray) -> np.ndarray:
-    """E = chi^T D_pi (I - P) chi = (1/2) sum_{i != j} pi_i P_ij (chi(i) - chi(j)) (chi(i) - chi(j))^T, from the
-    off-diagonal entries (the chain's convention), so that P_c = I - (chi^T D_pi chi)^-1 E keeps small
+    """E = chi^T D_pi (I - P) chi = (1/2) sum_{i != j} pi_i P_ij (chi(i) - chi(j)) (chi(i) - chi(j))^T (P reversible
+    with stationary law pi: chi^T D_pi P chi is then symmetric), from the off-diagonal entries (the chain's
+    convention), so that P_c = I - (chi^T D_pi chi)^-1 E keeps small
     coarse rates to their own relative accuracy instead of losing them to 1 - P_c(a, a)."""
-    C = sp.coo_array(P)
-    off = C.row != C.col
-    i, j = C.row[off], C.col[off]
-    d = chi[i] - chi[j]
-    return 0.5 * (d * (pi[i] * C.data[off])[:, None]).T @ d
+    N, m = chi.shape
+    E = np.zeros((m, m))
+    rows = max(1, DIRICHLET_BLOCK // N)
+    for start in range(0, N, rows):  # row blocks: a dense P is never held as N^2 coordinates at once
+        C = sp.coo_array(P[start:start + rows])
+        i, j = C.row + start, C.col
+        off = i != j
+        i, j = i[off], j[off]
+        d = chi[i] - chi[j]
+        E += (d * (pi[i] * C.data[off])[:, None]).T @ d
+    return 0.5 * E
 
 
 def _refined(P: Matrix, X: np.ndarray, vals: np.ndarray, trusted: np.ndarray) -> np.ndarray:

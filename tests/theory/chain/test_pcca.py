@@ -14,6 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from mlmix.theory.chain import metastable
+from mlmix.theory.chain import pcca as pcca_module
 from mlmix.theory.chain.markov_chain import Chain
 from mlmix.theory.chain.metastable import metastable_sets
 from mlmix.theory.sources.conditionals import IsingModel, ScoreTable
@@ -159,3 +160,17 @@ def test_bad_input_is_one_line():
         Chain(cycle).pcca(2)
     with pytest.raises(ValueError, match="irreducible"):
         Chain(sp.csr_array(np.eye(3))).pcca(2)
+
+
+@pytest.mark.parametrize("block", [1, 7 * 50, 1 << 20])
+def test_dirichlet_matrix_in_row_blocks_is_chi_t_d_i_minus_p_chi(block, monkeypatch):
+    """E summed over off-diagonal entries, in row blocks of any size, dense or CSR, equals chi^T D (I - P) chi for
+    a reversible P (chi^T D P chi is then symmetric)."""
+    monkeypatch.setattr(pcca_module, "DIRICHLET_BLOCK", block)
+    rng = np.random.default_rng(0)
+    W = rng.random((50, 50))
+    W = W + W.T
+    P, pi, chi = W / W.sum(axis=1, keepdims=True), W.sum(axis=1) / W.sum(), rng.random((50, 3))
+    expected = (chi.T * pi) @ (np.eye(50) - P) @ chi
+    for M in (P, sp.csr_array(P)):
+        np.testing.assert_allclose(pcca_module.dirichlet_matrix(M, pi, chi), expected, rtol=0, atol=1e-15)
