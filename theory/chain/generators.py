@@ -18,10 +18,11 @@ Chains" 2.1 and 3.5). Hence, for every such q:
 Accuracy: the default q is the smallest power of two >= the largest exit rate, so the entries Q_ij / q are
 exact (unless they fall below float64's normal range, which the chain's own underflow handling reports).
 With another q each entry of P carries a relative rounding of at most u (unit roundoff); every carried
-quantity is a ratio of sums of products of at most N off-diagonal entries (the Markov chain tree theorem),
-or (the gap, by the Dirichlet-form comparison with pi's own change) is charged three times that, so
-its relative error is widened by ((1 + u) / (1 - u))^N - 1 (resp. ^(3N)); each multiplication by q or 1 / q
-adds 2u.
+quantity but the gap is a ratio of sums of products of at most N off-diagonal entries (the Markov chain tree
+theorem), so its relative error is widened by c = ((1 + u) / (1 - u))^N - 1. The gap min_f E(f) / Var_pi(f)
+moves by a factor within [(1 - c)(1 - u) / (1 + c), (1 + c)(1 + u) / (1 - c)] (the Dirichlet form E by P's
+entries and pi's change, the variance by pi's), so it is widened by (1 + c)(1 + u) / (1 - c) - 1. Each
+multiplication by q or 1 / q adds 2u.
 """
 
 from __future__ import annotations
@@ -172,8 +173,9 @@ class GeneratorChain:
 
     def spectral_gap(self) -> Result:
         """gap_Q = q (1 - lambda_2(P)) of a reversible Q (a non-reversible one: unresolved, as P's); charged
-        ((1 + u) / (1 - u))^(3N) - 1 for the rounding of Q / q (module doc)."""
-        charge = 0.0 if not self.charge else math.expm1(3 * math.log1p(self.charge))
+        (1 + c)(1 + u) / (1 - c) - 1 for the rounding of Q / q (module doc; c = ``self.charge``)."""
+        c = self.charge
+        charge = 0.0 if not c else ((1 + c) * (1 + EPS) / (1 - c) - 1 if c < 1 else math.inf)
         return self._rate(lambda: self.chain.spectral_gap, "spectral gap of Q", charge)
 
     def relaxation_time(self) -> Result:
