@@ -42,9 +42,9 @@ import numpy as np
 import scipy.sparse as sp
 from scipy.optimize import minimize
 
-from mlmix.errors import ConvergenceError, InputValueError
+from mlmix.errors import ConvergenceError, InputValueError, NumericalError
 from mlmix.limits import DENSE_EIGEN_LIMIT
-from mlmix.theory.results import VectorResult
+from mlmix.theory.results import EPS, VectorResult
 from mlmix.validation import Matrix, check_int
 
 if TYPE_CHECKING:
@@ -172,6 +172,11 @@ def optimise(X: np.ndarray, candidates: np.ndarray | None = None) -> tuple[np.nd
     """(A, iterations): the inner-simplex start made feasible, then Nelder-Mead on -f over A[1:, 1:]."""
     m = X.shape[1]
     vertices = inner_simplex_vertices(X, candidates)
+    if candidates is not None and len(vertices) < m:  # fewer than m trusted states span a simplex: all states
+        vertices = inner_simplex_vertices(X)
+    if len(vertices) < m or not np.linalg.cond(X[vertices]) < 1 / EPS:
+        raise NumericalError(f"PCCA+ into {m} sets: the {m} slow eigenvectors do not span an {m}-vertex simplex in "
+                             "floating point (fewer distinct metastable states than sets); ask for fewer sets")
     A0 = np.linalg.inv(X[vertices])
     if m == 1:
         return A0, 0

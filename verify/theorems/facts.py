@@ -498,7 +498,10 @@ class PCCACoarse(OnFirst, _Fact):
         if m < 2 or not (pi > 1e-150).all():
             return verdict(Part("eig(P_c) = Ritz values", 1.0, 1.0, "==", 0.0, 0.0, False),
                            trivial="fewer than 3 states, or pi too small for the symmetrised eigenvectors")
-        out = chain.pcca(m)
+        try:
+            out = chain.pcca(m)
+        except NumericalError as err:  # fewer distinct slow states than sets: refused by name, not a wrong number
+            return verdict(Part("eig(P_c) = Ritz values", 1.0, 1.0, "==", 0.0, 0.0, False), trivial=str(err))
         chi = out.memberships.value
         G = (chi.T * pi) @ chi
         L = np.linalg.cholesky(G)

@@ -13,6 +13,7 @@ from chain_representations import MATRIX_REPRESENTATIONS, REPRESENTATIONS, chain
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from mlmix.errors import NumericalError
 from mlmix.theory.chain import metastable
 from mlmix.theory.chain import pcca as pcca_module
 from mlmix.theory.chain.markov_chain import Chain
@@ -174,3 +175,11 @@ def test_dirichlet_matrix_in_row_blocks_is_chi_t_d_i_minus_p_chi(block, monkeypa
     expected = (chi.T * pi) @ (np.eye(50) - P) @ chi
     for M in (P, sp.csr_array(P)):
         np.testing.assert_allclose(pcca_module.dirichlet_matrix(M, pi, chi), expected, rtol=0, atol=1e-15)
+
+
+def test_a_degenerate_simplex_is_refused_by_name():
+    """Slow eigenvectors whose rows do not span an m-vertex simplex (fewer distinct slow states than sets):
+    a NumericalError naming the cause, never an inverse of a singular matrix."""
+    with pytest.raises(NumericalError, match="ask for fewer sets") as err:
+        pcca_module.optimise(np.array([[1.0, 0.5]] * 3), np.array([True, False, False]))
+    assert "\n" not in str(err.value)
