@@ -196,6 +196,34 @@ def check_transition_matrix(P: object, tol: float = ROW_SUM_TOL) -> Matrix:
     return M
 
 
+def check_generator(Q: object, tol: float = ROW_SUM_TOL) -> Matrix:
+    """A continuous-time generator as float64 (CSR when sparse): square, finite, real, off-diagonal rates
+    >= 0 and every row summing to 0 within ``tol`` times its exit rate |Q_ii| (the first offending row or
+    entry is named)."""
+    Q = from_torch(Q)
+    if sp.issparse(Q):
+        M = _canonical_csr(Q)
+    elif isinstance(Q, (np.ndarray, list, tuple)) and np.asarray(Q).dtype.kind in "biuf":
+        M = np.asarray(Q, dtype=np.float64)
+    else:
+        raise InputTypeError(f"generator must be a real numpy array or scipy sparse matrix, got {type(Q).__name__}")
+    if M.ndim != 2 or M.shape[0] != M.shape[1] or M.shape[0] == 0:
+        raise InputValueError(f"generator must be square and non-empty, got shape {M.shape}")
+    C = sp.coo_array(M)
+    if not np.isfinite(C.data).all():
+        raise InputValueError("generator contains NaN or infinite entries")
+    bad = np.flatnonzero((C.row != C.col) & (C.data < 0))
+    if bad.size:
+        i, j = int(C.row[bad[0]]), int(C.col[bad[0]])
+        raise InputValueError(f"generator off-diagonal rates must be >= 0; Q[{i}, {j}] = {float(C.data[bad[0]])!r}")
+    sums, diag = np.asarray(M.sum(axis=1)).ravel(), np.abs(M.diagonal())
+    rows = np.flatnonzero(~(np.abs(sums) <= tol * diag))
+    if rows.size:
+        raise InputValueError(f"generator rows must sum to 0 (tol {tol:g} x |Q_ii|); row {int(rows[0])} sums to "
+                              f"{float(sums[rows[0]])!r}")
+    return M
+
+
 def check_row_sums(sums: np.ndarray, what: str, tol: float = ROW_SUM_TOL,
                    row_name: Callable[[int], str] = "row {}".format) -> None:
     """Every row sum of a stochastic matrix or table of conditional laws is 1 within ``tol`` (a NaN sum

@@ -66,7 +66,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
                      help="a basin for Theorem 8: n symbols or '*' (free), e.g. \"1 1 * * *\"")
     out.add_argument("--basins", nargs=2, default=None, metavar=("A", "B"),
                      help="transition path theory between two disjoint sets: state indices \"0,1,2\", "
-                          "\"metastable:K\" (the K-th metastable set) or a pattern of n tokens or symbols and '*'")
+                          "\"metastable:K\" (the K-th metastable set), \"pcca:K/M\" (the K-th of M PCCA+ sets) or a "
+                          "pattern of n tokens or symbols and '*'")
     out.add_argument("--mixing-limit", type=int, default=REPORT_MIXING_LIMIT,
                      help=f"largest state count for the exact dense t_mix (default {REPORT_MIXING_LIMIT}; "
                           f"at most {MIXING_LIMIT}); larger chains get certified bounds")
@@ -126,7 +127,10 @@ def _basins(args: argparse.Namespace, chain: Chain, source: Conditionals | None)
             found.extend(s.states for s in metastable_sets(chain))
         return found
 
-    A, B = (parse_state_set(text, chain.n_states, tokens=tokens, length=length, metastable=metastable)
+    def pcca(m: int) -> list[np.ndarray]:
+        return chain.pcca(m).sets
+
+    A, B = (parse_state_set(text, chain.n_states, tokens=tokens, length=length, metastable=metastable, pcca=pcca)
             for text in args.basins)
     return check_basins(A, B, chain.n_states)
 

@@ -174,20 +174,32 @@ def parse_token_basin(pattern: str, tokens: list[str], length: int) -> np.ndarra
     return parse_basin(" ".join(parts), len(tokens), length)
 
 
+def _kth_set(text: str, sets: list[np.ndarray], k: int, what: str) -> np.ndarray:
+    """The K-th set of a list named on the command line (one line naming the range otherwise)."""
+    if k >= len(sets):
+        raise InputValueError(f"set {text!r}: the chain has {len(sets)} {what} (K = 0..{len(sets) - 1})")
+    return sets[k]
+
+
 def parse_state_set(text: str, n_states: int, *, tokens: list[str] | None = None, length: int | None = None,
-                    metastable: Callable[[], list[np.ndarray]] | None = None) -> np.ndarray:
+                    metastable: Callable[[], list[np.ndarray]] | None = None,
+                    pcca: Callable[[int], list[np.ndarray]] | None = None) -> np.ndarray:
     """A set of states of a chain from the command line, as a mask: state indices "0,1,2" (or one index),
-    "metastable:K" (the K-th metastable set of ``metastable()``, largest mass first, 0-based), or, for a
-    chain of a source, a pattern of n alphabet tokens or symbol indices and '*' (free), e.g. "L V" or "1 * *"."""
+    "metastable:K" (the K-th metastable set of ``metastable()``, largest mass first, 0-based), "pcca:K/M" (the
+    K-th of the M crisp PCCA+ sets of ``pcca(M)``, largest coarse mass first), or, for a chain of a source, a
+    pattern of n alphabet tokens or symbol indices and '*' (free), e.g. "L V" or "1 * *"."""
     spec = text.strip()
     if spec.startswith("metastable:"):
         k = spec.partition(":")[2]
         if metastable is None or not k.isdigit():
             raise InputValueError(f"set {text!r}: 'metastable:K' needs an index K >= 0 and a chain with metastable sets")
-        sets = metastable()
-        if int(k) >= len(sets):
-            raise InputValueError(f"set {text!r}: the chain has {len(sets)} metastable set(s) (K = 0..{len(sets) - 1})")
-        return sets[int(k)]
+        return _kth_set(text, metastable(), int(k), "metastable set(s)")
+    if spec.startswith("pcca:"):
+        km = re.fullmatch(r"pcca:(\d+)/(\d+)", spec)
+        if pcca is None or km is None or not 1 <= int(km[2]) <= n_states:
+            raise InputValueError(f"set {text!r}: 'pcca:K/M' needs 0 <= K < M <= {n_states} (the K-th of M PCCA+ "
+                                  "sets) and a chain with PCCA+ sets")
+        return _kth_set(text, pcca(int(km[2])), int(km[1]), "PCCA+ set(s)")
     if re.fullmatch(r"\d+(\s*,\s*\d+)*,?", spec):
         idx = np.array([int(x) for x in spec.split(",") if x.strip()], dtype=np.int64)
         if idx.max() >= n_states:

@@ -142,6 +142,10 @@ def test_matrix_files_and_save_matrix(tmp_path, capsys):
     (["--basins", "0", "1 1"], "basin pattern must have n = 6"),
     (["--basins", "0", "x 1 1 1 1 1"], "neither '*' nor a token"),
     (["--basins", "0", "metastable:9"], "metastable set(s)"),
+    (["--basins", "0", "pcca:2/2"], "PCCA+ set(s)"),
+    (["--basins", "0", "pcca:1"], "'pcca:K/M' needs"),
+    (["--basins", "pcca:0/65", "pcca:1/65"], "'pcca:K/M' needs"),
+    (["--model", "scores", "--vocab", "3", "--length", "3", "--basins", "pcca:0/2", "pcca:1/2"], "G-PCCA+"),
     (["--basins", "0"], "expected 2 arguments"),
 ])
 def test_bad_arguments_give_one_line_and_exit_2(capsys, argv, message):
@@ -223,3 +227,12 @@ def test_basins_as_indices_of_a_matrix_and_as_metastable_sets(tmp_path, capsys):
     b = run_json(capsys, "--model", "scores", "--vocab", "3", "--length", "3", "--temperature", "0.2", "--seed", "1",
                  "--basins", "metastable:0", "metastable:1")["basins"]
     assert b["A"]["size"] >= 1 and b["B"]["size"] >= 1 and b["mfpt_AB"]["value"] > 1
+
+
+def test_basins_as_pcca_sets(capsys):
+    """"pcca:K/M" is the K-th crisp set of Chain.pcca(M) (largest coarse mass first): the two PCCA+ sets of the
+    cold Ising cycle partition its 64 states."""
+    b = run_json(capsys, "--beta", "2", "--basins", "pcca:0/2", "pcca:1/2")["basins"]
+    sets = Chain.from_source(IsingModel(nx.cycle_graph(6), beta=2.0)).pcca(2)
+    assert [b["A"]["size"], b["B"]["size"]] == [int(s.sum()) for s in sets.sets]
+    assert b["A"]["size"] + b["B"]["size"] == 64 and b["rate_AB"]["value"] > 0

@@ -26,6 +26,13 @@ def test_fact_holds_and_its_weakened_bound_is_caught(fact_id):
     assert report.regimes["nonreversible"] >= 1  # non-reversible chains are in the sample
 
 
+@pytest.mark.parametrize("check_id", ["engine.generator-uniformisation", "engine.pcca-coarse"])
+def test_engine_check_holds_and_its_weakened_form_is_caught(check_id):
+    report = search(REGISTRY[check_id], examples=20, seed=3)
+    assert report.status == "holds", report.counterexample
+    assert report.weakened == "caught", report.weakened_parts
+
+
 def two_state(a: float, b: float) -> np.ndarray:
     return np.array([[1 - a, a], [b, 1 - b]])
 

@@ -69,6 +69,7 @@ from mlmix.theory.chain import (
     eigenvectors,
     hitting,
     mixing,
+    pcca,
     propagation,
     sensitivities,
     spectral,
@@ -824,6 +825,12 @@ class Chain:
         """d E_x tau_T along E, or its Jacobian G_xi (m_j - m_i)
         (:func:`~mlmix.theory.chain.sensitivities.chain_mfpt_sensitivity`)."""
         return sensitivities.chain_mfpt_sensitivity(self, target, E)
+    # ------------------------------------------------------------------ coarse-graining
+    def pcca(self, m: int) -> pcca.PCCA:
+        """PCCA+ into ``m`` sets of a reversible chain: memberships chi, the coarse matrix
+        P_c = (chi^T D_pi chi)^-1 chi^T D_pi P chi, its stationary law and the crisp sets
+        (:func:`~mlmix.theory.chain.pcca.chain_pcca`)."""
+        return pcca.chain_pcca(self, m)
 
 
 def _check_support(support: Matrix, P: Matrix) -> sp.csr_array:

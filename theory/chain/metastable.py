@@ -6,13 +6,15 @@ slowest eigenvectors, back-transformed v = D^{-1/2} w, span functions that are n
 metastable sets. The number of sets k is where the eigenvalue gap is largest: k maximises
 l_k - l_{k+1} over 2 <= k <= k_max (Deuflhard & Weber 2005, "Robust Perron cluster analysis").
 
-The inner-simplex algorithm (Weber & Galliat 2002) picks k "vertex" states of the embedding
+The inner-simplex algorithm (Weber & Galliat 2002; :func:`~mlmix.theory.chain.pcca.inner_simplex_vertices`,
+beside PCCA+ in :mod:`~mlmix.theory.chain.pcca`) picks k "vertex" states of the embedding
 X = [v_1, ..., v_k] (rows: states) that span the widest simplex. Each state then goes to the vertex
 it is most likely to reach first, argmax_j P_x(tau_{v_j} < tau_{other vertices}) (committors, solved
 by GTH elimination, so they keep their accuracy where the eigenvectors lose it): a crisp assignment
 in the spirit of PCCA's memberships chi = X X[vertices]^{-1}, which round-off corrupts on light states.
 Above :data:`~mlmix.theory.chain.DENSE_HITTING_LIMIT` states (where the committors would need
-slowly converging Krylov solves) the memberships chi themselves decide. Each set A comes with its stationary mass pi(A) and its mean exit time from the
+slowly converging Krylov solves) PCCA+'s optimised memberships decide (:func:`~mlmix.theory.chain.pcca.memberships_from_modes`,
+the crisp assignment of :meth:`Chain.pcca <mlmix.theory.chain.markov_chain.Chain.pcca>` on the slow modes of S). Each set A comes with its stationary mass pi(A) and its mean exit time from the
 stationary law restricted to A, E_{pi|A}[tau_{A^c}] (first-step equations, :mod:`mlmix.theory.chain.hitting`).
 
 Vertices are taken among states of mass >= 1e-10 max pi (where D^{-1/2} keeps the eigensolver's
@@ -26,10 +28,15 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-import scipy.sparse as sp
 
-from mlmix.errors import ConvergenceError
-from mlmix.limits import DENSE_EIGEN_LIMIT, DENSE_HITTING_LIMIT
+from mlmix.limits import DENSE_HITTING_LIMIT
+from mlmix.theory.chain.pcca import (
+    TRUSTED_MASS,
+    crisp_labels,
+    inner_simplex_vertices,
+    memberships_from_modes,
+    slow_eigenpairs,
+)
 from mlmix.validation import check_int
 
 
@@ -41,61 +48,6 @@ class MetastableSet:
     mass: float
     exit_time: float
     eigenvalue: float  # the k-th slow eigenvalue l_k of S (the slowest relaxation it carries)
-
-
-def slow_eigenpairs(P, pi: np.ndarray, count: int) -> tuple[np.ndarray, np.ndarray]:
-    """The ``count`` largest eigenvalues of S = (P + P*)/2 and their eigenvectors v = D^{-1/2} w
-    (columns, pi-orthonormal), largest first."""
-    N = P.shape[0]
-    count = check_int(count, "count", minimum=1, maximum=N)
-    if not (pi > np.finfo(np.float64).tiny).all():
-        raise ValueError("the stationary law underflows on some states: the symmetrised eigenvectors "
-                         "D^{-1/2} w are not representable in float64")
-    r = np.sqrt(pi)
-    if sp.issparse(P):
-        Ps = sp.csr_array(P)
-        A = sp.diags_array(r) @ Ps @ sp.diags_array(1.0 / r)
-        A = (A + A.T) * 0.5
-    else:
-        Pd = np.asarray(P, dtype=np.float64)
-        A = r[:, None] * Pd / r[None, :]
-        A = (A + A.T) * 0.5
-    if N <= DENSE_EIGEN_LIMIT:
-        A = A.toarray() if sp.issparse(A) else A
-        vals, vecs = np.linalg.eigh(A)
-        vals, vecs = vals[::-1][:count], vecs[:, ::-1][:, :count]
-    else:
-        # deferred: the Krylov engine imports torch, which dense chains never load
-        from mlmix.theory.linalg.krylov import lanczos
-
-        pairs = lanczos(sp.csr_array(A), r, k=count, which="LA", tol=lambda theta: 1e-13 * max(abs(theta), 1.0),
-                        max_matvecs=max(20_000, 50 * N))
-        if not pairs.converged or pairs.values.size < count:
-            raise ConvergenceError(f"the {count} slowest modes of {N} states: Lanczos found {pairs.values.size} "
-                                   f"in {pairs.matvecs} products without converging")
-        vals, vecs = pairs.values, pairs.vectors.numpy().T
-    return vals, vecs / r[:, None]
-
-
-def inner_simplex_vertices(X: np.ndarray, candidates: np.ndarray | None = None) -> np.ndarray:
-    """k row indices of X (N, k) spanning a large simplex: the row farthest from the mean first,
-    then repeatedly the row farthest from the affine hull of those chosen (Gram-Schmidt); only rows
-    in the boolean mask ``candidates`` (default all) are eligible."""
-    N, k = X.shape
-    eligible = np.ones(N, dtype=bool) if candidates is None else candidates
-    Y = X - X[eligible].mean(axis=0)
-    first = int(np.argmax(np.where(eligible, np.linalg.norm(Y, axis=1), -1.0)))
-    chosen = [first]
-    Z = Y - Y[first]
-    for _ in range(1, k):
-        norms = np.where(eligible, np.linalg.norm(Z, axis=1), -1.0)
-        nxt = int(np.argmax(norms))
-        chosen.append(nxt)
-        if norms[nxt] <= 0:
-            break
-        u = Z[nxt] / norms[nxt]
-        Z = Z - np.outer(Z @ u, u)
-    return np.array(chosen)
 
 
 def _vertex_committors(chain, vertices: np.ndarray) -> np.ndarray:
@@ -129,11 +81,13 @@ def metastable_sets(chain, k_max: int = 6) -> list[MetastableSet]:
     X = vecs[:, :k]
     # v = w / sqrt(pi) amplifies the eigensolver's absolute error ~1e-16 by pi^{-1/2}: vertices are
     # chosen among states with pi >= 1e-10 max pi (error <= 1e-11); lighter states are only labelled
-    vertices = inner_simplex_vertices(X, pi >= 1e-10 * pi.max())
+    trusted = pi >= TRUSTED_MASS * pi.max()
     if N <= DENSE_HITTING_LIMIT:
-        label = np.argmax(_vertex_committors(chain, vertices), axis=1)
-    else:  # Krylov committors of a metastable chain converge slowly: PCCA's memberships instead
-        label = np.argmax(X @ np.linalg.inv(X[vertices]), axis=1)
+        label = np.argmax(_vertex_committors(chain, inner_simplex_vertices(X, trusted)), axis=1)
+    else:  # Krylov committors of a metastable chain converge slowly: PCCA+'s memberships (for the modes of S)
+        S = chain.P if chain.is_reversible else chain.additive_reversibilization().P
+        Xn, A, _ = memberships_from_modes(S, pi, X, vals[:k])
+        label = crisp_labels(Xn @ A)
     out = []
     for j in range(k):
         A = label == j

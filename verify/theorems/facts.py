@@ -23,7 +23,11 @@ time correlations, relaxation, laws mu P^t and expected transition counts of
 powers: C_fg(0) = E_pi[fg], C_fg(t) = (pi f) . P^t g, E_mu[g(X_t)] = mu . P^t g, mu P^t, the counts summing to
 n with column sums sum_(1 <= s <= n) mu P^s, and the spectral route equal to the powers on reversible
 chains; and (``engine.sensitivities``) the derivatives of pi, of a committor and of a mean first passage time along a direction that keeps P stochastic
-(:mod:`mlmix.theory.chain.sensitivities`) against central differences computed at 60+ digits.
+(:mod:`mlmix.theory.chain.sensitivities`) against central differences computed at 60+ digits; and
+(``engine.generator-uniformisation``) the continuous-time chain of a generator Q through its uniformised chain:
+pi Q = 0, the continuous-time hitting times solve Q h = -1 off the target, and the gap of Q is the same at two
+uniformisation rates; and (``engine.pcca-coarse``) PCCA+'s coarse-grained matrix has the Ritz values of P on the
+span of the memberships, which lie within the residual of P's slow eigenvalues.
 """
 
 from __future__ import annotations
@@ -35,6 +39,7 @@ from hypothesis import strategies as st
 
 from mlmix.errors import NumericalError
 from mlmix.theory.chain.correlations import pi_l1_bound, spectral_refusal
+from mlmix.theory.chain.generators import GeneratorChain
 from mlmix.theory.chain.markov_chain import Chain
 from mlmix.theory.kernels.assembled import glauber_kernel
 from mlmix.verify import instances as S
@@ -560,3 +565,112 @@ class SensitivityDifferences(OnFirst, _Fact):
                 lambda W: mp_passage_times(W, B), P, E, dps=_digits(dk.value, max(float(np.max(dk.details["h"])), 1.0))))]
         return verdict(*parts, set_sizes=(len(A), len(B)), reversible=bool(chain.is_reversible),
                        pi_rel_error=dpi.rel_error)
+
+
+def _worst_balance(name: str, lhs: np.ndarray, rhs: np.ndarray, lhs_err: np.ndarray, rhs_err: np.ndarray) -> Part:
+    """The row where lhs = rhs is closest to failing, relative to its error bounds."""
+    k = int(np.argmax(np.abs(lhs - rhs) / np.maximum(lhs_err + rhs_err, 1e-300)))
+    return Part(name, float(lhs[k]), float(rhs[k]), "==", float(lhs_err[k]), float(rhs_err[k]), False)
+
+
+@register
+class GeneratorUniformisation(OnFirst, _Fact):
+    paper = "engine"
+    id = "engine.generator-uniformisation"
+    number = "Uniformisation of a continuous-time generator"
+    statement = ("for the generator Q = P - I of an instance's chain (off-diagonal rates P_ij) uniformised at a rate q "
+                 "that is not a power of two: the stationary law solves pi Q = 0 (inflow = outflow at every state), "
+                 "the continuous-time hitting times of a set B solve sum_j Q_ij h_j = -1 off B, and gap_Q at that q "
+                 "equals gap_Q at the default q, each within the stated errors")
+    budget = 0.3
+
+    def strategy(self) -> st.SearchStrategy:
+        return st.tuples(chain_instances(81), st.integers(0, 2**16), st.floats(1.01, 8.0))
+
+    extras = ("set_seed", "stretch")
+
+    def check(self, instance) -> Verdict:
+        inst, seed, stretch = instance
+        P = _chain(inst).to_dense()
+        off = P - np.diag(np.diag(P))
+        exits = off.sum(axis=1)
+        rate = float(exits.max()) * stretch
+        if math.frexp(rate)[0] == 0.5:
+            rate = math.nextafter(rate, math.inf)
+        Q = off - np.diag(exits)
+        g, base = GeneratorChain(Q, rate), GeneratorChain(Q)
+        n = Q.shape[0]
+        st_ = g.stationary
+        B = np.zeros(n, dtype=bool)
+        B[np.random.default_rng(seed).permutation(n)[:1 + seed % max(1, n // 3)]] = True
+        h = g.hitting_time(B)
+        if st_.rel_error is None or h.rel_error is None:
+            return verdict(Part("pi Q = 0", 1.0, 1.0, "==", 0.0, 0.0, False),
+                           trivial="pi or the hitting times carry no entrywise bound on this chain")
+        pi, hv, r, e = st_.value, h.value, st_.rel_error, h.rel_error
+        inflow, outflow = pi @ off, pi * exits
+        grow = 2 * n * U
+        parts = [_worst_balance("pi Q = 0: sum_i pi_i Q_ij = pi_j |Q_jj|", inflow, outflow,
+                                (r + grow) * inflow, (r + grow) * outflow)]
+        C = ~B
+        lhs, rhs = off[C] @ hv + 1.0, exits[C] * hv[C]
+        parts.append(_worst_balance("Q h = -1 off B: sum_(j != i) Q_ij h_j + 1 = |Q_ii| h_i", lhs, rhs,
+                                    (e + grow) * lhs, (e + grow) * rhs))
+        gap, gap0 = g.spectral_gap(), base.spectral_gap()
+        if gap.resolved and gap0.resolved:
+            parts.append(Part("gap_Q at q = gap_Q at the default q", float(gap.value), float(gap0.value), "==",
+                              gap.rel_error * float(gap.value), gap0.rel_error * float(gap0.value), False))
+        return verdict(*parts, rate=rate, default_rate=base.rate, set_size=int(B.sum()))
+
+
+@register
+class PCCACoarse(OnFirst, _Fact):
+    paper = "engine"
+    id = "engine.pcca-coarse"
+    number = "PCCA+ coarse-grained matrix"
+    statement = ("for a reversible chain (an instance's chain, else its additive reversibilization) and m = 2..4 "
+                 "PCCA+ sets: the eigenvalues of P_c = (chi^T D chi)^-1 chi^T D P chi are the Ritz values of P on "
+                 "span chi in the pi inner product (computed here from a pi-orthonormal basis), and each Ritz value "
+                 "is within the residual norm ||P Y - Y H||_pi of the matching slow eigenvalue of P (Kahan)")
+    budget = 0.3
+
+    def strategy(self) -> st.SearchStrategy:
+        return st.tuples(chain_instances(81), st.integers(0, 2**16))
+
+    extras = ("m_seed",)
+
+    def check(self, instance) -> Verdict:
+        inst, seed = instance
+        chain = _chain(inst)
+        chain = chain if chain.is_reversible else chain.additive_reversibilization()
+        n = chain.n_states
+        m = 2 + seed % min(3, n - 2) if n > 2 else 1
+        P, pi = chain.to_dense(), chain.stationary.value
+        if m < 2 or not (pi > 1e-150).all():
+            return verdict(Part("eig(P_c) = Ritz values", 1.0, 1.0, "==", 0.0, 0.0, False),
+                           trivial="fewer than 3 states, or pi too small for the symmetrised eigenvectors")
+        try:
+            out = chain.pcca(m)
+        except NumericalError as err:  # fewer distinct slow states than sets: refused by name, not a wrong number
+            return verdict(Part("eig(P_c) = Ritz values", 1.0, 1.0, "==", 0.0, 0.0, False), trivial=str(err))
+        chi = out.memberships.value
+        G = (chi.T * pi) @ chi
+        L = np.linalg.cholesky(G)
+        Y = np.linalg.solve(L, chi.T).T  # pi-orthonormal basis of span chi
+        H = (Y.T * pi) @ P @ Y
+        H = (H + H.T) / 2
+        ritz = np.sort(np.linalg.eigvalsh(H))[::-1]
+        r = np.sqrt(pi)
+        resid = float(np.linalg.norm(r[:, None] * (P @ Y - Y @ H), 2))
+        slow = np.sort(np.linalg.eigvalsh((r[:, None] * P / r[None, :] + (r[:, None] * P / r[None, :]).T) / 2))[::-1][:m]
+        coarse = np.sort(np.linalg.eigvals(out.coarse_matrix.value).real)[::-1]
+        cond = float(np.linalg.cond(G))
+        tol = 64 * n * U * cond
+        parts = []
+        for i in range(m):
+            parts.append(Part(f"eig_{i + 1}(P_c) = Ritz value {i + 1}", float(coarse[i]), float(ritz[i]), "==",
+                              tol, tol, False))
+        for i in range(m):
+            parts.append(Part(f"Ritz value {i + 1} = lambda_{i + 1}(P)", float(ritz[i]), float(slow[i]), "==",
+                              resid + 8 * n * U, 8 * n * U, False))
+        return verdict(*parts, m=m, residual=resid, gram_condition=cond, reversible_given=bool(_chain(inst).is_reversible))
