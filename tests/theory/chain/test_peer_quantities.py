@@ -1,4 +1,4 @@
-"""The peers' own test cases for the quantities of issue 42, run against mlmix: transition path theory
+"""The peers' own test cases for the newer chain quantities, run against mlmix: transition path theory
 (committors, gross and net flux, total flux, rate, mean first passage time, pathways, the coarse-grained
 flux), connected sets, eigenvectors and their normalisation, correlations, relaxation, fingerprints,
 propagation and expected counts, from the test suites of deeptime (deeptime-ml/deeptime at dcc3b0ba, v0.4.5)
@@ -400,7 +400,7 @@ def test_pathways_of_the_flux_network(sparse):
 
 @covers("almost_converged_pi")
 @pytest.mark.parametrize("rep", REPRESENTATIONS)
-def test_pathways_of_msmtools_issue_106(rep):
+def test_pathways_with_an_almost_converged_pi(rep):
     """A 4-state reversible matrix whose pi the peer had only almost converged: the pathways run to the end."""
     T = np.array([[0.2576419223095193, 0.2254214623509954, 0.248270708174756, 0.2686659071647294],
                   [0.2233847186210225, 0.2130434781715344, 0.2793477268264001, 0.284224076381043],
