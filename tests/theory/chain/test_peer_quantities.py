@@ -29,6 +29,7 @@ from mlmix.theory.chain.transition_paths import pathway_decomposition
 
 DEEPTIME_RF = "deeptime tests/markov/test_reactive_flux.py, tests/markov/tools/flux/test_reactive_flux.py"
 MSMTOOLS_TPT = "msmtools tests/flux/test_tpt.py, tests/flux/impl/dense/tpt_test.py (deeptime: the same, bd)"
+MSMTOOLS_COMMITTOR = "msmtools tests/analysis/test_committor.py (deeptime: the same)"
 MSMTOOLS_PATHS = "msmtools tests/flux/test_pathways.py (deeptime tests/markov/tools/flux/test_pathways.py)"
 MSMTOOLS_CC = "msmtools tests/estimation/tests/test_connectivity.py (deeptime: the same)"
 MSMTOOLS_EIG = "msmtools tests/analysis/test_decomposition.py"
@@ -59,6 +60,8 @@ CASES = {
     "bdc_net_flux": ("TPT", MSMTOOLS_TPT, AGREES),
     "bdc_total_flux": ("TPT", MSMTOOLS_TPT, AGREES),
     "bdc_rate": ("TPT", MSMTOOLS_TPT, AGREES),
+    "bdc100_forward_committor": ("TPT", MSMTOOLS_COMMITTOR, AGREES),
+    "bdc100_backward_committor": ("TPT", MSMTOOLS_COMMITTOR, AGREES),
     "dt5_pathways": ("pathways", DEEPTIME_RF, "definition: shares of F, the peer's path fluxes are share x F"),
     "msm5_pathways": ("pathways", "msmtools tests/flux/impl/sparse/pathways_test.py",
                       "definition: shares of F, the peer's capacities are share x F"),
@@ -300,26 +303,26 @@ def test_tpt5_pathways(tpt5):
 
 
 # ---------------------------------------------------------------- TPT: msmtools' birth-death chain (closed forms)
-def _bdc_pq() -> tuple[list[Fraction], list[Fraction]]:
-    """msmtools' BirthDeathChain(q, p): p(i) = P(i, i + 1), q(i) = P(i, i - 1), 10 states, a barrier at 4-6."""
-    p = [Fraction(float(x)) for x in [0.5, 0.5, 0.5, 0.5, 0.01, 0.5, 0.5, 0.5, 0.5, 0.0]]
-    q = [Fraction(float(x)) for x in [0.0, 0.5, 0.5, 0.5, 0.5, 0.5, 0.1, 0.5, 0.5, 0.5]]
-    return p, q
+def _bdc_pq(n: int = 10) -> tuple[list[Fraction], list[Fraction]]:
+    """msmtools' BirthDeathChain(q, p): p(i) = P(i, i + 1) = 1/2, q(i) = P(i, i - 1) = 1/2 but at the barrier
+    (10 states: p(4) = 0.01, q(6) = 0.1; 100 states: p(49) = 0.01, q(51) = 0.1)."""
+    p, q = [0.5] * (n - 1) + [0.0], [0.0] + [0.5] * (n - 1)
+    p[n // 2 - 1], q[n // 2 + 1] = 0.01, 0.1
+    return [Fraction(x) for x in p], [Fraction(x) for x in q]
 
 
-def bdc_matrix() -> np.ndarray:
-    p, q = _bdc_pq()
+def bdc_matrix(n: int = 10) -> np.ndarray:
+    p, q = _bdc_pq(n)
     return birth_death([float(x) for x in p[:-1]], [float(x) for x in q[1:]])
 
 
 @functools.cache
-def bdc_closed_forms(a: int = 1, b: int = 8):
+def bdc_closed_forms(a: int = 1, b: int = 8, n: int = 10):
     """The closed forms msmtools' test evaluates (A = {0..a}, B = {b..}): pi(k) proportional to
     prod_(j < k) p(j) / q(j + 1); q+ = 0 on A, 1 on B, and between them the partial sums of
     g(k) = prod_(1 <= j <= k) q(j) / p(j) over their total; q- = 1 - q+; f = pi q- P q+ off the diagonal,
     f+ = max(f - f^T, 0), F = the flux out of A, k_AB = F / sum pi q-. All in rationals."""
-    p, q = _bdc_pq()
-    n = len(p)
+    p, q = _bdc_pq(n)
     w = [Fraction(1)]
     for k in range(1, n):
         w.append(w[-1] * p[k - 1] / q[k])
@@ -330,7 +333,7 @@ def bdc_closed_forms(a: int = 1, b: int = 8):
     total = sum(g[a:b])
     qp = [Fraction(0)] * (a + 1) + [sum(g[a:k + 1]) / total for k in range(a, b - 1)] + [Fraction(1)] * (n - b)
     qm = [1 - x for x in qp]
-    P = _fractions(bdc_matrix())
+    P = _fractions(bdc_matrix(n))
     f = [[pi[i] * qm[i] * P[i][j] * qp[j] if i != j else Fraction(0) for j in range(n)] for i in range(n)]
     net = [[max(f[i][j] - f[j][i], Fraction(0)) for j in range(n)] for i in range(n)]
     F = sum(f[i][j] for i in range(a + 1) for j in range(a + 1, n))
@@ -358,6 +361,44 @@ def test_birth_death_tpt_against_the_closed_forms(rep):
     for res, exact in ((tp.total_flux, F), (tp.rate, rate)):
         assert abs(res.value - float(exact)) <= res.rel_error * res.value
         assert res.value == pytest.approx(float(exact), rel=PEER["rtol"])
+
+
+def mp_committor(P: np.ndarray, A: list[int], B: list[int]) -> list:
+    """P_x(tau_B < tau_A) to 40 digits: (I - P_CC) q_C = P_CB 1 by mpmath's LU (C the other states)."""
+    M = mp_matrix(P)
+    C = [i for i in range(P.shape[0]) if i not in A and i not in B]
+    K = mp.matrix(len(C), len(C))
+    rhs = mp.matrix(len(C), 1)
+    for a, i in enumerate(C):
+        for b, j in enumerate(C):
+            K[a, b] = (1 if i == j else 0) - M[i, j]
+        rhs[a] = mp.fsum(M[i, j] for j in B)
+    x = mp.lu_solve(K, rhs)
+    q = [mp.mpf(1) if i in B else mp.mpf(0) for i in range(P.shape[0])]
+    for a, i in enumerate(C):
+        q[i] = x[a]
+    return q
+
+
+@covers("bdc100_forward_committor", "bdc100_backward_committor")
+@pytest.mark.parametrize("rep", REPRESENTATIONS)
+def test_committors_of_the_100_state_birth_death_chain(rep):
+    """msmtools' sparse committor case: A = 0..9, B = 90..99, the closed forms against mlmix's committors."""
+    A, B = list(range(10)), list(range(90, 100))
+    _, qp, qm, *_ = bdc_closed_forms(9, 90, 100)
+    P = bdc_matrix(100)
+    solved = mp_committor(P, A, B)  # a second truth: the linear system at 40 digits
+    assert max(abs(x - y) for x, y in zip(solved, qp)) < mp.mpf(10) ** -30
+    chain = chain_in(rep, P)
+    if rep == "operator":  # a named refusal: the committor's CG needs pi, whose matrix-free GMRES stalls here
+        with pytest.raises(ConvergenceError, match="stationary law: GMRES"):
+            chain.committor(A, B)
+        return
+    forward = chain.committor(A, B)
+    backward = chain.committor(B, A)  # reversible: q- of A -> B is the forward committor of B -> A
+    for res, exact in ((forward, qp), (backward, qm)):
+        _close(res.value, np.array(exact, dtype=float), _entry_bound(res))
+        np.testing.assert_allclose(res.value, np.array(exact, dtype=float), **PEER)
 
 
 # ---------------------------------------------------------------- pathways of msmtools' 8-state flux network
