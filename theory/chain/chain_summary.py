@@ -34,7 +34,7 @@ def summary(chain: Chain, eps: float, include_stationary: bool, mixing_limit: in
             out["closed_classes"] = len(chain.closed_classes)
             out["period"] = chain.period if len(chain.closed_classes) == 1 else None
             with bar.phase("stationary law"):
-                out["reversible"] = None if chain._underflow else chain.is_reversible
+                out["reversible"] = None if chain.facts.underflow else chain.is_reversible
                 out["stationary"] = chain.stationary.as_dict(values=include_stationary)
             with bar.phase("gaps"):
                 for key in ("spectral_gap", "absolute_spectral_gap", "relaxation_time", "additive_gap",
@@ -55,7 +55,7 @@ def summary(chain: Chain, eps: float, include_stationary: bool, mixing_limit: in
 def _operator_summary(chain: Chain, eps: float, include_stationary: bool, progress: bool, as_frame: bool) -> Any:
     """The keys of :func:`summary` on a matrix-free chain (t_mix bounded, not computed; the seconds
     spent are in ``chain.timings``); ``progress`` turns on the Krylov solvers' progress lines."""
-    chain._solver_progress = chain._solver_progress or progress
+    chain.solver_progress = chain.solver_progress or progress
     out: dict[str, Any] = {"n_states": chain.n_states, "representation": f"matrix-free operator ({chain.op})",
                            "irreducible": chain.is_irreducible, "closed_classes": len(chain.closed_classes)}
     try:
@@ -105,18 +105,22 @@ def progress_plan(chain: Chain, phase: str, name: str) -> tuple[str, str, list]:
     expected["hitting times"] = dense_seconds(chain.n_states, 1.0) if chain.is_dense else seconds_for(4000.0 * nnz)
     expected["variance"], expected["d(t)"] = expected["Kemeny constant"], expected["t_mix"]
     prior = () if phase == "t_mix" and chain.period > 1 else _PRIOR_PHASES[phase]  # periodic: t_mix is inf
-    steps = [(p, expected[p], lambda attr=_CACHED_PHASES[p]: getattr(chain, attr))
-             for p in prior if _CACHED_PHASES[p] not in chain.__dict__]
+    steps = [(p, expected[p], lambda get=_CACHED_PHASES[p][1]: get(chain))
+             for p in prior if not chain.computed((_CACHED_PHASES[p][0],))]
     return f"{name} of {chain.name}", cost, steps + [(phase, expected[phase], None)]
 
 
-#: The phases an analysis phase needs first, and the cached attribute that holds each one's result.
+#: The phases an analysis phase needs first, and the cached member that holds each one's result (its name, as
+#: :meth:`Chain.computed` reads it, and how to compute it).
 _PRIOR_PHASES = {"stationary law": (), "gaps": ("stationary law",), "conductance": ("stationary law", "gaps"),
                  "Kemeny constant": ("stationary law",), "t_mix": ("stationary law", "gaps", "conductance"),
                  "hitting times": (), "variance": ("stationary law",),
                  "d(t)": ("stationary law", "gaps", "conductance")}
 _SUMMARY_PHASES = ("stationary law", "gaps", "conductance", "Kemeny constant", "t_mix")
-_CACHED_PHASES = {"stationary law": "_logpi", "gaps": "_gap_and_mode", "conductance": "conductance"}
+_CACHED_PHASES: dict[str, tuple[str, Callable[[Chain], Any]]] = {
+    "stationary law": ("logpi", lambda chain: chain.facts.logpi),
+    "gaps": ("gap_and_mode", lambda chain: chain.facts.gap_and_mode),
+    "conductance": ("conductance", lambda chain: chain.conductance)}
 
 
 def _guard(compute: Callable[[], Result], key: str) -> Result:

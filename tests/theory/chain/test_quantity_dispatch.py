@@ -29,17 +29,17 @@ torch.set_num_threads(1)
 QUANTITIES = [
     ("reversible", stationary.chain_is_reversible, lambda c: c.is_reversible),
     ("stationary", stationary.chain_stationary, lambda c: c.stationary),
-    ("stationary law used", stationary.chain_stationary_law, lambda c: c._stationary),
-    ("pi error", stationary.chain_pi_error, lambda c: c._pi_error),
-    ("unrounded gap", spectral.chain_unrounded_gap, lambda c: c._unrounded_gap_and_mode),
-    ("gap", spectral.chain_gap, lambda c: c._gap_and_mode),
+    ("stationary law used", stationary.chain_stationary_law, lambda c: c.facts.stationary_law),
+    ("pi error", stationary.chain_pi_error, lambda c: c.facts.pi_error),
+    ("unrounded gap", spectral.chain_unrounded_gap, lambda c: c.facts.unrounded_gap_and_mode),
+    ("gap", spectral.chain_gap, lambda c: c.facts.gap_and_mode),
     ("spectral gap", spectral.chain_spectral_gap, lambda c: c.spectral_gap),
     ("multiplicative gap", spectral.chain_multiplicative_gap, lambda c: c.multiplicative_gap),
     ("absolute gap", nonreversible_gap.chain_absolute_gap, lambda c: c.absolute_spectral_gap),
     ("conductance", conductance.chain_conductance, lambda c: c.conductance),
     ("eigenvalues", lambda c: spectrum.chain_eigenvalues(c, 2), lambda c: c.eigenvalues(2)),
     ("stationary laws", absorbing.chain_stationary_distributions, lambda c: c.stationary_distributions()),
-    ("absorption", absorbing.chain_absorption, lambda c: c._absorption),
+    ("absorption", absorbing.chain_absorption, lambda c: c.facts.absorption),
 ]
 
 SOURCES = {
