@@ -11,7 +11,7 @@ from mlmix.errors import MemoryLimitError, ReducibleChainError, UnderflowError
 from mlmix.limits import MIXING_LIMIT
 from mlmix.progress import Progress, dense_seconds, product_seconds, seconds_for, torch_start_seconds
 from mlmix.theory.chain import mixing
-from mlmix.theory.results import NAMES, Result, results_frame
+from mlmix.theory.results import NAMES, REPORT, ReportQuantity, Result, results_frame
 from mlmix.validation import check_eps, format_bytes
 
 if TYPE_CHECKING:
@@ -33,20 +33,15 @@ def summary(chain: Chain, eps: float, include_stationary: bool, mixing_limit: in
         try:
             out["closed_classes"] = len(chain.closed_classes)
             out["period"] = chain.period if len(chain.closed_classes) == 1 else None
-            with bar.phase("stationary law"):
-                out["reversible"] = None if chain.facts.underflow else chain.is_reversible
-                out["stationary"] = chain.stationary.as_dict(values=include_stationary)
-            with bar.phase("gaps"):
-                for key in ("spectral_gap", "absolute_spectral_gap", "relaxation_time", "additive_gap",
-                            "poincare_constant"):
-                    out[key] = _guard(lambda: getattr(chain, key), key)
-            with bar.phase("conductance"):
-                out["conductance"] = _guard(lambda: chain.conductance, "conductance")
-            with bar.phase("Kemeny constant"):
-                out["kemeny_constant"] = _guard(lambda: chain.kemeny_constant, "kemeny_constant")
-            out["eps"] = eps
-            with bar.phase("t_mix"):
-                out["t_mix"] = _guard(lambda: chain.mixing_time(eps, mixing_limit), "t_mix")
+            for phase in _SUMMARY_PHASES:
+                if phase == "t_mix":
+                    out["eps"] = eps
+                with bar.phase(phase):
+                    if phase == "stationary law":
+                        out["reversible"] = None if chain.facts.underflow else chain.is_reversible
+                    for q in REPORT:
+                        if q.phase == phase:
+                            out[q.key] = _figure(chain, q, eps, include_stationary, mixing_limit, guard=True)
         except (ReducibleChainError, UnderflowError) as err:
             out["reason"] = str(err)
     return results_frame(out) if as_frame else out
@@ -61,12 +56,11 @@ def _operator_summary(chain: Chain, eps: float, include_stationary: bool, progre
     try:
         out["period"] = chain.period
         out["reversible"] = chain.is_reversible
-        out["stationary"] = chain.stationary.as_dict(values=include_stationary)
-        for key in ("spectral_gap", "absolute_spectral_gap", "relaxation_time", "additive_gap",
-                    "poincare_constant", "conductance", "kemeny_constant"):
-            out[key] = getattr(chain, key)
-        out["eps"] = eps
-        out["t_mix"] = chain.mixing_time(eps)
+        for q in REPORT:
+            if q.phase is not None:
+                if q.key == "t_mix":
+                    out["eps"] = eps
+                out[q.key] = _figure(chain, q, eps, include_stationary, None, guard=False)
     except ReducibleChainError as err:  # an operator's matrix with several closed classes
         out["reason"] = str(err)
     return results_frame(out) if as_frame else out
@@ -121,6 +115,23 @@ _CACHED_PHASES: dict[str, tuple[str, Callable[[Chain], Any]]] = {
     "stationary law": ("logpi", lambda chain: chain.facts.logpi),
     "gaps": ("gap_and_mode", lambda chain: chain.facts.gap_and_mode),
     "conductance": ("conductance", lambda chain: chain.conductance)}
+
+
+def _figure(chain: Chain, q: ReportQuantity, eps: float, include_stationary: bool, mixing_limit: int | None,
+            guard: bool) -> Any:
+    """The figure ``q`` of :data:`~mlmix.theory.results.REPORT` for the summary: the stationary law as its dict
+    (with its values when ``include_stationary``), t_mix at ``eps`` (exact by dense squaring up to
+    ``mixing_limit`` states; None: the member's default), any other the Chain member ``q.member``; ``guard``: a
+    resource limit becomes an unresolved result (:func:`_guard`)."""
+    if q.key == "stationary":
+        return chain.stationary.as_dict(values=include_stationary)
+    if q.key == "t_mix":
+        def compute() -> Result:
+            return chain.mixing_time(eps) if mixing_limit is None else chain.mixing_time(eps, mixing_limit)
+    else:
+        def compute() -> Result:
+            return getattr(chain, q.member)
+    return _guard(compute, q.key) if guard else compute()
 
 
 def _guard(compute: Callable[[], Result], key: str) -> Result:

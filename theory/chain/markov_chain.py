@@ -584,8 +584,8 @@ class Chain:
     def save(self, path: str | Path) -> None:
         """Write P to an ``.npz`` file (dense or CSR), atomically, with the chain's description (name,
         kernel, source, how its algorithms were chosen, the mlmix version) and every figure computed
-        so far (:data:`_SAVED_FIGURES`, as :func:`~mlmix.theory.results.dumps_results` JSON);
-        :meth:`load` reads them back."""
+        so far (those :data:`~mlmix.theory.results.REPORT` marks saved, as
+        :func:`~mlmix.theory.results.dumps_results` JSON); :meth:`load` reads them back."""
         save_chain(self, path)
 
     @classmethod
