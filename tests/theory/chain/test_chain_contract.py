@@ -4,27 +4,21 @@
 * no module of the room but ``markov_chain.py`` reads another object's private attribute (``chain._x``,
   ``core._x``, ``module._f``: any receiver but ``self`` and ``cls``) or an object's ``__dict__`` / ``vars()``;
 * the room's import graph has no cycle: every import counts (module level, inside functions, under
-  ``if TYPE_CHECKING:``) except the type-checking import of ``markov_chain`` that annotates ``chain: Chain``,
-  and only the facades above the Chain (``shortcuts``, ``operator_chain``) import ``markov_chain`` at all
-  otherwise.
+  ``if TYPE_CHECKING:``) except the type-checking import of ``markov_chain`` that annotates ``chain: Chain``;
+  so no quantity module the Chain rests on imports ``markov_chain`` at run time (only modules above it, such
+  as ``shortcuts`` and ``operator_chain``, which build chains, do).
 
-Checked on the source tree (no allow-list beyond those two facades), each check shown able to fail on a
-planted case."""
+Checked on the source tree (no allow-list), each check shown able to fail on a planted case."""
 
 import ast
 import dataclasses
-from pathlib import Path
 
 import numpy as np
 import pytest
+from chain_imports import ROOM, below_chain, cycle, graph, room_graph
 
 from mlmix.theory.chain.chain_facts import ChainFacts
 from mlmix.theory.chain.markov_chain import Chain
-
-ROOM = Path(__file__).resolve().parents[3] / "theory" / "chain"
-PACKAGE = "mlmix.theory.chain"
-#: The modules above the Chain: they build chains, so they import markov_chain when imported.
-FACADES = {"markov_chain", "shortcuts", "operator_chain"}
 
 
 def _private_reads(source: str) -> list[str]:
@@ -67,74 +61,23 @@ def test_the_facts_are_frozen_and_computed_once():
     assert chain.computed(("logpi",)).keys() == {"logpi"} and facts.logpi is chain.facts.logpi
 
 
-def _imports(source: str) -> list[tuple[str, bool]]:
-    """The room's modules a source imports, each with whether the import is under ``if TYPE_CHECKING:``
-    (imports inside functions count as run-time imports)."""
-    tree = ast.parse(source)
-    typing_only = {id(n) for node in tree.body if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test)
-                   for n in ast.walk(node)}
-    found = []
-    for node in ast.walk(tree):
-        if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-            if node.module == PACKAGE:
-                names = [a.name for a in node.names]
-            elif node.module.startswith(PACKAGE + "."):
-                names = [node.module.split(".")[3]]
-            else:
-                continue
-        elif isinstance(node, ast.Import):
-            names = [a.name.split(".")[3] for a in node.names if a.name.startswith(PACKAGE + ".")]
-        else:
-            continue
-        found += [(name, id(node) in typing_only) for name in names]
-    return found
-
-
-def _graph(sources: dict[str, str]) -> dict[str, set[str]]:
-    """module -> the room's modules it imports, less the type-checking imports of markov_chain."""
-    return {m: {t for t, typing_only in _imports(src) if t in sources and not (typing_only and t == "markov_chain")}
-            for m, src in sources.items()}
-
-
-def _cycle(graph: dict[str, set[str]]) -> list[str]:
-    """One import cycle of ``graph`` (depth-first search), or [] when it has none."""
-    state: dict[str, int] = {}  # 1: on the path, 2: done
-    path: list[str] = []
-
-    def visit(m: str) -> list[str]:
-        state[m] = 1
-        path.append(m)
-        for t in sorted(graph[m]):
-            if state.get(t) == 1:
-                return path[path.index(t):] + [t]
-            if t not in state and (found := visit(t)):
-                return found
-        state[m] = 2
-        path.pop()
-        return []
-
-    for m in sorted(graph):
-        if m not in state and (found := visit(m)):
-            return found
-    return []
-
-
 def test_the_room_has_no_import_cycle():
-    sources = {p.stem: p.read_text() for p in ROOM.glob("*.py") if p.stem != "__init__"}
-    graph = _graph(sources)
-    assert len(graph) > 20 and "markov_chain" in graph["shortcuts"]
-    assert not _cycle(graph), f"import cycle in theory/chain: {' -> '.join(_cycle(graph))}"
-    above = {m for m, targets in graph.items() if "markov_chain" in targets}
-    assert above <= FACADES, f"quantity modules importing markov_chain at run time: {sorted(above - FACADES)}"
+    g = room_graph()
+    assert len(g) > 20 and "markov_chain" in g["shortcuts"]
+    assert not cycle(g), f"import cycle in theory/chain: {' -> '.join(cycle(g))}"
+    below = below_chain(g)
+    assert {"stationary", "spectral", "chain_facts", "chain_summary"} <= below and "shortcuts" not in below
+    back = sorted(m for m in below if "markov_chain" in g[m])
+    assert not back, f"quantity modules importing markov_chain at run time: {back}"
 
 
 def test_the_cycle_check_catches_a_planted_cycle():
     head = "from __future__ import annotations\nfrom typing import TYPE_CHECKING\n"
     sources = {"markov_chain": "from mlmix.theory.chain import spectral\n",
                "spectral": head + "if TYPE_CHECKING:\n    from mlmix.theory.chain.markov_chain import Chain\n"}
-    assert not _cycle(_graph(sources))  # the annotation of chain: Chain is the one edge allowed back
+    assert not cycle(graph(sources))  # the annotation of chain: Chain is the one edge allowed back
     sources["spectral"] += "def f():\n    from mlmix.theory.chain.markov_chain import Chain\n"
-    assert _cycle(_graph(sources)) == ["markov_chain", "spectral", "markov_chain"]
+    assert cycle(graph(sources)) == ["markov_chain", "spectral", "markov_chain"]
     sources["spectral"] = head + "if TYPE_CHECKING:\n    from mlmix.theory.chain.mixing import X\n"
     sources["mixing"] = "from mlmix.theory.chain import spectral\n"
-    assert _cycle(_graph(sources)) == ["spectral", "mixing", "spectral"]
+    assert cycle(graph(sources)) == ["spectral", "mixing", "spectral"]
