@@ -117,7 +117,7 @@ def test_the_longest_transient_path_not_the_shortest_bounds_the_entrance():
     """2 -> 0 or 2 -> 1 -> 0 (Hypothesis found it): tau <= 2, not the graph distance 1; d(1) = 1/2."""
     ch = Chain(np.array([[1.0, 0, 0], [1, 0, 0], [0.5, 0.5, 0]]))
     assert float(ch.tv_distance(1)) == pytest.approx(0.5, rel=1e-12)
-    assert ch._transient_decay.depth == 1 and ch._transient_decay.longest == 2
+    assert ch.facts.transient_decay.depth == 1 and ch.facts.transient_decay.longest == 2
     assert int(ch.mixing_time(0.1)) == 2
     with pytest.MonkeyPatch.context() as mp:
         from mlmix.theory.chain import mixing
@@ -188,7 +188,7 @@ def test_the_property_fails_for_the_closed_class_bound_alone():
     from mlmix.theory.chain import mixing
 
     ch = Chain(transient_path(6).toarray())
-    b = ch._mixing_bounds()
+    b = ch.facts.mixing_bounds()
     weak = mixing.MixingBounds(b.log_pi_min, b.reversible, b.abs_gap, b.modulus_gap, b.mult_gap)
     assert np.exp(weak.log_distance_upper(1)) < 1e-10  # below the true d(1) = 1
     assert np.exp(b.log_distance_upper(1)) >= 1.0

@@ -60,22 +60,51 @@ DEFAULT_RTOL = 1e-6
 EPS = float(np.finfo(np.float64).eps) / 2
 
 
+@dataclass(frozen=True)
+class ReportQuantity:
+    """One figure of a chain's report, declared once in :data:`REPORT`: ``key`` (its key in
+    ``Chain.summary()`` and the JSON of ``mlmix exact``, and in :data:`NAMES`), ``name`` (its ``Result.name``),
+    ``label`` (its row in ``mlmix exact``'s table, ``{eps}`` standing for the accuracy asked; None: no row),
+    ``member`` (the :class:`~mlmix.theory.chain.markov_chain.Chain` member that computes it), ``phase`` (the
+    phase of the summary's progress in which it is computed; None: not in the summary), ``saved`` (kept by
+    ``Chain.save`` once computed) and ``explained`` (its method listed under the table)."""
+
+    key: str
+    name: str
+    label: str | None
+    member: str
+    phase: str | None
+    saved: bool
+    explained: bool
+
+
+#: The figures of a chain's report, in the order the summary and ``mlmix exact`` give them: the result
+#: names (:data:`NAMES`), the summary's keys, the figures ``Chain.save`` keeps and ``mlmix exact``'s table
+#: derive from it. Adding a figure is a Chain member and one line here (:func:`register`).
+REPORT: list[ReportQuantity] = [
+    ReportQuantity("stationary", "stationary law", None, "stationary", "stationary law", True, False),
+    ReportQuantity("spectral_gap", "spectral gap", "spectral gap", "spectral_gap", "gaps", True, True),
+    ReportQuantity("absolute_spectral_gap", "absolute spectral gap", "absolute spectral gap", "absolute_spectral_gap",
+                   "gaps", True, True),
+    ReportQuantity("relaxation_time", "relaxation time", "relaxation time", "relaxation_time", "gaps", True, False),
+    ReportQuantity("additive_gap", "additive gap", "additive gap (P+P*)/2", "additive_gap", "gaps", True, True),
+    ReportQuantity("poincare_constant", "Poincare constant", "Poincare constant", "poincare_constant", "gaps", True,
+                   False),
+    ReportQuantity("multiplicative_gap", "multiplicative gap", None, "multiplicative_gap", None, True, False),
+    ReportQuantity("conductance", "conductance", "conductance Phi*", "conductance", "conductance", True, True),
+    ReportQuantity("kemeny_constant", "Kemeny constant", "Kemeny constant", "kemeny_constant", "Kemeny constant",
+                   True, True),
+    ReportQuantity("t_mix", "t_mix", "t_mix({eps:g}), worst-start TV", "mixing_time", "t_mix", False, True),
+]
+
 #: The one name of each quantity a chain reports (``Result.name`` / ``VectorResult.name``), keyed by
 #: the attribute of :class:`~mlmix.theory.chain.markov_chain.Chain` that returns it and by its key in
-#: ``Chain.summary()`` (the JSON of ``mlmix exact``): identical on every representation and size.
+#: ``Chain.summary()`` (the JSON of ``mlmix exact``): identical on every representation and size. Those
+#: of the report come from :data:`REPORT`.
 NAMES: dict[str, str] = {
-    "stationary": "stationary law",
+    **{q.key: q.name for q in REPORT},
     "log_stationary": "log stationary law",
-    "spectral_gap": "spectral gap",
-    "absolute_spectral_gap": "absolute spectral gap",
-    "relaxation_time": "relaxation time",
-    "additive_gap": "additive gap",
-    "poincare_constant": "Poincare constant",
-    "multiplicative_gap": "multiplicative gap",
-    "conductance": "conductance",
     "set_conductance": "Phi(S)",
-    "kemeny_constant": "Kemeny constant",
-    "t_mix": "t_mix",
     "tv_distance": "d(t)",
     "distance_curve": "TV(mu P^t, pi)",
     "asymptotic_variance": "asymptotic variance",
@@ -83,6 +112,27 @@ NAMES: dict[str, str] = {
     "hitting_probabilities": "P_x(tau_A <= t)",
     "committor": "committor P_x(tau_B < tau_A)",
 }
+
+
+def register(quantity: ReportQuantity) -> None:
+    """Add a figure to the report (:data:`REPORT` and :data:`NAMES`); its key must be new."""
+    if quantity.key in NAMES:
+        raise ValueError(f"a quantity named {quantity.key!r} is already declared")
+    REPORT.append(quantity)
+    NAMES[quantity.key] = quantity.name
+
+
+def unregister(key: str) -> None:
+    """Remove the figure ``key`` added by :func:`register` (a test's throw-away quantity)."""
+    REPORT[:] = [q for q in REPORT if q.key != key]
+    NAMES.pop(key, None)
+
+
+def report_keys(phase: str | None = None, *, saved: bool | None = None, explained: bool | None = None) -> list[str]:
+    """The keys of :data:`REPORT`, in order: of the summary phase ``phase`` (any phase when None), kept by
+    ``Chain.save`` (``saved``) or listed with their method under ``mlmix exact``'s table (``explained``)."""
+    return [q.key for q in REPORT if (phase is None or q.phase == phase) and (saved is None or q.saved == saved)
+            and (explained is None or q.explained == explained)]
 
 
 def _fmt(x: float | None) -> str:

@@ -41,7 +41,7 @@ from mlmix.provenance import stamp
 from mlmix.theory.chain.markov_chain import Chain
 from mlmix.theory.chain.metastable import metastable_sets
 from mlmix.theory.local.constants import paper_constants, paper_constants_seconds, parse_basin
-from mlmix.theory.results import Result
+from mlmix.theory.results import REPORT, Result, report_keys
 from mlmix.theory.sources.conditionals import Conditionals
 from mlmix.theory.sources.scorefile import save_scores
 from mlmix.validation import check_basins, check_eps, check_int, check_output_file
@@ -249,12 +249,8 @@ def format_report(report: dict) -> str:
     rows = [("states", report["n_states"]), ("irreducible", report["irreducible"])]
     if "reason" in report:
         return "\n".join([report["chain"], "", *(f"  {k:<28}{_fmt(v)}" for k, v in rows), "", report["reason"]])
-    rows += [("period", report["period"]), ("reversible", report["reversible"]),
-             ("spectral gap", report["spectral_gap"]), ("absolute spectral gap", report["absolute_spectral_gap"]),
-             ("relaxation time", report["relaxation_time"]), ("additive gap (P+P*)/2", report["additive_gap"]),
-             ("Poincare constant", report["poincare_constant"]), ("conductance Phi*", report["conductance"]),
-             ("Kemeny constant", report["kemeny_constant"]),
-             (f"t_mix({report['eps']:g}), worst-start TV", report["t_mix"])]
+    rows += [("period", report["period"]), ("reversible", report["reversible"])]
+    rows += [(q.label.format(eps=report["eps"]), report[q.key]) for q in REPORT if q.label and q.key in report]
     rows += [(label, report[key]) for key, label in (("acceptance_rate", "MH acceptance at stationarity"),
                                                      ("move_rate", "MH move rate at stationarity")) if key in report]
     g = report.get("paper_g") or {}
@@ -275,7 +271,7 @@ def format_report(report: dict) -> str:
     width = max(len(name) for name, _ in rows)
     lines = [report["chain"], ""] + [f"  {name:<{width}}  {_fmt(value)}" for name, value in rows]
     lines += ["", "how each figure was computed:"]
-    for key in ("spectral_gap", "absolute_spectral_gap", "additive_gap", "conductance", "kemeny_constant", "t_mix"):
+    for key in report_keys(explained=True):
         r = report[key]
         if isinstance(r, Result):
             lines.append(f"  {key}: {r.method}" + (f" -- {r.reason}" if r.reason else ""))

@@ -118,7 +118,7 @@ def test_sparse_distance_curve_agrees_with_dense_powers():
     dense = Chain(chain.P.toarray()).distance_curve(60, progress=False)
     assert "sparse P" in sparse.method and "dense P" in dense.method
     assert np.abs(sparse.value - dense.value).max() <= sparse.abs_error + dense.abs_error
-    assert sparse.value[0] == pytest.approx(1 - np.exp(chain._logpi).min(), rel=1e-12)  # d(0) = 1 - pi_min
+    assert sparse.value[0] == pytest.approx(1 - np.exp(chain.facts.logpi).min(), rel=1e-12)  # d(0) = 1 - pi_min
     t_mix = int(chain.mixing_time(0.25))
     assert sparse.value[t_mix] <= 0.25 < sparse.value[t_mix - 1]  # the curve crosses eps at t_mix
 

@@ -136,23 +136,23 @@ def chain_stationary_distributions(chain: Chain) -> VectorResult:
     or CSR matrix (UnderflowError where P cannot stand for the chain): :func:`stationary_distributions`."""
     if chain.op is not None:
         if not isinstance(chain.structure, PositiveStructure):
-            return chain._matrix.stationary_distributions()
+            return chain.facts.matrix.stationary_distributions()
         pi = chain.stationary
         return VectorResult("stationary laws of the closed classes", pi.value[None, :], pi.method, pi.rel_error,
                             details={"classes": chain.structure.closed_classes})
-    chain._check_resolved()
+    chain.facts.check_resolved()
     return stationary_distributions(chain.P, chain.structure)
 
 
 def chain_absorption(chain: Chain) -> Absorption:
     """The class-by-class analysis of a chain's transient states
-    (:attr:`Chain._absorption <mlmix.theory.chain.markov_chain.Chain._absorption>`). Routes: a matrix-free
+    (:attr:`ChainFacts.absorption <mlmix.theory.chain.chain_facts.ChainFacts.absorption>`). Routes: a matrix-free
     kernel with positive conditionals has no transient state (one closed class); other matrix-free
     kernels ask their matrix; a dense or CSR matrix (UnderflowError where P cannot stand for the chain):
     :func:`absorption`."""
     if chain.op is not None:
         if not isinstance(chain.structure, PositiveStructure):
-            return chain._matrix._absorption
+            return chain.facts.matrix.facts.absorption
         return Absorption(np.zeros(0, dtype=np.int64), chain.structure.closed_classes, None, 0.0)
-    chain._check_resolved()
+    chain.facts.check_resolved()
     return absorption(chain.P, chain.structure)

@@ -11,7 +11,7 @@ from mlmix.errors import MemoryLimitError, ReducibleChainError, UnderflowError
 from mlmix.limits import MIXING_LIMIT
 from mlmix.progress import Progress, dense_seconds, product_seconds, seconds_for, torch_start_seconds
 from mlmix.theory.chain import mixing
-from mlmix.theory.results import NAMES, Result, results_frame
+from mlmix.theory.results import NAMES, REPORT, ReportQuantity, Result, results_frame
 from mlmix.validation import check_eps, format_bytes
 
 if TYPE_CHECKING:
@@ -33,20 +33,15 @@ def summary(chain: Chain, eps: float, include_stationary: bool, mixing_limit: in
         try:
             out["closed_classes"] = len(chain.closed_classes)
             out["period"] = chain.period if len(chain.closed_classes) == 1 else None
-            with bar.phase("stationary law"):
-                out["reversible"] = None if chain._underflow else chain.is_reversible
-                out["stationary"] = chain.stationary.as_dict(values=include_stationary)
-            with bar.phase("gaps"):
-                for key in ("spectral_gap", "absolute_spectral_gap", "relaxation_time", "additive_gap",
-                            "poincare_constant"):
-                    out[key] = _guard(lambda: getattr(chain, key), key)
-            with bar.phase("conductance"):
-                out["conductance"] = _guard(lambda: chain.conductance, "conductance")
-            with bar.phase("Kemeny constant"):
-                out["kemeny_constant"] = _guard(lambda: chain.kemeny_constant, "kemeny_constant")
-            out["eps"] = eps
-            with bar.phase("t_mix"):
-                out["t_mix"] = _guard(lambda: chain.mixing_time(eps, mixing_limit), "t_mix")
+            for phase in _SUMMARY_PHASES:
+                if phase == "t_mix":
+                    out["eps"] = eps
+                with bar.phase(phase):
+                    if phase == "stationary law":
+                        out["reversible"] = None if chain.facts.underflow else chain.is_reversible
+                    for q in REPORT:
+                        if q.phase == phase:
+                            out[q.key] = _figure(chain, q, eps, include_stationary, mixing_limit, guard=True)
         except (ReducibleChainError, UnderflowError) as err:
             out["reason"] = str(err)
     return results_frame(out) if as_frame else out
@@ -55,18 +50,17 @@ def summary(chain: Chain, eps: float, include_stationary: bool, mixing_limit: in
 def _operator_summary(chain: Chain, eps: float, include_stationary: bool, progress: bool, as_frame: bool) -> Any:
     """The keys of :func:`summary` on a matrix-free chain (t_mix bounded, not computed; the seconds
     spent are in ``chain.timings``); ``progress`` turns on the Krylov solvers' progress lines."""
-    chain._solver_progress = chain._solver_progress or progress
+    chain.solver_progress = chain.solver_progress or progress
     out: dict[str, Any] = {"n_states": chain.n_states, "representation": f"matrix-free operator ({chain.op})",
                            "irreducible": chain.is_irreducible, "closed_classes": len(chain.closed_classes)}
     try:
         out["period"] = chain.period
         out["reversible"] = chain.is_reversible
-        out["stationary"] = chain.stationary.as_dict(values=include_stationary)
-        for key in ("spectral_gap", "absolute_spectral_gap", "relaxation_time", "additive_gap",
-                    "poincare_constant", "conductance", "kemeny_constant"):
-            out[key] = getattr(chain, key)
-        out["eps"] = eps
-        out["t_mix"] = chain.mixing_time(eps)
+        for q in REPORT:
+            if q.phase is not None:
+                if q.key == "t_mix":
+                    out["eps"] = eps
+                out[q.key] = _figure(chain, q, eps, include_stationary, None, guard=False)
     except ReducibleChainError as err:  # an operator's matrix with several closed classes
         out["reason"] = str(err)
     return results_frame(out) if as_frame else out
@@ -105,18 +99,39 @@ def progress_plan(chain: Chain, phase: str, name: str) -> tuple[str, str, list]:
     expected["hitting times"] = dense_seconds(chain.n_states, 1.0) if chain.is_dense else seconds_for(4000.0 * nnz)
     expected["variance"], expected["d(t)"] = expected["Kemeny constant"], expected["t_mix"]
     prior = () if phase == "t_mix" and chain.period > 1 else _PRIOR_PHASES[phase]  # periodic: t_mix is inf
-    steps = [(p, expected[p], lambda attr=_CACHED_PHASES[p]: getattr(chain, attr))
-             for p in prior if _CACHED_PHASES[p] not in chain.__dict__]
+    steps = [(p, expected[p], lambda get=_CACHED_PHASES[p][1]: get(chain))
+             for p in prior if not chain.computed((_CACHED_PHASES[p][0],))]
     return f"{name} of {chain.name}", cost, steps + [(phase, expected[phase], None)]
 
 
-#: The phases an analysis phase needs first, and the cached attribute that holds each one's result.
+#: The phases an analysis phase needs first, and the cached member that holds each one's result (its name, as
+#: :meth:`Chain.computed` reads it, and how to compute it).
 _PRIOR_PHASES = {"stationary law": (), "gaps": ("stationary law",), "conductance": ("stationary law", "gaps"),
                  "Kemeny constant": ("stationary law",), "t_mix": ("stationary law", "gaps", "conductance"),
                  "hitting times": (), "variance": ("stationary law",),
                  "d(t)": ("stationary law", "gaps", "conductance")}
 _SUMMARY_PHASES = ("stationary law", "gaps", "conductance", "Kemeny constant", "t_mix")
-_CACHED_PHASES = {"stationary law": "_logpi", "gaps": "_gap_and_mode", "conductance": "conductance"}
+_CACHED_PHASES: dict[str, tuple[str, Callable[[Chain], Any]]] = {
+    "stationary law": ("logpi", lambda chain: chain.facts.logpi),
+    "gaps": ("gap_and_mode", lambda chain: chain.facts.gap_and_mode),
+    "conductance": ("conductance", lambda chain: chain.conductance)}
+
+
+def _figure(chain: Chain, q: ReportQuantity, eps: float, include_stationary: bool, mixing_limit: int | None,
+            guard: bool) -> Any:
+    """The figure ``q`` of :data:`~mlmix.theory.results.REPORT` for the summary: the stationary law as its dict
+    (with its values when ``include_stationary``), t_mix at ``eps`` (exact by dense squaring up to
+    ``mixing_limit`` states; None: the member's default), any other the Chain member ``q.member``; ``guard``: a
+    resource limit becomes an unresolved result (:func:`_guard`)."""
+    if q.key == "stationary":
+        return chain.stationary.as_dict(values=include_stationary)
+    if q.key == "t_mix":
+        def compute() -> Result:
+            return chain.mixing_time(eps) if mixing_limit is None else chain.mixing_time(eps, mixing_limit)
+    else:
+        def compute() -> Result:
+            return getattr(chain, q.member)
+    return _guard(compute, q.key) if guard else compute()
 
 
 def _guard(compute: Callable[[], Result], key: str) -> Result:

@@ -310,17 +310,17 @@ def chain_conductance(chain: Chain) -> Result:
     Matrix routes are widened for P's subnormal entries (exact route) and charged for pi_hat's
     error: Q(S, S^c) and pi(S) are linear in pi."""
     if chain.op is not None:
-        return operator_conductance(chain.op, chain.stationary, chain._gap, bins=chain._bins)
-    core = chain._core
-    if chain._reducible_given:
+        return operator_conductance(chain.op, chain.stationary, chain.facts.operator_gap, bins=chain.facts.bins)
+    core = chain.facts.core
+    if chain.facts.reducible_given:
         return Result.exact(NAMES["conductance"], 0.0, "several closed classes: one of mass <= 1/2 has no exit flow")
-    lp = core._logpi
+    lp = core.facts.logpi
     if core.n_states <= EXACT_CONDUCTANCE_LIMIT and np.ptp(lp) < 600:
-        phi = chain._rounded_entries(exact_conductance(core.P, lp), (0.0, 1.0))
-        return renamed(chain._charged(phi, (0.0, 1.0)), NAMES["conductance"], chain._on_core())
-    gap, mode = chain._gap_and_mode  # its lower end is already charged
-    return renamed(chain._charged(conductance_interval(core.P, lp, gap, [mode]), (0.0, 1.0)), NAMES["conductance"],
-                   chain._on_core())
+        phi = chain.facts.rounded_entries(exact_conductance(core.P, lp), (0.0, 1.0))
+        return renamed(chain.facts.charged(phi, (0.0, 1.0)), NAMES["conductance"], chain.facts.on_core())
+    gap, mode = chain.facts.gap_and_mode  # its lower end is already charged
+    return renamed(chain.facts.charged(conductance_interval(core.P, lp, gap, [mode]), (0.0, 1.0)), NAMES["conductance"],
+                   chain.facts.on_core())
 
 
 def chain_set_conductance(chain: Chain, S: np.ndarray) -> Result:
@@ -329,4 +329,4 @@ def chain_set_conductance(chain: Chain, S: np.ndarray) -> Result:
     :func:`set_conductance_result` in log space, charged for pi_hat's error."""
     if chain.op is not None:
         return operator_set_conductance(chain.op, S, chain.stationary)
-    return chain._charged(set_conductance_result(chain.P, S, chain._logpi), (0.0, 1.0))
+    return chain.facts.charged(set_conductance_result(chain.P, S, chain.facts.logpi), (0.0, 1.0))

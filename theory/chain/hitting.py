@@ -323,8 +323,8 @@ def operator_hitting_probabilities(op: TransitionOperator, A: np.ndarray, t: int
 def chain_hitting_time(chain: Chain, target: np.ndarray) -> VectorResult:
     """The body of :meth:`Chain.hitting_time`."""
     if chain.op is not None:
-        return operator_hitting_times(chain.op, check_state_set(target, chain.n_states, "target set A"), chain._pi_t)
-    return chain._rounded_vector(expected_hitting_times(chain.P, target), chain._subnormal[0])
+        return operator_hitting_times(chain.op, check_state_set(target, chain.n_states, "target set A"), chain.facts.pi_t)
+    return chain.facts.rounded_vector(expected_hitting_times(chain.P, target), chain.facts.subnormal[0])
 
 
 def chain_hitting_probabilities(chain: Chain, target: np.ndarray, t: int) -> VectorResult:
@@ -341,7 +341,7 @@ def chain_committor(chain: Chain, A: np.ndarray, B: np.ndarray) -> VectorResult:
         Am, Bm = check_state_set(A, chain.n_states, "A"), check_state_set(B, chain.n_states, "B")
         if (Am & Bm).any():
             raise ValueError("A and B must be disjoint")
-        return operator_committor(chain.op, Am, Bm, chain._pi_t)
+        return operator_committor(chain.op, Am, Bm, chain.facts.pi_t)
     return committor(chain.P, A, B)
 
 

@@ -42,17 +42,14 @@ stated accuracy (:attr:`Chain._subnormal`).
 
 from __future__ import annotations
 
-import math
-import time
 from functools import cached_property
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 import scipy.sparse as sp
 import scipy.sparse.linalg as spla
 
-from mlmix.errors import UnderflowError
 from mlmix.limits import (
     DENSE_LIMIT,
     MIXING_LIMIT,
@@ -76,23 +73,19 @@ from mlmix.theory.chain import (
     spectrum,
     trajectories,
     transition_paths,
-    underflow,
     variance,
 )
 from mlmix.theory.chain import conductance as cond
+from mlmix.theory.chain.chain_facts import ChainFacts, check_support, timed
 from mlmix.theory.chain.nonreversible_gap import chain_absolute_gap
 from mlmix.theory.chain.persistence import load_chain, save_chain
 from mlmix.theory.chain.stationary import (
     chain_is_reversible,
-    chain_pi_error,
     chain_stationary,
-    chain_stationary_law,
 )
 from mlmix.theory.chain.structure import PositiveStructure, Structure, chain_structure
 from mlmix.theory.kernels.registry import DEFAULT_KERNEL, resolve_kernel
 from mlmix.theory.kernels.representation import choose_representation, is_operator
-from mlmix.theory.kernels.support import kernel_support
-from mlmix.theory.linalg.elimination import Elimination, eliminate
 from mlmix.theory.results import (
     NAMES,
     Result,
@@ -141,6 +134,12 @@ class Chain:
     #: Announce a long property or method read on its own (cost line, then a bar or a line per phase;
     #: :func:`mlmix.progress.announced`); set ``chain.progress = False`` to keep it quiet.
     progress: bool = True
+    #: The matrix-free solvers' progress lines (:meth:`from_operator`; ``summary(progress=True)`` turns them on).
+    solver_progress: bool = False
+    # the options a chain was built with, which its :attr:`facts` carry
+    _source_kernel: tuple | None = None
+    _k: int | None = None
+    _gap_rtol, _basis, _bins = spectral.GAP_RTOL, 16, cond.SWEEP_BINS
 
     def __init__(self, P: Matrix, *, stationary: np.ndarray | None = None, name: str | None = None,
                  dense_limit: int | None = None, support: Matrix | None = None) -> None:
@@ -152,7 +151,7 @@ class Chain:
             return
         self.P = check_transition_matrix(P)
         self.n_states = int(self.P.shape[0])
-        self._support_given = None if support is None else _check_support(support, self.P)
+        self._support_given = None if support is None else check_support(support, self.P)
         self.name = name or f"chain on {self.n_states} states"
         self._dense_limit_given = dense_limit
         self.dense_limit = DENSE_LIMIT if dense_limit is None else check_int(dense_limit, "dense_limit", minimum=0)
@@ -179,7 +178,7 @@ class Chain:
         self.source, self.kernel, self._k, self.kernel_spec, self.kernel_options = None, None, None, None, None
         self.representation_reason = "a given operator"
         self.dense_limit, self._dense_limit_given, self._given, self._support_given = 0, None, None, None
-        self._gap_rtol, self._basis, self._bins, self._solver_progress = gap_rtol, basis_size, bins, progress
+        self._gap_rtol, self._basis, self._bins, self.solver_progress = gap_rtol, basis_size, bins, progress
         self.progress = False  # no cost announcements: the Krylov solvers report their own progress
 
     @classmethod
@@ -204,25 +203,23 @@ class Chain:
         needs another not yet computed includes its time (the gap includes the stationary law's)."""
         return {}
 
-    def _timed(self, key: str, compute: Callable[[], Any]) -> Any:
-        """``compute()``, its seconds added to :attr:`timings`."""
-        t0 = time.perf_counter()
-        out = compute()
-        self.timings[key] = self.timings.get(key, 0.0) + time.perf_counter() - t0
-        return out
-
     @cached_property
-    def _matrix(self) -> "Chain":
-        """This chain as a matrix: itself, for a matrix-free chain the chain of its operator's matrix (a
-        MatrixOperator) or the CSR chain built from its source (memory checked by the builder)."""
-        if self.op is None:
-            return self
-        if self.op.matrix is not None:
-            return Chain(self.op.matrix, name=self.name)
-        if self.source is None or self.kernel is None:
-            raise ValueError("this matrix-free chain was built from an operator alone: build it with "
-                             "Chain.from_source(source, representation='sparse') to get its matrix")
-        return Chain.from_source(self.source, self.kernel, k=self._k, representation="sparse", name=self.name)
+    def facts(self) -> ChainFacts:
+        """What the quantity modules share about this chain, computed lazily, once
+        (:class:`~mlmix.theory.chain.chain_facts.ChainFacts`: the matrix, structure and closed core, the underflow
+        report, the law the algorithms use with its error, the GTH factors, the gaps with their modes)."""
+        return ChainFacts(self, given=self._given, dense_limit_given=self._dense_limit_given,
+                          support_given=self._support_given, source_kernel=self._source_kernel, k=self._k,
+                          gap_rtol=self._gap_rtol, basis_size=self._basis, bins=self._bins)
+
+    def computed(self, names: tuple[str, ...]) -> dict[str, Any]:
+        """The cached members among ``names`` (of the chain or of its :attr:`facts`) computed so far."""
+        facts = vars(self.facts) if "facts" in vars(self) else {}
+        return {k: vars(self)[k] if k in vars(self) else facts[k] for k in names if k in vars(self) or k in facts}
+
+    def restore(self, figures: dict[str, Any]) -> None:
+        """Cache ``figures`` (cached members of the chain, as :meth:`save` wrote them) as if computed here."""
+        vars(self).update(figures)
 
     # ------------------------------------------------------------------ construction
     @classmethod
@@ -288,14 +285,14 @@ class Chain:
         return self.n_states <= self.dense_limit
 
     def to_scipy(self) -> sp.csr_array:
-        return sp.csr_array(self._matrix.P)
+        return sp.csr_array(self.facts.matrix.P)
 
     def to_dense(self) -> np.ndarray:
-        P = self._matrix.P
+        P = self.facts.matrix.P
         check_memory(8.0 * self.n_states**2, f"a dense copy of {self.n_states} states")
         return P.toarray() if sp.issparse(P) else np.asarray(P)
 
-    def _facts(self) -> list[tuple[str, str]]:
+    def _description(self) -> list[tuple[str, str]]:
         """What a chain is, without computing anything: states, transitions, algorithms, origin."""
         nnz = None if self.op is not None else int(self.P.nnz) if sp.issparse(self.P) else int(np.count_nonzero(self.P))
         moves = f"matrix-free ({self.op})" if nnz is None else f"{nnz:,} non-zero entries"
@@ -307,37 +304,13 @@ class Chain:
 
     def __repr__(self) -> str:
         named = "" if self.name == f"chain on {self.n_states} states" else f" {self.name!r}"
-        return f"<Chain{named} " + "; ".join(f"{k} {v}" for k, v in self._facts()) + ">"
+        return f"<Chain{named} " + "; ".join(f"{k} {v}" for k, v in self._description()) + ">"
 
     def _repr_html_(self) -> str:
 
-        return _html_table(f"Chain: {self.name}", self._facts())
+        return _html_table(f"Chain: {self.name}", self._description())
 
     # ------------------------------------------------------------------ structure
-    _source_kernel: tuple | None = None
-
-    @cached_property
-    def _float_structure(self) -> Structure:
-        """The structure of P's non-zero entries."""
-        return chain_structure(self.P)
-
-    @cached_property
-    def _support(self) -> sp.csr_array | None:
-        """The exact sign pattern (given, or from the source's log-conditionals), or None where it has
-        P's structure: it equals P's non-zero pattern (nothing underflowed), or, for a chain from a
-        source, P is already irreducible and aperiodic (more edges change neither; the common case,
-        which skips the second pass over the conditionals)."""
-        S = self._support_given
-        if S is None and self._source_kernel is not None:
-            flt = self._float_structure
-            if flt.is_irreducible and flt.period() == 1:
-                return None
-            kernel, options = self._source_kernel
-            S = _check_support(kernel_support(self.source, kernel, **options), self.P)
-        if S is None or S.nnz == sp.csr_array(self.P).count_nonzero():
-            return None
-        return S
-
     @cached_property
     def structure(self) -> Structure:
         """Communicating and closed classes and the period, from the exact sign pattern of the
@@ -346,35 +319,9 @@ class Chain:
         without a graph (:class:`~mlmix.theory.chain.structure.PositiveStructure`), otherwise that of
         the matrix (memory permitting)."""
         if self.op is not None:
-            return PositiveStructure(self.op.local_size) if self.op.conditionals_positive() else self._matrix.structure
-        return self._float_structure if self._support is None else chain_structure(self._support)
-
-    @cached_property
-    def _underflow(self) -> str | None:
-        """:func:`~mlmix.theory.chain.underflow.underflow_reason`."""
-        return underflow.underflow_reason(self)
-
-    def _check_resolved(self) -> None:
-        if self._underflow is not None:
-            raise UnderflowError(self._underflow)
-
-    @cached_property
-    def _subnormal(self) -> tuple[float, str]:
-        """:func:`~mlmix.theory.chain.underflow.subnormal_rounding`."""
-        return underflow.subnormal_rounding(self)
-
-    def _rounded_entries(self, r: Result, within: tuple[float, float]) -> Result:
-        """``r`` widened for the rounding of the subnormal entries of P (:attr:`_subnormal`)."""
-        eps, note = self._subnormal
-        return r.widened(eps, note, within=within) if eps else r
-
-    def _rounded_vector(self, v: VectorResult, eps: float) -> VectorResult:
-        """A vector result whose entries move by a relative ``eps`` with the subnormal entries of P."""
-        if not eps:
-            return v
-        rel = (v.rel_error + eps) / (1 - eps) if v.rel_error is not None and eps < 1 else None
-        return VectorResult(v.name, v.value, v.method + self._subnormal[1], rel, v.abs_error, v.residual, v.log_value,
-                            dict(v.details))
+            return PositiveStructure(self.op.local_size) if self.op.conditionals_positive() else self.facts.matrix.structure
+        support = self.facts.support
+        return self.facts.float_structure if support is None else chain_structure(support)
 
     @property
     def is_irreducible(self) -> bool:
@@ -397,36 +344,7 @@ class Chain:
     def is_aperiodic(self) -> bool:
         return self.period == 1
 
-    @cached_property
-    def _recurrent(self) -> np.ndarray:
-        return self.structure.recurrent_class()
-
-    @cached_property
-    def _core(self) -> "Chain":
-        """The chain restricted to its closed class (itself when irreducible or matrix-free)."""
-        if self.op is not None or self.is_irreducible or self._reducible_given:
-            return self
-        C = self._recurrent
-        sub = self.P[C][:, C] if not sp.issparse(self.P) else sp.csr_array(self.P)[C][:, C]
-        support = None if self._support is None else self._support[C][:, C]
-        return Chain(sub, name=f"closed class of {self.name}", dense_limit=self._dense_limit_given, support=support)
-
-    @property
-    def _reducible_given(self) -> bool:
-        return self._given is not None and len(self.structure.closed_classes) > 1
-
-    def _on_core(self) -> str:
-        if self._core is self:
-            return ""
-        core = self._core.n_states
-        return f" (on the closed class of {core} states; {self.n_states - core} transient)"
-
     # ------------------------------------------------------------------ stationary law
-    @cached_property
-    def _stationary(self) -> VectorResult:
-        """The law the algorithms use (:func:`~mlmix.theory.chain.stationary.chain_stationary_law`)."""
-        return self._timed("stationary_s", lambda: chain_stationary_law(self))
-
     @cached_property
     @announced("stationary law")
     def stationary(self) -> VectorResult:
@@ -441,86 +359,11 @@ class Chain:
         return VectorResult(NAMES["log_stationary"], st.log_value, st.method, None, st.rel_error, st.residual, None)
 
     @cached_property
-    def _logpi(self) -> np.ndarray:
-        """log pi for the algorithms on P (UnderflowError where P cannot stand for the chain)."""
-        self._check_resolved()
-        return self._stationary.log_value
-
-    def _log_space_law(self) -> VectorResult:
-        """:func:`~mlmix.theory.chain.underflow.log_space_law`."""
-        return underflow.log_space_law(self)
-
-    @cached_property
-    def _pi_error(self) -> tuple[float, str]:
-        """(delta, how): a bound on max_x |pi_hat(x) / pi(x) - 1| (:func:`~mlmix.theory.chain.stationary.chain_pi_error`)."""
-        return chain_pi_error(self)
-
-    @property
-    def _pi_rel_error(self) -> float | None:
-        """The bound of :attr:`_pi_error` where it is below 1 (a law given by the caller counts as exact)."""
-        delta = self._pi_error[0]
-        return delta if delta < 1 else None
-
-    def _charged(self, r: Result, within: tuple[float, float]) -> Result:
-        """``r`` computed with the law pi_hat, widened for pi_hat's error: a quantity determined by the
-        edge measure pi(x) P(x, y) and by pi (Dirichlet forms, variances, set conductances) moves
-        relatively by at most 2 delta / (1 - delta) when every pi(x) does by delta (THEOREMS.md 1:
-        Var_pi(f) = min_c sum pi (f - c)^2 and E(f, f) are both linear in pi). ``within``: the range
-        the quantity always lies in."""
-        delta, how = self._pi_error
-        if delta == 0:
-            return r
-        eps = 2 * delta / (1 - delta) if delta < 1 else math.inf
-        note = f"; widened by pi's error ({how}, {delta:.1e})" if delta < 1 else f"; pi's error is not bounded ({how})"
-        return r.widened(eps, note, within=within)
-
-    @cached_property
     def is_reversible(self) -> bool:
         """Detailed balance pi(x) P(x, y) = pi(y) P(y, x), by Kolmogorov's criterion in log space
         (on the closed class; transient states carry no mass); a matrix-free kernel is reversible when its
         source is compatible (:func:`~mlmix.theory.chain.stationary.chain_is_reversible`)."""
         return chain_is_reversible(self)
-
-    # ------------------------------------------------------------------ elimination (dense)
-    @cached_property
-    def _grounded(self) -> Elimination:
-        """GTH factors of the (core) chain, grounded at its heaviest state. The core is irreducible on
-        its float support, so a zero escape probability in the elimination is float64 underflow of a
-        Schur complement (probabilities spanning more than its range): UnderflowError, not a result."""
-        core = self._core
-        try:
-            return eliminate(core.to_dense(), last=int(np.argmax(core._logpi)))
-        except ValueError as err:
-            raise UnderflowError(f"GTH elimination underflows on this chain ({err}): its escape probabilities "
-                                 "leave float64's range, so the quantities built on it are not computed") from err
-
-    # ------------------------------------------------------------------ gaps
-    @cached_property
-    def _raw_gap_and_mode(self) -> tuple[Result, np.ndarray]:
-        """The gap of P (reversible) or of (P + P*)/2 built with the computed law, before pi's error is
-        charged (widened for the subnormal entries of P, :attr:`_subnormal`)."""
-        gap, mode = self._unrounded_gap_and_mode
-        return self._rounded_entries(gap, (0.0, 2.0)), mode
-
-    @cached_property
-    def _unrounded_gap_and_mode(self) -> tuple[Result, np.ndarray]:
-        """(gap, mode) before rounding and pi's error are charged (:func:`~mlmix.theory.chain.spectral.chain_unrounded_gap`)."""
-        return self._timed("gap_s", lambda: spectral.chain_unrounded_gap(self))
-
-    @cached_property
-    def _gap_and_mode(self) -> tuple[Result, np.ndarray]:
-        """(gap, mode) as reported (:func:`~mlmix.theory.chain.spectral.chain_gap`)."""
-        return spectral.chain_gap(self)
-
-    @cached_property
-    def _gap(self) -> spectral.GapResult:
-        """The matrix-free gap with its Ritz function (:func:`~mlmix.theory.chain.spectral.chain_operator_gap`)."""
-        return spectral.chain_operator_gap(self)
-
-    @cached_property
-    def _pi_t(self) -> Any:
-        """The stationary law as a tensor of the matrix-free kernel (this process's slice)."""
-        return spectral._checked_pi(self.op, self.stationary)
 
     @cached_property
     @announced("gaps")
@@ -535,7 +378,7 @@ class Chain:
     def additive_gap(self) -> Result:
         """1 - lambda_2((P + P*)/2): the largest c with E(f, f) >= c Var_pi(f) (equals the spectral gap
         of a reversible chain)."""
-        return renamed(self._gap_and_mode[0], NAMES["additive_gap"], self._on_core())
+        return renamed(self.facts.gap_and_mode[0], NAMES["additive_gap"], self.facts.on_core())
 
     @cached_property
     def poincare_constant(self) -> Result:
@@ -547,7 +390,7 @@ class Chain:
     def multiplicative_gap(self) -> Result:
         """1 - sigma_2(P)^2: the gap of P* P (Fill's bound; the routes in
         :func:`~mlmix.theory.chain.spectral.chain_multiplicative_gap`)."""
-        return self._timed("multiplicative_gap_s", lambda: spectral.chain_multiplicative_gap(self))
+        return timed(self.timings, "multiplicative_gap_s", lambda: spectral.chain_multiplicative_gap(self))
 
     @cached_property
     @announced("gaps")
@@ -568,7 +411,7 @@ class Chain:
         """Phi* = min{Phi(S) : 0 < pi(S) <= 1/2}: exact up to 20 states, else a certified interval whose
         upper end is Phi of a named set (details: set_size, set_mass, set; the routes in
         :func:`~mlmix.theory.chain.conductance.chain_conductance`)."""
-        return self._timed("conductance_s", lambda: cond.chain_conductance(self))
+        return timed(self.timings, "conductance_s", lambda: cond.chain_conductance(self))
 
     def set_conductance(self, S: np.ndarray) -> Result:
         """Phi(S) = Q(S, S^c) / pi(S) of a set of states (mask or indices), in log space (matrix-free: flows
@@ -576,14 +419,6 @@ class Chain:
         return cond.chain_set_conductance(self, S)
 
     # ------------------------------------------------------------------ mixing
-    def _mixing_bounds(self) -> mixing.MixingBounds:
-        return mixing.chain_mixing_bounds(self)
-
-    @cached_property
-    def _transient_decay(self) -> mixing.TransientDecay | None:
-        """The entrance into the closed class from the transient states (None without transient states)."""
-        return mixing.chain_transient_decay(self)
-
     @announced("t_mix")
     def mixing_time(self, eps: float = 0.25, max_states: int = MIXING_LIMIT) -> Result:
         """t_mix(eps) = min{t : d(t) <= eps}, d the worst-start TV distance: exact when resolvable (by
@@ -654,25 +489,25 @@ class Chain:
     def time_reversal(self) -> "Chain":
         """P*(x, y) = pi(y) P(y, x) / pi(x) (on the closed class; a reversible matrix-free chain itself)."""
         if self.op is not None:
-            return self if self.is_reversible else self._matrix.time_reversal()
-        core = self._core
-        return Chain(spectral.time_reversal(core.P, core._logpi), name=f"time reversal of {self.name}",
+            return self if self.is_reversible else self.facts.matrix.time_reversal()
+        core = self.facts.core
+        return Chain(spectral.time_reversal(core.P, core.facts.logpi), name=f"time reversal of {self.name}",
                      dense_limit=self._dense_limit_given)
 
     def additive_reversibilization(self) -> "Chain":
         """(P + P*)/2 (on the closed class; a reversible matrix-free chain itself)."""
         if self.op is not None:
-            return self if self.is_reversible else self._matrix.additive_reversibilization()
-        core = self._core
-        return Chain(spectral.additive_reversibilization(core.P, core._logpi),
+            return self if self.is_reversible else self.facts.matrix.additive_reversibilization()
+        core = self.facts.core
+        return Chain(spectral.additive_reversibilization(core.P, core.facts.logpi),
                      name=f"additive reversibilization of {self.name}", dense_limit=self._dense_limit_given)
 
     def multiplicative_reversibilization(self) -> "Chain":
         """P* P (on the closed class; from the matrix of a matrix-free chain, memory permitting)."""
         if self.op is not None:
-            return self._matrix.multiplicative_reversibilization()
-        core = self._core
-        return Chain(spectral.multiplicative_reversibilization(core.P, core._logpi),
+            return self.facts.matrix.multiplicative_reversibilization()
+        core = self.facts.core
+        return Chain(spectral.multiplicative_reversibilization(core.P, core.facts.logpi),
                      name=f"multiplicative reversibilization of {self.name}", dense_limit=self._dense_limit_given)
 
     # ------------------------------------------------------------------ spectrum, classes, absorption
@@ -698,24 +533,19 @@ class Chain:
 
     def cyclic_classes(self) -> list[np.ndarray]:
         """The period-many cyclic classes of the (unique) closed class."""
-        return absorbing.cyclic_classes(self.structure, self._recurrent)
-
-    @cached_property
-    def _absorption(self) -> absorbing.Absorption:
-        """The transient states class by class (:func:`~mlmix.theory.chain.absorbing.chain_absorption`)."""
-        return absorbing.chain_absorption(self)
+        return absorbing.cyclic_classes(self.structure, self.facts.recurrent)
 
     def fundamental_matrix(self) -> VectorResult:
         """N = (I - Q)^-1 over the transient states (Kemeny-Snell)."""
-        return absorbing.fundamental_matrix(self._absorption)
+        return absorbing.fundamental_matrix(self.facts.absorption)
 
     def absorption_probabilities(self) -> VectorResult:
         """P_i(enter closed class c) for each transient state i and closed class c."""
-        return absorbing.absorption_probabilities(self._absorption)
+        return absorbing.absorption_probabilities(self.facts.absorption)
 
     def expected_steps_to_absorption(self) -> VectorResult:
         """Expected steps before a closed class is entered, per transient state."""
-        return absorbing.expected_steps(self._absorption)
+        return absorbing.expected_steps(self.facts.absorption)
 
     # ------------------------------------------------------------------ spectral decomposition, correlations, propagation
     def eigenvectors(self, k: int | None = None) -> eigenvectors.Eigenpairs:
@@ -755,8 +585,8 @@ class Chain:
     def save(self, path: str | Path) -> None:
         """Write P to an ``.npz`` file (dense or CSR), atomically, with the chain's description (name,
         kernel, source, how its algorithms were chosen, the mlmix version) and every figure computed
-        so far (:data:`_SAVED_FIGURES`, as :func:`~mlmix.theory.results.dumps_results` JSON);
-        :meth:`load` reads them back."""
+        so far (those :data:`~mlmix.theory.results.REPORT` marks saved, as
+        :func:`~mlmix.theory.results.dumps_results` JSON); :meth:`load` reads them back."""
         save_chain(self, path)
 
     @classmethod
@@ -832,15 +662,4 @@ class Chain:
         (:func:`~mlmix.theory.chain.pcca.chain_pcca`)."""
         return pcca.chain_pcca(self, m)
 
-
-def _check_support(support: Matrix, P: Matrix) -> sp.csr_array:
-    """A sign pattern (N, N) for P, as a 0/1 CSR array, joined with P's non-zero entries (what is
-    non-zero in P is positive)."""
-    S = sp.csr_array(support, dtype=bool) if sp.issparse(support) else sp.csr_array(np.asarray(support, dtype=bool))
-    if S.shape != P.shape:
-        raise ValueError(f"the support must have the shape of P, {P.shape}, got {S.shape}")
-    S = sp.csr_array(S.astype(np.float64) + (sp.csr_array(P) != 0).astype(np.float64))
-    S.data[:] = 1.0
-    S.eliminate_zeros()
-    return S
 

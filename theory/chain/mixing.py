@@ -602,12 +602,12 @@ def distance_from(op: TransitionOperator, mu: np.ndarray, t_max: int, pi: torch.
 # ------------------------------------------------------------ the questions of a Chain
 
 def chain_mixing_bounds(chain: Chain) -> MixingBounds:
-    """The body of :meth:`Chain._mixing_bounds`."""
+    """The body of :meth:`ChainFacts.mixing_bounds`."""
     if chain.op is not None:
         return operator_bounds(chain.op, chain.stationary, chain.additive_gap, chain.conductance,
                                None if chain.is_reversible else chain.multiplicative_gap)
-    core = chain._core
-    log_pi_min = float(core._logpi.min())
+    core = chain.facts.core
+    log_pi_min = float(core.facts.logpi.min())
     witness = chain.conductance.details if core.n_states > 1 else {}
     rev = core.is_reversible
     mult = None
@@ -620,15 +620,15 @@ def chain_mixing_bounds(chain: Chain) -> MixingBounds:
     # 1 - sqrt(1 - g_mult), the multiplicative gap's, which mult already carries: no Krylov-Schur run here
     mod = None if rev or core.n_states > DENSE_SPECTRAL_LIMIT else chain.absolute_spectral_gap
     return MixingBounds(log_pi_min, rev, chain.absolute_spectral_gap if rev else None, mod, mult,
-                        witness.get("set_mass"), chain.conductance.upper, chain._transient_decay)
+                        witness.get("set_mass"), chain.conductance.upper, chain.facts.transient_decay)
 
 
 def chain_transient_decay(chain: Chain) -> TransientDecay | None:
-    """The body of :meth:`Chain._transient_decay`."""
-    if chain._core is chain:
+    """The body of :meth:`ChainFacts.transient_decay`."""
+    if chain.facts.core is chain:
         return None
-    return transient_decay(chain.P, chain.structure.transient, np.exp(chain._logpi),
-                                  pi_rel_error=chain._pi_rel_error)
+    return transient_decay(chain.P, chain.structure.transient, np.exp(chain.facts.logpi),
+                                  pi_rel_error=chain.facts.pi_rel_error)
 
 
 def chain_mixing_time(chain: Chain, eps: float = 0.25, max_states: int = MIXING_LIMIT) -> Result:
@@ -643,10 +643,10 @@ def chain_mixing_time(chain: Chain, eps: float = 0.25, max_states: int = MIXING_
         return operator_mixing_bounds(chain.op, chain.stationary, chain.additive_gap, chain.conductance, eps,
                                              None if chain.is_reversible else chain.multiplicative_gap)
     try:
-        return certified_mixing_time(chain.P, eps, np.exp(chain._logpi), chain._mixing_bounds(),
-                                            pi_rel_error=chain._pi_rel_error, max_states=max_states)
+        return certified_mixing_time(chain.P, eps, np.exp(chain.facts.logpi), chain.facts.mixing_bounds(),
+                                            pi_rel_error=chain.facts.pi_rel_error, max_states=max_states)
     except MemoryLimitError as err:
-        lo, hi, how = chain._mixing_bounds().t_mix_interval(eps)
+        lo, hi, how = chain.facts.mixing_bounds().t_mix_interval(eps)
         return Result.interval("t_mix", lo, hi if math.isfinite(hi) else None,
                                "certified bounds: " + ", ".join(how), str(err))
 
@@ -654,15 +654,15 @@ def chain_mixing_time(chain: Chain, eps: float = 0.25, max_states: int = MIXING_
 def chain_tv_distance(chain: Chain, t: int) -> Result:
     """The body of :meth:`Chain.tv_distance`."""
     if chain.op is not None:
-        return operator_tv_distance(chain._mixing_bounds(), t)
-    return certified_tv_distance(chain.P, t, np.exp(chain._logpi), chain._mixing_bounds(),
-                              pi_rel_error=chain._pi_rel_error)
+        return operator_tv_distance(chain.facts.mixing_bounds(), t)
+    return certified_tv_distance(chain.P, t, np.exp(chain.facts.logpi), chain.facts.mixing_bounds(),
+                              pi_rel_error=chain.facts.pi_rel_error)
 
 
 def chain_distance_curve(chain: Chain, t_max: int, start: int | np.ndarray | None = None, progress: bool = True) -> VectorResult:
     """The body of :meth:`Chain.distance_curve`."""
     if chain.op is not None and start is None:
-        return chain._matrix.distance_curve(t_max, progress=progress)
+        return chain.facts.matrix.distance_curve(t_max, progress=progress)
     if start is not None and np.ndim(start) == 0:
         mu = np.zeros(chain.n_states)
         mu[check_state_set(start, chain.n_states, "start")] = 1.0
@@ -670,5 +670,5 @@ def chain_distance_curve(chain: Chain, t_max: int, start: int | np.ndarray | Non
     elif start is not None:
         start = check_vector(start, chain.n_states, "start", probability=True)
     if chain.op is not None:
-        return distance_from(chain.op, start, check_steps(t_max, "t_max"), chain._pi_t, chain._pi_rel_error)
-    return tv_curve(chain.P, t_max, np.exp(chain._logpi), start, chain._pi_rel_error, progress=progress)
+        return distance_from(chain.op, start, check_steps(t_max, "t_max"), chain.facts.pi_t, chain.facts.pi_rel_error)
+    return tv_curve(chain.P, t_max, np.exp(chain.facts.logpi), start, chain.facts.pi_rel_error, progress=progress)

@@ -167,8 +167,8 @@ def chain_absolute_gap(chain: Chain) -> Result:
       up to :data:`~mlmix.limits.DENSE_SPECTRAL_LIMIT` states, the enclosure [1 - sigma_2, 1] beyond);
     * reversible matrix: min(gap, 1 + lambda_min) by interval arithmetic, 1 + lambda_min from
       :func:`~mlmix.theory.chain.spectral.bottom_gap` widened for P's subnormal entries."""
-    core = chain._core
-    if chain._reducible_given:
+    core = chain.facts.core
+    if chain.facts.reducible_given:
         return Result.exact(NAMES["absolute_spectral_gap"], 0.0, "several closed classes: eigenvalue 1 is repeated")
     if chain.op is not None and chain.op.matrix is not None and chain.period > 1:  # known from the matrix
         return Result.exact(NAMES["absolute_spectral_gap"], 0.0, f"period {chain.period} from a breadth-first "
@@ -176,16 +176,16 @@ def chain_absolute_gap(chain: Chain) -> Result:
     if chain.op is not None and chain.is_reversible:
         return operator_absolute_gap(chain.op, chain.additive_gap)
     if chain.op is not None:
-        return renamed(absolute_gap(kernel_functions(chain.op), chain.n_states, lambda: chain._pi_t,
+        return renamed(absolute_gap(kernel_functions(chain.op), chain.n_states, lambda: chain.facts.pi_t,
                                     lambda: chain.multiplicative_gap), NAMES["absolute_spectral_gap"])
     if chain.period > 1:  # exp(2 pi i / d) is an eigenvalue: exactly 0
         return Result.exact(NAMES["absolute_spectral_gap"], 0.0, f"period {chain.period} from a breadth-first "
-                            f"search: exp(2 pi i / {chain.period}) is an eigenvalue{chain._on_core()}")
+                            f"search: exp(2 pi i / {chain.period}) is an eigenvalue{chain.facts.on_core()}")
     if not core.is_reversible:
-        gap = absolute_gap(core.P, core.n_states, lambda: np.exp(core._logpi), lambda: chain.multiplicative_gap)
-        return renamed(gap, NAMES["absolute_spectral_gap"], chain._on_core())
+        gap = absolute_gap(core.P, core.n_states, lambda: np.exp(core.facts.logpi), lambda: chain.multiplicative_gap)
+        return renamed(gap, NAMES["absolute_spectral_gap"], chain.facts.on_core())
     gap = chain.spectral_gap
-    bottom = chain._rounded_entries(bottom_gap(core.P, core._logpi, dense=core.is_dense), (0.0, 2.0))
+    bottom = chain.facts.rounded_entries(bottom_gap(core.P, core.facts.logpi, dense=core.is_dense), (0.0, 2.0))
     return _minimum(NAMES["absolute_spectral_gap"], gap, bottom)
 
 

@@ -13,7 +13,7 @@ import scipy.sparse as sp
 
 from mlmix.files import atomic_save_npz
 from mlmix.provenance import stamp
-from mlmix.theory.results import dumps_results, loads_results
+from mlmix.theory.results import dumps_results, loads_results, report_keys
 from mlmix.validation import Matrix, check_transition_matrix, load_arrays, matrix_from_arrays
 
 if TYPE_CHECKING:
@@ -21,15 +21,12 @@ if TYPE_CHECKING:
 
 _FORMAT = "mlmix-chain-1"
 
-#: The figures :meth:`Chain.save` keeps (those already computed) and :meth:`Chain.load` restores.
-_SAVED_FIGURES = ("stationary", "spectral_gap", "additive_gap", "poincare_constant", "multiplicative_gap",
-                  "absolute_spectral_gap", "relaxation_time", "conductance", "kemeny_constant")
 
 
 def save_chain(chain: Chain, path: str | Path) -> None:
     """The body of :meth:`Chain.save` (a matrix-free chain saves its matrix, built from the source)."""
 
-    chain = chain._matrix
+    chain = chain.facts.matrix
     path = Path(path)
     if path.suffix != ".npz":
         raise ValueError(f"a chain is saved as .npz, got {path.name}")
@@ -37,7 +34,7 @@ def save_chain(chain: Chain, path: str | Path) -> None:
                   {"source": None if chain.source is None else type(chain.source).__name__, "kernel": chain.kernel,
                    "temperature": getattr(chain.source, "temperature", None)})
     extra = {"name": np.array(chain.name), "about": np.array(dumps_results(about)),
-             "figures": np.array(dumps_results({k: chain.__dict__[k] for k in _SAVED_FIGURES if k in chain.__dict__}))}
+             "figures": np.array(dumps_results(chain.computed(tuple(report_keys(saved=True)))))}
     if sp.issparse(chain.P):
         P = sp.csr_array(chain.P)
         atomic_save_npz(path, mlmix_format=np.array(_FORMAT), kind=np.array("csr"), data=P.data,
@@ -62,7 +59,7 @@ def load_chain(cls: type[Chain], path: str | Path) -> Chain:
         except (KeyError, ValueError, TypeError) as err:
             raise ValueError(f"{path}: the saved description or figures are unreadable: {err}") from None
         chain.name = str(z["name"])
-    chain.__dict__.update({k: v for k, v in figures.items() if k in _SAVED_FIGURES})
+    chain.restore({k: v for k, v in figures.items() if k in report_keys(saved=True)})
     return chain
 
 

@@ -313,7 +313,8 @@ def _top_ritz(op: TransitionOperator, sym, w: torch.Tensor, *, rtol: float, basi
     return ritz, y, theta, residual, details
 
 
-def _checked_pi(op: TransitionOperator, pi: VectorResult) -> torch.Tensor:
+def checked_pi(op: TransitionOperator, pi: VectorResult) -> torch.Tensor:
+    """pi as a tensor of the operator (this process's slice); ValueError where its smallest entry underflows."""
     import torch  # deferred: only the matrix-free route loads torch
 
     pi_t = torch.as_tensor(pi.value, device=op.device).to(op.dtype)
@@ -342,7 +343,7 @@ def operator_gap(op: TransitionOperator, pi: VectorResult, *, rtol: float = GAP_
 
     if op.n_states < 2:
         raise ValueError("a gap needs at least 2 states")
-    pi_t = _checked_pi(op, pi)
+    pi_t = checked_pi(op, pi)
     ritz, y, theta, residual, details = _top_ritz(op, _symmetric_operator(op, pi_t), _unit_sqrt(op, pi_t),
                                                   rtol=rtol, basis_size=basis_size, max_matvecs=max_matvecs,
                                                   seed=seed, progress=progress, what="gap")
@@ -381,7 +382,7 @@ def operator_multiplicative_gap(op: TransitionOperator, pi: VectorResult, additi
     interval 1 - theta +- (||r|| + rounding + 2 x the error of pi in C)."""
     import torch  # deferred: only the matrix-free route loads torch
 
-    pi_t = _checked_pi(op, pi)
+    pi_t = checked_pi(op, pi)
     r = pi_t.sqrt()
     t1 = torch.empty_like(r)
 
@@ -530,7 +531,7 @@ def modulus_gap(P: Matrix, rtol: float = DEFAULT_RTOL) -> Result:
 
 def chain_unrounded_gap(chain: Chain) -> tuple[Result, np.ndarray]:
     """(gap, mode) of a chain before the subnormal entries of P and the error of pi are charged
-    (:attr:`Chain._unrounded_gap_and_mode <mlmix.theory.chain.markov_chain.Chain._unrounded_gap_and_mode>`):
+    (:attr:`ChainFacts.unrounded_gap_and_mode <mlmix.theory.chain.chain_facts.ChainFacts.unrounded_gap_and_mode>`):
     gamma = 1 - lambda_2(S) with S = P (reversible) or S = (P + P*)/2, and its slowest mode. Routes:
 
     * matrix-free kernel: :func:`operator_gap` (:func:`chain_operator_gap`), mode its Ritz function;
@@ -540,47 +541,47 @@ def chain_unrounded_gap(chain: Chain) -> tuple[Result, np.ndarray]:
     * non-reversible with a zero entry in the computed law: unresolved, (P + P*)/2 is undefined;
     * non-reversible: :func:`reversible_gap` of :func:`additive_reversibilization` built with pi_hat."""
     if chain.op is not None:
-        return chain._gap.gap, chain._gap.fiedler
-    core = chain._core
-    if chain._reducible_given:
+        return chain.facts.operator_gap.gap, chain.facts.operator_gap.fiedler
+    core = chain.facts.core
+    if chain.facts.reducible_given:
         return Result.exact(NAMES["spectral_gap"], 0.0, "several closed classes: the indicator of one has zero "
                             "Dirichlet form"), np.zeros(chain.n_states)
     if core.is_reversible:
-        el = core._grounded if core.is_dense else None
-        return reversible_gap(core.P, core._logpi, name=NAMES["spectral_gap"], el=el, dense=core.is_dense)
-    if not np.isfinite(core._logpi).all():  # P* = D^-1 P^T D needs pi_hat > 0 on the irreducible core
+        el = core.facts.grounded if core.is_dense else None
+        return reversible_gap(core.P, core.facts.logpi, name=NAMES["spectral_gap"], el=el, dense=core.is_dense)
+    if not np.isfinite(core.facts.logpi).all():  # P* = D^-1 P^T D needs pi_hat > 0 on the irreducible core
         return Result.missing(NAMES["additive_gap"], "-", "the computed stationary law has zero entries (a "
                               "Krylov law that did not resolve a metastable chain): (P + P*)/2 is undefined"
                               ), np.zeros(chain.n_states)
-    S = additive_reversibilization(core.P, core._logpi)
-    return reversible_gap(S, core._logpi, name=NAMES["additive_gap"], dense=core.is_dense)
+    S = additive_reversibilization(core.P, core.facts.logpi)
+    return reversible_gap(S, core.facts.logpi, name=NAMES["additive_gap"], dense=core.is_dense)
 
 
 def chain_gap(chain: Chain) -> tuple[Result, np.ndarray]:
-    """(gap, mode) as reported (:attr:`Chain._gap_and_mode <mlmix.theory.chain.markov_chain.Chain._gap_and_mode>`):
-    the rounded gap of :attr:`Chain._raw_gap_and_mode`, charged for pi_hat's error (2 delta / (1 - delta),
-    :meth:`Chain._charged`) only where pi_hat built the matrix, i.e. the (P + P*)/2 of a non-reversible
+    """(gap, mode) as reported (:attr:`ChainFacts.gap_and_mode <mlmix.theory.chain.chain_facts.ChainFacts.gap_and_mode>`):
+    the rounded gap of :attr:`ChainFacts.raw_gap_and_mode`, charged for pi_hat's error (2 delta / (1 - delta),
+    :meth:`ChainFacts.charged`) only where pi_hat built the matrix, i.e. the (P + P*)/2 of a non-reversible
     matrix chain; P's own gap (reversible, or several closed classes) and the operator's gap (which
     already holds the error of its pi) are returned as they are."""
-    gap, mode = chain._raw_gap_and_mode
-    if chain.op is not None or chain._reducible_given or chain._core.is_reversible:  # P's own gap: pi is not
+    gap, mode = chain.facts.raw_gap_and_mode
+    if chain.op is not None or chain.facts.reducible_given or chain.facts.core.is_reversible:  # P's own gap: pi is not
         return gap, mode  # used (the operator's gap already holds the error of its pi)
-    return chain._charged(gap, (0.0, 2.0)), mode  # (P + P*)/2 has eigenvalues in [-1, 1]
+    return chain.facts.charged(gap, (0.0, 2.0)), mode  # (P + P*)/2 has eigenvalues in [-1, 1]
 
 
 def chain_operator_gap(chain: Chain) -> GapResult:
     """The matrix-free gap with its Ritz function (:func:`operator_gap` with the chain's solver options)."""
-    return operator_gap(chain.op, chain._stationary, rtol=chain._gap_rtol, basis_size=chain._basis,
-                        progress=chain._solver_progress)
+    return operator_gap(chain.op, chain.facts.stationary_law, rtol=chain.facts.gap_rtol, basis_size=chain.facts.basis_size,
+                        progress=chain.solver_progress)
 
 
 def chain_spectral_gap(chain: Chain) -> Result:
     """1 - lambda_2(P) of a reversible chain (on its closed class; the gap of :func:`chain_gap`); for a
     non-reversible chain unresolved, pointing to the additive and the absolute gap (complex spectrum)."""
-    if not chain._reducible_given and not chain._core.is_reversible:
+    if not chain.facts.reducible_given and not chain.facts.core.is_reversible:
         return Result.missing(NAMES["spectral_gap"], "-", "the chain is not reversible (complex spectrum): see "
                               "additive_gap (Poincare) and absolute_spectral_gap (relaxation)")
-    return renamed(chain._gap_and_mode[0], NAMES["spectral_gap"], chain._on_core())
+    return renamed(chain.facts.gap_and_mode[0], NAMES["spectral_gap"], chain.facts.on_core())
 
 
 def chain_multiplicative_gap(chain: Chain) -> Result:
@@ -596,15 +597,15 @@ def chain_multiplicative_gap(chain: Chain) -> Result:
     if chain.op is not None:
         if chain.is_reversible:
             return multiplicative_from_absolute(chain.absolute_spectral_gap)
-        return operator_multiplicative_gap(chain.op, chain._stationary, chain.additive_gap, rtol=chain._gap_rtol,
-                                           basis_size=chain._basis, progress=chain._solver_progress)
-    core = chain._core
+        return operator_multiplicative_gap(chain.op, chain.facts.stationary_law, chain.additive_gap, rtol=chain.facts.gap_rtol,
+                                           basis_size=chain.facts.basis_size, progress=chain.solver_progress)
+    core = chain.facts.core
     if not core.is_dense:
-        return chain._charged(chain._rounded_entries(multiplicative_gap_sparse(sp.csr_array(core.P), core._logpi),
+        return chain.facts.charged(chain.facts.rounded_entries(multiplicative_gap_sparse(sp.csr_array(core.P), core.facts.logpi),
                                                      (0.0, 1.0)), (0.0, 1.0))
-    M = multiplicative_reversibilization(core.to_dense(), core._logpi)
-    gap = reversible_gap(M, core._logpi, name=NAMES["multiplicative_gap"], dense=True)[0]
-    return chain._charged(chain._rounded_entries(gap, (0.0, 1.0)), (0.0, 1.0))
+    M = multiplicative_reversibilization(core.to_dense(), core.facts.logpi)
+    gap = reversible_gap(M, core.facts.logpi, name=NAMES["multiplicative_gap"], dense=True)[0]
+    return chain.facts.charged(chain.facts.rounded_entries(gap, (0.0, 1.0)), (0.0, 1.0))
 
 
 def chain_dirichlet_form(chain: Chain, f: np.ndarray, g: np.ndarray | None = None) -> float:
@@ -614,5 +615,5 @@ def chain_dirichlet_form(chain: Chain, f: np.ndarray, g: np.ndarray | None = Non
     f = check_vector(f, chain.n_states, "f")
     g = None if g is None else check_vector(g, chain.n_states, "g")
     if chain.op is not None:
-        return operator_dirichlet_form(chain.op, chain._pi_t, f, g)
-    return dirichlet_form(chain.P, f, g, np.exp(chain._logpi))
+        return operator_dirichlet_form(chain.op, chain.facts.pi_t, f, g)
+    return dirichlet_form(chain.P, f, g, np.exp(chain.facts.logpi))

@@ -142,5 +142,5 @@ def chain_eigenvalues(chain: Chain, k: int | None = None) -> VectorResult:
     if chain.op is not None:
         if k in (1, 2) and chain.is_reversible:
             return reversible_top_two(chain.spectral_gap, k)
-        return chain._matrix.eigenvalues(k)
+        return chain.facts.matrix.eigenvalues(k)
     return eigenvalues(chain.P, k, chain.is_irreducible and chain.is_reversible)

@@ -581,51 +581,51 @@ def chain_is_reversible(chain: Chain) -> bool:
     ReducibleChainError for several closed classes and UnderflowError where P cannot stand for the chain."""
     if chain.op is not None:
         return chain.op.reversible
-    if chain._given is not None:
-        Q = sp.csr_array(chain.P).multiply(chain._given[:, None])
+    if chain.facts.given is not None:
+        Q = sp.csr_array(chain.P).multiply(chain.facts.given[:, None])
         return bool(abs(Q - Q.T).max() <= 1e-10 * abs(Q).max())
-    chain._recurrent  # several closed classes: ReducibleChainError
-    chain._check_resolved()
-    return log_potential(chain._core.P) is not None
+    chain.facts.recurrent  # several closed classes: ReducibleChainError
+    chain.facts.check_resolved()
+    return log_potential(chain.facts.core.P) is not None
 
 
 def chain_stationary_law(chain: Chain) -> VectorResult:
     """The law pi P = pi a chain's algorithms use, before a first-order bound is attached
-    (:attr:`Chain._stationary <mlmix.theory.chain.markov_chain.Chain._stationary>`). Routes, in order:
+    (:attr:`ChainFacts.stationary_law <mlmix.theory.chain.chain_facts.ChainFacts.stationary_law>`). Routes, in order:
 
     * matrix-free: :func:`operator_stationary` then :func:`certify_stationary` (a ValueError where the
       chain is not irreducible: transient states of a :class:`~mlmix.theory.linalg.matrix_operator.MatrixOperator`,
       or a kernel's conditional underflowing to 0, where irreducibility is not established matrix-free);
     * a law given by the caller: taken as it is, its residual ||pi P - pi||_1 reported;
-    * classes changed by underflow (:attr:`Chain._underflow`): the log-space law of the kernel
+    * classes changed by underflow (:attr:`ChainFacts.underflow`): the log-space law of the kernel
       (:func:`~mlmix.theory.chain.underflow.log_space_law`), as P cannot stand for the chain;
     * otherwise a dense or CSR matrix: :func:`compute_stationary` (detailed balance, GTH up to
       :data:`~mlmix.limits.DENSE_STATIONARY_LIMIT` states or the chain's own ``dense_limit``, a
       certified Krylov solve beyond), widened where P has subnormal entries: each pi(x) moves within
-      rho^(N-1) = sqrt(1 + eps) (:attr:`Chain._subnormal`)."""
+      rho^(N-1) = sqrt(1 + eps) (:attr:`ChainFacts.subnormal`)."""
     if chain.op is not None:
         if not chain.is_irreducible:
             if chain.op.matrix is not None:
-                chain._recurrent  # several closed classes: ReducibleChainError naming them
+                chain.facts.recurrent  # several closed classes: ReducibleChainError naming them
                 raise ValueError(f"{int(chain.structure.transient.sum())} transient state(s): the matrix-free route "
                                  "needs an irreducible chain; analyse the matrix itself (Chain(P))")
             raise ValueError("some conditionals underflow to 0: irreducibility is not established matrix-free "
                              "(raise the temperature, or analyse the matrix)")
-        return certify_stationary(chain.op, operator_stationary(chain.op, progress=chain._solver_progress))
-    if chain._given is not None:
+        return certify_stationary(chain.op, operator_stationary(chain.op, progress=chain.solver_progress))
+    if chain.facts.given is not None:
         with np.errstate(divide="ignore"):
-            logpi = np.log(chain._given)
-        res = float(np.abs(chain.P.T @ chain._given - chain._given).sum())
-        return VectorResult(NAMES["stationary"], chain._given, "given by the caller (residual checked)", None, None,
+            logpi = np.log(chain.facts.given)
+        res = float(np.abs(chain.P.T @ chain.facts.given - chain.facts.given).sum())
+        return VectorResult(NAMES["stationary"], chain.facts.given, "given by the caller (residual checked)", None, None,
                             res, logpi)
-    if chain._underflow is not None:
-        return chain._log_space_law()
-    limit = DENSE_STATIONARY_LIMIT if chain._dense_limit_given is None else chain.dense_limit
+    if chain.facts.underflow is not None:
+        return chain.facts.log_space_law()
+    limit = DENSE_STATIONARY_LIMIT if chain.facts.dense_limit_given is None else chain.dense_limit
     st = compute_stationary(chain.P, chain.structure, limit)
-    if not chain._subnormal[0]:
+    if not chain.facts.subnormal[0]:
         return st
-    eps, _ = chain._subnormal  # pi moves within rho^(N-1) = sqrt(1 + eps)
-    return chain._rounded_vector(st, math.sqrt(1 + eps) - 1 if math.isfinite(eps) else math.inf)
+    eps, _ = chain.facts.subnormal  # pi moves within rho^(N-1) = sqrt(1 + eps)
+    return chain.facts.rounded_vector(st, math.sqrt(1 + eps) - 1 if math.isfinite(eps) else math.inf)
 
 
 def chain_stationary(chain: Chain) -> VectorResult:
@@ -638,13 +638,13 @@ def chain_stationary(chain: Chain) -> VectorResult:
     * a matrix chain that is non-reversible on its closed class (not given by the caller, not several
       closed classes): the same bound from :func:`chain_pi_error`, attached when it is below 1 (else the
       accuracy stays the residual, normwise). A reversible law is exact to its stated accuracy already."""
-    st = chain._stationary
+    st = chain.facts.stationary_law
     if chain.op is not None:
-        gap = chain._gap.gap if st.rel_error is None else None
+        gap = chain.facts.operator_gap.gap if st.rel_error is None else None
         return st if gap is None or gap.lower is None else stationary_error_bound(chain.op, st, gap.lower)
-    if st.rel_error is not None or chain._given is not None or chain._reducible_given or chain._core.is_reversible:
+    if st.rel_error is not None or chain.facts.given is not None or chain.facts.reducible_given or chain.facts.core.is_reversible:
         return st
-    delta, how = chain._pi_error
+    delta, how = chain.facts.pi_error
     if not delta < 1:  # no useful bound: the accuracy stays the residual (normwise)
         return st
     return VectorResult(st.name, st.value, f"{st.method}; error bound {how}", delta, None, st.residual,
@@ -653,7 +653,7 @@ def chain_stationary(chain: Chain) -> VectorResult:
 
 def chain_pi_error(chain: Chain) -> tuple[float, str]:
     """(delta, how): a bound on max_x |pi_hat(x) / pi(x) - 1| for the law the analysis uses (on the
-    closed class; :attr:`Chain._pi_error <mlmix.theory.chain.markov_chain.Chain._pi_error>`). Routes: 0
+    closed class; :attr:`ChainFacts.pi_error <mlmix.theory.chain.chain_facts.ChainFacts.pi_error>`). Routes: 0
     for a law given by the caller (taken as exact); a matrix-free law's own bound (inf when it has
     none); a certified law's certificate; else the first-order bound
 
@@ -661,9 +661,9 @@ def chain_pi_error(chain: Chain) -> tuple[float, str]:
 
     gamma the lower end of the additive gap computed with pi_hat (inf when pi_hat has a zero entry
     or the gap has no positive lower end)."""
-    core = chain._core
-    st = core._stationary
-    if chain._given is not None:
+    core = chain.facts.core
+    st = core.facts.stationary_law
+    if chain.facts.given is not None:
         return 0.0, "given"
     if chain.op is not None:  # the operator's law carries its own bound
         rel = chain.stationary.rel_error
@@ -674,7 +674,7 @@ def chain_pi_error(chain: Chain) -> tuple[float, str]:
     pi = st.value
     if not pi.min() > 0:  # a zero (unresolved) entry: no bound, and no gap to build from pi_hat
         return math.inf, how
-    gap_lower = core._raw_gap_and_mode[0].lower or 0.0
+    gap_lower = core.facts.raw_gap_and_mode[0].lower or 0.0
     if gap_lower <= 0:
         return math.inf, how
     r = core.P.T @ pi - pi

@@ -28,7 +28,7 @@ def simulate(chain: Chain, steps: int, start: int | np.ndarray | None = None, *,
             pi = np.asarray(chain.stationary, dtype=np.float64)
             draws = np.random.default_rng(seed).random(chains)
             start = np.minimum(np.searchsorted(np.cumsum(pi), draws * pi.sum(), side="right"), N - 1)
-        return simulate(chain._matrix, steps, start, chains=chains, seed=seed)
+        return simulate(chain.facts.matrix, steps, start, chains=chains, seed=seed)
     rng = np.random.default_rng(seed)
     if start is None:
         pi = np.asarray(chain.stationary, dtype=np.float64)

@@ -29,15 +29,15 @@ def underflow_reason(chain: Chain) -> str | None:
     at hand (:meth:`_log_space_law`), and what is computed from P with it (gaps, conductance,
     Kemeny constant, t_mix, ...), reversibility, the laws of the closed classes and the absorption
     quantities raise :class:`~mlmix.errors.UnderflowError` with this reason."""
-    if chain._support is None:
+    if chain.facts.support is None:
         return None
-    exact, flt = chain.structure, chain._float_structure
+    exact, flt = chain.structure, chain.facts.float_structure
     pairs = np.unique(np.stack([exact.labels, flt.labels]), axis=1).shape[1]
     same = pairs == exact.n_classes == flt.n_classes and \
         np.array_equal(exact.closed[exact.labels], flt.closed[flt.labels])
     if same:
         return None
-    lost = chain._support.nnz - sp.csr_array(chain.P).count_nonzero()
+    lost = chain.facts.support.nnz - sp.csr_array(chain.P).count_nonzero()
     return (f"{lost} transition probabilities are positive but underflow to 0 in float64 (below 5e-324): "
             f"the exact chain has {exact.n_classes} communicating class(es), {int(exact.closed.sum())} closed, "
             f"the float64 matrix {flt.n_classes}, {int(flt.closed.sum())} closed; what is computed from the float64 "
@@ -70,10 +70,10 @@ def log_space_law(chain: Chain) -> VectorResult:
     space on the logarithms of its transition probabilities, taken from the source (a Glauber or
     MH kernel, whose entries are single conditionals), on the exact closed class; UnderflowError
     where those logarithms are not at hand or the bound is not below 1."""
-    reason = chain._underflow or ""
+    reason = chain.facts.underflow or ""
     L = None
-    if chain._source_kernel is not None and chain.n_states <= DENSE_STATIONARY_LIMIT:
-        kernel, options = chain._source_kernel
+    if chain.facts.source_kernel is not None and chain.n_states <= DENSE_STATIONARY_LIMIT:
+        kernel, options = chain.facts.source_kernel
         L = kernel_log_offdiagonal(chain.source, kernel, **options)
     if L is None:
         raise UnderflowError(reason + " (the law in log space needs a Glauber or MH chain from a source, "

@@ -281,31 +281,31 @@ def chain_asymptotic_variance(chain: Chain, f: np.ndarray) -> Result:
     """The body of :meth:`Chain.asymptotic_variance`."""
     f = check_vector(f, chain.n_states, "f")
     if chain.op is not None:
-        return operator_asymptotic_variance(chain.op, f, chain._pi_t, chain.additive_gap, chain._pi_rel_error)
-    core = chain._core
+        return operator_asymptotic_variance(chain.op, f, chain.facts.pi_t, chain.additive_gap, chain.facts.pi_rel_error)
+    core = chain.facts.core
     if core is not chain:
-        f = f[chain._recurrent]
-    pi = np.exp(core._logpi)
+        f = f[chain.facts.recurrent]
+    pi = np.exp(core.facts.logpi)
     if core.is_dense:
-        return asymptotic_variance_dense(core._grounded, core.P, f, pi, chain._pi_error[0],
+        return asymptotic_variance_dense(core.facts.grounded, core.P, f, pi, chain.facts.pi_error[0],
                                          chain.additive_gap)
-    return asymptotic_variance_sparse(core.P, f, pi, chain.additive_gap, chain._pi_error[0])
+    return asymptotic_variance_sparse(core.P, f, pi, chain.additive_gap, chain.facts.pi_error[0])
 
 
 def chain_kemeny_constant(chain: Chain) -> Result:
     """The body of :meth:`Chain.kemeny_constant`."""
     if chain.op is not None:
         return kemeny_bounds(chain.op, chain.additive_gap)
-    core = chain._core
+    core = chain.facts.core
     if core is chain and not core.is_dense:  # bounds from the trace and the (additive) gap
         return kemeny_interval(core.n_states, float(core.P.diagonal().sum()),
                                chain.spectral_gap if core.is_reversible else chain.additive_gap,
-                               how=f"{chain._on_core()}; the exact value needs a dense grounded inverse "
+                               how=f"{chain.facts.on_core()}; the exact value needs a dense grounded inverse "
                                f"(<= {chain.dense_limit} states)", reversible=core.is_reversible)
     if not chain.is_dense or not core.is_dense:
         return Result.missing("Kemeny constant", "-",
                               f"needs a dense grounded inverse (<= {chain.dense_limit} states)")
-    closed = kemeny_constant_dense(core._grounded, np.exp(core._logpi), chain._pi_error[0])
+    closed = kemeny_constant_dense(core.facts.grounded, np.exp(core.facts.logpi), chain.facts.pi_error[0])
     if core is not chain:
         closed = kemeny_constant_transient(chain.P, chain.structure.transient, closed)
-    return chain._rounded_entries(closed, (0.0, math.inf))
+    return chain.facts.rounded_entries(closed, (0.0, math.inf))

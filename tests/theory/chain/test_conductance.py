@@ -103,7 +103,7 @@ def test_certified_interval_brackets_the_enumerated_value(rep, seed, kind, T):
         assert not interval.resolved and interval.reason
     else:
         assert_encloses(ch.conductance, exact.value, slack=1e-12 * exact.value)
-        gap, mode = ch._gap_and_mode
+        gap, mode = ch.facts.gap_and_mode
         interval = conductance_interval(ch.P, ch.log_stationary.value, gap, [mode])
     assert 0.0 <= interval.lower <= exact.value * (1 + 1e-12) <= interval.upper * (1 + 2e-12) <= 1.0 + 1e-12
     S = np.zeros(ref.n_states, bool)

@@ -160,7 +160,7 @@ def test_certified_bounds_bracket_the_exact_t_mix_of_non_reversible_chains(rep, 
     t = int(chain_in("dense", P).mixing_time(eps))
     if rep == "operator":
         assert_encloses(ch.mixing_time(eps), t)
-    lo, hi, how = ch._mixing_bounds().t_mix_interval(eps)
+    lo, hi, how = ch.facts.mixing_bounds().t_mix_interval(eps)
     assert lo <= t <= hi and "Fill's bound (multiplicative reversibilization)" in how
 
 

@@ -34,8 +34,8 @@ ROOT = Path(__file__).resolve().parents[3]
 
 #: The modules whose per-kernel decisions moved into the registry entries: none may name a kernel.
 MODULES = ["theory/kernels/support.py", "theory/kernels/representation.py", "theory/kernels/operators.py",
-           "theory/chain/markov_chain.py", "theory/chain/underflow.py", "mlmix/commands/exact.py",
-           "mlmix/commands/distributed.py", "mlmix/commands/source_options.py", "mlmix/commands/diagnose.py",
+           "theory/chain/markov_chain.py", "theory/chain/chain_facts.py", "theory/chain/underflow.py",
+           "mlmix/commands/exact.py", "mlmix/commands/distributed.py", "mlmix/commands/source_options.py", "mlmix/commands/diagnose.py",
            "empirical/sampling/convergence.py"]
 
 
@@ -79,7 +79,7 @@ def test_a_registered_kernel_is_a_chain_in_every_representation(copy):
     # the operator of the copy is the single-site one, from the conditionals (no joint law read)
     assert "model's factors" in op.op.description
     # back to a matrix: the CSR chain of the same kernel
-    assert np.allclose(op._matrix.to_dense(), G.to_dense(), rtol=0, atol=1e-15)
+    assert np.allclose(op.facts.matrix.to_dense(), G.to_dense(), rtol=0, atol=1e-15)
 
 
 def test_a_registered_kernel_has_the_memory_estimates_of_its_entry(copy, blocks3):
