@@ -130,7 +130,8 @@ def brute_force_conductance(P: np.ndarray, pi: np.ndarray) -> tuple[float, np.nd
         raise ValueError(f"enumeration of 2^{N} subsets refused (at most 20 states)")
     bits = ((np.arange(1, 2**N - 1)[:, None] >> np.arange(N)) & 1).astype(bool)
     mass = bits @ pi
-    bits, mass = bits[mass <= 0.5], mass[mass <= 0.5]
+    keep = (mass > 0) & (mass <= 0.5)  # 0 < pi(S): a set of states whose pi underflows to 0 has no ratio
+    bits, mass = bits[keep], mass[keep]
     flow = pi[:, None] * P
     out = np.einsum("mi,ij,mj->m", bits, flow, ~bits)
     k = int(np.argmin(out / mass))
