@@ -35,6 +35,7 @@ import numpy as np
 import scipy.sparse as sp
 from scipy.sparse.csgraph import breadth_first_order
 
+from mlmix.errors import ConvergenceError
 from mlmix.limits import DENSE_HITTING_LIMIT, DOUBLING_LIMIT, HITTING_STEPS, HITTING_WORK, MFPT_LIMIT
 from mlmix.progress import dense_seconds
 from mlmix.progress import steps as progress_steps
@@ -215,15 +216,17 @@ def committor(P: Matrix, A: np.ndarray, B: np.ndarray) -> VectorResult:
 
 # ------------------------------------------------------------ matrix-free (a TransitionOperator)
 
-def _absorbed(op: TransitionOperator, unknown: torch.Tensor, b: torch.Tensor, pi: torch.Tensor) -> tuple[
+def _absorbed(op: TransitionOperator, unknown: torch.Tensor, b: torch.Tensor, pi: torch.Tensor | None) -> tuple[
         torch.Tensor, LinearSolve, str]:
-    """x with x = 0 off ``unknown`` and (I - P_UU) x = b on it (b = 0 off U)."""
+    """x with x = 0 off ``unknown`` and (I - P_UU) x = b on it (b = 0 off U): conjugate gradients on the
+    symmetrised system when the chain is reversible and pi is at hand, else GMRES(50) (pi is only a
+    preconditioner here: the a-posteriori bounds do not use it)."""
 
     from mlmix.theory.kernels.operator_vectors import MAX_MATVECS, SOLVE_RTOL
     from mlmix.theory.linalg.krylov import conjugate_gradient, gmres
 
     keep = unknown.to(op.dtype)
-    if op.reversible:  # D^1/2 (I - P_UU) D^-1/2 is symmetric positive definite
+    if op.reversible and pi is not None:  # D^1/2 (I - P_UU) D^-1/2 is symmetric positive definite
         r = pi.sqrt()
 
         def sym(y: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
@@ -248,7 +251,7 @@ def _local_mask(op: TransitionOperator, S: np.ndarray) -> torch.Tensor:
     return local_part(op, np.asarray(S, dtype=bool))
 
 
-def operator_hitting_times(op: TransitionOperator, A: np.ndarray, pi: torch.Tensor) -> VectorResult:
+def operator_hitting_times(op: TransitionOperator, A: np.ndarray, pi: torch.Tensor | None) -> VectorResult:
     """E_x tau_A for every start x (``A`` a boolean mask; the chain irreducible), certified entrywise."""
     import torch  # deferred: only the matrix-free route loads torch
 
@@ -273,7 +276,7 @@ def operator_hitting_times(op: TransitionOperator, A: np.ndarray, pi: torch.Tens
                         details={"representation": "operator"})
 
 
-def operator_committor(op: TransitionOperator, A: np.ndarray, B: np.ndarray, pi: torch.Tensor) -> VectorResult:
+def operator_committor(op: TransitionOperator, A: np.ndarray, B: np.ndarray, pi: torch.Tensor | None) -> VectorResult:
     """q(x) = P_x(tau_B < tau_A) (masks), with the entrywise absolute error bound rho E_x tau_{A u B}
     (``details['max_abs_error']``; ``abs_error`` its sum, ``rel_error`` the entrywise relative bound
     where every q > 0)."""
@@ -320,10 +323,20 @@ def operator_hitting_probabilities(op: TransitionOperator, A: np.ndarray, t: int
 
 # ------------------------------------------------------------ the questions of a Chain
 
+def _pi_if_known(chain: Chain) -> torch.Tensor | None:
+    """The operator chain's stationary law for the symmetrised solves, or None when its Krylov solve did not
+    converge (hitting times and committors do not need it: they fall back to GMRES)."""
+    try:
+        return chain.facts.pi_t
+    except ConvergenceError:
+        return None
+
+
 def chain_hitting_time(chain: Chain, target: np.ndarray) -> VectorResult:
     """The body of :meth:`Chain.hitting_time`."""
     if chain.op is not None:
-        return operator_hitting_times(chain.op, check_state_set(target, chain.n_states, "target set A"), chain.facts.pi_t)
+        return operator_hitting_times(chain.op, check_state_set(target, chain.n_states, "target set A"),
+                                      _pi_if_known(chain))
     return chain.facts.rounded_vector(expected_hitting_times(chain.P, target), chain.facts.subnormal[0])
 
 
@@ -341,7 +354,7 @@ def chain_committor(chain: Chain, A: np.ndarray, B: np.ndarray) -> VectorResult:
         Am, Bm = check_state_set(A, chain.n_states, "A"), check_state_set(B, chain.n_states, "B")
         if (Am & Bm).any():
             raise ValueError("A and B must be disjoint")
-        return operator_committor(chain.op, Am, Bm, chain.facts.pi_t)
+        return operator_committor(chain.op, Am, Bm, _pi_if_known(chain))
     return committor(chain.P, A, B)
 
 

@@ -389,10 +389,9 @@ def test_committors_of_the_100_state_birth_death_chain(rep):
     solved = mp_committor(P, A, B)  # a second truth: the linear system at 40 digits
     assert max(abs(x - y) for x, y in zip(solved, qp)) < mp.mpf(10) ** -30
     chain = chain_in(rep, P)
-    if rep == "operator":  # a named refusal: the committor's CG needs pi, whose matrix-free GMRES stalls here
+    if rep == "operator":  # the matrix-free pi stalls here (GMRES at 1.8e-9); the committor does not need it
         with pytest.raises(ConvergenceError, match="stationary law: GMRES"):
-            chain.committor(A, B)
-        return
+            chain.stationary
     forward = chain.committor(A, B)
     backward = chain.committor(B, A)  # reversible: q- of A -> B is the forward committor of B -> A
     for res, exact in ((forward, qp), (backward, qm)):
