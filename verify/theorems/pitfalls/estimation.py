@@ -376,8 +376,13 @@ class Proposition6(_PTheorem):
         full_only = all(len(b) == fam.space.length for b in instance.masks.blocks)
         trivial = ("p_X = p_theta: both sides 0" if kl < 1e-14 else
                    "only the full block: L_PL = KL and C_AT = 1" if full_only else None)
+        # L_PL is a sum of |V|^n |blocks| terms p log(p/q), each within a few u (1 + |log q|) of its value: at
+        # p_X = p_theta it is 0 only to that absolute accuracy (and may come out negative)
+        terms = fam.space.size * len(instance.masks.blocks)
+        logs = float(np.abs(fam.log_probabilities(theta)).max())
+        excess_err = 1e-10 * abs(excess) + 8 * terms * np.finfo(float).eps * (1 + logs)
         return verdict(Part("KL(p_X || p_theta) <= C_AT L_PL", kl, upper * excess, "<=", 1e-12 * (1 + kl),
-                            1e-10 * upper * excess),
+                            upper * excess_err),
                        part("L_PL = KL - KL(fibre labels)", excess, chain_rule, "==", 1e-9, 1e-13, ratio=False),
                        trivial=trivial, c_at_upper=upper, upper_method=method)
 
