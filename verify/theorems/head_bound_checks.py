@@ -150,6 +150,11 @@ class HeadBound(Theorem):
                  part("certify's Delta upper end (head bound) >= enumerated Delta", cert.delta.upper,
                       4 * truth.t_star, ">=", rel, n * osc),
                  part("certify's rho upper end >= enumerated rho", cert.rho.upper, truth.rho, ">=", rel, n * tv)]
+        t5 = cert.threshold["temperature"]
+        if t5 is not None and t5 > 0:  # Theorem 5's threshold (Lemma 6 and the ellipsoid envelope): rho < 1 there
+            hot = enumerated(source.at_temperature(t5))
+            parts.append(part("1 >= the enumerated rho at Theorem 5's certified threshold", 1.0, hot.rho, ">=", rel,
+                              n * hot.tv_atol()))
         conditions = {"certify's bounds route used the head bound": "LayerNorm head bound" in cert.method}
         if case.options["steered"]:
             conditions[f"the steered model attains H within {1 - ATTAINED:.0%}"] = delta_max >= ATTAINED * H
