@@ -23,11 +23,12 @@ It bounds the network in exact arithmetic on its stored weights (float32 or bflo
 float64). The float64 evaluation is rounded outward (:func:`oscillation_bound`): each pair's norm carries
 the a-priori rounding of its sums, so H is an upper end, not an estimate.
 
-Heads that qualify (:func:`head_parts`): ``BertForMaskedLM`` (``cls.predictions.transform.LayerNorm``, then
+Heads that qualify (:func:`head_parts`) are those whose family's head adapter
+(:data:`~mlmix.empirical.models.families.MODELS`, :class:`~mlmix.empirical.models.families.HeadAdapter`) names
+the LayerNorm and the decoder, or a reader: ``BertForMaskedLM`` (``cls.predictions.transform.LayerNorm``, then
 the decoder), ``RobertaForMaskedLM`` / ``XLMRobertaForMaskedLM`` and ``EsmForMaskedLM``
 (``lm_head.layer_norm``, then ``lm_head.decoder``), ``ModernBertForMaskedLM`` (``head.norm``, then
-``decoder``) and SCEPTR (post-LN encoder layers: its linear head reads the last layer's ``norm2`` output).
-Any other model: :class:`HeadNotNormalised` with the reason.
+``decoder``) and SCEPTR (:func:`sceptr_parts`). Any other model: :class:`HeadNotNormalised` with the reason.
 """
 
 from __future__ import annotations
@@ -38,17 +39,8 @@ from typing import Any
 
 import numpy as np
 
+from mlmix.empirical.models.families import head_adapter, known_heads, resolve
 from mlmix.theory.results import EPS, Result
-
-#: Attribute paths (norm, decoder) of the heads that end in a LayerNorm and then a linear decoder.
-#: A third entry names a bias added after the decoder (ESM's ``lm_head.bias``).
-_HEADS = {
-    "BertForMaskedLM": ("cls.predictions.transform.LayerNorm", "cls.predictions.decoder", None),
-    "RobertaForMaskedLM": ("lm_head.layer_norm", "lm_head.decoder", None),
-    "XLMRobertaForMaskedLM": ("lm_head.layer_norm", "lm_head.decoder", None),
-    "EsmForMaskedLM": ("lm_head.layer_norm", "lm_head.decoder", "lm_head.bias"),
-    "ModernBertForMaskedLM": ("head.norm", "decoder", None),
-}
 
 
 class HeadNotNormalised(ValueError):
@@ -102,23 +94,19 @@ def _float64(tensor: Any) -> np.ndarray:
 
 def head_parts(model: Any, alphabet_ids: np.ndarray) -> HeadParts:
     """The normalised state the logits of ``model`` read (:class:`HeadParts`), the decoder rows at the token ids
-    ``alphabet_ids``; :class:`HeadNotNormalised` (a ValueError) with the reason when the head does not qualify."""
+    ``alphabet_ids``, as the head adapter of the model's family says
+    (:func:`~mlmix.empirical.models.families.head_adapter`: a ``parts`` reader, or the attribute paths of the
+    LayerNorm, the decoder and a bias after it); :class:`HeadNotNormalised` (a ValueError) with the reason when
+    the head does not qualify."""
     name = type(model).__name__
     ids = np.asarray(alphabet_ids, dtype=np.int64)
-    if name == "SceptrMLM":
-        # deferred: sceptr imports tokenizers
-        from mlmix.empirical.models.sceptr import FIRST_RESIDUE
-
-        if not len(model.layers):
-            raise HeadNotNormalised("SCEPTR with no encoder layer: its head reads the embedding, not a LayerNorm")
-        last = model.layers[-1]
-        rows = _float64(model.head_weight)[ids - FIRST_RESIDUE]
-        return HeadParts(_float64(last.norm2_weight), rows, True, f"layers[{len(model.layers) - 1}].norm2 -> head_weight",
-                         *_offset(rows, _float64(last.norm2_bias), _float64(model.head_bias)[ids - FIRST_RESIDUE]))
-    if name not in _HEADS:
+    adapter = head_adapter(model)
+    if adapter is not None and adapter.parts is not None:
+        return resolve(adapter.parts)(model, ids)
+    if adapter is None or adapter.norm is None or adapter.decoder is None:
         raise HeadNotNormalised(f"{name}'s head is not known to read a normalised state (known: "
-                                f"{', '.join(sorted([*_HEADS, 'SceptrMLM']))})")
-    norm_path, decoder_path, extra_path = _HEADS[name]
+                                f"{', '.join(known_heads())})")
+    norm_path, decoder_path, extra_path = adapter.norm, adapter.decoder, adapter.bias
     norm, decoder = _attribute(model, norm_path), _attribute(model, decoder_path)
     if norm is None or decoder is None or getattr(decoder, "weight", None) is None:
         raise HeadNotNormalised(f"{name} has no {norm_path} then {decoder_path}")
@@ -138,6 +126,20 @@ def head_parts(model: Any, alphabet_ids: np.ndarray) -> HeadParts:
         bias = bias + (0.0 if b is None else _float64(b)[ids])
     beta = np.zeros(shape[0]) if getattr(norm, "bias", None) is None else _float64(norm.bias)
     return HeadParts(gamma, rows, True, f"{norm_path} -> {decoder_path}", *_offset(rows, beta, bias))
+
+
+def sceptr_parts(model: Any, ids: np.ndarray) -> HeadParts:
+    """SCEPTR's head (post-LN encoder layers: its linear head reads the last layer's ``norm2`` output), the
+    ``parts`` reader of its head adapter."""
+    # deferred: sceptr imports tokenizers
+    from mlmix.empirical.models.sceptr import FIRST_RESIDUE
+
+    if not len(model.layers):
+        raise HeadNotNormalised("SCEPTR with no encoder layer: its head reads the embedding, not a LayerNorm")
+    last = model.layers[-1]
+    rows = _float64(model.head_weight)[ids - FIRST_RESIDUE]
+    return HeadParts(_float64(last.norm2_weight), rows, True, f"layers[{len(model.layers) - 1}].norm2 -> head_weight",
+                     *_offset(rows, _float64(last.norm2_bias), _float64(model.head_bias)[ids - FIRST_RESIDUE]))
 
 
 def _offset(rows: np.ndarray, beta: np.ndarray, bias: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
