@@ -18,25 +18,21 @@ from test_head_bound import brute_force
 from mlmix.empirical.model_constants.certify import _aggregate, _lemma6, certify, theorem5_threshold
 from mlmix.empirical.model_constants.head_bound import HeadParts, head_parts, influence_upper
 from mlmix.empirical.models.mlm import MaskedLMConditionals
+from mlmix.verify.theorems.head_bound_checks import envelope_margin, leading_letter_head
 
 GRID = np.geomspace(0.05, 500.0, 240)
 
 
-def offset_head(lead: float) -> HeadParts:
-    """Three letters; the first leads by ``lead`` at every context (its decoder row is 0, the others move by
-    +-1 against each other): the TV over the reachable logits is about e^-lead at T = 1 and grows with T."""
-    rows = np.array([[0.0, 0.0], [1.0, -1.0], [-1.0, 1.0]]) / 2
-    return HeadParts(np.ones(2), rows, False, "built", np.array([lead, 0.0, 0.0]), np.zeros(3))
-
-
 def test_the_pointwise_ellipsoid_bound_can_rise_with_t_and_the_envelope_does_not():
-    parts = offset_head(30.0)
+    parts = leading_letter_head(30.0)
     pointwise = np.array([influence_upper(parts, T) for T in GRID])
     envelope = np.array([influence_upper(parts, T, monotone=True) for T in GRID])
     assert (np.diff(pointwise) > 0).any()  # the plain bound is not monotone here
     assert (np.diff(envelope) <= 0).all()
     for k, T in enumerate(GRID):  # the envelope is above the bound at every larger temperature
         assert envelope[k] >= pointwise[k:].max() * (1 - 1e-12)
+    env, point = envelope_margin(parts)  # verify's part: the pointwise bound in the envelope's place fails it
+    assert env >= point and influence_upper(parts, 1.0) < 0.5 * point
 
 
 @settings(max_examples=20, deadline=None)
