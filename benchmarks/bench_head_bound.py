@@ -1,39 +1,34 @@
 """The LayerNorm head bound of a masked LM (``empirical/model_constants/head_bound.py``): H, its cost, Cor. 7's
-T* upper end (n - 1) H / 4 and the temperature from which the head's rho bound (the smaller of Lemma 6's
-tanh(H / 4T) and the ellipsoid bound ``influence_upper``) certifies rho <= (n - 1) rho_ij < 1.
+T* upper end (n - 1) H / 4 and Theorem 5's certified threshold (the temperature above which rho < 1 is proved,
+:func:`~mlmix.empirical.model_constants.certify.theorem5_threshold`) per method: Lemma 6 from H alone, and
+Lemma 6 with the ellipsoid bound in its monotone envelope (what ``certify`` uses).
 
     OMP_NUM_THREADS=1 python benchmarks/bench_head_bound.py MODEL_DIR [--sceptr] [--lengths 2 3 4 5 8 20 30]
 
-MODEL_DIR: a masked LM folder (AntiBERTy: the ``mlmix convert`` copy); ``--sceptr`` adds SCEPTR. The threshold
-is found by bisection on T in [1e-3, 1e6] and checked at 200 geometric points up to 1000 times it (the bound is
-evaluated pointwise: certify does the same at the one temperature it is asked about).
+MODEL_DIR: a masked LM folder (AntiBERTy: the ``mlmix convert`` copy); ``--sceptr`` adds SCEPTR. Both
+thresholds bisect on a bound of rho(T) that does not increase in T, so every T above them is certified.
 """
 
 from __future__ import annotations
 
 import argparse
-import math
 import time
 
 import numpy as np
 
+from mlmix.empirical.model_constants.certify import theorem5_threshold
 from mlmix.empirical.model_constants.head_bound import head_parts, influence_upper, oscillation_bound
 
 AMINO_ACIDS = "A C D E F G H I K L M N P Q R S T V W Y".split()
 
 
-def rho_pair_upper(parts, H: float, T: float) -> float:
-    return min(math.tanh(H / (4 * T)), influence_upper(parts, T))
-
-
-def threshold(parts, H: float, n: int, route) -> float:
-    """The smallest T (bisection, relative 1e-6) with (n - 1) route(T) < 1, checked above it."""
-    lo, hi = 1e-3, 1e6
-    while hi / lo > 1 + 1e-6:
-        mid = math.sqrt(lo * hi)
-        lo, hi = (lo, mid) if (n - 1) * route(parts, H, mid) < 1 else (mid, hi)
-    assert all((n - 1) * route(parts, H, T) < 1 for T in np.geomspace(hi, 1000 * hi, 200)), "not monotone"
-    return hi
+def thresholds(parts, H: float, n: int) -> tuple[float, float]:
+    """Theorem 5's threshold from Lemma 6 with Delta_ij <= H alone, and with the ellipsoid envelope beside it."""
+    off = ~np.eye(n, dtype=bool)
+    delta = np.where(off, H, 0.0)
+    envelope = (lambda T: np.where(off, influence_upper(parts, T, monotone=True), 0.0), "the ellipsoid envelope")
+    return (theorem5_threshold(delta)["temperature"],
+            theorem5_threshold(delta, rho_upper_at=(envelope,))["temperature"])
 
 
 def report(name: str, parts, lengths: list[int]) -> None:
@@ -42,12 +37,13 @@ def report(name: str, parts, lengths: list[int]) -> None:
     seconds = time.perf_counter() - t0
     H = bound.delta
     print(f"{name}: d = {bound.width}, |V| = {len(parts.rows)}, H = {H:.6f} (pair {bound.pair}), {seconds * 1e3:.1f} ms")
-    lemma6 = lambda p, h, T: math.tanh(h / (4 * T))  # noqa: E731
-    print("| n | T* upper end (n - 1) H / 4 | rho < 1 from T (Lemma 6) | rho < 1 from T (ellipsoid) |")
+    print("| n | T* upper end (n - 1) H / 4 | Theorem 5 threshold (Lemma 6) | (Lemma 6 and ellipsoid) |")
     print("|---|---|---|---|")
     for n in lengths:
-        print(f"| {n} | {(n - 1) * H / 4:.4f} | {threshold(parts, H, n, lemma6):.4f} | "
-              f"{threshold(parts, H, n, rho_pair_upper):.4f} |")
+        t = time.perf_counter()
+        lemma6, ellipsoid = thresholds(parts, H, n)
+        print(f"| {n} | {(n - 1) * H / 4:.4f} | {lemma6:.4f} | {ellipsoid:.4f} | "
+              f"({(time.perf_counter() - t) * 1e3:.0f} ms)")
 
 
 def main() -> None:

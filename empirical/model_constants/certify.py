@@ -76,7 +76,9 @@ from mlmix.validation import check_int, check_temperature
 #: :func:`mlmix.empirical.model_constants.streamed_rectangle.evaluated_rectangles`)}.
 LowerBounds = Callable[..., dict]
 #: A relaxation hook: (source) -> {"rho_upper": (n, n) and/or "delta_upper": (n, n), "method": str}, each
-#: entry a sound upper bound of the supremum, or None when it gives nothing.
+#: entry a sound upper bound of the supremum, or None when it gives nothing; optionally "rho_upper_at": a
+#: callable T -> (n, n) of upper ends of rho_ij(T) valid at every T and non-increasing in T (with
+#: "rho_upper_at_method"), which Theorem 5's threshold bisects on beside Lemma 6 (:func:`theorem5_threshold`).
 Relaxation = Callable[[Conditionals], "dict | None"]
 
 APPLIES, NOT_APPLY, UNDECIDED = "applies", "does not apply", "undecided"
@@ -194,10 +196,12 @@ def certify(source: Conditionals, *, max_passes: int | None = None, budget_s: fl
     if source.space.length < 2:
         raise ValueError("the influence constants need n >= 2 free positions")
     ledger = getattr(source, "ledger", None)
+    # the head bound reads the weights (0 passes): evaluated on the model, before its cached table replaces it
+    head = head_bound(source) if head_bound is not None else None
     with _capped(ledger, max_passes):
         start = 0 if ledger is None else ledger.used
         out = _certify(_cached(source) if use_cache else source, max_passes, budget_s, lower_bounds, relaxation,
-                       head_bound, seed, folder, block_rows, progress, log, known_lower, enumeration)
+                       head, seed, folder, block_rows, progress, log, known_lower, enumeration)
         return out if ledger is None else replace(out, passes=ledger.used - start)
 
 
@@ -216,9 +220,10 @@ def _capped(ledger, max_passes: int | None):
 
 
 def _certify(source: Conditionals, max_passes: int | None, budget_s: float | None, lower_bounds: LowerBounds,
-             relaxation: Relaxation | None, head_bound: Relaxation | None, seed: int, folder, block_rows: int,
+             relaxation: Relaxation | None, head: dict | None, seed: int, folder, block_rows: int,
              progress: bool, log, known_lower: dict | None, enumeration: bool) -> CertifiedConstants:
-    """:func:`certify` on a source already at its temperature (and cached table), under its cap."""
+    """:func:`certify` on a source already at its temperature (and cached table), under its cap; ``head``: the
+    head-bound hook's answer on the model (None: not asked)."""
     space = source.space
     n, q, T = space.length, space.vocab_size, float(source.temperature)
     needed = 0 if isinstance(source, ScoreTable) else passes_needed(space)
@@ -236,7 +241,7 @@ def _certify(source: Conditionals, max_passes: int | None, budget_s: float | Non
         lo_d, hi_d = _widen(s.delta_ij, rounding, 4 * e, None)
         out = _assemble(lo_r, hi_r, lo_d, hi_d, T, s.passes, "enumeration",
                         {"rho": s.rho_witness, "delta": s.delta_witness},
-                        values=(s.rho, s.alpha, s.delta), rounding=n * EPS)
+                        values=(s.rho, s.alpha, s.delta), rounding=n * EPS, monotone=_monotone([head]), error=e)
         return replace(out, rectangle=s.rectangle.result("R max"), score_accuracy=s.score_accuracy)
     budget = int(allowed) if math.isfinite(allowed) else 0
     low = lower_bounds(source, max_passes=budget, seed=seed)
@@ -256,7 +261,6 @@ def _certify(source: Conditionals, max_passes: int | None, budget_s: float | Non
     hi_r, hi_d = np.ones((n, n)), None
     relaxed = relaxation(source) if relaxation is not None else None
     # the LayerNorm head bound (0 passes), beside the relaxation; the smaller upper end wins
-    head = head_bound(source) if head_bound is not None else None
     uppers = [u for u in (relaxed, head) if u]
     deltas = [np.asarray(u["delta_upper"], dtype=np.float64) for u in uppers if u.get("delta_upper") is not None]
     if deltas:
@@ -272,7 +276,7 @@ def _certify(source: Conditionals, max_passes: int | None, budget_s: float | Non
            + ", and neither a relaxation nor the head bound bounds Delta_ij (the scores are unbounded logits "
            "without one)")
     out = _assemble(lo_r, hi_r, lo_d, hi_d, T, int(low.get("passes", 0)), method, low.get("witnesses"),
-                    values=None, rounding=n * EPS, why=why)
+                    values=None, rounding=n * EPS, why=why, monotone=_monotone(uppers), error=e)
     return replace(out, rectangle=rectangle, score_accuracy=accuracy)
 
 
@@ -297,39 +301,65 @@ def _lemma6(delta_upper: np.ndarray, T: float) -> np.ndarray:
     return np.tanh(delta_upper / (4 * T)) * (1 + 4 * EPS) + 4 * EPS
 
 
-def theorem5_threshold(delta_upper: np.ndarray | None, why: str = "") -> dict:
-    """The smallest temperature above which Theorem 5 provably applies, from certified upper ends of
-    Delta_ij: B(T) = max_j sum_{i != j} tanh(Delta_ij^up / (4T)) (Lemma 6, rounded up) bounds rho(T) at
-    every T and decreases in T (tanh increases, its argument decreases), so {T : B(T) < 1} is a ray
-    (T_5, inf) and bisection finds it: ``temperature`` is the smallest tested T with B(T) < 1 (Theorem 5
-    applies at every T >= it), ``below`` the largest tested T with B(T) >= 1 (0 when none), within a
-    relative 1e-9. B(T*) < T*/T* = 1 at Cor. 7's T* (tanh x < x), so T_5 <= T*'s upper end. Without an
-    upper end of Delta_ij: ``temperature`` None, "cannot be certified within the budget" and ``why``.
-    (The exact rho(T) of an enumeration need not be monotone in T: the threshold bisects on B, not on it.)"""
-    method = "bisection on Lemma 6's bound max_j sum_i tanh(Delta_ij^up / 4T) of rho(T), decreasing in T"
-    if delta_upper is None:
+def _monotone(answers: list) -> tuple:
+    """The (callable, method) pairs of the hooks' ``rho_upper_at`` entries (:data:`Relaxation`)."""
+    return tuple((u["rho_upper_at"], u.get("rho_upper_at_method", "a hook's rho_ij(T) bound"))
+                 for u in answers if u and u.get("rho_upper_at") is not None)
+
+
+def theorem5_threshold(delta_upper: np.ndarray | None, why: str = "", *, rho_upper_at: tuple = (),
+                       error: float = 0.0) -> dict:
+    """The smallest temperature above which Theorem 5 provably applies, from every certified bound of rho_ij(T)
+    that holds at every T and does not increase in T:
+
+        B(T) = max_j sum_{i != j} min(tanh(Delta_ij^up / (4T)), f_1(T)_ij + e / T, f_2(T)_ij + e / T, ...)
+
+    with Lemma 6 from the certified upper ends of Delta_ij (rounded up) and each f_k of ``rho_upper_at``
+    (pairs (callable T -> (n, n), method); e.g. the head's ellipsoid bound, in its monotone envelope:
+    :func:`~mlmix.empirical.model_constants.head_bound.influence_upper`), charged the scores' stated accuracy
+    ``error`` as the brackets are. Each term bounds rho_ij(T) at every T and is (the computed value of) a
+    function non-increasing in T (tanh increases and its argument decreases; f_k by its hook's contract; e / T
+    decreases), and so are their minimum, the sums and the maximum: B bounds rho(T) and {T : B(T) < 1} is a ray
+    (T_5, inf). Bisection finds it: ``temperature`` is the smallest tested T with B(T) < 1 (Theorem 5 applies
+    at every T >= it), ``below`` the largest tested T with B(T) >= 1 (0 when none), within a relative 1e-9.
+    With Delta_ij upper ends, B(T*) < T*/T* = 1 at Cor. 7's T* (tanh x < x), so T_5 <= T*'s upper end.
+    Without any bound: ``temperature`` None, "cannot be certified within the budget" and ``why``. (The exact
+    rho(T) of an enumeration need not be monotone in T: the threshold bisects on B, not on it.)"""
+    terms = ["Lemma 6's tanh(Delta_ij^up / 4T)"] if delta_upper is not None else []
+    terms += [name for _, name in rho_upper_at]
+    method = (f"bisection on max_j sum_i of the smallest of {' and '.join(terms)}, each bounding rho_ij(T) and "
+              "non-increasing in T" if terms else "bisection on a bound of rho(T) non-increasing in T")
+    if not terms:
         return {"temperature": None, "below": None, "method": method,
                 "why": f"cannot be certified within the budget: {why}" if why else "cannot be certified: no upper "
                        "bound of Delta_ij"}
-    d = np.asarray(delta_upper, dtype=np.float64).copy()
-    np.fill_diagonal(d, 0.0)
-    n = d.shape[0]
+    d = None if delta_upper is None else np.asarray(delta_upper, dtype=np.float64).copy()
+    n = (d if d is not None else np.asarray(rho_upper_at[0][0](1.0))).shape[0]
+    off = ~np.eye(n, dtype=bool)
+    if d is not None:
+        d[~off] = 0.0
+        if not (d > 0).any():
+            return {"temperature": 0.0, "below": 0.0, "method": method,
+                    "why": "every Delta_ij is 0: rho = 0 and Theorem 5 applies at every T > 0"}
 
     def bound(T: float) -> float:
-        return _aggregate(_lemma6(d, T) * (d > 0), 0) * (1 + n * EPS)
+        pairs = np.ones((n, n)) if d is None else _lemma6(d, T) * (d > 0)
+        for f, _ in rho_upper_at:
+            pairs = np.minimum(pairs, np.asarray(f(T), dtype=np.float64) + error / T)
+        return _aggregate(pairs * off, 0) * (1 + n * EPS)
 
-    if not (d > 0).any():
-        return {"temperature": 0.0, "below": 0.0, "method": method,
-                "why": "every Delta_ij is 0: rho = 0 and Theorem 5 applies at every T > 0"}
-    hi = max(_aggregate(d, 0) / 4, float(d.max())) * (1 + 1e-6)
-    while bound(hi) >= 1:  # not expected (B(T*) < 1); guards the rounding
+    hi = 1.0 if d is None else max(_aggregate(d, 0) / 4, float(d.max())) * (1 + 1e-6)
+    while bound(hi) >= 1:  # without Delta_ij upper ends; with them only the rounding (B(T*) < 1)
+        if hi > 1e300:
+            return {"temperature": None, "below": None, "method": method,
+                    "why": "cannot be certified: the bounds of rho(T) stay at or above 1 at every T tested"}
         hi *= 2
     lo = 0.0
     while hi - lo > 1e-9 * hi:
         mid = 0.5 * (lo + hi)
         lo, hi = (lo, mid) if bound(mid) < 1 else (mid, hi)
     return {"temperature": hi, "below": lo, "method": method,
-            "why": f"rho(T) <= {bound(hi)!r} < 1 at T = {hi!r}, and the bound decreases in T"}
+            "why": f"rho(T) <= {bound(hi)!r} < 1 at T = {hi!r}, and the bound does not increase in T"}
 
 
 def _rectangle_lower(found: dict | None, error: float, T: float, method: str) -> Result:
@@ -385,8 +415,9 @@ def _aggregate(matrix: np.ndarray, axis: int) -> float:
 
 def _assemble(lo_r: np.ndarray, hi_r: np.ndarray, lo_d: np.ndarray, hi_d: np.ndarray | None, T: float,
               passes: int, method: str, witnesses: Any, *, values: tuple | None, rounding: float,
-              why: str = "") -> CertifiedConstants:
-    """Aggregate the per-pair brackets (sums rounded outward by ``rounding``) into Results."""
+              why: str = "", monotone: tuple = (), error: float = 0.0) -> CertifiedConstants:
+    """Aggregate the per-pair brackets (sums rounded outward by ``rounding``) into Results; ``monotone`` and
+    ``error``: the rho_ij(T) bounds and score accuracy of Theorem 5's threshold (:func:`theorem5_threshold`)."""
     n = lo_r.shape[0]
     down = lambda x: max(0.0, math.nextafter(x * (1 - rounding), -math.inf)) if x > 0 else 0.0
     up = lambda x: math.nextafter(x * (1 + rounding), math.inf)
@@ -409,7 +440,8 @@ def _assemble(lo_r: np.ndarray, hi_r: np.ndarray, lo_d: np.ndarray, hi_d: np.nda
     t_star = bracket("T* = Delta/4 (Cor 7)", _aggregate(lo_d, 0) / 4,
                      None if hi_d is None else _aggregate(hi_d, 0) / 4, None if delta_v is None else delta_v / 4)
     return CertifiedConstants(rho, alpha, delta, t_star, lo_r, hi_r, lo_d, hi_d, passes, T, method, witnesses,
-                              theorem5_verdict(rho, t_star, T), threshold=theorem5_threshold(hi_d, why))
+                              theorem5_verdict(rho, t_star, T),
+                              threshold=theorem5_threshold(hi_d, why, rho_upper_at=monotone, error=error))
 
 
 def theorem5_verdict(rho: Result, t_star: Result, temperature: float) -> dict:

@@ -28,7 +28,15 @@ import os
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from mlmix.empirical.model_constants.certify import APPLIES, NOT_APPLY, UNDECIDED, CertifiedConstants, certify
+from mlmix.empirical.model_constants.certify import (
+    APPLIES,
+    NOT_APPLY,
+    UNDECIDED,
+    CertifiedConstants,
+    Relaxation,
+    certify,
+)
+from mlmix.empirical.model_constants.head_bound import head_bound_upper
 from mlmix.empirical.model_constants.streamed_constants import default_folder, passes_needed
 from mlmix.theory.results import Result
 from mlmix.theory.sources.conditionals import Conditionals, ScoreTable
@@ -88,12 +96,14 @@ def model_constants(source: Conditionals, *, how: str = "auto", budget: str | fl
                     max_passes: int | None = None, temperature: float | None = None, seed: int = 0,
                     folder: str | os.PathLike | None | bool = True, progress: bool = False,
                     log: Callable[[str], None] | None = None, known_lower: dict | None = None,
-                    use_cache: bool = True) -> ModelConstants:
+                    use_cache: bool = True, head_bound: Relaxation | None = head_bound_upper) -> ModelConstants:
     """Paper G's constants of ``source`` with their certified brackets and Theorem 5 / Corollary 7's verdicts
     (module docstring). ``budget``: seconds or a duration such as ``"10m"`` (None: no time limit);
     ``max_passes``: a hard cap on the forward passes; ``folder``: where an enumeration of a masked LM is
     checkpointed (True: mlmix's cache, :func:`~mlmix.empirical.model_constants.streamed_constants.default_folder`;
-    None or False: a scratch folder); ``known_lower``: lower bounds found elsewhere (merged by the maximum)."""
+    None or False: a scratch folder); ``known_lower``: lower bounds found elsewhere (merged by the maximum);
+    ``head_bound``: :func:`~mlmix.empirical.model_constants.certify.certify`'s hook (for a table, the head bound of
+    the model it was tabulated from: ``mlmix exact --mlm``)."""
     if how not in HOWS:
         raise ValueError(f"how must be one of {', '.join(HOWS)}, got {how!r}")
     budget_s = None if budget is None else parse_duration(budget)
@@ -108,7 +118,8 @@ def model_constants(source: Conditionals, *, how: str = "auto", budget: str | fl
         budget_s = None
     where = default_folder(source) if folder is True else (folder or None)
     cert = certify(source, max_passes=max_passes, budget_s=budget_s, seed=seed, folder=where, progress=progress,
-                   log=log, known_lower=known_lower, enumeration=how != "bounds", use_cache=use_cache)
+                   log=log, known_lower=known_lower, enumeration=how != "bounds", use_cache=use_cache,
+                   head_bound=head_bound)
     return report_of(cert, how, max_passes, budget_s)
 
 

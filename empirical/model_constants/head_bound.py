@@ -23,11 +23,12 @@ It bounds the network in exact arithmetic on its stored weights (float32 or bflo
 float64). The float64 evaluation is rounded outward (:func:`oscillation_bound`): each pair's norm carries
 the a-priori rounding of its sums, so H is an upper end, not an estimate.
 
-Heads that qualify (:func:`head_parts`): ``BertForMaskedLM`` (``cls.predictions.transform.LayerNorm``, then
+Heads that qualify (:func:`head_parts`) are those whose family's head adapter
+(:data:`~mlmix.empirical.models.families.MODELS`, :class:`~mlmix.empirical.models.families.HeadAdapter`) names
+the LayerNorm and the decoder, or a reader: ``BertForMaskedLM`` (``cls.predictions.transform.LayerNorm``, then
 the decoder), ``RobertaForMaskedLM`` / ``XLMRobertaForMaskedLM`` and ``EsmForMaskedLM``
 (``lm_head.layer_norm``, then ``lm_head.decoder``), ``ModernBertForMaskedLM`` (``head.norm``, then
-``decoder``) and SCEPTR (post-LN encoder layers: its linear head reads the last layer's ``norm2`` output).
-Any other model: :class:`HeadNotNormalised` with the reason.
+``decoder``) and SCEPTR (:func:`sceptr_parts`). Any other model: :class:`HeadNotNormalised` with the reason.
 """
 
 from __future__ import annotations
@@ -38,17 +39,8 @@ from typing import Any
 
 import numpy as np
 
+from mlmix.empirical.models.families import head_adapter, known_heads, resolve
 from mlmix.theory.results import EPS, Result
-
-#: Attribute paths (norm, decoder) of the heads that end in a LayerNorm and then a linear decoder.
-#: A third entry names a bias added after the decoder (ESM's ``lm_head.bias``).
-_HEADS = {
-    "BertForMaskedLM": ("cls.predictions.transform.LayerNorm", "cls.predictions.decoder", None),
-    "RobertaForMaskedLM": ("lm_head.layer_norm", "lm_head.decoder", None),
-    "XLMRobertaForMaskedLM": ("lm_head.layer_norm", "lm_head.decoder", None),
-    "EsmForMaskedLM": ("lm_head.layer_norm", "lm_head.decoder", "lm_head.bias"),
-    "ModernBertForMaskedLM": ("head.norm", "decoder", None),
-}
 
 
 class HeadNotNormalised(ValueError):
@@ -102,23 +94,19 @@ def _float64(tensor: Any) -> np.ndarray:
 
 def head_parts(model: Any, alphabet_ids: np.ndarray) -> HeadParts:
     """The normalised state the logits of ``model`` read (:class:`HeadParts`), the decoder rows at the token ids
-    ``alphabet_ids``; :class:`HeadNotNormalised` (a ValueError) with the reason when the head does not qualify."""
+    ``alphabet_ids``, as the head adapter of the model's family says
+    (:func:`~mlmix.empirical.models.families.head_adapter`: a ``parts`` reader, or the attribute paths of the
+    LayerNorm, the decoder and a bias after it); :class:`HeadNotNormalised` (a ValueError) with the reason when
+    the head does not qualify."""
     name = type(model).__name__
     ids = np.asarray(alphabet_ids, dtype=np.int64)
-    if name == "SceptrMLM":
-        # deferred: sceptr imports tokenizers
-        from mlmix.empirical.models.sceptr import FIRST_RESIDUE
-
-        if not len(model.layers):
-            raise HeadNotNormalised("SCEPTR with no encoder layer: its head reads the embedding, not a LayerNorm")
-        last = model.layers[-1]
-        rows = _float64(model.head_weight)[ids - FIRST_RESIDUE]
-        return HeadParts(_float64(last.norm2_weight), rows, True, f"layers[{len(model.layers) - 1}].norm2 -> head_weight",
-                         *_offset(rows, _float64(last.norm2_bias), _float64(model.head_bias)[ids - FIRST_RESIDUE]))
-    if name not in _HEADS:
+    adapter = head_adapter(model)
+    if adapter is not None and adapter.parts is not None:
+        return resolve(adapter.parts)(model, ids)
+    if adapter is None or adapter.norm is None or adapter.decoder is None:
         raise HeadNotNormalised(f"{name}'s head is not known to read a normalised state (known: "
-                                f"{', '.join(sorted([*_HEADS, 'SceptrMLM']))})")
-    norm_path, decoder_path, extra_path = _HEADS[name]
+                                f"{', '.join(known_heads())})")
+    norm_path, decoder_path, extra_path = adapter.norm, adapter.decoder, adapter.bias
     norm, decoder = _attribute(model, norm_path), _attribute(model, decoder_path)
     if norm is None or decoder is None or getattr(decoder, "weight", None) is None:
         raise HeadNotNormalised(f"{name} has no {norm_path} then {decoder_path}")
@@ -138,6 +126,20 @@ def head_parts(model: Any, alphabet_ids: np.ndarray) -> HeadParts:
         bias = bias + (0.0 if b is None else _float64(b)[ids])
     beta = np.zeros(shape[0]) if getattr(norm, "bias", None) is None else _float64(norm.bias)
     return HeadParts(gamma, rows, True, f"{norm_path} -> {decoder_path}", *_offset(rows, beta, bias))
+
+
+def sceptr_parts(model: Any, ids: np.ndarray) -> HeadParts:
+    """SCEPTR's head (post-LN encoder layers: its linear head reads the last layer's ``norm2`` output), the
+    ``parts`` reader of its head adapter."""
+    # deferred: sceptr imports tokenizers
+    from mlmix.empirical.models.sceptr import FIRST_RESIDUE
+
+    if not len(model.layers):
+        raise HeadNotNormalised("SCEPTR with no encoder layer: its head reads the embedding, not a LayerNorm")
+    last = model.layers[-1]
+    rows = _float64(model.head_weight)[ids - FIRST_RESIDUE]
+    return HeadParts(_float64(last.norm2_weight), rows, True, f"layers[{len(model.layers) - 1}].norm2 -> head_weight",
+                     *_offset(rows, _float64(last.norm2_bias), _float64(model.head_bias)[ids - FIRST_RESIDUE]))
 
 
 def _offset(rows: np.ndarray, beta: np.ndarray, bias: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -172,26 +174,82 @@ def oscillation_bound(parts: HeadParts) -> HeadBound:
     return HeadBound(h, (int(a), int(b)), d, parts.where)
 
 
-def influence_upper(parts: HeadParts, temperature: float) -> float:
+def _reach(parts: HeadParts) -> np.ndarray:
+    """(|V|, |V|) upper ends r_vw of l_v - l_w over every reachable logit vector (the ellipsoid's image):
+    c_v - c_w + sqrt(d) ||P0(gamma o (W_v - W_w))||, the offsets moved by their rounding error."""
+    d = parts.gamma.size
+    return (parts.offset[:, None] - parts.offset[None, :] + parts.offset_error[:, None]
+            + parts.offset_error[None, :]
+            + math.sqrt(d) * pair_norms_upper(parts.gamma, parts.rows, parts.centred) * (1 + 4 * EPS))
+
+
+def _slack(q: int) -> float:
+    """A relative bound of the rounding of a sum of q exponentials (each within a few units): at least 1e-12."""
+    return max(1e-12, 4.0 * (q + 8) * EPS)
+
+
+def mass_upper(parts: HeadParts, temperature: float) -> np.ndarray:
+    """pi_v(T) = 1 / sum_w exp(-r_vw / T) (:func:`_reach`), rounded up: pi_v >= p_v(T) for every reachable
+    logit vector (p_v = 1 / sum_w exp((l_w - l_v) / T) and l_w - l_v >= -r_vw)."""
+    reach, T = _reach(parts), float(temperature)
+    with np.errstate(over="ignore"):
+        total = np.exp(-reach / T).sum(axis=1)
+    return np.minimum(1.0 / total * (1 + _slack(reach.shape[0])) + 1e-300, 1.0)
+
+
+def mass_envelope(parts: HeadParts, temperature: float) -> np.ndarray:
+    """pibar_v(T) >= sup_{T' >= T} pi_v(T') (:func:`mass_upper`), rounded up; non-increasing in T in exact
+    arithmetic (a supremum over a shrinking set). With t = 1/T' and f_v(t) = sum_w exp(-r_vw t),
+    pibar_v(T) = 1 / min_{t in [0, 1/T]} f_v(t). f_v is convex (a sum of exponentials), so for any t* in
+    [0, t0], t0 = 1/T, min f_v >= f_v(t*) - |f_v'(t*)| max(t*, t0 - t*) (the tangent at t*; t* from bisection
+    on the sign of f_v', increasing, so the tangent is nearly flat), and termwise min f_v >= sum_w
+    min(1, exp(-r_vw t0)); the larger of the two lower ends, less their rounding, is used."""
+    reach = _reach(parts)
+    q, t0 = reach.shape[0], 1.0 / float(temperature)
+    k = _slack(q)
+    with np.errstate(over="ignore", invalid="ignore"):
+        lo, hi = np.zeros(q), np.full(q, t0)
+        for _ in range(64):  # the sign of f_v' at the midpoints; f_v' increases
+            mid = 0.5 * (lo + hi)
+            rising = -(reach * np.exp(-reach * mid[:, None])).sum(axis=1) >= 0
+            lo, hi = np.where(rising, lo, mid), np.where(rising, mid, hi)
+        t = 0.5 * (lo + hi)
+        E = np.exp(-reach * t[:, None])
+        slope = np.abs((reach * E).sum(axis=1)) + k * (np.abs(reach) * E).sum(axis=1)
+        tangent = E.sum(axis=1) * (1 - k) - slope * np.maximum(t, t0 - t)
+        termwise = np.minimum(1.0, np.exp(-reach * t0)).sum(axis=1) * (1 - k)
+    low = np.where(np.isfinite(tangent), np.maximum(tangent, termwise), termwise)
+    return np.minimum(1.0 / low * (1 + k) + 1e-300, 1.0)
+
+
+def influence_upper(parts: HeadParts, temperature: float, *, monotone: bool = False) -> float:
     """An upper bound of every rho_ij(T) from the head alone, tighter than Lemma 6 at high T:
 
         rho_ij(T) <= (sqrt(d) / T) sqrt(lambda_max(sum_v pi_v (a_v - m)(a_v - m)^T)),
 
     a_v = P0(gamma o W_v), m any vector (here the pi-weighted mean), pi_v = 1 / sum_w exp(-r_vw / T) with
     r_vw = c_v - c_w + sqrt(d) ||P0(gamma o (W_v - W_w))|| the largest l_v - l_w over the ellipsoid, so that
-    pi_v >= p_v for every reachable logit vector. Why: the logits of two contexts are l and l + delta with
-    delta = A z, z = u(y) - u(x), ||z|| <= 2 sqrt(d); along l + t delta (reachable: the image of the ellipsoid
-    is convex) the L1 speed of softmax(./T) is MAD_p(delta) / T <= sqrt(z^T Cov_p(a) z) / T, and
+    pi_v >= p_v for every reachable logit vector (:func:`mass_upper`). Why: the logits of two contexts are l and
+    l + delta with delta = A z, z = u(y) - u(x), ||z|| <= 2 sqrt(d); along l + t delta (reachable: the image of
+    the ellipsoid is convex) the L1 speed of softmax(./T) is MAD_p(delta) / T <= sqrt(z^T Cov_p(a) z) / T, and
     Cov_p(a) <= sum_v p_v (a_v - m)(a_v - m)^T <= sum_v pi_v (a_v - m)(a_v - m)^T; TV is half the L1 path length.
-    Rounded up: the offsets by their error, pi by 1e-12 relative, lambda_max by 2 (d + |V| + 8) u of the trace
-    and the rows' rounding. Capped at 1."""
+    Rounded up: the offsets by their error, pi as in :func:`mass_upper`, lambda_max by 2 (d + |V| + 8) u of the
+    trace and the rows' rounding. Capped at 1.
+
+    ``monotone``: pi_v replaced by its envelope pibar_v(T) >= sup_{T' >= T} pi_v(T') (:func:`mass_envelope`):
+    still an upper bound at T, and non-increasing in T, so it can serve a bisection on T (Theorem 5's threshold,
+    :func:`~mlmix.empirical.model_constants.certify.theorem5_threshold`). Proof: for weights w <= w'
+    (entrywise) and m_w the w-weighted mean, sum w (a - m_w)(a - m_w)^T <= sum w (a - m_w')(a - m_w')^T <=
+    sum w' (a - m_w')(a - m_w')^T in the PSD order (the weighted mean minimises the scatter), so lambda_max, the
+    trace and the rows' term are non-decreasing in the weights; pibar_v decreases in T and so does 1/T. The
+    bound with the plain pi_v is not monotone in general, and neither is the supremum of the TV over the
+    reachable logits: the offsets c do not scale with 1/T (with c = (100, 0, 0) and the other two logits moving
+    by +-1, the TV is about e^-100 at T = 1 and about 0.1 at T = 50). The computed value is an upper end of the
+    exact-arithmetic envelope at every T, which is what a bisection needs."""
     T = float(temperature)
     g, W = parts.gamma, parts.rows
     d, q = g.size, W.shape[0]
-    reach = (parts.offset[:, None] - parts.offset[None, :] + parts.offset_error[:, None] + parts.offset_error[None, :]
-             + math.sqrt(d) * pair_norms_upper(g, W, parts.centred) * (1 + 4 * EPS))
-    with np.errstate(over="ignore"):
-        pi = np.minimum(1.0 / np.exp(-reach / T).sum(axis=1) * (1 + 1e-12) + 1e-300, 1.0)
+    pi = mass_envelope(parts, T) if monotone else mass_upper(parts, T)
     a = g * W
     a = a - a.mean(axis=1, keepdims=True) if parts.centred else a
     centre = (pi[:, None] * a).sum(axis=0) / pi.sum()
@@ -199,7 +257,8 @@ def influence_upper(parts: HeadParts, temperature: float) -> float:
     gram = B @ B.T
     K = 2.0 * (d + q + 8) * EPS
     lam = max(float(np.linalg.eigvalsh(gram).max()), 0.0) + 2 * K * float(np.trace(gram))
-    rows_error = K * (np.linalg.norm(a, axis=1) + np.linalg.norm(centre))
+    norms = np.linalg.norm(a, axis=1)
+    rows_error = K * (norms + norms.max())  # ||centre|| <= max_v ||a_v||: the same at every T
     S = math.sqrt(lam) + math.sqrt(float((pi * rows_error**2).sum()))
     return min(1.0, math.nextafter(math.sqrt(d) / T * S * (1 + 8 * EPS), math.inf))
 
@@ -215,8 +274,10 @@ def source_head_bound(source: Any) -> HeadBound:
 
 def head_bound_upper(source: Any) -> dict:
     """The ``head_bound`` hook of :func:`~mlmix.empirical.model_constants.certify.certify`: ``delta_upper``
-    (n x n, H off the diagonal, 0 on it) and ``method``; or ``delta_upper`` None and ``method`` saying why
-    the bound is not available."""
+    (n x n, H off the diagonal, 0 on it), ``rho_upper`` (the ellipsoid bound at the source's temperature),
+    ``rho_upper_at`` (T -> n x n: the ellipsoid bound's monotone envelope, valid at every T and non-increasing
+    in T, for Theorem 5's threshold), ``rho_upper_at_method`` and ``method``; or ``delta_upper`` None and
+    ``method`` saying why the bound is not available."""
     try:
         bound = source_head_bound(source)
     except HeadNotNormalised as err:
@@ -226,5 +287,7 @@ def head_bound_upper(source: Any) -> dict:
     parts = head_parts(source.model, np.asarray(source.support_ids))
     rho = influence_upper(parts, source.temperature)
     return {"delta_upper": np.where(off, bound.delta, 0.0), "rho_upper": np.where(off, rho, 0.0), "bound": bound,
+            "rho_upper_at": lambda T: np.where(off, influence_upper(parts, T, monotone=True), 0.0),
+            "rho_upper_at_method": "the head's ellipsoid bound (its non-increasing envelope in T)",
             "method": f"LayerNorm head bound Delta_ij <= {bound.delta:.6g}, rho_ij <= {rho:.6g} "
                       f"(0 passes; {bound.where})"}

@@ -47,6 +47,7 @@ from mlmix.empirical.model_constants.affine_forms import (
     softmax,
     unsqueeze,
 )
+from mlmix.empirical.models.families import head_adapter
 from mlmix.validation import check_temperature
 
 #: Default number of remainders each nonlinear step moves to fresh noise symbols (:func:`propagate`).
@@ -85,12 +86,15 @@ class Propagation:
 
 
 def _check_model(model) -> str:
-    """The architecture of a supported model ("bert" or "sceptr"); ValueError for any other."""
-    name = type(model).__name__
-    if name == "SceptrMLM":
+    """The network of a supported model ("bert" or "sceptr": the ``relaxation`` its family's head adapter
+    registers, :func:`~mlmix.empirical.models.families.head_adapter`); ValueError for any other."""
+    adapter = head_adapter(model)
+    kind = None if adapter is None else adapter.relaxation
+    if kind is None:
+        raise ValueError(f"certified bounds support the networks whose head adapter names a relaxation "
+                         f"(BertForMaskedLM and SCEPTR), got {type(model).__name__}")
+    if kind == "sceptr":
         return "sceptr"
-    if name != "BertForMaskedLM":
-        raise ValueError(f"certified bounds support BertForMaskedLM and SCEPTR only, got {name}")
     cfg = model.config
     if getattr(cfg, "hidden_act", None) != "gelu":
         raise ValueError(f"certified bounds need hidden_act='gelu' (exact erf), got {cfg.hidden_act!r}")

@@ -38,6 +38,7 @@ from safetensors import SafetensorError
 from scipy.special import log_softmax
 from transformers import AutoModelForMaskedLM, AutoTokenizer, PreTrainedModel
 
+from mlmix.empirical.models.families import head_adapter
 from mlmix.empirical.models.frames import Frame, build_frame, known_ids
 from mlmix.empirical.models.tabulate import MLMTable, tabulate
 from mlmix.empirical.models.vocab import tokenizer_from_vocab
@@ -526,17 +527,10 @@ class TokenConditionals(Conditionals):
 
 
 def _head_of(model: PreTrainedModel) -> Callable[[torch.Tensor], torch.Tensor] | None:
-    """The LM head applied to hidden states (N, H) -> logits (N, vocab), for known architectures."""
-    name = type(model).__name__
-    if name == "BertForMaskedLM":
-        return model.cls
-    if name in {"RobertaForMaskedLM", "XLMRobertaForMaskedLM"}:
-        return model.lm_head
-    if name == "ModernBertForMaskedLM":
-        return lambda h: model.decoder(model.head(h))
-    if name == "EsmForMaskedLM":
-        return model.lm_head
-    return None
+    """The LM head applied to hidden states (N, H) -> logits (N, vocab): the one the model's family registers
+    for its class (:func:`~mlmix.empirical.models.families.head_adapter`), None when none is known."""
+    adapter = head_adapter(model)
+    return None if adapter is None else adapter.head_function(model)
 
 
 class MaskedLMConditionals(TokenConditionals):

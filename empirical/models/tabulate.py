@@ -39,6 +39,7 @@ import numpy as np
 import torch
 
 from mlmix.cache import cache_dir
+from mlmix.empirical.models.families import cache_identity
 from mlmix.files import MANIFEST, OutputDir, atomic_save_npz, atomic_write_json, read_json
 from mlmix.progress import Counter
 from mlmix.progress import say as progress_line
@@ -82,8 +83,10 @@ def table_key(source) -> tuple[str, dict]:
 
 
 def cached_weights_hash(source) -> str:
+    """The identity of a model source's weights in its cache keys (its family's ``cache_identity``,
+    :func:`~mlmix.empirical.models.families.cache_identity`), computed once a source."""
     if getattr(source, "_weights_hash", None) is None:
-        source._weights_hash = weights_hash(source.model)
+        source._weights_hash = cache_identity(source)
     return source._weights_hash
 
 

@@ -20,6 +20,7 @@ from pathlib import Path
 
 import numpy as np
 
+from mlmix.commands.constants_view import certified_lines
 from mlmix.commands.options import add_frame_arguments, add_model_arguments, add_threads_argument
 from mlmix.commands.source_options import masked_lm_class
 from mlmix.empirical.model_constants import estimated_constants as est
@@ -27,7 +28,7 @@ from mlmix.files import atomic_write_text, dumps_json
 from mlmix.limits import CONSTANTS_LIMIT
 from mlmix.progress import say as progress_say
 from mlmix.provenance import stamp
-from mlmix.theory.results import Result, bracket_text, outward_text
+from mlmix.theory.results import Result
 from mlmix.theory.sources.contexts import TopK
 from mlmix.validation import check_int, parse_duration
 
@@ -303,16 +304,6 @@ def _certified(source, args: argparse.Namespace, say, budget: float, sampled: di
     return result.as_dict()
 
 
-def threshold_line(threshold: dict) -> str:
-    """The one line of :func:`~mlmix.empirical.model_constants.certify.theorem5_threshold`: above which
-    temperature Theorem 5 provably applies, or why it cannot be certified."""
-    T = threshold["temperature"]
-    if T is None:
-        return f"Theorem 5 at any temperature: {threshold['why']}"
-    return (f"Theorem 5 provably applies at every T >= {outward_text(T, 7, down=False)} "
-            f"({threshold['why']}; {threshold['method']})")
-
-
 def _fmt(value) -> str:
     if value is None:
         return "-"
@@ -367,14 +358,7 @@ def format_table(report: dict) -> str:
         lines.append(route["note"])
     cert = report.get("certified")
     if cert is not None:
-        lines.append(f"certified over every context ({cert['method']}; {cert['passes']:,} passes):")
-        for name in ("rho", "alpha", "delta", "contraction_temperature", "rectangle"):
-            r = cert.get(name)
-            if r is not None:
-                lines.append(f"  {'R max' if name == 'rectangle' else name:<26}{bracket_text(r.lower, r.upper)}")
-        lines.append(f"  Theorem 5 at T = {cert['temperature']:g}: {cert['theorem5']['verdict']} "
-                     f"({cert['theorem5']['why']})")
-        lines.append(f"  {threshold_line(cert['theorem5_threshold'])}")
+        lines += certified_lines(cert)
     passes = report.get("forward_passes")
     if passes is not None:
         cap = passes["cap"]

@@ -30,6 +30,7 @@ from pathlib import Path
 
 import numpy as np
 
+from mlmix.commands.constants_view import certified_lines
 from mlmix.commands.options import parse_state_set
 from mlmix.commands.source_options import add_source_arguments, build_chain, exact_inputs, validate_source
 from mlmix.errors import InputValueError
@@ -203,6 +204,8 @@ def run(args: argparse.Namespace) -> int:
                           cost=f"{chain.n_states:,} states, n = {source.space.length}",
                           enabled=not args.no_progress) as bar, bar.phase(phase):
                 report["paper_g"] = paper_constants(source, chain, args.eps, basin)
+            if getattr(args, "mlm", None) is not None and source.space.length >= 2:
+                report["model_constants"] = _model_constants(source)
     if spec is not None and spec.figures is not None:
         report.update(spec.figures(source, chain.kernel_options))
     if basins is not None and "reason" not in report:
@@ -214,6 +217,20 @@ def run(args: argparse.Namespace) -> int:
     else:
         print(format_report(report))
     return 0
+
+
+def _model_constants(table: Conditionals) -> dict:
+    """``--mlm``: :func:`~mlmix.empirical.model_constants.constants_report.model_constants` by enumeration of the
+    exact table already tabulated (0 more passes), its brackets charged the scores' stated accuracy, the threshold
+    with the head bound of the model the table came from (``masked_lm``): the JSON form of ``mlmix estimate
+    --certify``'s ``certified``."""
+    # deferred: the model stack is already loaded for --mlm; the toy sources never import it
+    from mlmix.empirical.model_constants.constants_report import model_constants
+    from mlmix.empirical.model_constants.head_bound import head_bound_upper
+
+    mlm = getattr(table, "masked_lm", None)
+    head = head_bound_upper if mlm is None else (lambda _table: head_bound_upper(mlm))
+    return model_constants(table, how="enumerate", budget=None, folder=None, head_bound=head).as_dict()
 
 
 def _fmt(value: object) -> str:
@@ -254,7 +271,10 @@ def format_report(report: dict) -> str:
     rows += [(label, report[key]) for key, label in (("acceptance_rate", "MH acceptance at stationarity"),
                                                      ("move_rate", "MH move rate at stationarity")) if key in report]
     g = report.get("paper_g") or {}
-    if "rho" in g:
+    if "rho" in g and "model_constants" in report:  # a masked LM: the brackets are printed below, as by estimate
+        rows += [("paper G: Thm 5 bound on t_mix", g["thm5_t_mix_bound"]),
+                 ("  rectangle R mean", f"{g['rectangle']['mean']:.4g}")]
+    elif "rho" in g:
         rows += [("paper G: rho (Thm 5)", g["rho"]), ("  contraction", g["contraction"]),
                  ("  alpha (row sums)", g["alpha"]), ("  Delta", g["delta"]),
                  ("  T* = Delta/4 (Cor 7)", g["contraction_temperature"]),
@@ -270,6 +290,9 @@ def format_report(report: dict) -> str:
         rows += _basin_rows(report["basins"])
     width = max(len(name) for name, _ in rows)
     lines = [report["chain"], ""] + [f"  {name:<{width}}  {_fmt(value)}" for name, value in rows]
+    if "model_constants" in report:
+        view = certified_lines(report["model_constants"])
+        lines += ["", "paper G's constants of the model, " + view[0], *view[1:]]
     lines += ["", "how each figure was computed:"]
     for key in report_keys(explained=True):
         r = report[key]

@@ -323,13 +323,15 @@ def _title(table: Any, what: str) -> str:
 
 
 def mlm_source_from_args(args: argparse.Namespace) -> tuple[Any, str]:
-    """The tabulated MLM that ``mlmix exact --mlm MODEL ...`` describes, and a one-line title."""
+    """The tabulated MLM that ``mlmix exact --mlm MODEL ...`` describes (``masked_lm``: the model source it was
+    tabulated from, whose weights give the head bound), and a one-line title."""
     # deferred: torch and transformers load only when a model is given
     from mlmix.empirical.models.tabulate import cached_weights_hash, tabulate  # deferred: torch
 
     mlm = _load_mlm(args)
     table = tabulate(mlm, max_passes=args.max_passes, progress=not args.no_progress)
     table.info["model_sha256"] = cached_weights_hash(mlm)  # computed for the cache key: no extra pass
+    table.masked_lm = mlm
     return table, _title(table, "table")
 
 

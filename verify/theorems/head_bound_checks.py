@@ -23,6 +23,7 @@ from hypothesis import strategies as st
 
 from mlmix.empirical.model_constants.certify import certify
 from mlmix.empirical.model_constants.head_bound import (
+    HeadParts,
     head_parts,
     influence_upper,
     oscillation_bound,
@@ -101,6 +102,22 @@ def steered_source(source: Any, candidates: str) -> Any:
                                 temperature=source.temperature)
 
 
+def leading_letter_head(lead: float = 30.0) -> HeadParts:
+    """Three letters, the first ahead of the others by ``lead`` at every context (its decoder row is 0, the other
+    two move by +-1 against each other): the ellipsoid bound with the plain pi_v rises with T from about e^-lead,
+    so only its monotone envelope may serve a bisection on T."""
+    rows = np.array([[0.0, 0.0], [1.0, -1.0], [-1.0, 1.0]]) / 2
+    return HeadParts(np.ones(2), rows, False, "built", np.array([lead, 0.0, 0.0]), np.zeros(3))
+
+
+def envelope_margin(parts: HeadParts, temperature: float = 1.0) -> tuple[float, float]:
+    """(the envelope at T, the largest pointwise ellipsoid bound at 60 temperatures from T to 1000 T): the first
+    must be at least the second (the envelope bounds sup_{T' >= T})."""
+    grid = np.geomspace(temperature, 1000 * temperature, 60)
+    return (influence_upper(parts, temperature, monotone=True),
+            max(influence_upper(parts, float(T)) for T in grid))
+
+
 @st.composite
 def head_bound_cases(draw) -> Case:
     """A tiny masked LM (n in 2..3, |V| in 2..4, T drawn), steered half the time; half the steered ones with two
@@ -150,7 +167,15 @@ class HeadBound(Theorem):
                  part("certify's Delta upper end (head bound) >= enumerated Delta", cert.delta.upper,
                       4 * truth.t_star, ">=", rel, n * osc),
                  part("certify's rho upper end >= enumerated rho", cert.rho.upper, truth.rho, ">=", rel, n * tv)]
-        conditions = {"certify's bounds route used the head bound": "LayerNorm head bound" in cert.method}
+        t5 = cert.threshold["temperature"]
+        if t5 is not None and t5 > 0:  # Theorem 5's threshold (Lemma 6 and the ellipsoid envelope): rho < 1 there
+            hot = enumerated(source.at_temperature(t5))
+            parts.append(part("1 >= the enumerated rho at Theorem 5's certified threshold", 1.0, hot.rho, ">=", rel,
+                              n * hot.tv_atol()))
+        envelope, pointwise = envelope_margin(leading_letter_head())  # equal by construction: a certificate
+        conditions = {"certify's bounds route used the head bound": "LayerNorm head bound" in cert.method,
+                      "the ellipsoid envelope at T = 1 >= the pointwise bound at every T' >= 1 (a head whose bound "
+                      "rises with T)": envelope >= pointwise * (1 - 1e-12)}
         if case.options["steered"]:
             conditions[f"the steered model attains H within {1 - ATTAINED:.0%}"] = delta_max >= ATTAINED * H
         if case.options["hot"]:
