@@ -2,6 +2,7 @@
 1 - the off-diagonal row sum, its stationary law by GTH elimination (subtraction-free: metastable chains keep
 their digits), P^t by binary powering, and the closed forms' chains (two-state, rotating cycle, birth-death)."""
 
+import helpers
 import mpmath as mp
 import numpy as np
 
@@ -65,10 +66,6 @@ def mp_law(P: np.ndarray, mu, t: int) -> list:
     return [row[0, j] for j in range(M.rows)]
 
 
-def two_state(a: float, b: float) -> np.ndarray:
-    return np.array([[1 - a, a], [b, 1 - b]])
-
-
 def rotating_cycle(n: int, p: float) -> np.ndarray:
     """P(i, i + 1 mod n) = p, holding 1 - p: non-reversible, eigenvalues 1 - p + p exp(2 pi i k / n)."""
     P = np.eye(n) * (1 - p)
@@ -87,20 +84,5 @@ def birth_death(up, down) -> np.ndarray:
 
 
 def random_chain(seed: int, n: int, reversible: bool, tiny: float = 1.0) -> np.ndarray:
-    """An irreducible random chain (a cycle of moves plus random ones; reversible: symmetric flows W over random
-    weights w, P = W / (c w), pi proportional to w); ``tiny`` scales the moves between the two halves (metastable
-    for tiny << 1)."""
-    rng = np.random.default_rng(seed)
-    W = rng.random((n, n)) * (rng.random((n, n)) < 0.5)
-    for i in range(n):
-        W[i, (i + 1) % n] += 0.5
-    if reversible:
-        W = W + W.T
-    np.fill_diagonal(W, 0)
-    half = np.arange(n) < n // 2
-    W[np.ix_(half, ~half)] *= tiny
-    W[np.ix_(~half, half)] *= tiny
-    w = rng.random(n) + 0.1 if reversible else np.ones(n)
-    W = W / w[:, None]
-    P = W / (W.sum(axis=1).max() * 1.25)
-    return P + np.diag(1 - P.sum(axis=1))
+    """:func:`helpers.random_chain` with random weights when reversible (pi proportional to them)."""
+    return helpers.random_chain(seed, n, reversible, tiny, weighted=True)

@@ -12,9 +12,10 @@ import mpmath as mp
 import numpy as np
 import pytest
 from chain_representations import REPRESENTATIONS, chain_in
+from helpers import two_state
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from spectral_references import birth_death, mp_correlation, random_chain, rotating_cycle, two_state
+from spectral_references import birth_death, mp_correlation, random_chain, rotating_cycle
 
 TIMES = [0, 1, 7, 1000, 10**6]
 

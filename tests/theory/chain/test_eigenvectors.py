@@ -8,10 +8,11 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 from chain_representations import REPRESENTATIONS, chain_in
+from helpers import two_state
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy.sparse.linalg import eigsh
-from spectral_references import birth_death, mp_matrix, random_chain, rotating_cycle, two_state
+from spectral_references import birth_death, mp_matrix, random_chain, rotating_cycle
 
 
 def mp_residuals(P, lam, V, left):

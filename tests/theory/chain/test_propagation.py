@@ -9,9 +9,10 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 from chain_representations import REPRESENTATIONS, chain_in
+from helpers import two_state
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from spectral_references import mp_law, random_chain, rotating_cycle, two_state
+from spectral_references import mp_law, random_chain, rotating_cycle
 
 from mlmix.theory.chain.propagation import matrix_stepper, propagate, transition_counts
 

@@ -5,6 +5,7 @@ subtraction-free GTH references) on small reversible and non-reversible chains a
 direction that keeps pi invariant, the Jacobian contracted with E is the directional derivative); bad input
 refused with one line."""
 
+import helpers
 import mpmath as mp
 import numpy as np
 import pytest
@@ -35,20 +36,8 @@ def direction(P, seed, relative=True):
 
 
 def random_chain(seed, n, reversible, tiny=1.0):
-    """An irreducible chain (a cycle of moves plus random ones); ``tiny`` scales the moves between the two
-    halves (a metastable chain for tiny << 1)."""
-    rng = np.random.default_rng(seed)
-    W = rng.random((n, n)) * (rng.random((n, n)) < 0.6)
-    for i in range(n):
-        W[i, (i + 1) % n] += 0.5
-    if reversible:
-        W = W + W.T
-    np.fill_diagonal(W, 0)
-    half = np.arange(n) < n // 2
-    W[np.ix_(half, ~half)] *= tiny
-    W[np.ix_(~half, half)] *= tiny
-    P = W / (W.sum(axis=1).max() * 1.25)
-    return P + np.diag(1 - P.sum(axis=1))
+    """:func:`helpers.random_chain` with pairs of moves drawn with probability 0.6."""
+    return helpers.random_chain(seed, n, reversible, tiny, density=0.6)
 
 
 def unit(n, i, j):

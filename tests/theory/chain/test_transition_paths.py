@@ -6,6 +6,7 @@ pathway shares summing to 1); bad sets refused with one line."""
 
 from fractions import Fraction
 
+import helpers
 import numpy as np
 import pytest
 import scipy.sparse as sp
@@ -151,20 +152,8 @@ def test_birth_death_effective_conductance(rep, barrier):
 
 
 def _random_chain(seed: int, n: int, reversible: bool, tiny: float = 1.0) -> np.ndarray:
-    """An irreducible random chain on n states (a cycle of moves plus random ones); ``tiny`` scales the moves
-    out of state 0's half (a metastable chain for tiny << 1)."""
-    rng = np.random.default_rng(seed)
-    W = rng.random((n, n)) * (rng.random((n, n)) < 0.5)
-    for i in range(n):
-        W[i, (i + 1) % n] += 0.5
-    if reversible:
-        W = W + W.T
-    np.fill_diagonal(W, 0)
-    half = np.arange(n) < n // 2
-    W[np.ix_(half, ~half)] *= tiny
-    W[np.ix_(~half, half)] *= tiny if reversible else 1.0
-    P = W / (W.sum(axis=1).max() * 1.25)
-    return P + np.diag(1 - P.sum(axis=1))
+    """:func:`helpers.random_chain` with ``tiny`` on the moves out of state 0's half only (non-reversible)."""
+    return helpers.random_chain(seed, n, reversible, tiny, tiny_back=False)
 
 
 @pytest.mark.parametrize("rep", REPRESENTATIONS)
