@@ -229,7 +229,7 @@ def operator_set_conductance(op: TransitionOperator, S: np.ndarray, pi: VectorRe
     unresolved (the value with the computed law in ``details``) where pi's error is not bounded."""
     import torch  # deferred: only the matrix-free route loads torch
 
-    from mlmix.theory.kernels.operator_vectors import global_total
+    from mlmix.theory.linalg.operator_vectors import global_total
 
     whole = op.comm.world_size == 1  # sharded: each process holds a slice, so only the mass decides
     mask = torch.as_tensor(check_state_set(S, op.local_size, "S", proper=whole), device=op.device)
@@ -255,7 +255,7 @@ def operator_conductance(op: TransitionOperator, pi: VectorResult, gap: GapResul
     named set (``set``: this process's mask), its size, mass and conductance in ``details``."""
     import torch  # deferred: only the matrix-free route loads torch
 
-    from mlmix.theory.kernels.operator_vectors import global_total
+    from mlmix.theory.linalg.operator_vectors import global_total
 
     comm = op.comm
     pi_t = torch.as_tensor(pi.value, device=op.device).to(op.dtype)

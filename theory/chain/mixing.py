@@ -583,7 +583,7 @@ def distance_from(op: TransitionOperator, mu: np.ndarray, t_max: int, pi: torch.
                   pi_rel_error: float | None) -> VectorResult:
     """TV(mu P^t, pi) for t = 0..t_max by t_max applications of P^T (``mu`` over all states, ``pi`` this
     process's part); ``abs_error`` bounds every entry (t gamma of rounding per step plus pi's L1 error)."""
-    from mlmix.theory.kernels.operator_vectors import global_total, local_part, rounding  # deferred: torch
+    from mlmix.theory.linalg.operator_vectors import global_total, local_part, rounding  # deferred: torch
 
     m = local_part(op, mu).to(op.dtype)
     p = pi.to(op.dtype)

@@ -185,7 +185,7 @@ def chain_stepper(chain: Chain, t_max: int) -> Stepper:
     if op.comm.world_size > 1:
         raise ValueError("powers of a sharded matrix-free chain are not computed: build it on one process")
     # deferred: the operator's vector helpers import torch, which dense and CSR chains never load
-    from mlmix.theory.kernels.operator_vectors import rounding
+    from mlmix.theory.linalg.operator_vectors import rounding
 
     g = rounding(op)
     return Stepper(lambda v, measures: np.asarray(chain.P.T @ v if measures else chain.P @ v, dtype=np.float64),

@@ -339,7 +339,7 @@ def operator_gap(op: TransitionOperator, pi: VectorResult, *, rtol: float = GAP_
     rtol x gamma; ``target_rtol``: the accuracy below which the value is reported as an interval."""
     import torch  # deferred: only the matrix-free route loads torch
 
-    from mlmix.theory.kernels.operator_vectors import global_total
+    from mlmix.theory.linalg.operator_vectors import global_total
 
     if op.n_states < 2:
         raise ValueError("a gap needs at least 2 states")
@@ -409,8 +409,8 @@ def operator_multiplicative_gap(op: TransitionOperator, pi: VectorResult, additi
 
 def _start_vector(op: TransitionOperator, w: torch.Tensor, seed: int) -> torch.Tensor:
     """Pseudo-random (a hash of the global state index, so the same however sharded), orthogonal to w."""
-    from mlmix.theory.kernels.operator_vectors import hash_uniform
     from mlmix.theory.linalg.krylov import inner  # deferred: torch
+    from mlmix.theory.linalg.operator_vectors import hash_uniform
 
     start = op.comm.rank * op.local_size
     v0 = (hash_uniform(start, start + op.local_size, seed, op.device) - 0.5).to(op.dtype)

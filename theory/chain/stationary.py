@@ -28,7 +28,7 @@ the joint in log space (entrywise relative accuracy of a few ulps of |log pi|). 
 r = pi P - pi reported and the entrywise certificate of :func:`certify_stationary`: the M-matrix
 supersolution argument of :func:`certify_supersolution` with A = (I - P^T) grounded at z applied
 matrix-free (A v = v - P^T v, its rounding <= gamma (v + P^T v) for v >= 0,
-:func:`~mlmix.theory.kernels.operator_vectors.rounding`) and the solves A v = c by GMRES on the
+:func:`~mlmix.theory.linalg.operator_vectors.rounding`) and the solves A v = c by GMRES on the
 regularised system (I - P^T + u 1^T) y = c'. Where that fails (a metastable law), the a-posteriori
 bound of :func:`stationary_error_bound` (with f = (pi_hat - pi) / pi, (I - P*) f = -r / pi,
 E(f, f) >= gamma Var_pi(f))
@@ -419,7 +419,7 @@ SMOOTHING_STEPS = 32
 
 
 def _l1_residual(op: TransitionOperator, pi: torch.Tensor) -> float:
-    from mlmix.theory.kernels.operator_vectors import global_total  # deferred: torch
+    from mlmix.theory.linalg.operator_vectors import global_total  # deferred: torch
 
     out = op.apply(pi, "measures")
     return global_total(op, out.sub_(pi).abs_())
@@ -436,8 +436,8 @@ def operator_stationary(op: TransitionOperator, *, rtol: float = STATIONARY_RTOL
     """
     import torch  # deferred: only the matrix-free route loads torch
 
-    from mlmix.theory.kernels.operator_vectors import global_total
     from mlmix.theory.linalg.krylov import gmres
+    from mlmix.theory.linalg.operator_vectors import global_total
 
     rtol = check_real(rtol, "rtol", minimum=0.0, open_min=True)
     comm = op.comm
@@ -503,7 +503,7 @@ def first_order_pi_error(op: TransitionOperator, pi: torch.Tensor, gap: float) -
     of a computed pi (module docstring); also bounds the perturbation of D^{1/2} S D^{-1/2} it causes
     (as ||B|| <= 1). |r| is taken with the rounding of its computation, gamma (pi P + pi): a residual
     that rounds to 0 (pi P - pi below the rounding of pi P) bounds nothing."""
-    from mlmix.theory.kernels.operator_vectors import global_total, rounding  # deferred: torch
+    from mlmix.theory.linalg.operator_vectors import global_total, rounding  # deferred: torch
 
     Ppi = op.apply(pi, "measures")
     r = (Ppi - pi).abs_().add_(Ppi.add_(pi), alpha=rounding(op))
@@ -519,8 +519,8 @@ def certify_stationary(op: TransitionOperator, pi: VectorResult) -> VectorResult
     with its slice."""
     import torch  # deferred: only the matrix-free route loads torch
 
-    from mlmix.theory.kernels.operator_vectors import as_numpy, as_tensor, rounding
     from mlmix.theory.linalg.krylov import gmres
+    from mlmix.theory.linalg.operator_vectors import as_numpy, as_tensor, rounding
 
     if pi.log_value is None or pi.rel_error is not None:
         return pi

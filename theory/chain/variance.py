@@ -228,8 +228,8 @@ def operator_asymptotic_variance(op: TransitionOperator, f: np.ndarray, pi: torc
     bound adds the effect of pi's entrywise relative error ``pi_rel_error`` on 2 <f_bar, g>_pi - Var_pi(f),
     3 rel (2 <|f_bar g|>_pi + Var_pi f), as on the dense route."""
 
-    from mlmix.theory.kernels.operator_vectors import MAX_MATVECS, SOLVE_RTOL, global_total, local_part, rounding
     from mlmix.theory.linalg.krylov import conjugate_gradient, gmres
+    from mlmix.theory.linalg.operator_vectors import MAX_MATVECS, SOLVE_RTOL, global_total, local_part, rounding
 
     ft = local_part(op, f).to(op.dtype)
     fbar = ft - global_total(op, pi * ft)
