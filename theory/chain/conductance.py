@@ -309,7 +309,7 @@ def chain_conductance(chain: Chain) -> Result:
 
     Matrix routes are widened for P's subnormal entries (exact route) and charged for pi_hat's
     error: Q(S, S^c) and pi(S) are linear in pi."""
-    if chain.op is not None:
+    if chain.facts.representation == "operator":
         return operator_conductance(chain.op, chain.stationary, chain.facts.operator_gap, bins=chain.facts.bins)
     core = chain.facts.core
     if chain.facts.reducible_given:
@@ -327,6 +327,6 @@ def chain_set_conductance(chain: Chain, S: np.ndarray) -> Result:
     """Phi(S) = Q(S, S^c) / pi(S) of a set of states (mask or indices): matrix-free by
     :func:`operator_set_conductance` (flows summed as non-negative terms), on a dense or CSR matrix by
     :func:`set_conductance_result` in log space, charged for pi_hat's error."""
-    if chain.op is not None:
+    if chain.facts.representation == "operator":
         return operator_set_conductance(chain.op, S, chain.stationary)
     return chain.facts.charged(set_conductance_result(chain.P, S, chain.facts.logpi), (0.0, 1.0))

@@ -334,7 +334,7 @@ def _pi_if_known(chain: Chain) -> torch.Tensor | None:
 
 def chain_hitting_time(chain: Chain, target: np.ndarray) -> VectorResult:
     """The body of :meth:`Chain.hitting_time`."""
-    if chain.op is not None:
+    if chain.facts.representation == "operator":
         return operator_hitting_times(chain.op, check_state_set(target, chain.n_states, "target set A"),
                                       _pi_if_known(chain))
     return chain.facts.rounded_vector(expected_hitting_times(chain.P, target), chain.facts.subnormal[0])
@@ -342,7 +342,7 @@ def chain_hitting_time(chain: Chain, target: np.ndarray) -> VectorResult:
 
 def chain_hitting_probabilities(chain: Chain, target: np.ndarray, t: int) -> VectorResult:
     """The body of :meth:`Chain.hitting_probabilities`."""
-    if chain.op is not None:
+    if chain.facts.representation == "operator":
         return operator_hitting_probabilities(chain.op, check_state_set(target, chain.n_states, "target set A"),
                                               check_steps(t))
     return hitting_probabilities(chain.P, target, t)
@@ -350,7 +350,7 @@ def chain_hitting_probabilities(chain: Chain, target: np.ndarray, t: int) -> Vec
 
 def chain_committor(chain: Chain, A: np.ndarray, B: np.ndarray) -> VectorResult:
     """The body of :meth:`Chain.committor`."""
-    if chain.op is not None:
+    if chain.facts.representation == "operator":
         Am, Bm = check_state_set(A, chain.n_states, "A"), check_state_set(B, chain.n_states, "B")
         if (Am & Bm).any():
             raise ValueError("A and B must be disjoint")
