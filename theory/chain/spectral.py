@@ -540,21 +540,22 @@ def chain_unrounded_gap(chain: Chain) -> tuple[Result, np.ndarray]:
       (relative accuracy), Lanczos on the CSR matrix otherwise;
     * non-reversible with a zero entry in the computed law: unresolved, (P + P*)/2 is undefined;
     * non-reversible: :func:`reversible_gap` of :func:`additive_reversibilization` built with pi_hat."""
-    if chain.op is not None:
+    if chain.facts.representation == "operator":
         return chain.facts.operator_gap.gap, chain.facts.operator_gap.fiedler
     core = chain.facts.core
     if chain.facts.reducible_given:
         return Result.exact(NAMES["spectral_gap"], 0.0, "several closed classes: the indicator of one has zero "
                             "Dirichlet form"), np.zeros(chain.n_states)
     if core.is_reversible:
-        el = core.facts.grounded if core.is_dense else None
-        return reversible_gap(core.P, core.facts.logpi, name=NAMES["spectral_gap"], el=el, dense=core.is_dense)
+        el = core.facts.grounded if core.facts.representation == "dense" else None
+        return reversible_gap(core.P, core.facts.logpi, name=NAMES["spectral_gap"], el=el,
+                              dense=core.facts.representation == "dense")
     if not np.isfinite(core.facts.logpi).all():  # P* = D^-1 P^T D needs pi_hat > 0 on the irreducible core
         return Result.missing(NAMES["additive_gap"], "-", "the computed stationary law has zero entries (a "
                               "Krylov law that did not resolve a metastable chain): (P + P*)/2 is undefined"
                               ), np.zeros(chain.n_states)
     S = additive_reversibilization(core.P, core.facts.logpi)
-    return reversible_gap(S, core.facts.logpi, name=NAMES["additive_gap"], dense=core.is_dense)
+    return reversible_gap(S, core.facts.logpi, name=NAMES["additive_gap"], dense=core.facts.representation == "dense")
 
 
 def chain_gap(chain: Chain) -> tuple[Result, np.ndarray]:
@@ -564,8 +565,9 @@ def chain_gap(chain: Chain) -> tuple[Result, np.ndarray]:
     matrix chain; P's own gap (reversible, or several closed classes) and the operator's gap (which
     already holds the error of its pi) are returned as they are."""
     gap, mode = chain.facts.raw_gap_and_mode
-    if chain.op is not None or chain.facts.reducible_given or chain.facts.core.is_reversible:  # P's own gap: pi is not
-        return gap, mode  # used (the operator's gap already holds the error of its pi)
+    own = chain.facts.representation == "operator" or chain.facts.reducible_given or chain.facts.core.is_reversible
+    if own:  # P's own gap: pi is not used (the operator's gap already holds the error of its pi)
+        return gap, mode
     return chain.facts.charged(gap, (0.0, 2.0)), mode  # (P + P*)/2 has eigenvalues in [-1, 1]
 
 
@@ -594,13 +596,13 @@ def chain_multiplicative_gap(chain: Chain) -> Result:
 
     Matrix routes are widened for P's subnormal entries and charged for pi_hat's error:
     pi(x) (P* P)(x, y) = sum_z pi(z) P(z, x) P(z, y) is an edge measure linear in pi."""
-    if chain.op is not None:
+    if chain.facts.representation == "operator":
         if chain.is_reversible:
             return multiplicative_from_absolute(chain.absolute_spectral_gap)
         return operator_multiplicative_gap(chain.op, chain.facts.stationary_law, chain.additive_gap, rtol=chain.facts.gap_rtol,
                                            basis_size=chain.facts.basis_size, progress=chain.solver_progress)
     core = chain.facts.core
-    if not core.is_dense:
+    if core.facts.representation != "dense":
         return chain.facts.charged(chain.facts.rounded_entries(multiplicative_gap_sparse(sp.csr_array(core.P), core.facts.logpi),
                                                      (0.0, 1.0)), (0.0, 1.0))
     M = multiplicative_reversibilization(core.to_dense(), core.facts.logpi)
@@ -614,6 +616,6 @@ def chain_dirichlet_form(chain: Chain, f: np.ndarray, g: np.ndarray | None = Non
     polarization), on a dense or CSR matrix by :func:`dirichlet_form` with pi = exp(log pi)."""
     f = check_vector(f, chain.n_states, "f")
     g = None if g is None else check_vector(g, chain.n_states, "g")
-    if chain.op is not None:
+    if chain.facts.representation == "operator":
         return operator_dirichlet_form(chain.op, chain.facts.pi_t, f, g)
     return dirichlet_form(chain.P, f, g, np.exp(chain.facts.logpi))

@@ -579,7 +579,7 @@ def chain_is_reversible(chain: Chain) -> bool:
     max |Q - Q^T| <= 1e-10 max Q for the edge measure Q = diag(pi) P; otherwise Kolmogorov's criterion
     in log space on the closed class (:func:`log_potential`; transient states carry no mass), after
     ReducibleChainError for several closed classes and UnderflowError where P cannot stand for the chain."""
-    if chain.op is not None:
+    if chain.facts.representation == "operator":
         return chain.op.reversible
     if chain.facts.given is not None:
         Q = sp.csr_array(chain.P).multiply(chain.facts.given[:, None])
@@ -603,7 +603,7 @@ def chain_stationary_law(chain: Chain) -> VectorResult:
       :data:`~mlmix.limits.DENSE_STATIONARY_LIMIT` states or the chain's own ``dense_limit``, a
       certified Krylov solve beyond), widened where P has subnormal entries: each pi(x) moves within
       rho^(N-1) = sqrt(1 + eps) (:attr:`ChainFacts.subnormal`)."""
-    if chain.op is not None:
+    if chain.facts.representation == "operator":
         if not chain.is_irreducible:
             if chain.op.matrix is not None:
                 chain.facts.recurrent  # several closed classes: ReducibleChainError naming them
@@ -639,7 +639,7 @@ def chain_stationary(chain: Chain) -> VectorResult:
       closed classes): the same bound from :func:`chain_pi_error`, attached when it is below 1 (else the
       accuracy stays the residual, normwise). A reversible law is exact to its stated accuracy already."""
     st = chain.facts.stationary_law
-    if chain.op is not None:
+    if chain.facts.representation == "operator":
         gap = chain.facts.operator_gap.gap if st.rel_error is None else None
         return st if gap is None or gap.lower is None else stationary_error_bound(chain.op, st, gap.lower)
     if st.rel_error is not None or chain.facts.given is not None or chain.facts.reducible_given or chain.facts.core.is_reversible:
@@ -665,7 +665,7 @@ def chain_pi_error(chain: Chain) -> tuple[float, str]:
     st = core.facts.stationary_law
     if chain.facts.given is not None:
         return 0.0, "given"
-    if chain.op is not None:  # the operator's law carries its own bound
+    if chain.facts.representation == "operator":  # the operator's law carries its own bound
         rel = chain.stationary.rel_error
         return (math.inf, "not bounded") if rel is None else (rel, "certified")
     if st.rel_error is not None:

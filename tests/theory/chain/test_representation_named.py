@@ -6,8 +6,9 @@ modules converted to it dispatch on that name instead of re-deciding it from how
   source), each one of the held names of ``kernels.representation.REPRESENTATIONS``, and what
   ``Chain.representation`` and ``Chain.holds_matrix`` say;
 * :attr:`ChainFacts.matrix_P`, P as a matrix: the chain's own array, or a matrix-free chain's matrix as CSR;
-* the converted modules test neither ``chain.op`` nor ``holds_matrix`` nor ``is_dense`` (a source check,
-  shown able to fail on a planted branch)."""
+* no module of ``theory/chain/`` but the owners (:data:`OWNERS`) tests ``chain.op``, ``holds_matrix`` or
+  ``is_dense`` to choose a route (a source check, no allow-list of quantity modules, shown able to fail on a
+  planted branch)."""
 
 import numpy as np
 import pytest
@@ -22,8 +23,10 @@ from mlmix.theory.sources.conditionals import ScoreTable
 #: Two-state chain with a = 0.1, b = 0.2: P = [[1 - a, a], [b, 1 - b]].
 P2 = np.array([[0.9, 0.1], [0.2, 0.8]])
 
-#: The quantity modules whose branch points read the representation from ChainFacts.
-CONVERTED = ("hitting", "variance", "conductance", "correlations", "eigenvectors", "pcca", "propagation")
+#: The modules that may read how a chain is held: the Chain, the facts that name its representation, and the
+#: OperatorChain constructor (it asks ``self.op`` before its solver options are set, so before the facts
+#: may be built).
+OWNERS = ("markov_chain.py", "chain_facts.py", "operator_chain.py")
 
 #: The ways of re-deciding the representation the converted modules no longer use.
 REDECIDED = (".op is None", ".op is not None", "holds_matrix", ".is_dense")
@@ -73,11 +76,13 @@ def _redecided(source: str) -> list[str]:
             if any(needle in line for needle in REDECIDED)]
 
 
-@pytest.mark.parametrize("module", CONVERTED)
-def test_the_converted_modules_read_the_representation_from_the_facts(module):
-    text = (ROOM / f"{module}.py").read_text()
-    assert "facts.representation" in text or "facts.matrix_P" in text
-    assert _redecided(text) == [], f"{module}.py re-decides the representation"
+def test_no_quantity_module_re_decides_the_representation():
+    modules = sorted(p for p in ROOM.glob("*.py") if p.name not in OWNERS)
+    assert len(modules) > 20 and all((ROOM / name).exists() for name in OWNERS)
+    found = {p.name: r for p in modules if (r := _redecided(p.read_text()))}
+    assert not found, f"the representation re-decided outside ChainFacts: {found}"
+    readers = [p.name for p in modules if "facts.representation" in (t := p.read_text()) or "facts.matrix_P" in t]
+    assert len(readers) >= 17, readers
 
 
 def test_the_source_check_catches_a_planted_branch():
