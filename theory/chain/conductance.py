@@ -37,6 +37,7 @@ import scipy.sparse as sp
 from scipy.special import logsumexp
 
 from mlmix.limits import EXACT_CONDUCTANCE_LIMIT
+from mlmix.theory.linalg.matrices import to_dense
 from mlmix.theory.results import EPS, NAMES, Result, VectorResult, renamed
 from mlmix.validation import Matrix, check_state_set
 
@@ -88,7 +89,7 @@ def exact_conductance(P: Matrix, logpi: np.ndarray) -> Result:
         return Result.missing("conductance", "-", "conductance needs at least 2 states")
     if N > EXACT_CONDUCTANCE_LIMIT:
         raise ValueError(f"exhaustive conductance enumerates 2^N subsets; N = {N} exceeds {EXACT_CONDUCTANCE_LIMIT}")
-    dense = P.toarray() if sp.issparse(P) else np.asarray(P)
+    dense = to_dense(P)
     shift = float(logpi.max())
     w = np.exp(logpi - shift)  # pi / max pi
     Q = dense * w[:, None]

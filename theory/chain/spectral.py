@@ -56,6 +56,7 @@ from mlmix.progress import Convergence
 from mlmix.theory.chain.stationary import first_order_pi_error
 from mlmix.theory.chain.structure import chain_structure, product_classes
 from mlmix.theory.linalg.elimination import Elimination, eliminate
+from mlmix.theory.linalg.matrices import to_dense
 from mlmix.theory.results import DEFAULT_RTOL, EPS, NAMES, Result, VectorResult, renamed
 from mlmix.validation import Matrix, check_memory, check_vector
 
@@ -515,7 +516,7 @@ def modulus_gap(P: Matrix, rtol: float = DEFAULT_RTOL) -> Result:
     name = "1 - |lambda_2|"
     if N < 2:
         return Result.missing(name, "-", "a gap needs at least 2 states")
-    dense = P.toarray() if sp.issparse(P) else np.asarray(P)
+    dense = to_dense(P)
     vals, left, right = la.eig(dense, left=True, right=True, check_finite=False)
     perron = int(np.argmin(np.abs(vals - 1.0)))
     rest = np.delete(np.arange(N), perron)

@@ -56,6 +56,7 @@ from mlmix.limits import DENSE_STATIONARY_LIMIT
 from mlmix.progress import Convergence
 from mlmix.theory.chain.structure import Structure, chain_structure, tree_depths
 from mlmix.theory.linalg.elimination import eliminate
+from mlmix.theory.linalg.matrices import to_dense
 from mlmix.theory.results import EPS, NAMES, VectorResult
 from mlmix.validation import Matrix, check_memory, check_real, check_transition_matrix
 
@@ -158,7 +159,7 @@ def _gth(P: Matrix, why: str = "") -> VectorResult:
     """GTH state elimination on the dense form of P, with the smaller of the a-posteriori certificate
     and O'Cinneide's worst case as its entrywise bound; ``why`` says why a sparse chain came here."""
     N = P.shape[0]
-    dense = P.toarray() if sp.issparse(P) else np.asarray(P)
+    dense = to_dense(P)
     el = eliminate(dense)
     logpi = el.log_stationary()
     # O'Cinneide (1993): GTH's entrywise relative error is at most about 8 N^3 u (a worst case)
