@@ -134,7 +134,7 @@ def chain_stationary_distributions(chain: Chain) -> VectorResult:
     Routes: a matrix-free kernel with positive conditionals has one closed class, whose law is the
     chain's :attr:`stationary`; other matrix-free kernels ask their matrix (memory permitting); a dense
     or CSR matrix (UnderflowError where P cannot stand for the chain): :func:`stationary_distributions`."""
-    if chain.op is not None:
+    if chain.facts.representation == "operator":
         if not isinstance(chain.structure, PositiveStructure):
             return chain.facts.matrix.stationary_distributions()
         pi = chain.stationary
@@ -150,7 +150,7 @@ def chain_absorption(chain: Chain) -> Absorption:
     kernel with positive conditionals has no transient state (one closed class); other matrix-free
     kernels ask their matrix; a dense or CSR matrix (UnderflowError where P cannot stand for the chain):
     :func:`absorption`."""
-    if chain.op is not None:
+    if chain.facts.representation == "operator":
         if not isinstance(chain.structure, PositiveStructure):
             return chain.facts.matrix.facts.absorption
         return Absorption(np.zeros(0, dtype=np.int64), chain.structure.closed_classes, None, 0.0)

@@ -81,13 +81,29 @@ class ChainFacts:
     basis_size: int = 16
     bins: int = SWEEP_BINS
 
+    # ------------------------------------------------------------------ the representation
+    @property
+    def representation(self) -> str:
+        """The one place the chain's representation is named, one of the held ones of
+        :data:`~mlmix.theory.kernels.representation.REPRESENTATIONS`: "operator" (a matrix-free kernel: the
+        Krylov routes), else "dense" (at most ``dense_limit`` states: GTH, LAPACK, whether P is stored dense or
+        CSR) or "sparse" (the CSR routes). The quantities dispatch on it, not on how P is held."""
+        chain = self.chain
+        return "operator" if chain.op is not None else "dense" if chain.is_dense else "sparse"
+
+    @property
+    def matrix_P(self) -> Matrix:
+        """P as a matrix for the routes that need its entries: the chain's own (dense or CSR, as given), or a
+        matrix-free chain's matrix as CSR (:attr:`matrix`, memory permitting)."""
+        return self.chain.to_scipy() if self.representation == "operator" else self.chain.P
+
     # ------------------------------------------------------------------ the matrix
     @cached_property
     def matrix(self) -> Chain:
         """The chain as a matrix: itself, for a matrix-free chain the chain of its operator's matrix (a
         MatrixOperator) or the CSR chain built from its source (memory checked by the builder)."""
         chain = self.chain
-        if chain.op is None:
+        if self.representation != "operator":
             return chain
         if chain.op.matrix is not None:
             return type(chain)(chain.op.matrix, name=chain.name)
@@ -133,7 +149,7 @@ class ChainFacts:
     def core(self) -> Chain:
         """The chain restricted to its closed class (itself when irreducible or matrix-free)."""
         chain = self.chain
-        if chain.op is not None or chain.is_irreducible or self.reducible_given:
+        if self.representation == "operator" or chain.is_irreducible or self.reducible_given:
             return chain
         C = self.recurrent
         sub = chain.P[C][:, C] if not sp.issparse(chain.P) else sp.csr_array(chain.P)[C][:, C]

@@ -23,7 +23,7 @@ def summary(chain: Chain, eps: float, include_stationary: bool, mixing_limit: in
     """The body of :meth:`Chain.summary`."""
 
     eps = check_eps(eps)
-    if chain.op is not None:
+    if chain.facts.representation == "operator":
         return _operator_summary(chain, eps, include_stationary, progress, as_frame)
     out: dict[str, Any] = {"n_states": chain.n_states,
                            "representation": f"{chain.representation} ({chain.representation_reason})",
@@ -70,11 +70,11 @@ def summary_cost(chain: Chain, mixing_limit: int) -> tuple[list[tuple[str, float
     """The body of :meth:`Chain._summary_cost` (matrix-free: the Krylov solvers report their own progress)."""
 
     N = chain.n_states
-    if chain.op is not None:
+    if chain.facts.representation == "operator":
         return [(phase, 0.0) for phase in _PRIOR_PHASES if phase in _SUMMARY_PHASES], \
             f"{N:,} states, matrix-free operator ({chain.op})"
     nnz = int(chain.P.nnz) if sp.issparse(chain.P) else N * N
-    if chain.is_dense:
+    if chain.facts.representation == "dense":
         cubes = {"stationary law": 0.5, "gaps": 18.0, "conductance": 1.0, "Kemeny constant": 2.0,
                  "t_mix": 12.0 if N <= mixing_limit else 0.0}
         phases = [(name, dense_seconds(N, c)) for name, c in cubes.items()]
@@ -91,12 +91,13 @@ def summary_cost(chain: Chain, mixing_limit: int) -> tuple[list[tuple[str, float
 def progress_plan(chain: Chain, phase: str, name: str) -> tuple[str, str, list]:
     """The body of :meth:`Chain._progress_plan`."""
 
-    if chain.op is not None:  # the Krylov solvers report their own progress
+    if chain.facts.representation == "operator":  # the Krylov solvers report their own progress
         return f"{name} of {chain.name}", summary_cost(chain, MIXING_LIMIT)[1], [(phase, 0.0, None)]
     phases, cost = summary_cost(chain, MIXING_LIMIT)
     expected = dict(phases)
     nnz = int(chain.P.nnz) if sp.issparse(chain.P) else chain.n_states ** 2
-    expected["hitting times"] = dense_seconds(chain.n_states, 1.0) if chain.is_dense else seconds_for(4000.0 * nnz)
+    dense = chain.facts.representation == "dense"
+    expected["hitting times"] = dense_seconds(chain.n_states, 1.0) if dense else seconds_for(4000.0 * nnz)
     expected["variance"], expected["d(t)"] = expected["Kemeny constant"], expected["t_mix"]
     prior = () if phase == "t_mix" and chain.period > 1 else _PRIOR_PHASES[phase]  # periodic: t_mix is inf
     steps = [(p, expected[p], lambda get=_CACHED_PHASES[p][1]: get(chain))

@@ -37,6 +37,7 @@ import scipy.sparse as sp
 from scipy.special import logsumexp
 
 from mlmix.limits import EXACT_CONDUCTANCE_LIMIT
+from mlmix.theory.linalg.matrices import to_dense
 from mlmix.theory.results import EPS, NAMES, Result, VectorResult, renamed
 from mlmix.validation import Matrix, check_state_set
 
@@ -88,7 +89,7 @@ def exact_conductance(P: Matrix, logpi: np.ndarray) -> Result:
         return Result.missing("conductance", "-", "conductance needs at least 2 states")
     if N > EXACT_CONDUCTANCE_LIMIT:
         raise ValueError(f"exhaustive conductance enumerates 2^N subsets; N = {N} exceeds {EXACT_CONDUCTANCE_LIMIT}")
-    dense = P.toarray() if sp.issparse(P) else np.asarray(P)
+    dense = to_dense(P)
     shift = float(logpi.max())
     w = np.exp(logpi - shift)  # pi / max pi
     Q = dense * w[:, None]
@@ -229,7 +230,7 @@ def operator_set_conductance(op: TransitionOperator, S: np.ndarray, pi: VectorRe
     unresolved (the value with the computed law in ``details``) where pi's error is not bounded."""
     import torch  # deferred: only the matrix-free route loads torch
 
-    from mlmix.theory.kernels.operator_vectors import global_total
+    from mlmix.theory.linalg.operator_vectors import global_total
 
     whole = op.comm.world_size == 1  # sharded: each process holds a slice, so only the mass decides
     mask = torch.as_tensor(check_state_set(S, op.local_size, "S", proper=whole), device=op.device)
@@ -255,7 +256,7 @@ def operator_conductance(op: TransitionOperator, pi: VectorResult, gap: GapResul
     named set (``set``: this process's mask), its size, mass and conductance in ``details``."""
     import torch  # deferred: only the matrix-free route loads torch
 
-    from mlmix.theory.kernels.operator_vectors import global_total
+    from mlmix.theory.linalg.operator_vectors import global_total
 
     comm = op.comm
     pi_t = torch.as_tensor(pi.value, device=op.device).to(op.dtype)
@@ -309,7 +310,7 @@ def chain_conductance(chain: Chain) -> Result:
 
     Matrix routes are widened for P's subnormal entries (exact route) and charged for pi_hat's
     error: Q(S, S^c) and pi(S) are linear in pi."""
-    if chain.op is not None:
+    if chain.facts.representation == "operator":
         return operator_conductance(chain.op, chain.stationary, chain.facts.operator_gap, bins=chain.facts.bins)
     core = chain.facts.core
     if chain.facts.reducible_given:
@@ -327,6 +328,6 @@ def chain_set_conductance(chain: Chain, S: np.ndarray) -> Result:
     """Phi(S) = Q(S, S^c) / pi(S) of a set of states (mask or indices): matrix-free by
     :func:`operator_set_conductance` (flows summed as non-negative terms), on a dense or CSR matrix by
     :func:`set_conductance_result` in log space, charged for pi_hat's error."""
-    if chain.op is not None:
+    if chain.facts.representation == "operator":
         return operator_set_conductance(chain.op, S, chain.stationary)
     return chain.facts.charged(set_conductance_result(chain.P, S, chain.facts.logpi), (0.0, 1.0))

@@ -140,7 +140,7 @@ def _spectral(chain: Chain) -> SpectralForm:
     """The spectral form of the chain's matrix (a matrix-free chain's, memory permitting), whose S is charged
     the distance of P as stored from the chain it defines (:func:`convention_distance`)."""
     st = chain.stationary
-    P = chain.P if chain.op is None else chain.to_scipy()
+    P = chain.facts.matrix_P
     return spectral_form(chain_eigenvectors(chain), st.log_value, float(st.rel_error), convention_distance(P))
 
 

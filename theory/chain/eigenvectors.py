@@ -153,7 +153,7 @@ def chain_eigenvectors(chain: Chain, k: int | None = None) -> Eigenpairs:
     """The body of :meth:`Chain.eigenvectors`: the ``k`` eigenpairs of largest modulus (all when None) of the
     chain's matrix (a matrix-free chain's matrix, memory permitting), symmetric where the chain is irreducible
     and reversible; residuals by the chain's own products (the operator's applications, matrix-free)."""
-    P = chain.P if chain.op is None else chain.to_scipy()
+    P = chain.facts.matrix_P
     reversible = chain.is_irreducible and chain.is_reversible
     ev = eigenvalues(P, k, reversible)
     return eigenpairs(ev, P, chain.stationary.log_value if reversible else None, chain_stepper(chain, 1))

@@ -23,7 +23,7 @@ Reversible kernels solve the symmetric positive definite forms D^1/2 (I - P_UU) 
 gradients (from the square-rooted conditionals); others use GMRES. Every solve runs on one process or
 sharded (torch.distributed): sets and functions over all states are cut to each process's part, inner
 products and maxima are reduced over the processes, and the results are gathered
-(:mod:`mlmix.theory.kernels.operator_vectors`).
+(:mod:`mlmix.theory.linalg.operator_vectors`).
 """
 
 from __future__ import annotations
@@ -222,8 +222,8 @@ def _absorbed(op: TransitionOperator, unknown: torch.Tensor, b: torch.Tensor, pi
     symmetrised system when the chain is reversible and pi is at hand, else GMRES(50) (pi is only a
     preconditioner here: the a-posteriori bounds do not use it)."""
 
-    from mlmix.theory.kernels.operator_vectors import MAX_MATVECS, SOLVE_RTOL
     from mlmix.theory.linalg.krylov import conjugate_gradient, gmres
+    from mlmix.theory.linalg.operator_vectors import MAX_MATVECS, SOLVE_RTOL
 
     keep = unknown.to(op.dtype)
     if op.reversible and pi is not None:  # D^1/2 (I - P_UU) D^-1/2 is symmetric positive definite
@@ -246,7 +246,7 @@ def _absorbed(op: TransitionOperator, unknown: torch.Tensor, b: torch.Tensor, pi
 
 
 def _local_mask(op: TransitionOperator, S: np.ndarray) -> torch.Tensor:
-    from mlmix.theory.kernels.operator_vectors import local_part  # deferred: torch
+    from mlmix.theory.linalg.operator_vectors import local_part  # deferred: torch
 
     return local_part(op, np.asarray(S, dtype=bool))
 
@@ -255,7 +255,7 @@ def operator_hitting_times(op: TransitionOperator, A: np.ndarray, pi: torch.Tens
     """E_x tau_A for every start x (``A`` a boolean mask; the chain irreducible), certified entrywise."""
     import torch  # deferred: only the matrix-free route loads torch
 
-    from mlmix.theory.kernels.operator_vectors import gathered, global_total, rounding
+    from mlmix.theory.linalg.operator_vectors import gathered, global_total, rounding
 
     name = NAMES["hitting_time"]
     Am = _local_mask(op, A)
@@ -280,7 +280,7 @@ def operator_committor(op: TransitionOperator, A: np.ndarray, B: np.ndarray, pi:
     """q(x) = P_x(tau_B < tau_A) (masks), with the entrywise absolute error bound rho E_x tau_{A u B}
     (``details['max_abs_error']``; ``abs_error`` its sum, ``rel_error`` the entrywise relative bound
     where every q > 0)."""
-    from mlmix.theory.kernels.operator_vectors import gathered, global_total, rounding  # deferred: torch
+    from mlmix.theory.linalg.operator_vectors import gathered, global_total, rounding  # deferred: torch
 
     Am, Bm = _local_mask(op, A), _local_mask(op, B)
     C = ~(Am | Bm)
@@ -310,7 +310,7 @@ def operator_committor(op: TransitionOperator, A: np.ndarray, B: np.ndarray, pi:
 def operator_hitting_probabilities(op: TransitionOperator, A: np.ndarray, t: int) -> VectorResult:
     """P_x(tau_A <= t) by t backward steps h <- 1_A + 1_{A^c} P h (non-negative: entrywise relative
     rounding (1 + gamma)^t - 1)."""
-    from mlmix.theory.kernels.operator_vectors import gathered, rounding  # deferred: torch
+    from mlmix.theory.linalg.operator_vectors import gathered, rounding  # deferred: torch
 
     Am = _local_mask(op, A)
     inA = Am.to(op.dtype)
@@ -334,7 +334,7 @@ def _pi_if_known(chain: Chain) -> torch.Tensor | None:
 
 def chain_hitting_time(chain: Chain, target: np.ndarray) -> VectorResult:
     """The body of :meth:`Chain.hitting_time`."""
-    if chain.op is not None:
+    if chain.facts.representation == "operator":
         return operator_hitting_times(chain.op, check_state_set(target, chain.n_states, "target set A"),
                                       _pi_if_known(chain))
     return chain.facts.rounded_vector(expected_hitting_times(chain.P, target), chain.facts.subnormal[0])
@@ -342,7 +342,7 @@ def chain_hitting_time(chain: Chain, target: np.ndarray) -> VectorResult:
 
 def chain_hitting_probabilities(chain: Chain, target: np.ndarray, t: int) -> VectorResult:
     """The body of :meth:`Chain.hitting_probabilities`."""
-    if chain.op is not None:
+    if chain.facts.representation == "operator":
         return operator_hitting_probabilities(chain.op, check_state_set(target, chain.n_states, "target set A"),
                                               check_steps(t))
     return hitting_probabilities(chain.P, target, t)
@@ -350,7 +350,7 @@ def chain_hitting_probabilities(chain: Chain, target: np.ndarray, t: int) -> Vec
 
 def chain_committor(chain: Chain, A: np.ndarray, B: np.ndarray) -> VectorResult:
     """The body of :meth:`Chain.committor`."""
-    if chain.op is not None:
+    if chain.facts.representation == "operator":
         Am, Bm = check_state_set(A, chain.n_states, "A"), check_state_set(B, chain.n_states, "B")
         if (Am & Bm).any():
             raise ValueError("A and B must be disjoint")

@@ -272,12 +272,13 @@ class Chain:
     @property
     def holds_matrix(self) -> bool:
         """Whether P is a matrix (dense or CSR: it can be saved), not a matrix-free operator."""
-        return self.op is None
+        return self.facts.representation != "operator"
 
     @property
     def representation(self) -> str:
-        """"dense", "sparse" or "operator" (matrix-free): the algorithms this chain uses."""
-        return "operator" if self.op is not None else "dense" if self.is_dense else "sparse"
+        """"dense", "sparse" or "operator" (matrix-free): the algorithms this chain uses
+        (:attr:`ChainFacts.representation <mlmix.theory.chain.chain_facts.ChainFacts.representation>`)."""
+        return self.facts.representation
 
     @property
     def is_dense(self) -> bool:

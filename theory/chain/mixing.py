@@ -583,7 +583,7 @@ def distance_from(op: TransitionOperator, mu: np.ndarray, t_max: int, pi: torch.
                   pi_rel_error: float | None) -> VectorResult:
     """TV(mu P^t, pi) for t = 0..t_max by t_max applications of P^T (``mu`` over all states, ``pi`` this
     process's part); ``abs_error`` bounds every entry (t gamma of rounding per step plus pi's L1 error)."""
-    from mlmix.theory.kernels.operator_vectors import global_total, local_part, rounding  # deferred: torch
+    from mlmix.theory.linalg.operator_vectors import global_total, local_part, rounding  # deferred: torch
 
     m = local_part(op, mu).to(op.dtype)
     p = pi.to(op.dtype)
@@ -603,7 +603,7 @@ def distance_from(op: TransitionOperator, mu: np.ndarray, t_max: int, pi: torch.
 
 def chain_mixing_bounds(chain: Chain) -> MixingBounds:
     """The body of :meth:`ChainFacts.mixing_bounds`."""
-    if chain.op is not None:
+    if chain.facts.representation == "operator":
         return operator_bounds(chain.op, chain.stationary, chain.additive_gap, chain.conductance,
                                None if chain.is_reversible else chain.multiplicative_gap)
     core = chain.facts.core
@@ -639,7 +639,7 @@ def chain_mixing_time(chain: Chain, eps: float = 0.25, max_states: int = MIXING_
         return Result.interval("t_mix", math.inf, None, f"period {d} from a breadth-first search",
                                f"the chain is periodic (period {d}): d(t) >= 1 - 1/{d} > eps for every t, so "
                                "t_mix is infinite")
-    if chain.op is not None:  # bounded, not computed (``max_states`` does not apply)
+    if chain.facts.representation == "operator":  # bounded, not computed (``max_states`` does not apply)
         return operator_mixing_bounds(chain.op, chain.stationary, chain.additive_gap, chain.conductance, eps,
                                              None if chain.is_reversible else chain.multiplicative_gap)
     try:
@@ -653,7 +653,7 @@ def chain_mixing_time(chain: Chain, eps: float = 0.25, max_states: int = MIXING_
 
 def chain_tv_distance(chain: Chain, t: int) -> Result:
     """The body of :meth:`Chain.tv_distance`."""
-    if chain.op is not None:
+    if chain.facts.representation == "operator":
         return operator_tv_distance(chain.facts.mixing_bounds(), t)
     return certified_tv_distance(chain.P, t, np.exp(chain.facts.logpi), chain.facts.mixing_bounds(),
                               pi_rel_error=chain.facts.pi_rel_error)
@@ -661,7 +661,7 @@ def chain_tv_distance(chain: Chain, t: int) -> Result:
 
 def chain_distance_curve(chain: Chain, t_max: int, start: int | np.ndarray | None = None, progress: bool = True) -> VectorResult:
     """The body of :meth:`Chain.distance_curve`."""
-    if chain.op is not None and start is None:
+    if chain.facts.representation == "operator" and start is None:
         return chain.facts.matrix.distance_curve(t_max, progress=progress)
     if start is not None and np.ndim(start) == 0:
         mu = np.zeros(chain.n_states)
@@ -669,6 +669,6 @@ def chain_distance_curve(chain: Chain, t_max: int, start: int | np.ndarray | Non
         start = mu
     elif start is not None:
         start = check_vector(start, chain.n_states, "start", probability=True)
-    if chain.op is not None:
+    if chain.facts.representation == "operator":
         return distance_from(chain.op, start, check_steps(t_max, "t_max"), chain.facts.pi_t, chain.facts.pi_rel_error)
     return tv_curve(chain.P, t_max, np.exp(chain.facts.logpi), start, chain.facts.pi_rel_error, progress=progress)

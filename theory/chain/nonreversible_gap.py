@@ -170,12 +170,13 @@ def chain_absolute_gap(chain: Chain) -> Result:
     core = chain.facts.core
     if chain.facts.reducible_given:
         return Result.exact(NAMES["absolute_spectral_gap"], 0.0, "several closed classes: eigenvalue 1 is repeated")
-    if chain.op is not None and chain.op.matrix is not None and chain.period > 1:  # known from the matrix
+    matrix_free = chain.facts.representation == "operator"
+    if matrix_free and chain.op.matrix is not None and chain.period > 1:  # known from the matrix
         return Result.exact(NAMES["absolute_spectral_gap"], 0.0, f"period {chain.period} from a breadth-first "
                             f"search: exp(2 pi i / {chain.period}) is an eigenvalue")
-    if chain.op is not None and chain.is_reversible:
+    if matrix_free and chain.is_reversible:
         return operator_absolute_gap(chain.op, chain.additive_gap)
-    if chain.op is not None:
+    if matrix_free:
         return renamed(absolute_gap(kernel_functions(chain.op), chain.n_states, lambda: chain.facts.pi_t,
                                     lambda: chain.multiplicative_gap), NAMES["absolute_spectral_gap"])
     if chain.period > 1:  # exp(2 pi i / d) is an eigenvalue: exactly 0
@@ -185,7 +186,8 @@ def chain_absolute_gap(chain: Chain) -> Result:
         gap = absolute_gap(core.P, core.n_states, lambda: np.exp(core.facts.logpi), lambda: chain.multiplicative_gap)
         return renamed(gap, NAMES["absolute_spectral_gap"], chain.facts.on_core())
     gap = chain.spectral_gap
-    bottom = chain.facts.rounded_entries(bottom_gap(core.P, core.facts.logpi, dense=core.is_dense), (0.0, 2.0))
+    bottom = bottom_gap(core.P, core.facts.logpi, dense=core.facts.representation == "dense")
+    bottom = chain.facts.rounded_entries(bottom, (0.0, 2.0))
     return _minimum(NAMES["absolute_spectral_gap"], gap, bottom)
 
 

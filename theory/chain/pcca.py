@@ -293,6 +293,6 @@ def chain_pcca(chain: Chain, m: int) -> PCCA:
     if not chain.is_reversible:
         raise InputValueError("PCCA+ needs a reversible chain (real eigenvectors); the generalised Schur variant "
                               "G-PCCA+ for non-reversible chains is not implemented")
-    P = chain.P if chain.holds_matrix else chain.to_scipy()
+    P = chain.facts.matrix_P
     P = sp.csr_array(P) if sp.issparse(P) else np.asarray(P)
     return pcca(P, np.asarray(chain.stationary, dtype=np.float64), m)

@@ -177,15 +177,15 @@ def chain_stepper(chain: Chain, t_max: int) -> Stepper:
     """A chain's stepper: its matrix (:func:`matrix_stepper`), or, matrix-free, the operator's applications
     (``chain.P @ f``, ``chain.P.T @ mu``, each charged the operator's ``rounding``), or its matrix (memory
     permitting) where squaring is cheaper (:func:`prefer_squaring`, an application costing N op.terms)."""
-    if chain.op is None or prefer_squaring(chain.n_states, t_max, chain.n_states * chain.op.terms
-                                           + CALL_COST["operator"]):
-        return matrix_stepper(chain.P if chain.op is None else chain.to_scipy(), t_max)
+    if chain.facts.representation != "operator" or prefer_squaring(
+            chain.n_states, t_max, chain.n_states * chain.op.terms + CALL_COST["operator"]):
+        return matrix_stepper(chain.facts.matrix_P, t_max)
     op = chain.op
     check_applications(chain.n_states, t_max)
     if op.comm.world_size > 1:
         raise ValueError("powers of a sharded matrix-free chain are not computed: build it on one process")
     # deferred: the operator's vector helpers import torch, which dense and CSR chains never load
-    from mlmix.theory.kernels.operator_vectors import rounding
+    from mlmix.theory.linalg.operator_vectors import rounding
 
     g = rounding(op)
     return Stepper(lambda v, measures: np.asarray(chain.P.T @ v if measures else chain.P @ v, dtype=np.float64),
@@ -270,4 +270,4 @@ def chain_transition_counts(chain: Chain, mu: object, n: int) -> VectorResult:
     n = check_steps(n, "n")
     law = start_law(mu, chain.n_states)
     stepper = chain_stepper(chain, n)
-    return transition_counts(stepper, chain.P if chain.op is None else chain.to_scipy(), law, n)
+    return transition_counts(stepper, chain.facts.matrix_P, law, n)

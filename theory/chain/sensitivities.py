@@ -359,7 +359,7 @@ def chain_eigenvalue_sensitivity(chain: Chain, index: int, E: Matrix | None = No
 
 
 def _with_route(r: Result | VectorResult, chain: Chain) -> Result | VectorResult:
-    note = "; the matrix of the matrix-free chain" if chain.op is not None else ""
+    note = "; the matrix of the matrix-free chain" if chain.facts.representation == "operator" else ""
     if not note:
         return r
     if isinstance(r, VectorResult):

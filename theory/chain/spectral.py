@@ -56,6 +56,7 @@ from mlmix.progress import Convergence
 from mlmix.theory.chain.stationary import first_order_pi_error
 from mlmix.theory.chain.structure import chain_structure, product_classes
 from mlmix.theory.linalg.elimination import Elimination, eliminate
+from mlmix.theory.linalg.matrices import to_dense
 from mlmix.theory.results import DEFAULT_RTOL, EPS, NAMES, Result, VectorResult, renamed
 from mlmix.validation import Matrix, check_memory, check_vector
 
@@ -339,7 +340,7 @@ def operator_gap(op: TransitionOperator, pi: VectorResult, *, rtol: float = GAP_
     rtol x gamma; ``target_rtol``: the accuracy below which the value is reported as an interval."""
     import torch  # deferred: only the matrix-free route loads torch
 
-    from mlmix.theory.kernels.operator_vectors import global_total
+    from mlmix.theory.linalg.operator_vectors import global_total
 
     if op.n_states < 2:
         raise ValueError("a gap needs at least 2 states")
@@ -409,8 +410,8 @@ def operator_multiplicative_gap(op: TransitionOperator, pi: VectorResult, additi
 
 def _start_vector(op: TransitionOperator, w: torch.Tensor, seed: int) -> torch.Tensor:
     """Pseudo-random (a hash of the global state index, so the same however sharded), orthogonal to w."""
-    from mlmix.theory.kernels.operator_vectors import hash_uniform
     from mlmix.theory.linalg.krylov import inner  # deferred: torch
+    from mlmix.theory.linalg.operator_vectors import hash_uniform
 
     start = op.comm.rank * op.local_size
     v0 = (hash_uniform(start, start + op.local_size, seed, op.device) - 0.5).to(op.dtype)
@@ -515,7 +516,7 @@ def modulus_gap(P: Matrix, rtol: float = DEFAULT_RTOL) -> Result:
     name = "1 - |lambda_2|"
     if N < 2:
         return Result.missing(name, "-", "a gap needs at least 2 states")
-    dense = P.toarray() if sp.issparse(P) else np.asarray(P)
+    dense = to_dense(P)
     vals, left, right = la.eig(dense, left=True, right=True, check_finite=False)
     perron = int(np.argmin(np.abs(vals - 1.0)))
     rest = np.delete(np.arange(N), perron)
@@ -540,21 +541,22 @@ def chain_unrounded_gap(chain: Chain) -> tuple[Result, np.ndarray]:
       (relative accuracy), Lanczos on the CSR matrix otherwise;
     * non-reversible with a zero entry in the computed law: unresolved, (P + P*)/2 is undefined;
     * non-reversible: :func:`reversible_gap` of :func:`additive_reversibilization` built with pi_hat."""
-    if chain.op is not None:
+    if chain.facts.representation == "operator":
         return chain.facts.operator_gap.gap, chain.facts.operator_gap.fiedler
     core = chain.facts.core
     if chain.facts.reducible_given:
         return Result.exact(NAMES["spectral_gap"], 0.0, "several closed classes: the indicator of one has zero "
                             "Dirichlet form"), np.zeros(chain.n_states)
     if core.is_reversible:
-        el = core.facts.grounded if core.is_dense else None
-        return reversible_gap(core.P, core.facts.logpi, name=NAMES["spectral_gap"], el=el, dense=core.is_dense)
+        el = core.facts.grounded if core.facts.representation == "dense" else None
+        return reversible_gap(core.P, core.facts.logpi, name=NAMES["spectral_gap"], el=el,
+                              dense=core.facts.representation == "dense")
     if not np.isfinite(core.facts.logpi).all():  # P* = D^-1 P^T D needs pi_hat > 0 on the irreducible core
         return Result.missing(NAMES["additive_gap"], "-", "the computed stationary law has zero entries (a "
                               "Krylov law that did not resolve a metastable chain): (P + P*)/2 is undefined"
                               ), np.zeros(chain.n_states)
     S = additive_reversibilization(core.P, core.facts.logpi)
-    return reversible_gap(S, core.facts.logpi, name=NAMES["additive_gap"], dense=core.is_dense)
+    return reversible_gap(S, core.facts.logpi, name=NAMES["additive_gap"], dense=core.facts.representation == "dense")
 
 
 def chain_gap(chain: Chain) -> tuple[Result, np.ndarray]:
@@ -564,8 +566,9 @@ def chain_gap(chain: Chain) -> tuple[Result, np.ndarray]:
     matrix chain; P's own gap (reversible, or several closed classes) and the operator's gap (which
     already holds the error of its pi) are returned as they are."""
     gap, mode = chain.facts.raw_gap_and_mode
-    if chain.op is not None or chain.facts.reducible_given or chain.facts.core.is_reversible:  # P's own gap: pi is not
-        return gap, mode  # used (the operator's gap already holds the error of its pi)
+    own = chain.facts.representation == "operator" or chain.facts.reducible_given or chain.facts.core.is_reversible
+    if own:  # P's own gap: pi is not used (the operator's gap already holds the error of its pi)
+        return gap, mode
     return chain.facts.charged(gap, (0.0, 2.0)), mode  # (P + P*)/2 has eigenvalues in [-1, 1]
 
 
@@ -594,13 +597,13 @@ def chain_multiplicative_gap(chain: Chain) -> Result:
 
     Matrix routes are widened for P's subnormal entries and charged for pi_hat's error:
     pi(x) (P* P)(x, y) = sum_z pi(z) P(z, x) P(z, y) is an edge measure linear in pi."""
-    if chain.op is not None:
+    if chain.facts.representation == "operator":
         if chain.is_reversible:
             return multiplicative_from_absolute(chain.absolute_spectral_gap)
         return operator_multiplicative_gap(chain.op, chain.facts.stationary_law, chain.additive_gap, rtol=chain.facts.gap_rtol,
                                            basis_size=chain.facts.basis_size, progress=chain.solver_progress)
     core = chain.facts.core
-    if not core.is_dense:
+    if core.facts.representation != "dense":
         return chain.facts.charged(chain.facts.rounded_entries(multiplicative_gap_sparse(sp.csr_array(core.P), core.facts.logpi),
                                                      (0.0, 1.0)), (0.0, 1.0))
     M = multiplicative_reversibilization(core.to_dense(), core.facts.logpi)
@@ -614,6 +617,6 @@ def chain_dirichlet_form(chain: Chain, f: np.ndarray, g: np.ndarray | None = Non
     polarization), on a dense or CSR matrix by :func:`dirichlet_form` with pi = exp(log pi)."""
     f = check_vector(f, chain.n_states, "f")
     g = None if g is None else check_vector(g, chain.n_states, "g")
-    if chain.op is not None:
+    if chain.facts.representation == "operator":
         return operator_dirichlet_form(chain.op, chain.facts.pi_t, f, g)
     return dirichlet_form(chain.P, f, g, np.exp(chain.facts.logpi))

@@ -139,7 +139,7 @@ def chain_eigenvalues(chain: Chain, k: int | None = None) -> VectorResult:
     question: from the chain's matrix (memory permitting); a dense or CSR matrix: :func:`eigenvalues`,
     symmetric (real) where the chain is irreducible and reversible, complex with condition numbers
     otherwise."""
-    if chain.op is not None:
+    if chain.facts.representation == "operator":
         if k in (1, 2) and chain.is_reversible:
             return reversible_top_two(chain.spectral_gap, k)
         return chain.facts.matrix.eigenvalues(k)

@@ -28,7 +28,7 @@ the joint in log space (entrywise relative accuracy of a few ulps of |log pi|). 
 r = pi P - pi reported and the entrywise certificate of :func:`certify_stationary`: the M-matrix
 supersolution argument of :func:`certify_supersolution` with A = (I - P^T) grounded at z applied
 matrix-free (A v = v - P^T v, its rounding <= gamma (v + P^T v) for v >= 0,
-:func:`~mlmix.theory.kernels.operator_vectors.rounding`) and the solves A v = c by GMRES on the
+:func:`~mlmix.theory.linalg.operator_vectors.rounding`) and the solves A v = c by GMRES on the
 regularised system (I - P^T + u 1^T) y = c'. Where that fails (a metastable law), the a-posteriori
 bound of :func:`stationary_error_bound` (with f = (pi_hat - pi) / pi, (I - P*) f = -r / pi,
 E(f, f) >= gamma Var_pi(f))
@@ -56,6 +56,7 @@ from mlmix.limits import DENSE_STATIONARY_LIMIT
 from mlmix.progress import Convergence
 from mlmix.theory.chain.structure import Structure, chain_structure, tree_depths
 from mlmix.theory.linalg.elimination import eliminate
+from mlmix.theory.linalg.matrices import to_dense
 from mlmix.theory.results import EPS, NAMES, VectorResult
 from mlmix.validation import Matrix, check_memory, check_real, check_transition_matrix
 
@@ -158,7 +159,7 @@ def _gth(P: Matrix, why: str = "") -> VectorResult:
     """GTH state elimination on the dense form of P, with the smaller of the a-posteriori certificate
     and O'Cinneide's worst case as its entrywise bound; ``why`` says why a sparse chain came here."""
     N = P.shape[0]
-    dense = P.toarray() if sp.issparse(P) else np.asarray(P)
+    dense = to_dense(P)
     el = eliminate(dense)
     logpi = el.log_stationary()
     # O'Cinneide (1993): GTH's entrywise relative error is at most about 8 N^3 u (a worst case)
@@ -419,7 +420,7 @@ SMOOTHING_STEPS = 32
 
 
 def _l1_residual(op: TransitionOperator, pi: torch.Tensor) -> float:
-    from mlmix.theory.kernels.operator_vectors import global_total  # deferred: torch
+    from mlmix.theory.linalg.operator_vectors import global_total  # deferred: torch
 
     out = op.apply(pi, "measures")
     return global_total(op, out.sub_(pi).abs_())
@@ -436,8 +437,8 @@ def operator_stationary(op: TransitionOperator, *, rtol: float = STATIONARY_RTOL
     """
     import torch  # deferred: only the matrix-free route loads torch
 
-    from mlmix.theory.kernels.operator_vectors import global_total
     from mlmix.theory.linalg.krylov import gmres
+    from mlmix.theory.linalg.operator_vectors import global_total
 
     rtol = check_real(rtol, "rtol", minimum=0.0, open_min=True)
     comm = op.comm
@@ -503,7 +504,7 @@ def first_order_pi_error(op: TransitionOperator, pi: torch.Tensor, gap: float) -
     of a computed pi (module docstring); also bounds the perturbation of D^{1/2} S D^{-1/2} it causes
     (as ||B|| <= 1). |r| is taken with the rounding of its computation, gamma (pi P + pi): a residual
     that rounds to 0 (pi P - pi below the rounding of pi P) bounds nothing."""
-    from mlmix.theory.kernels.operator_vectors import global_total, rounding  # deferred: torch
+    from mlmix.theory.linalg.operator_vectors import global_total, rounding  # deferred: torch
 
     Ppi = op.apply(pi, "measures")
     r = (Ppi - pi).abs_().add_(Ppi.add_(pi), alpha=rounding(op))
@@ -519,8 +520,8 @@ def certify_stationary(op: TransitionOperator, pi: VectorResult) -> VectorResult
     with its slice."""
     import torch  # deferred: only the matrix-free route loads torch
 
-    from mlmix.theory.kernels.operator_vectors import as_numpy, as_tensor, rounding
     from mlmix.theory.linalg.krylov import gmres
+    from mlmix.theory.linalg.operator_vectors import as_numpy, as_tensor, rounding
 
     if pi.log_value is None or pi.rel_error is not None:
         return pi
@@ -579,7 +580,7 @@ def chain_is_reversible(chain: Chain) -> bool:
     max |Q - Q^T| <= 1e-10 max Q for the edge measure Q = diag(pi) P; otherwise Kolmogorov's criterion
     in log space on the closed class (:func:`log_potential`; transient states carry no mass), after
     ReducibleChainError for several closed classes and UnderflowError where P cannot stand for the chain."""
-    if chain.op is not None:
+    if chain.facts.representation == "operator":
         return chain.op.reversible
     if chain.facts.given is not None:
         Q = sp.csr_array(chain.P).multiply(chain.facts.given[:, None])
@@ -603,7 +604,7 @@ def chain_stationary_law(chain: Chain) -> VectorResult:
       :data:`~mlmix.limits.DENSE_STATIONARY_LIMIT` states or the chain's own ``dense_limit``, a
       certified Krylov solve beyond), widened where P has subnormal entries: each pi(x) moves within
       rho^(N-1) = sqrt(1 + eps) (:attr:`ChainFacts.subnormal`)."""
-    if chain.op is not None:
+    if chain.facts.representation == "operator":
         if not chain.is_irreducible:
             if chain.op.matrix is not None:
                 chain.facts.recurrent  # several closed classes: ReducibleChainError naming them
@@ -639,7 +640,7 @@ def chain_stationary(chain: Chain) -> VectorResult:
       closed classes): the same bound from :func:`chain_pi_error`, attached when it is below 1 (else the
       accuracy stays the residual, normwise). A reversible law is exact to its stated accuracy already."""
     st = chain.facts.stationary_law
-    if chain.op is not None:
+    if chain.facts.representation == "operator":
         gap = chain.facts.operator_gap.gap if st.rel_error is None else None
         return st if gap is None or gap.lower is None else stationary_error_bound(chain.op, st, gap.lower)
     if st.rel_error is not None or chain.facts.given is not None or chain.facts.reducible_given or chain.facts.core.is_reversible:
@@ -665,7 +666,7 @@ def chain_pi_error(chain: Chain) -> tuple[float, str]:
     st = core.facts.stationary_law
     if chain.facts.given is not None:
         return 0.0, "given"
-    if chain.op is not None:  # the operator's law carries its own bound
+    if chain.facts.representation == "operator":  # the operator's law carries its own bound
         rel = chain.stationary.rel_error
         return (math.inf, "not bounded") if rel is None else (rel, "certified")
     if st.rel_error is not None:

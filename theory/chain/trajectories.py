@@ -23,7 +23,7 @@ def simulate(chain: Chain, steps: int, start: int | np.ndarray | None = None, *,
         start = check_starts(start, N, chains)
         chains = start.size
     chains = check_int(1 if chains is None else chains, "chains", minimum=1)
-    if chain.op is not None:
+    if chain.facts.representation == "operator":
         if start is None:
             pi = np.asarray(chain.stationary, dtype=np.float64)
             draws = np.random.default_rng(seed).random(chains)

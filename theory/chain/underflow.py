@@ -53,7 +53,7 @@ def subnormal_rounding(chain: Chain) -> tuple[float, str]:
     Dirichlet form and Var_pi (hence the gaps and conductances) and the forest sums of hitting times
     and the Kemeny constant by factors within rho^(2N); eps = rho^(2N) - 1 (0 when P has no such
     entry)."""
-    if chain.op is not None:  # the operator's rounding is in its own bounds
+    if chain.facts.representation == "operator":  # the operator's rounding is in its own bounds
         return 0.0, ""
     data = np.abs(chain.P.data if sp.issparse(chain.P) else np.asarray(chain.P).ravel())
     small = data[(data > 0) & (data < np.finfo(np.float64).tiny)]

@@ -228,8 +228,8 @@ def operator_asymptotic_variance(op: TransitionOperator, f: np.ndarray, pi: torc
     bound adds the effect of pi's entrywise relative error ``pi_rel_error`` on 2 <f_bar, g>_pi - Var_pi(f),
     3 rel (2 <|f_bar g|>_pi + Var_pi f), as on the dense route."""
 
-    from mlmix.theory.kernels.operator_vectors import MAX_MATVECS, SOLVE_RTOL, global_total, local_part, rounding
     from mlmix.theory.linalg.krylov import conjugate_gradient, gmres
+    from mlmix.theory.linalg.operator_vectors import MAX_MATVECS, SOLVE_RTOL, global_total, local_part, rounding
 
     ft = local_part(op, f).to(op.dtype)
     fbar = ft - global_total(op, pi * ft)
@@ -280,13 +280,13 @@ def kemeny_bounds(op: TransitionOperator, gap: Result) -> Result:
 def chain_asymptotic_variance(chain: Chain, f: np.ndarray) -> Result:
     """The body of :meth:`Chain.asymptotic_variance`."""
     f = check_vector(f, chain.n_states, "f")
-    if chain.op is not None:
+    if chain.facts.representation == "operator":
         return operator_asymptotic_variance(chain.op, f, chain.facts.pi_t, chain.additive_gap, chain.facts.pi_rel_error)
     core = chain.facts.core
     if core is not chain:
         f = f[chain.facts.recurrent]
     pi = np.exp(core.facts.logpi)
-    if core.is_dense:
+    if core.facts.representation == "dense":
         return asymptotic_variance_dense(core.facts.grounded, core.P, f, pi, chain.facts.pi_error[0],
                                          chain.additive_gap)
     return asymptotic_variance_sparse(core.P, f, pi, chain.additive_gap, chain.facts.pi_error[0])
@@ -294,15 +294,15 @@ def chain_asymptotic_variance(chain: Chain, f: np.ndarray) -> Result:
 
 def chain_kemeny_constant(chain: Chain) -> Result:
     """The body of :meth:`Chain.kemeny_constant`."""
-    if chain.op is not None:
+    if chain.facts.representation == "operator":
         return kemeny_bounds(chain.op, chain.additive_gap)
     core = chain.facts.core
-    if core is chain and not core.is_dense:  # bounds from the trace and the (additive) gap
+    if core is chain and core.facts.representation != "dense":  # bounds from the trace and the (additive) gap
         return kemeny_interval(core.n_states, float(core.P.diagonal().sum()),
                                chain.spectral_gap if core.is_reversible else chain.additive_gap,
                                how=f"{chain.facts.on_core()}; the exact value needs a dense grounded inverse "
                                f"(<= {chain.dense_limit} states)", reversible=core.is_reversible)
-    if not chain.is_dense or not core.is_dense:
+    if chain.facts.representation != "dense" or core.facts.representation != "dense":
         return Result.missing("Kemeny constant", "-",
                               f"needs a dense grounded inverse (<= {chain.dense_limit} states)")
     closed = kemeny_constant_dense(core.facts.grounded, np.exp(core.facts.logpi), chain.facts.pi_error[0])

@@ -20,9 +20,9 @@ from mlmix.theory.chain.shortcuts import mixing_time, set_conductance
 from mlmix.theory.chain.spectral import operator_gap
 from mlmix.theory.chain.stationary import operator_stationary
 from mlmix.theory.kernels.assembled import glauber_kernel, k_gibbs_kernel
-from mlmix.theory.kernels.operator_vectors import hash_uniform
 from mlmix.theory.kernels.operators import kernel_operator
 from mlmix.theory.linalg.krylov import gmres, lanczos
+from mlmix.theory.linalg.operator_vectors import hash_uniform
 from mlmix.theory.reference import ising_cycle_gap
 from mlmix.theory.sources.conditionals import IsingModel, LogWeightTable, PottsModel, ScoreTable
 from mlmix.theory.sources.space import StateSpace

@@ -16,8 +16,8 @@ from mlmix.theory.chain.hitting import operator_committor, operator_hitting_prob
 from mlmix.theory.chain.mixing import distance_from
 from mlmix.theory.chain.operator_chain import analyse_operator
 from mlmix.theory.chain.variance import operator_asymptotic_variance
-from mlmix.theory.kernels.operator_vectors import hash_uniform
 from mlmix.theory.kernels.operators import kernel_operator
+from mlmix.theory.linalg.operator_vectors import hash_uniform
 from mlmix.theory.linalg.sharding import LOCAL, Comm
 from mlmix.theory.sources.conditionals import IsingModel, LogWeightTable, ScoreTable
 from mlmix.theory.sources.space import StateSpace
