@@ -67,7 +67,9 @@ class ReportQuantity:
     ``label`` (its row in ``mlmix exact``'s table, ``{eps}`` standing for the accuracy asked; None: no row),
     ``member`` (the :class:`~mlmix.theory.chain.markov_chain.Chain` member that computes it), ``phase`` (the
     phase of the summary's progress in which it is computed; None: not in the summary), ``saved`` (kept by
-    ``Chain.save`` once computed) and ``explained`` (its method listed under the table)."""
+    ``Chain.save`` once computed), ``explained`` (its method listed under the table) and ``schema`` (the
+    definition of ``docs/schema/exact.schema.json`` its summary value follows: ``"result"``, a
+    :class:`Result`, or ``"vector_result"``, a :class:`VectorResult`; :mod:`mlmix.commands.exact_schema`)."""
 
     key: str
     name: str
@@ -76,13 +78,20 @@ class ReportQuantity:
     phase: str | None
     saved: bool
     explained: bool
+    schema: str = "result"
+
+    def __post_init__(self) -> None:
+        if self.schema not in ("result", "vector_result"):
+            raise ValueError(f"schema must be 'result' or 'vector_result', got {self.schema!r}")
 
 
 #: The figures of a chain's report, in the order the summary and ``mlmix exact`` give them: the result
 #: names (:data:`NAMES`), the summary's keys, the figures ``Chain.save`` keeps and ``mlmix exact``'s table
-#: derive from it. Adding a figure is a Chain member and one line here (:func:`register`).
+#: derive from it, and so does the part of the exact JSON schema that lists them
+#: (:func:`mlmix.commands.exact_schema.report_schema`). Adding a figure is a Chain member and one line here
+#: (:func:`register`).
 REPORT: list[ReportQuantity] = [
-    ReportQuantity("stationary", "stationary law", None, "stationary", "stationary law", True, False),
+    ReportQuantity("stationary", "stationary law", None, "stationary", "stationary law", True, False, "vector_result"),
     ReportQuantity("spectral_gap", "spectral gap", "spectral gap", "spectral_gap", "gaps", True, True),
     ReportQuantity("absolute_spectral_gap", "absolute spectral gap", "absolute spectral gap", "absolute_spectral_gap",
                    "gaps", True, True),

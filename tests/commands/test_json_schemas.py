@@ -13,6 +13,8 @@ import pytest
 
 from mlmix import __version__
 from mlmix.cli import main
+from mlmix.commands.exact_schema import GENERATED, exact_schema
+from mlmix.commands.exact_schema import main as regenerate
 from mlmix.provenance import INPUT_KEYS, file_sha256
 from mlmix.theory.sources.conditionals import ScoreTable
 from mlmix.theory.sources.partial import PartialScoreTable
@@ -155,6 +157,19 @@ def test_the_shared_definitions_do_not_drift():
     for key in ("result", "inputs", "number_or_null"):
         assert all(d[key] == defs[0][key] for d in defs), key
     assert all(d["source"] == defs[0]["source"] for d in defs if "source" in d)
+
+
+def test_the_exact_schema_lists_the_report_table(tmp_path):
+    """The figures of exact.schema.json are generated from REPORT (mlmix.commands.exact_schema): the committed
+    file is the generated one, and the regeneration command rewrites only the generated entries."""
+    published = json.loads((SCHEMAS / "exact.schema.json").read_text())
+    assert exact_schema(published) == published, \
+        "regenerate: python -m mlmix.commands.exact_schema docs/schema/exact.schema.json"
+    stale = {**published, "$defs": {**published["$defs"], **{key: {} for key in GENERATED}}}
+    (tmp_path / "exact.schema.json").write_text(json.dumps(stale, indent=1) + "\n")
+    assert regenerate([str(tmp_path / "exact.schema.json")]) == 0
+    assert (tmp_path / "exact.schema.json").read_text() == (SCHEMAS / "exact.schema.json").read_text()
+    assert regenerate([]) == 2 and regenerate([str(tmp_path / "missing.json")]) == 2
 
 
 def test_decode_of_a_masked_lm_names_model_frame_and_weights(tmp_path, capsys, monkeypatch, validators):
