@@ -36,11 +36,10 @@ import scipy.sparse as sp
 from scipy.sparse.csgraph import breadth_first_order
 
 from mlmix.errors import ConvergenceError
-from mlmix.limits import DENSE_HITTING_LIMIT, DOUBLING_LIMIT, HITTING_STEPS, HITTING_WORK, MFPT_LIMIT
+from mlmix.limits import DOUBLING_LIMIT, HITTING_STEPS, HITTING_WORK, MFPT_LIMIT
 from mlmix.progress import dense_seconds
 from mlmix.progress import steps as progress_steps
-from mlmix.theory.linalg.elimination import eliminate
-from mlmix.theory.linalg.matrices import krylov_solve
+from mlmix.theory.linalg.absorbed import operator_absorbed, solve_absorbed
 from mlmix.theory.results import EPS, NAMES, VectorResult
 from mlmix.validation import Matrix, check_memory, check_state_set, check_steps, check_vector
 
@@ -48,7 +47,6 @@ if TYPE_CHECKING:
     import torch
 
     from mlmix.theory.chain.markov_chain import Chain
-    from mlmix.theory.linalg.krylov import LinearSolve
     from mlmix.theory.linalg.operator import TransitionOperator
 
 
@@ -119,7 +117,7 @@ def absorption_probabilities(P: Matrix, target: np.ndarray) -> VectorResult:
     h = A.astype(np.float64)
     if not live.any():
         return VectorResult("P_x(tau_A < inf)", h, "graph search", 0.0)
-    x, method, rel, res = _solve_absorbed(P, live, [A, ~(A | live)], None, "absorption probabilities")
+    x, method, rel, res = solve_absorbed(P, live, [A, ~(A | live)], None, "absorption probabilities")
     h[live] = x
     return VectorResult("P_x(tau_A < inf)", h, method, rel, None, res)
 
@@ -157,28 +155,6 @@ def reaches(P: Matrix, sources: np.ndarray, allowed: np.ndarray) -> np.ndarray:
     return out[:N]
 
 
-def _solve_absorbed(P: Matrix, unknown: np.ndarray, exits: list[np.ndarray], rhs: np.ndarray | None,
-                    what: str) -> tuple[np.ndarray, str, float | None, float | None]:
-    """Solve (I - P_UU) x = b on the states ``unknown`` where the exits (masks of absorbing sets) carry
-    the rest of each row's mass; b = ``rhs`` (on U) or, when None, the flow into exits[0].
-    Returns (x on U, method, entrywise rel_error, residual)."""
-    idx = np.flatnonzero(unknown)
-    m = idx.size
-    Ps = sp.csr_array(P)
-    rows = Ps[idx]
-    ex = np.stack([np.asarray(rows[:, np.flatnonzero(e)].sum(axis=1)).ravel() for e in exits], axis=1)
-    if m <= DENSE_HITTING_LIMIT:
-        el = eliminate(rows[:, idx].toarray(), exits=ex, eliminate_mask=np.ones(m, dtype=bool))
-        x = el.exit_solution()[:, 0] if rhs is None else el.solve(rhs)
-        return x, f"GTH elimination of the {m} unknown states (subtraction-free)", min(8.0 * m**3 * EPS, 1.0), None
-    sub = sp.csr_array(rows[:, idx])
-    b = ex[:, 0] if rhs is None else rhs
-    op = sp.eye_array(m, format="csr") - sub
-    x, method = krylov_solve(op, b, spd=False, diagonal=op.diagonal(), what=what)
-    res = float(np.linalg.norm(op @ x - b) / max(np.linalg.norm(b), 1e-300))
-    return x, method, None, res
-
-
 def expected_hitting_times(P: Matrix, target: np.ndarray) -> VectorResult:
     """E_x tau_A for every start x: 0 on A (so 0 everywhere when A is the whole space), inf where A is
     not hit almost surely."""
@@ -192,7 +168,7 @@ def expected_hitting_times(P: Matrix, target: np.ndarray) -> VectorResult:
     k[doomed] = np.inf
     if not R.any():
         return VectorResult("E_x tau_A", k, "graph search: every state outside A is in A or cannot reach it", 0.0)
-    x, method, rel, res = _solve_absorbed(P, R, [A], np.ones(int(R.sum())), "expected hitting times")
+    x, method, rel, res = solve_absorbed(P, R, [A], np.ones(int(R.sum())), "expected hitting times")
     k[R] = x
     return VectorResult("E_x tau_A", k, method, rel, None, res)
 
@@ -209,41 +185,12 @@ def committor(P: Matrix, A: np.ndarray, B: np.ndarray) -> VectorResult:
     live = C & reaches(P, Bm, C)
     if not live.any():
         return VectorResult("committor P_x(tau_B < tau_A)", q, "graph search", 0.0)
-    x, method, rel, res = _solve_absorbed(P, live, [Bm, Am | (C & ~live)], None, "committor")
+    x, method, rel, res = solve_absorbed(P, live, [Bm, Am | (C & ~live)], None, "committor")
     q[live] = x
     return VectorResult("committor P_x(tau_B < tau_A)", q, method, rel, None, res)
 
 
 # ------------------------------------------------------------ matrix-free (a TransitionOperator)
-
-def _absorbed(op: TransitionOperator, unknown: torch.Tensor, b: torch.Tensor, pi: torch.Tensor | None) -> tuple[
-        torch.Tensor, LinearSolve, str]:
-    """x with x = 0 off ``unknown`` and (I - P_UU) x = b on it (b = 0 off U): conjugate gradients on the
-    symmetrised system when the chain is reversible and pi is at hand, else GMRES(50) (pi is only a
-    preconditioner here: the a-posteriori bounds do not use it)."""
-
-    from mlmix.theory.linalg.krylov import conjugate_gradient, gmres
-    from mlmix.theory.linalg.operator_vectors import MAX_MATVECS, SOLVE_RTOL
-
-    keep = unknown.to(op.dtype)
-    if op.reversible and pi is not None:  # D^1/2 (I - P_UU) D^-1/2 is symmetric positive definite
-        r = pi.sqrt()
-
-        def sym(y: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
-            op.apply(y * keep, "symmetric", out)
-            return out.mul_(keep).neg_().add_(y)
-
-        sol = conjugate_gradient(sym, b * r, comm=op.comm, rtol=SOLVE_RTOL, max_matvecs=MAX_MATVECS)
-        how = f"conjugate gradients on D^1/2 (I - P_UU) D^-1/2 (reversible), {sol.matvecs} applications"
-        return sol.x / r, sol, how
-
-    def apply(x: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
-        op.apply(x * keep, "functions", out)
-        return out.mul_(keep).neg_().add_(x)
-
-    sol = gmres(apply, b, comm=op.comm, restart=50, rtol=SOLVE_RTOL, max_matvecs=MAX_MATVECS)
-    return sol.x, sol, f"GMRES(50) on (I - P_UU) x = b, {sol.matvecs} applications"
-
 
 def _local_mask(op: TransitionOperator, S: np.ndarray) -> torch.Tensor:
     from mlmix.theory.linalg.operator_vectors import local_part  # deferred: torch
@@ -263,7 +210,7 @@ def operator_hitting_times(op: TransitionOperator, A: np.ndarray, pi: torch.Tens
         return VectorResult(name, np.zeros(op.n_states), "every state is in A", 0.0)
     U = ~Am
     one = U.to(op.dtype)
-    h, sol, how = _absorbed(op, U, one, pi)
+    h, sol, how = operator_absorbed(op, U, one, pi)
     h = h * one
     gamma = rounding(op)
     Ph = op.apply(h, "functions")
@@ -287,7 +234,7 @@ def operator_committor(op: TransitionOperator, A: np.ndarray, B: np.ndarray, pi:
     keep = C.to(op.dtype)
     inB = Bm.to(op.dtype)
     b = op.apply(inB, "functions").mul_(keep)
-    x, sol, how = _absorbed(op, C, b, pi)
+    x, sol, how = operator_absorbed(op, C, b, pi)
     x = x * keep
     gamma = rounding(op)
     Px = op.apply(x, "functions")
