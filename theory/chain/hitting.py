@@ -33,12 +33,12 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 import scipy.sparse as sp
-from scipy.sparse.csgraph import breadth_first_order
 
 from mlmix.errors import ConvergenceError
 from mlmix.limits import DOUBLING_LIMIT, HITTING_STEPS, HITTING_WORK, MFPT_LIMIT
 from mlmix.progress import dense_seconds
 from mlmix.progress import steps as progress_steps
+from mlmix.theory.chain.structure import reaches
 from mlmix.theory.linalg.absorbed import operator_absorbed, solve_absorbed
 from mlmix.theory.results import EPS, NAMES, VectorResult
 from mlmix.validation import Matrix, check_memory, check_state_set, check_steps, check_vector
@@ -138,21 +138,6 @@ def hitting_time_distribution(P: Matrix, start_law: np.ndarray, target: np.ndarr
             u = np.where(A, 0.0, PT @ u)
     return VectorResult("P_mu(tau_A <= s)", out, "forward propagation of the unabsorbed mass", None,
                         2 * (t_max + 1) * P.shape[0] * EPS)
-
-
-def reaches(P: Matrix, sources: np.ndarray, allowed: np.ndarray) -> np.ndarray:
-    """States x in ``allowed`` (or in ``sources``) with a path x -> ... -> sources inside ``allowed``."""
-    N = P.shape[0]
-    edges = sp.coo_array(P)
-    keep = (edges.data > 0) & allowed[edges.row] & (allowed[edges.col] | sources[edges.col])
-    src = np.flatnonzero(sources)
-    rows = np.concatenate([edges.col[keep], np.full(src.size, N)])  # reversed graph + a super-source N
-    cols = np.concatenate([edges.row[keep], src])
-    G = sp.csr_array((np.ones(rows.size), (rows, cols)), shape=(N + 1, N + 1))
-    reached = breadth_first_order(G, N, directed=True, return_predecessors=False)
-    out = np.zeros(N + 1, dtype=bool)
-    out[reached] = True
-    return out[:N]
 
 
 def expected_hitting_times(P: Matrix, target: np.ndarray) -> VectorResult:
