@@ -34,12 +34,12 @@ from typing import TYPE_CHECKING
 import numpy as np
 import scipy.sparse as sp
 
-from mlmix.errors import ConvergenceError
 from mlmix.limits import DOUBLING_LIMIT, HITTING_STEPS, HITTING_WORK, MFPT_LIMIT
 from mlmix.progress import dense_seconds
 from mlmix.progress import steps as progress_steps
+from mlmix.theory.chain.backends import Backend, OperatorBackend, matrix_backend
 from mlmix.theory.chain.structure import reaches
-from mlmix.theory.linalg.absorbed import operator_absorbed, solve_absorbed
+from mlmix.theory.linalg.absorbed import solve_absorbed
 from mlmix.theory.results import EPS, NAMES, VectorResult
 from mlmix.validation import Matrix, check_memory, check_state_set, check_steps, check_vector
 
@@ -140,112 +140,93 @@ def hitting_time_distribution(P: Matrix, start_law: np.ndarray, target: np.ndarr
                         2 * (t_max + 1) * P.shape[0] * EPS)
 
 
-def expected_hitting_times(P: Matrix, target: np.ndarray) -> VectorResult:
-    """E_x tau_A for every start x: 0 on A (so 0 everywhere when A is the whole space), inf where A is
-    not hit almost surely."""
-    N = P.shape[0]
+def hitting_times_on(backend: Backend, target: np.ndarray) -> VectorResult:
+    """E_x tau_A for every start x on any :class:`~mlmix.theory.chain.backends.Backend`: 0 on A (so 0
+    everywhere when A is the whole space), inf where A is not hit almost surely; (I - P_RR) k = 1 on the
+    states R that reach A surely, by the backend's absorbed solve, whose a-posteriori rho (a matrix-free
+    solve) bounds every entry relatively by rho / (1 - rho), as M 1 = k for M = (I - P_RR)^-1."""
+    N = backend.n_states
     A = check_state_set(target, N, "target set A")
     B = ~A
-    unreachable = B & ~reaches(P, A, B)
-    doomed = reaches(P, unreachable, B) if unreachable.any() else unreachable
+    unreachable = B & ~backend.reaches(A, B)
+    doomed = backend.reaches(unreachable, B) if unreachable.any() else unreachable
     R = B & ~doomed
     k = np.zeros(N)
     k[doomed] = np.inf
+    name = NAMES["hitting_time"]
     if not R.any():
-        return VectorResult("E_x tau_A", k, "graph search: every state outside A is in A or cannot reach it", 0.0)
-    x, method, rel, res = solve_absorbed(P, R, [A], np.ones(int(R.sum())), "expected hitting times")
-    k[R] = x
-    return VectorResult("E_x tau_A", k, method, rel, None, res)
+        return VectorResult(name, k, "graph search: every state outside A is in A or cannot reach it", 0.0)
+    sol = backend.absorbed_solve(R, [A], np.ones(int(R.sum())), "expected hitting times")
+    k[R] = sol.x
+    method, rel = sol.method, sol.rel_error
+    if sol.rho is not None:
+        rel = sol.rho / (1 - sol.rho) if sol.rho < 1 else None
+        method += (f"; entrywise error <= rho / (1 - rho), rho = ||r||_inf = {sol.rho:.1e} "
+                   "(M = (I - P_UU)^-1 >= 0, M 1 = E tau_A)")
+    return VectorResult(name, k, method, rel, None, sol.residual, details=dict(backend.details))
 
 
-def committor(P: Matrix, A: np.ndarray, B: np.ndarray) -> VectorResult:
-    """q(x) = P_x(tau_B < tau_A): 1 on B, 0 on A; 0 where B cannot be reached avoiding A."""
-    N = P.shape[0]
+def committor_on(backend: Backend, A: np.ndarray, B: np.ndarray) -> VectorResult:
+    """q(x) = P_x(tau_B < tau_A) on any :class:`~mlmix.theory.chain.backends.Backend`: 1 on B, 0 on A; 0
+    where B cannot be reached avoiding A; (I - P_CC) q = P_CB 1 on the rest C. An a-posteriori rho (a
+    matrix-free solve) bounds |q - q_hat| by rho E_x tau_(A u B) entrywise (those hitting times certified
+    too; ``details['max_abs_error']``, ``abs_error`` its sum, ``rel_error`` the entrywise relative bound
+    where every q > 0)."""
+    N = backend.n_states
     Am = check_state_set(A, N, "A")
     Bm = check_state_set(B, N, "B")
     if (Am & Bm).any():
         raise ValueError("A and B must be disjoint")
     C = ~(Am | Bm)
     q = Bm.astype(np.float64)
-    live = C & reaches(P, Bm, C)
+    live = C & backend.reaches(Bm, C)
+    name = NAMES["committor"]
     if not live.any():
-        return VectorResult("committor P_x(tau_B < tau_A)", q, "graph search", 0.0)
-    x, method, rel, res = solve_absorbed(P, live, [Bm, Am | (C & ~live)], None, "committor")
-    q[live] = x
-    return VectorResult("committor P_x(tau_B < tau_A)", q, method, rel, None, res)
+        return VectorResult(name, q, "graph search", 0.0)
+    sol = backend.absorbed_solve(live, [Bm, Am | (C & ~live)], None, "committor")
+    q[live] = sol.x
+    if sol.rho is None:
+        return VectorResult(name, q, sol.method, sol.rel_error, None, sol.residual, details=dict(backend.details))
+    k = hitting_times_on(backend, ~C)
+    if k.rel_error is None or not sol.rho < 1:
+        return VectorResult(name, q, sol.method + "; not certified (the residual or E tau_{A u B} is not bounded)",
+                            None, None, sol.residual, details=dict(backend.details))
+    bound = sol.rho * np.asarray(k.value) * (1 + k.rel_error)
+    rel = float(np.max(bound / q)) if (q > 0).all() else None
+    return VectorResult(name, q, sol.method + f"; |error| <= rho E_x tau_(A u B) entrywise, rho = {sol.rho:.1e}",
+                        rel if rel is not None and rel < 1 else None, float(bound.sum()), sol.residual,
+                        details={**backend.details, "max_abs_error": float(bound.max())})
+
+
+def expected_hitting_times(P: Matrix, target: np.ndarray) -> VectorResult:
+    """E_x tau_A for every start x of the chain of the matrix P (:func:`hitting_times_on`)."""
+    return hitting_times_on(matrix_backend(P), target)
+
+
+def committor(P: Matrix, A: np.ndarray, B: np.ndarray) -> VectorResult:
+    """q(x) = P_x(tau_B < tau_A) for the chain of the matrix P (:func:`committor_on`)."""
+    return committor_on(matrix_backend(P), A, B)
 
 
 # ------------------------------------------------------------ matrix-free (a TransitionOperator)
 
-def _local_mask(op: TransitionOperator, S: np.ndarray) -> torch.Tensor:
-    from mlmix.theory.linalg.operator_vectors import local_part  # deferred: torch
-
-    return local_part(op, np.asarray(S, dtype=bool))
-
-
 def operator_hitting_times(op: TransitionOperator, A: np.ndarray, pi: torch.Tensor | None) -> VectorResult:
-    """E_x tau_A for every start x (``A`` a boolean mask; the chain irreducible), certified entrywise."""
-    import torch  # deferred: only the matrix-free route loads torch
-
-    from mlmix.theory.linalg.operator_vectors import gathered, global_total, rounding
-
-    name = NAMES["hitting_time"]
-    Am = _local_mask(op, A)
-    if global_total(op, Am.to(torch.float64), "min") > 0:
-        return VectorResult(name, np.zeros(op.n_states), "every state is in A", 0.0)
-    U = ~Am
-    one = U.to(op.dtype)
-    h, sol, how = operator_absorbed(op, U, one, pi)
-    h = h * one
-    gamma = rounding(op)
-    Ph = op.apply(h, "functions")
-    P_abs = op.apply(h.abs(), "functions")
-    r = (one - (h - Ph * one)) * one
-    rho = global_total(op, (r.abs() + gamma * (one + h.abs() + P_abs) * one), "max")
-    rel = rho / (1 - rho) if rho < 1 else None
-    return VectorResult(name, gathered(op, h), how + f"; entrywise error <= rho / (1 - rho), rho = ||r||_inf = {rho:.1e} "
-                        "(M = (I - P_UU)^-1 >= 0, M 1 = E tau_A)", rel, None, sol.relative_residual,
-                        details={"representation": "operator"})
+    """E_x tau_A for every start x of a matrix-free kernel (the chain irreducible), certified entrywise
+    (:func:`hitting_times_on`)."""
+    return hitting_times_on(OperatorBackend(op, lambda: pi), A)
 
 
 def operator_committor(op: TransitionOperator, A: np.ndarray, B: np.ndarray, pi: torch.Tensor | None) -> VectorResult:
-    """q(x) = P_x(tau_B < tau_A) (masks), with the entrywise absolute error bound rho E_x tau_{A u B}
-    (``details['max_abs_error']``; ``abs_error`` its sum, ``rel_error`` the entrywise relative bound
-    where every q > 0)."""
-    from mlmix.theory.linalg.operator_vectors import gathered, global_total, rounding  # deferred: torch
-
-    Am, Bm = _local_mask(op, A), _local_mask(op, B)
-    C = ~(Am | Bm)
-    keep = C.to(op.dtype)
-    inB = Bm.to(op.dtype)
-    b = op.apply(inB, "functions").mul_(keep)
-    x, sol, how = operator_absorbed(op, C, b, pi)
-    x = x * keep
-    gamma = rounding(op)
-    Px = op.apply(x, "functions")
-    r = (b - (x - Px * keep)) * keep
-    rho = global_total(op, (r.abs() + gamma * (x.abs() + op.apply(x.abs(), "functions") + b) * keep), "max")
-    k = operator_hitting_times(op, gathered(op, ~C).astype(bool), pi)
-    q = x + inB
-    name = NAMES["committor"]
-    if k.rel_error is None or not rho < 1:
-        return VectorResult(name, gathered(op, q), how + "; not certified (the residual or E tau_{A u B} is not bounded)",
-                            None, None, sol.relative_residual, details={"representation": "operator"})
-    bound = rho * np.asarray(k.value) * (1 + k.rel_error)
-    qn = gathered(op, q)
-    rel = float(np.max(bound / qn)) if (qn > 0).all() else None
-    return VectorResult(name, qn, how + f"; |error| <= rho E_x tau_(A u B) entrywise, rho = {rho:.1e}",
-                        rel if rel is not None and rel < 1 else None, float(bound.sum()), sol.relative_residual,
-                        details={"representation": "operator", "max_abs_error": float(bound.max())})
+    """q(x) = P_x(tau_B < tau_A) of a matrix-free kernel, certified entrywise (:func:`committor_on`)."""
+    return committor_on(OperatorBackend(op, lambda: pi), A, B)
 
 
 def operator_hitting_probabilities(op: TransitionOperator, A: np.ndarray, t: int) -> VectorResult:
     """P_x(tau_A <= t) by t backward steps h <- 1_A + 1_{A^c} P h (non-negative: entrywise relative
     rounding (1 + gamma)^t - 1)."""
-    from mlmix.theory.linalg.operator_vectors import gathered, rounding  # deferred: torch
+    from mlmix.theory.linalg.operator_vectors import gathered, local_part, rounding  # deferred: torch
 
-    Am = _local_mask(op, A)
-    inA = Am.to(op.dtype)
+    inA = local_part(op, np.asarray(A, dtype=bool)).to(op.dtype)
     h = inA.clone()
     for _ in range(t):
         h = op.apply(h, "functions").mul_(1 - inA).add_(inA)
@@ -255,21 +236,10 @@ def operator_hitting_probabilities(op: TransitionOperator, A: np.ndarray, t: int
 
 # ------------------------------------------------------------ the questions of a Chain
 
-def _pi_if_known(chain: Chain) -> torch.Tensor | None:
-    """The operator chain's stationary law for the symmetrised solves, or None when its Krylov solve did not
-    converge (hitting times and committors do not need it: they fall back to GMRES)."""
-    try:
-        return chain.facts.pi_t
-    except ConvergenceError:
-        return None
-
-
 def chain_hitting_time(chain: Chain, target: np.ndarray) -> VectorResult:
-    """The body of :meth:`Chain.hitting_time`."""
-    if chain.facts.representation == "operator":
-        return operator_hitting_times(chain.op, check_state_set(target, chain.n_states, "target set A"),
-                                      _pi_if_known(chain))
-    return chain.facts.rounded_vector(expected_hitting_times(chain.P, target), chain.facts.subnormal[0])
+    """The body of :meth:`Chain.hitting_time`: :func:`hitting_times_on` the chain's backend (widened for P's
+    subnormal entries, :attr:`~mlmix.theory.chain.chain_facts.ChainFacts.subnormal`)."""
+    return chain.facts.rounded_vector(hitting_times_on(chain.facts.backend, target), chain.facts.subnormal[0])
 
 
 def chain_hitting_probabilities(chain: Chain, target: np.ndarray, t: int) -> VectorResult:
@@ -281,13 +251,8 @@ def chain_hitting_probabilities(chain: Chain, target: np.ndarray, t: int) -> Vec
 
 
 def chain_committor(chain: Chain, A: np.ndarray, B: np.ndarray) -> VectorResult:
-    """The body of :meth:`Chain.committor`."""
-    if chain.facts.representation == "operator":
-        Am, Bm = check_state_set(A, chain.n_states, "A"), check_state_set(B, chain.n_states, "B")
-        if (Am & Bm).any():
-            raise ValueError("A and B must be disjoint")
-        return operator_committor(chain.op, Am, Bm, _pi_if_known(chain))
-    return committor(chain.P, A, B)
+    """The body of :meth:`Chain.committor`: :func:`committor_on` the chain's backend."""
+    return committor_on(chain.facts.backend, A, B)
 
 
 def chain_mean_first_passage_times(chain: Chain, target: np.ndarray | int | None = None) -> VectorResult:
