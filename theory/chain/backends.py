@@ -22,8 +22,8 @@ rounding of computing r). A quantity is written once against the protocol: ``qua
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Callable, Protocol
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Callable, ClassVar, Protocol
 
 import numpy as np
 import scipy.sparse as sp
@@ -86,21 +86,28 @@ def _gamma(d: int) -> float:
     return d * EPS / (1 - d * EPS)
 
 
+def _check_side(side: str) -> None:
+    if side not in SIDES:
+        raise ValueError(f"side must be one of {SIDES}, got {side!r}")
+
+
 @dataclass(frozen=True)
 class DenseBackend:
     """A chain of at most ``dense_limit`` states (P stored dense or CSR): GTH, dense products."""
 
     P: Matrix
-    representation: str = "dense"
-    details: dict[str, Any] = field(default_factory=dict)
+    representation: ClassVar[str] = "dense"
 
     @property
     def n_states(self) -> int:
         return self.P.shape[0]
 
+    @property
+    def details(self) -> dict[str, Any]:
+        return {}
+
     def apply(self, v: np.ndarray, side: str) -> np.ndarray:
-        if side not in SIDES:
-            raise ValueError(f"side must be one of {SIDES}, got {side!r}")
+        _check_side(side)
         return self.P @ v if side == "functions" else self.P.T @ v
 
     def rounding(self) -> float:
@@ -119,7 +126,7 @@ class DenseBackend:
 class SparseBackend(DenseBackend):
     """A CSR chain beyond ``dense_limit``: CSR products, GTH on small unknown sets, Krylov on large ones."""
 
-    representation: str = "sparse"
+    representation: ClassVar[str] = "sparse"
 
     def rounding(self) -> float:
         Ps = sp.csr_array(self.P)
@@ -134,7 +141,7 @@ class OperatorBackend:
 
     op: TransitionOperator
     pi: Callable[[], torch.Tensor | None] = lambda: None
-    representation: str = "operator"
+    representation: ClassVar[str] = "operator"
 
     @property
     def n_states(self) -> int:
@@ -146,8 +153,7 @@ class OperatorBackend:
 
     def apply(self, v: np.ndarray, side: str) -> np.ndarray:
         """The operator's ``matvec`` (P v) or ``rmatvec`` (v P), float64 (one process)."""
-        if side not in SIDES:
-            raise ValueError(f"side must be one of {SIDES}, got {side!r}")
+        _check_side(side)
         out = self.op.matvec(np.ravel(v)) if side == "functions" else self.op.rmatvec(np.ravel(v))
         return np.asarray(out, dtype=np.float64)
 
