@@ -22,8 +22,9 @@ from typing import TYPE_CHECKING, Any, Callable
 import numpy as np
 import scipy.sparse as sp
 
-from mlmix.errors import UnderflowError
+from mlmix.errors import ConvergenceError, UnderflowError
 from mlmix.theory.chain import absorbing, mixing, spectral, underflow
+from mlmix.theory.chain.backends import Backend, DenseBackend, OperatorBackend, SparseBackend
 from mlmix.theory.chain.conductance import SWEEP_BINS
 from mlmix.theory.chain.stationary import chain_pi_error, chain_stationary_law
 from mlmix.theory.chain.structure import Structure, chain_structure
@@ -96,6 +97,24 @@ class ChainFacts:
         """P as a matrix for the routes that need its entries: the chain's own (dense or CSR, as given), or a
         matrix-free chain's matrix as CSR (:attr:`matrix`, memory permitting)."""
         return self.chain.to_scipy() if self.representation == "operator" else self.chain.P
+
+    @cached_property
+    def backend(self) -> Backend:
+        """The operations the quantities need, for :attr:`representation`
+        (:mod:`~mlmix.theory.chain.backends`): on P as held (dense or CSR), or on the matrix-free kernel with
+        :meth:`pi_if_known` for its symmetrised solves."""
+        representation = self.representation
+        if representation == "operator":
+            return OperatorBackend(self.chain.op, self.pi_if_known)
+        return (DenseBackend if representation == "dense" else SparseBackend)(self.chain.P)
+
+    def pi_if_known(self) -> Any:
+        """:attr:`pi_t`, or None when its Krylov solve did not converge (the absorbed solves use it only to
+        symmetrise, and fall back to GMRES)."""
+        try:
+            return self.pi_t
+        except ConvergenceError:
+            return None
 
     # ------------------------------------------------------------------ the matrix
     @cached_property

@@ -33,14 +33,13 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 import scipy.sparse as sp
-from scipy.sparse.csgraph import breadth_first_order
 
-from mlmix.errors import ConvergenceError
-from mlmix.limits import DENSE_HITTING_LIMIT, DOUBLING_LIMIT, HITTING_STEPS, HITTING_WORK, MFPT_LIMIT
+from mlmix.limits import DOUBLING_LIMIT, HITTING_STEPS, HITTING_WORK, MFPT_LIMIT
 from mlmix.progress import dense_seconds
 from mlmix.progress import steps as progress_steps
-from mlmix.theory.linalg.elimination import eliminate
-from mlmix.theory.linalg.matrices import krylov_solve
+from mlmix.theory.chain.backends import Backend, OperatorBackend, matrix_backend
+from mlmix.theory.chain.structure import reaches
+from mlmix.theory.linalg.absorbed import solve_absorbed
 from mlmix.theory.results import EPS, NAMES, VectorResult
 from mlmix.validation import Matrix, check_memory, check_state_set, check_steps, check_vector
 
@@ -48,7 +47,6 @@ if TYPE_CHECKING:
     import torch
 
     from mlmix.theory.chain.markov_chain import Chain
-    from mlmix.theory.linalg.krylov import LinearSolve
     from mlmix.theory.linalg.operator import TransitionOperator
 
 
@@ -119,7 +117,7 @@ def absorption_probabilities(P: Matrix, target: np.ndarray) -> VectorResult:
     h = A.astype(np.float64)
     if not live.any():
         return VectorResult("P_x(tau_A < inf)", h, "graph search", 0.0)
-    x, method, rel, res = _solve_absorbed(P, live, [A, ~(A | live)], None, "absorption probabilities")
+    x, method, rel, res = solve_absorbed(P, live, [A, ~(A | live)], None, "absorption probabilities")
     h[live] = x
     return VectorResult("P_x(tau_A < inf)", h, method, rel, None, res)
 
@@ -142,178 +140,93 @@ def hitting_time_distribution(P: Matrix, start_law: np.ndarray, target: np.ndarr
                         2 * (t_max + 1) * P.shape[0] * EPS)
 
 
-def reaches(P: Matrix, sources: np.ndarray, allowed: np.ndarray) -> np.ndarray:
-    """States x in ``allowed`` (or in ``sources``) with a path x -> ... -> sources inside ``allowed``."""
-    N = P.shape[0]
-    edges = sp.coo_array(P)
-    keep = (edges.data > 0) & allowed[edges.row] & (allowed[edges.col] | sources[edges.col])
-    src = np.flatnonzero(sources)
-    rows = np.concatenate([edges.col[keep], np.full(src.size, N)])  # reversed graph + a super-source N
-    cols = np.concatenate([edges.row[keep], src])
-    G = sp.csr_array((np.ones(rows.size), (rows, cols)), shape=(N + 1, N + 1))
-    reached = breadth_first_order(G, N, directed=True, return_predecessors=False)
-    out = np.zeros(N + 1, dtype=bool)
-    out[reached] = True
-    return out[:N]
-
-
-def _solve_absorbed(P: Matrix, unknown: np.ndarray, exits: list[np.ndarray], rhs: np.ndarray | None,
-                    what: str) -> tuple[np.ndarray, str, float | None, float | None]:
-    """Solve (I - P_UU) x = b on the states ``unknown`` where the exits (masks of absorbing sets) carry
-    the rest of each row's mass; b = ``rhs`` (on U) or, when None, the flow into exits[0].
-    Returns (x on U, method, entrywise rel_error, residual)."""
-    idx = np.flatnonzero(unknown)
-    m = idx.size
-    Ps = sp.csr_array(P)
-    rows = Ps[idx]
-    ex = np.stack([np.asarray(rows[:, np.flatnonzero(e)].sum(axis=1)).ravel() for e in exits], axis=1)
-    if m <= DENSE_HITTING_LIMIT:
-        el = eliminate(rows[:, idx].toarray(), exits=ex, eliminate_mask=np.ones(m, dtype=bool))
-        x = el.exit_solution()[:, 0] if rhs is None else el.solve(rhs)
-        return x, f"GTH elimination of the {m} unknown states (subtraction-free)", min(8.0 * m**3 * EPS, 1.0), None
-    sub = sp.csr_array(rows[:, idx])
-    b = ex[:, 0] if rhs is None else rhs
-    op = sp.eye_array(m, format="csr") - sub
-    x, method = krylov_solve(op, b, spd=False, diagonal=op.diagonal(), what=what)
-    res = float(np.linalg.norm(op @ x - b) / max(np.linalg.norm(b), 1e-300))
-    return x, method, None, res
-
-
-def expected_hitting_times(P: Matrix, target: np.ndarray) -> VectorResult:
-    """E_x tau_A for every start x: 0 on A (so 0 everywhere when A is the whole space), inf where A is
-    not hit almost surely."""
-    N = P.shape[0]
+def hitting_times_on(backend: Backend, target: np.ndarray) -> VectorResult:
+    """E_x tau_A for every start x on any :class:`~mlmix.theory.chain.backends.Backend`: 0 on A (so 0
+    everywhere when A is the whole space), inf where A is not hit almost surely; (I - P_RR) k = 1 on the
+    states R that reach A surely, by the backend's absorbed solve, whose a-posteriori rho (a matrix-free
+    solve) bounds every entry relatively by rho / (1 - rho), as M 1 = k for M = (I - P_RR)^-1."""
+    N = backend.n_states
     A = check_state_set(target, N, "target set A")
     B = ~A
-    unreachable = B & ~reaches(P, A, B)
-    doomed = reaches(P, unreachable, B) if unreachable.any() else unreachable
+    unreachable = B & ~backend.reaches(A, B)
+    doomed = backend.reaches(unreachable, B) if unreachable.any() else unreachable
     R = B & ~doomed
     k = np.zeros(N)
     k[doomed] = np.inf
+    name = NAMES["hitting_time"]
     if not R.any():
-        return VectorResult("E_x tau_A", k, "graph search: every state outside A is in A or cannot reach it", 0.0)
-    x, method, rel, res = _solve_absorbed(P, R, [A], np.ones(int(R.sum())), "expected hitting times")
-    k[R] = x
-    return VectorResult("E_x tau_A", k, method, rel, None, res)
+        return VectorResult(name, k, "graph search: every state outside A is in A or cannot reach it", 0.0)
+    sol = backend.absorbed_solve(R, [A], np.ones(int(R.sum())), "expected hitting times")
+    k[R] = sol.x
+    method, rel = sol.method, sol.rel_error
+    if sol.rho is not None:
+        rel = sol.rho / (1 - sol.rho) if sol.rho < 1 else None
+        method += (f"; entrywise error <= rho / (1 - rho), rho = ||r||_inf = {sol.rho:.1e} "
+                   "(M = (I - P_UU)^-1 >= 0, M 1 = E tau_A)")
+    return VectorResult(name, k, method, rel, None, sol.residual, details=dict(backend.details))
 
 
-def committor(P: Matrix, A: np.ndarray, B: np.ndarray) -> VectorResult:
-    """q(x) = P_x(tau_B < tau_A): 1 on B, 0 on A; 0 where B cannot be reached avoiding A."""
-    N = P.shape[0]
+def committor_on(backend: Backend, A: np.ndarray, B: np.ndarray) -> VectorResult:
+    """q(x) = P_x(tau_B < tau_A) on any :class:`~mlmix.theory.chain.backends.Backend`: 1 on B, 0 on A; 0
+    where B cannot be reached avoiding A; (I - P_CC) q = P_CB 1 on the rest C. An a-posteriori rho (a
+    matrix-free solve) bounds |q - q_hat| by rho E_x tau_(A u B) entrywise (those hitting times certified
+    too; ``details['max_abs_error']``, ``abs_error`` its sum, ``rel_error`` the entrywise relative bound
+    where every q > 0)."""
+    N = backend.n_states
     Am = check_state_set(A, N, "A")
     Bm = check_state_set(B, N, "B")
     if (Am & Bm).any():
         raise ValueError("A and B must be disjoint")
     C = ~(Am | Bm)
     q = Bm.astype(np.float64)
-    live = C & reaches(P, Bm, C)
+    live = C & backend.reaches(Bm, C)
+    name = NAMES["committor"]
     if not live.any():
-        return VectorResult("committor P_x(tau_B < tau_A)", q, "graph search", 0.0)
-    x, method, rel, res = _solve_absorbed(P, live, [Bm, Am | (C & ~live)], None, "committor")
-    q[live] = x
-    return VectorResult("committor P_x(tau_B < tau_A)", q, method, rel, None, res)
+        return VectorResult(name, q, "graph search", 0.0)
+    sol = backend.absorbed_solve(live, [Bm, Am | (C & ~live)], None, "committor")
+    q[live] = sol.x
+    if sol.rho is None:
+        return VectorResult(name, q, sol.method, sol.rel_error, None, sol.residual, details=dict(backend.details))
+    k = hitting_times_on(backend, ~C)
+    if k.rel_error is None or not sol.rho < 1:
+        return VectorResult(name, q, sol.method + "; not certified (the residual or E tau_{A u B} is not bounded)",
+                            None, None, sol.residual, details=dict(backend.details))
+    bound = sol.rho * np.asarray(k.value) * (1 + k.rel_error)
+    rel = float(np.max(bound / q)) if (q > 0).all() else None
+    return VectorResult(name, q, sol.method + f"; |error| <= rho E_x tau_(A u B) entrywise, rho = {sol.rho:.1e}",
+                        rel if rel is not None and rel < 1 else None, float(bound.sum()), sol.residual,
+                        details={**backend.details, "max_abs_error": float(bound.max())})
+
+
+def expected_hitting_times(P: Matrix, target: np.ndarray) -> VectorResult:
+    """E_x tau_A for every start x of the chain of the matrix P (:func:`hitting_times_on`)."""
+    return hitting_times_on(matrix_backend(P), target)
+
+
+def committor(P: Matrix, A: np.ndarray, B: np.ndarray) -> VectorResult:
+    """q(x) = P_x(tau_B < tau_A) for the chain of the matrix P (:func:`committor_on`)."""
+    return committor_on(matrix_backend(P), A, B)
 
 
 # ------------------------------------------------------------ matrix-free (a TransitionOperator)
 
-def _absorbed(op: TransitionOperator, unknown: torch.Tensor, b: torch.Tensor, pi: torch.Tensor | None) -> tuple[
-        torch.Tensor, LinearSolve, str]:
-    """x with x = 0 off ``unknown`` and (I - P_UU) x = b on it (b = 0 off U): conjugate gradients on the
-    symmetrised system when the chain is reversible and pi is at hand, else GMRES(50) (pi is only a
-    preconditioner here: the a-posteriori bounds do not use it)."""
-
-    from mlmix.theory.linalg.krylov import conjugate_gradient, gmres
-    from mlmix.theory.linalg.operator_vectors import MAX_MATVECS, SOLVE_RTOL
-
-    keep = unknown.to(op.dtype)
-    if op.reversible and pi is not None:  # D^1/2 (I - P_UU) D^-1/2 is symmetric positive definite
-        r = pi.sqrt()
-
-        def sym(y: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
-            op.apply(y * keep, "symmetric", out)
-            return out.mul_(keep).neg_().add_(y)
-
-        sol = conjugate_gradient(sym, b * r, comm=op.comm, rtol=SOLVE_RTOL, max_matvecs=MAX_MATVECS)
-        how = f"conjugate gradients on D^1/2 (I - P_UU) D^-1/2 (reversible), {sol.matvecs} applications"
-        return sol.x / r, sol, how
-
-    def apply(x: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
-        op.apply(x * keep, "functions", out)
-        return out.mul_(keep).neg_().add_(x)
-
-    sol = gmres(apply, b, comm=op.comm, restart=50, rtol=SOLVE_RTOL, max_matvecs=MAX_MATVECS)
-    return sol.x, sol, f"GMRES(50) on (I - P_UU) x = b, {sol.matvecs} applications"
-
-
-def _local_mask(op: TransitionOperator, S: np.ndarray) -> torch.Tensor:
-    from mlmix.theory.linalg.operator_vectors import local_part  # deferred: torch
-
-    return local_part(op, np.asarray(S, dtype=bool))
-
-
 def operator_hitting_times(op: TransitionOperator, A: np.ndarray, pi: torch.Tensor | None) -> VectorResult:
-    """E_x tau_A for every start x (``A`` a boolean mask; the chain irreducible), certified entrywise."""
-    import torch  # deferred: only the matrix-free route loads torch
-
-    from mlmix.theory.linalg.operator_vectors import gathered, global_total, rounding
-
-    name = NAMES["hitting_time"]
-    Am = _local_mask(op, A)
-    if global_total(op, Am.to(torch.float64), "min") > 0:
-        return VectorResult(name, np.zeros(op.n_states), "every state is in A", 0.0)
-    U = ~Am
-    one = U.to(op.dtype)
-    h, sol, how = _absorbed(op, U, one, pi)
-    h = h * one
-    gamma = rounding(op)
-    Ph = op.apply(h, "functions")
-    P_abs = op.apply(h.abs(), "functions")
-    r = (one - (h - Ph * one)) * one
-    rho = global_total(op, (r.abs() + gamma * (one + h.abs() + P_abs) * one), "max")
-    rel = rho / (1 - rho) if rho < 1 else None
-    return VectorResult(name, gathered(op, h), how + f"; entrywise error <= rho / (1 - rho), rho = ||r||_inf = {rho:.1e} "
-                        "(M = (I - P_UU)^-1 >= 0, M 1 = E tau_A)", rel, None, sol.relative_residual,
-                        details={"representation": "operator"})
+    """E_x tau_A for every start x of a matrix-free kernel (the chain irreducible), certified entrywise
+    (:func:`hitting_times_on`)."""
+    return hitting_times_on(OperatorBackend(op, lambda: pi), A)
 
 
 def operator_committor(op: TransitionOperator, A: np.ndarray, B: np.ndarray, pi: torch.Tensor | None) -> VectorResult:
-    """q(x) = P_x(tau_B < tau_A) (masks), with the entrywise absolute error bound rho E_x tau_{A u B}
-    (``details['max_abs_error']``; ``abs_error`` its sum, ``rel_error`` the entrywise relative bound
-    where every q > 0)."""
-    from mlmix.theory.linalg.operator_vectors import gathered, global_total, rounding  # deferred: torch
-
-    Am, Bm = _local_mask(op, A), _local_mask(op, B)
-    C = ~(Am | Bm)
-    keep = C.to(op.dtype)
-    inB = Bm.to(op.dtype)
-    b = op.apply(inB, "functions").mul_(keep)
-    x, sol, how = _absorbed(op, C, b, pi)
-    x = x * keep
-    gamma = rounding(op)
-    Px = op.apply(x, "functions")
-    r = (b - (x - Px * keep)) * keep
-    rho = global_total(op, (r.abs() + gamma * (x.abs() + op.apply(x.abs(), "functions") + b) * keep), "max")
-    k = operator_hitting_times(op, gathered(op, ~C).astype(bool), pi)
-    q = x + inB
-    name = NAMES["committor"]
-    if k.rel_error is None or not rho < 1:
-        return VectorResult(name, gathered(op, q), how + "; not certified (the residual or E tau_{A u B} is not bounded)",
-                            None, None, sol.relative_residual, details={"representation": "operator"})
-    bound = rho * np.asarray(k.value) * (1 + k.rel_error)
-    qn = gathered(op, q)
-    rel = float(np.max(bound / qn)) if (qn > 0).all() else None
-    return VectorResult(name, qn, how + f"; |error| <= rho E_x tau_(A u B) entrywise, rho = {rho:.1e}",
-                        rel if rel is not None and rel < 1 else None, float(bound.sum()), sol.relative_residual,
-                        details={"representation": "operator", "max_abs_error": float(bound.max())})
+    """q(x) = P_x(tau_B < tau_A) of a matrix-free kernel, certified entrywise (:func:`committor_on`)."""
+    return committor_on(OperatorBackend(op, lambda: pi), A, B)
 
 
 def operator_hitting_probabilities(op: TransitionOperator, A: np.ndarray, t: int) -> VectorResult:
     """P_x(tau_A <= t) by t backward steps h <- 1_A + 1_{A^c} P h (non-negative: entrywise relative
     rounding (1 + gamma)^t - 1)."""
-    from mlmix.theory.linalg.operator_vectors import gathered, rounding  # deferred: torch
+    from mlmix.theory.linalg.operator_vectors import gathered, local_part, rounding  # deferred: torch
 
-    Am = _local_mask(op, A)
-    inA = Am.to(op.dtype)
+    inA = local_part(op, np.asarray(A, dtype=bool)).to(op.dtype)
     h = inA.clone()
     for _ in range(t):
         h = op.apply(h, "functions").mul_(1 - inA).add_(inA)
@@ -323,21 +236,10 @@ def operator_hitting_probabilities(op: TransitionOperator, A: np.ndarray, t: int
 
 # ------------------------------------------------------------ the questions of a Chain
 
-def _pi_if_known(chain: Chain) -> torch.Tensor | None:
-    """The operator chain's stationary law for the symmetrised solves, or None when its Krylov solve did not
-    converge (hitting times and committors do not need it: they fall back to GMRES)."""
-    try:
-        return chain.facts.pi_t
-    except ConvergenceError:
-        return None
-
-
 def chain_hitting_time(chain: Chain, target: np.ndarray) -> VectorResult:
-    """The body of :meth:`Chain.hitting_time`."""
-    if chain.facts.representation == "operator":
-        return operator_hitting_times(chain.op, check_state_set(target, chain.n_states, "target set A"),
-                                      _pi_if_known(chain))
-    return chain.facts.rounded_vector(expected_hitting_times(chain.P, target), chain.facts.subnormal[0])
+    """The body of :meth:`Chain.hitting_time`: :func:`hitting_times_on` the chain's backend (widened for P's
+    subnormal entries, :attr:`~mlmix.theory.chain.chain_facts.ChainFacts.subnormal`)."""
+    return chain.facts.rounded_vector(hitting_times_on(chain.facts.backend, target), chain.facts.subnormal[0])
 
 
 def chain_hitting_probabilities(chain: Chain, target: np.ndarray, t: int) -> VectorResult:
@@ -349,13 +251,8 @@ def chain_hitting_probabilities(chain: Chain, target: np.ndarray, t: int) -> Vec
 
 
 def chain_committor(chain: Chain, A: np.ndarray, B: np.ndarray) -> VectorResult:
-    """The body of :meth:`Chain.committor`."""
-    if chain.facts.representation == "operator":
-        Am, Bm = check_state_set(A, chain.n_states, "A"), check_state_set(B, chain.n_states, "B")
-        if (Am & Bm).any():
-            raise ValueError("A and B must be disjoint")
-        return operator_committor(chain.op, Am, Bm, _pi_if_known(chain))
-    return committor(chain.P, A, B)
+    """The body of :meth:`Chain.committor`: :func:`committor_on` the chain's backend."""
+    return committor_on(chain.facts.backend, A, B)
 
 
 def chain_mean_first_passage_times(chain: Chain, target: np.ndarray | int | None = None) -> VectorResult:

@@ -174,9 +174,10 @@ def matrix_stepper(P: Matrix, t_max: int) -> Stepper:
 
 
 def chain_stepper(chain: Chain, t_max: int) -> Stepper:
-    """A chain's stepper: its matrix (:func:`matrix_stepper`), or, matrix-free, the operator's applications
-    (``chain.P @ f``, ``chain.P.T @ mu``, each charged the operator's ``rounding``), or its matrix (memory
-    permitting) where squaring is cheaper (:func:`prefer_squaring`, an application costing N op.terms)."""
+    """A chain's stepper: its matrix (:func:`matrix_stepper`), or, matrix-free, its backend's applications
+    (:meth:`~mlmix.theory.chain.backends.Backend.apply`, each charged the backend's ``rounding``), or its
+    matrix (memory permitting) where squaring is cheaper (:func:`prefer_squaring`, an application costing
+    N op.terms)."""
     if chain.facts.representation != "operator" or prefer_squaring(
             chain.n_states, t_max, chain.n_states * chain.op.terms + CALL_COST["operator"]):
         return matrix_stepper(chain.facts.matrix_P, t_max)
@@ -184,11 +185,9 @@ def chain_stepper(chain: Chain, t_max: int) -> Stepper:
     check_applications(chain.n_states, t_max)
     if op.comm.world_size > 1:
         raise ValueError("powers of a sharded matrix-free chain are not computed: build it on one process")
-    # deferred: the operator's vector helpers import torch, which dense and CSR chains never load
-    from mlmix.theory.linalg.operator_vectors import rounding
-
-    g = rounding(op)
-    return Stepper(lambda v, measures: np.asarray(chain.P.T @ v if measures else chain.P @ v, dtype=np.float64),
+    backend = chain.facts.backend
+    g = backend.rounding()
+    return Stepper(lambda v, measures: backend.apply(v, "measures" if measures else "functions"),
                    chain.n_states, g, g, f"single applications of the matrix-free operator ({op.description})")
 
 

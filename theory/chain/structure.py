@@ -152,3 +152,18 @@ class PositiveStructure(Structure):
 
     def period(self, states: np.ndarray | None = None) -> int:
         return 1
+
+
+def reaches(P: Matrix, sources: np.ndarray, allowed: np.ndarray) -> np.ndarray:
+    """States x in ``allowed`` (or in ``sources``) with a path x -> ... -> sources inside ``allowed``."""
+    N = P.shape[0]
+    edges = sp.coo_array(P)
+    keep = (edges.data > 0) & allowed[edges.row] & (allowed[edges.col] | sources[edges.col])
+    src = np.flatnonzero(sources)
+    rows = np.concatenate([edges.col[keep], np.full(src.size, N)])  # reversed graph + a super-source N
+    cols = np.concatenate([edges.row[keep], src])
+    G = sp.csr_array((np.ones(rows.size), (rows, cols)), shape=(N + 1, N + 1))
+    reached = breadth_first_order(G, N, directed=True, return_predecessors=False)
+    out = np.zeros(N + 1, dtype=bool)
+    out[reached] = True
+    return out[:N]

@@ -10,7 +10,6 @@ from helpers import two_state
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from mlmix.theory.chain import hitting
 from mlmix.theory.chain.hitting import (
     committor,
     expected_hitting_times,
@@ -19,6 +18,7 @@ from mlmix.theory.chain.hitting import (
 )
 from mlmix.theory.chain.markov_chain import Chain
 from mlmix.theory.kernels.assembled import glauber_kernel
+from mlmix.theory.linalg import absorbed
 from mlmix.theory.sources.conditionals import IsingModel, PottsModel, ScoreTable
 
 
@@ -118,7 +118,7 @@ def test_dense_and_krylov_paths_agree(monkeypatch, kind):
     target = np.flatnonzero(src.space.all_states().sum(axis=1) == 0)  # the all-zero state
     dense = expected_hitting_times(P, target)
     assert "GTH" in dense.method
-    monkeypatch.setattr(hitting, "DENSE_HITTING_LIMIT", 16)
+    monkeypatch.setattr(absorbed, "DENSE_HITTING_LIMIT", 16)
     sparse = expected_hitting_times(P, target)
     assert sparse.residual < 1e-8 and "GMRES" in sparse.method or "BiCGSTAB" in sparse.method
     np.testing.assert_allclose(sparse, dense, rtol=1e-8)
