@@ -427,10 +427,12 @@ class TransitionPathIdentities(OnFirst, _Fact):
         return verdict(*parts, set_sizes=(int(tp.A.sum()), int(tp.B.sum())), reversible=bool(chain.is_reversible))
 
 
-def _worst(name: str, a: np.ndarray, b: np.ndarray, err_a: float, err_b: float) -> Part:
-    """The entry of two vectors that differ most, as an identity with their error bounds."""
-    k = int(np.argmax(np.abs(a - b)))
-    return Part(name, float(a[k]), float(b[k]), "==", err_a, err_b, False)
+def _worst(name: str, lhs: np.ndarray, rhs: np.ndarray, lhs_err, rhs_err) -> Part:
+    """The entry where lhs = rhs is closest to failing relative to its error bounds (arrays or one bound for
+    every entry), as an identity with those bounds."""
+    lhs_err, rhs_err = np.broadcast_to(lhs_err, lhs.shape), np.broadcast_to(rhs_err, rhs.shape)
+    k = int(np.argmax(np.abs(lhs - rhs) / np.maximum(lhs_err + rhs_err, 1e-300)))
+    return Part(name, float(lhs[k]), float(rhs[k]), "==", float(lhs_err[k]), float(rhs_err[k]), False)
 
 
 @register
@@ -571,12 +573,6 @@ class SensitivityDifferences(OnFirst, _Fact):
                        pi_rel_error=dpi.rel_error)
 
 
-def _worst_balance(name: str, lhs: np.ndarray, rhs: np.ndarray, lhs_err: np.ndarray, rhs_err: np.ndarray) -> Part:
-    """The row where lhs = rhs is closest to failing, relative to its error bounds."""
-    k = int(np.argmax(np.abs(lhs - rhs) / np.maximum(lhs_err + rhs_err, 1e-300)))
-    return Part(name, float(lhs[k]), float(rhs[k]), "==", float(lhs_err[k]), float(rhs_err[k]), False)
-
-
 @register
 class GeneratorUniformisation(OnFirst, _Fact):
     paper = "engine"
@@ -614,11 +610,11 @@ class GeneratorUniformisation(OnFirst, _Fact):
         pi, hv, r, e = st_.value, h.value, st_.rel_error, h.rel_error
         inflow, outflow = pi @ off, pi * exits
         grow = 2 * n * U
-        parts = [_worst_balance("pi Q = 0: sum_i pi_i Q_ij = pi_j |Q_jj|", inflow, outflow,
+        parts = [_worst("pi Q = 0: sum_i pi_i Q_ij = pi_j |Q_jj|", inflow, outflow,
                                 (r + grow) * inflow, (r + grow) * outflow)]
         C = ~B
         lhs, rhs = off[C] @ hv + 1.0, exits[C] * hv[C]
-        parts.append(_worst_balance("Q h = -1 off B: sum_(j != i) Q_ij h_j + 1 = |Q_ii| h_i", lhs, rhs,
+        parts.append(_worst("Q h = -1 off B: sum_(j != i) Q_ij h_j + 1 = |Q_ii| h_i", lhs, rhs,
                                     (e + grow) * lhs, (e + grow) * rhs))
         gap, gap0 = g.spectral_gap(), base.spectral_gap()
         if gap.resolved and gap0.resolved:
