@@ -181,14 +181,21 @@ def test_thm1_attaining_equality_lies_in_the_kernel_of_the_information_gap():
 
 def test_prop7_and_pinsker_attaining_instances():
     """A point-mass data law on 11: the worst conditional KL is -ln of the model's least likely conditional
-    at 11, which is beta. Pinsker near p_theta: TV = 0.005, sqrt(KL/2) = TV (1 + O(eps^2))."""
+    at 11, which is beta. Pinsker near p_theta: TV = 0.005 (and 5e-6), sqrt(KL/2) = TV (1 + O(eps^2))."""
     (a,) = REGISTRY["pitfalls.prop7"].attaining
     inst = a.build()
     p = inst.family.probabilities(inst.theta)  # states 00, 01, 10, 11: the conditionals at 11, by hand
     beta = min(p[3] / (p[3] + p[1]), p[3] / (p[3] + p[2]))
     v = REGISTRY["pitfalls.prop7"].check(inst)
     assert v.main.lhs == pytest.approx(-np.log(beta), rel=1e-12) and v.main.rhs == pytest.approx(-np.log(beta))
-    (b,) = REGISTRY["pitfalls.thm4.pinsker"].attaining
+    b, b_small = REGISTRY["pitfalls.thm4.pinsker"].attaining
     w = REGISTRY["pitfalls.thm4.pinsker"].check(b.build())
     kl = float(mp.fsum(mp.mpf(x) * mp.log(mp.mpf(x) / mp.mpf(0.25)) for x in b.build().data))
     assert w.main.lhs == pytest.approx(0.005, rel=1e-12) and w.main.rhs == pytest.approx((kl / 2) ** 0.5, rel=1e-9)
+    # at 1e-5 the KL (5e-11) is resolved only without cancellation: against 50 digits of sum p log(p/q) - p + q
+    # (= KL for laws summing to 1; the float data sums to 1 within 6e-17, which would shift the plain sum by 1e-6)
+    w = REGISTRY["pitfalls.thm4.pinsker"].check(b_small.build())
+    with mp.workdps(50):
+        kl = float(mp.fsum(mp.mpf(x) * mp.log(mp.mpf(x) / mp.mpf(0.25)) - mp.mpf(x) + mp.mpf(0.25)
+                           for x in b_small.build().data))
+    assert w.main.lhs == pytest.approx(5e-6, rel=1e-9) and w.main.rhs == pytest.approx((kl / 2) ** 0.5, rel=1e-9)
